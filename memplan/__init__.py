@@ -1,0 +1,26 @@
+"""memplan: ahead-of-time memory planning for neural networks.
+
+Every tensor gets an offset in one arena; the arena is as small as it can
+be, and memplan says how far from optimal each plan is.
+"""
+
+from memplan.bounds import live_bytes, load_profile, lower_bound
+from memplan.errors import (
+    InvalidPlanError,
+    MemplanError,
+    NoPlanError,
+    ProblemError,
+    UnknownPlannerError,
+)
+from memplan.frontends import load
+from memplan.problem import Alias, Buffer, Plan, Problem, Region
+from memplan.registry import plan_with, planners, register
+from memplan.validate import Violation, check, validate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
+    "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "live_bytes",
+    "load", "load_profile", "lower_bound", "plan_with", "planners", "register", "validate",
+]

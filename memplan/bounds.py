@@ -1,0 +1,156 @@
+"""Lower bounds on the arena size: the live-load profile and conflict cliques.
+
+The live load at step t is the memory that the buffers live at t need
+together. No plan can use less at t, so the largest live load bounds every
+plan from below (XLA's "no fragmentation" heap)::
+
+    bytes
+      ^      ___
+      |  ___|   |___       lower_bound = the highest step
+      | |           |___
+      +-----------------> time
+
+Aliases tie buffers to each other's memory, so the load counts an alias
+group's live members once: the union of their address ranges (relative to the
+group through the alias deltas), not the sum of their sizes. Optional aliases
+count as taken, which keeps the bound valid whatever the planner decides.
+
+With explicit conflicts the buffers that pairwise conflict form a clique of
+the conflict graph and need their total size; `clique_bound` finds heavy
+cliques greedily (any clique is a valid bound).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memplan.problem import Problem, alias_components
+
+
+def _alias_components(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alias groups with optional aliases counted as taken (mandatory ones first).
+
+    Aliases that contradict the others (a choice between two optional aliases
+    can close an inconsistent cycle) stay out of the groups and are relaxed in
+    `load_profile`.
+    """
+    return alias_components(problem, np.argsort(problem.alias_optional, kind="stable"))
+
+
+def _group_events(problem: Problem, members: np.ndarray, delta: np.ndarray, sizes: np.ndarray):
+    """Events (time, bytes) for one alias group: the union of its live ranges per segment."""
+    starts, ends = problem.starts[members], problem.ends[members]
+    points = np.unique(np.concatenate([starts, ends]))
+    times, changes, previous = [], [], 0
+    for t in points[:-1]:
+        live = members[(starts <= t) & (ends > t)]
+        used = 0
+        reach = None
+        for lo, hi in sorted(zip(delta[live], delta[live] + sizes[live], strict=True)):
+            if reach is None or lo >= reach:
+                used += hi - lo
+                reach = hi
+            elif hi > reach:
+                used += hi - reach
+                reach = hi
+        times.append(t)
+        changes.append(used - previous)
+        previous = used
+    times.append(points[-1])
+    changes.append(-previous)
+    return times, changes
+
+
+def load_profile(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """The live load as a step function: ``(times, loads)``.
+
+    ``loads[i]`` bytes are live on ``[times[i], times[i + 1])``; the last load
+    is 0. Sort-based, O(n log n) for buffers without aliases, plus
+    O(m^2 log m) for an alias group of m members.
+    """
+    sizes = problem.sizes
+    if len(problem) == 0:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64)
+    root, delta, dropped = _alias_components(problem)
+    counts = np.bincount(root, minlength=len(problem))
+    single = counts[root] == 1
+    event_times = [problem.starts[single], problem.ends[single]]
+    event_bytes = [sizes[single], -sizes[single]]
+    grouped = np.flatnonzero(~single)
+    if len(grouped):
+        order = grouped[np.argsort(root[grouped], kind="stable")]
+        for members in np.split(order, np.flatnonzero(np.diff(root[order])) + 1):
+            times, changes = _group_events(problem, members, delta, sizes)
+            event_times.append(np.array(times, np.int64))
+            event_bytes.append(np.array(changes, np.int64))
+    for k in dropped:  # relax a contradicting alias: its target may as well cost nothing
+        src, dst = problem.alias_src[k], problem.alias_dst[k]
+        lo = max(problem.starts[src], problem.starts[dst])
+        hi = min(problem.ends[src], problem.ends[dst])
+        if lo < hi:
+            event_times.append(np.array([lo, hi]))
+            event_bytes.append(np.array([-sizes[dst], sizes[dst]]))
+    all_times = np.concatenate(event_times)
+    all_bytes = np.concatenate(event_bytes)
+    times, inverse = np.unique(all_times, return_inverse=True)
+    change = np.zeros(len(times), np.int64)
+    np.add.at(change, inverse, all_bytes)
+    return times, np.cumsum(change)
+
+
+def live_bytes(problem: Problem) -> np.ndarray:
+    """The live load at every step ``0 .. horizon - 1`` (operator widths); O(n + horizon)."""
+    times, loads = load_profile(problem)
+    horizon = problem.horizon
+    width = np.zeros(horizon, np.int64)
+    for i in range(len(times) - 1):
+        width[times[i]:times[i + 1]] = loads[i]
+    return width
+
+
+def live_load_bound(problem: Problem) -> int:
+    """The largest live load over time."""
+    return int(load_profile(problem)[1].max()) if len(problem) else 0
+
+
+def clique_bound(problem: Problem) -> int:
+    """A heavy clique of the conflict graph (explicit conflicts and lifetime overlaps).
+
+    Steps, for every buffer with an explicit conflict:
+    - take its neighbours (explicit, or live at the same time), heaviest first;
+    - add each one that conflicts with every buffer taken so far.
+    Any clique is a valid bound; greedy, O(c * d^2) for c such buffers of
+    degree d. Buffers of one alias group never count as conflicting.
+    """
+    if len(problem.conflicts) == 0:
+        return live_load_bound(problem)
+    root, _, _ = _alias_components(problem)
+    sizes, starts, ends = problem.sizes, problem.starts, problem.ends
+    explicit: dict[int, set[int]] = {}
+    for a, b in problem.conflicts.tolist():
+        explicit.setdefault(a, set()).add(b)
+        explicit.setdefault(b, set()).add(a)
+
+    def conflict(a: int, b: int) -> bool:
+        if root[a] == root[b]:
+            return False
+        return b in explicit.get(a, ()) or (starts[a] < ends[b] and starts[b] < ends[a])
+
+    best = 0
+    for v, neighbours in explicit.items():
+        overlapping = np.flatnonzero((starts < ends[v]) & (starts[v] < ends) & (root != root[v]))
+        candidates = sorted(neighbours | set(overlapping.tolist()), key=lambda u: -sizes[u])
+        clique = [v]
+        for u in candidates:
+            if u != v and all(conflict(u, w) for w in clique):
+                clique.append(u)
+        best = max(best, int(sizes[clique].sum()))
+    return best
+
+
+def lower_bound(problem: Problem) -> int:
+    """The best cheap lower bound: the live load, or a conflict clique when heavier."""
+    bound = live_load_bound(problem)
+    if len(problem.conflicts):
+        bound = max(bound, clique_bound(problem))
+    return bound

@@ -1,0 +1,59 @@
+"""The small tree of memplan's exceptions.
+
+Every failure names what it is about (file, line, buffer, tensor), so that a
+user can find it without a traceback::
+
+    MemplanError
+    ├── ProblemError (ValueError)        bad input: a file, a buffer, an alias
+    ├── UnknownPlannerError (KeyError)   a planner name nobody registered
+    ├── InvalidPlanError (ValueError)    a plan that breaks its problem
+    └── NoPlanError (RuntimeError)       a planner ended without any plan
+"""
+
+from __future__ import annotations
+
+
+class MemplanError(Exception):
+    """Base of every error memplan raises on purpose."""
+
+
+class ProblemError(MemplanError, ValueError):
+    """Bad input: a malformed file or row, or a buffer, alias or field that is wrong.
+
+    The message starts with where the problem is: ``file:line``, the buffer id
+    or the tensor name, then what is wrong with it.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 buffer: str | None = None):
+        where = []
+        if file is not None:
+            where.append(f"{file}:{line}" if line is not None else str(file))
+        if buffer is not None:
+            where.append(f"buffer {buffer!r}")
+        super().__init__(": ".join([*where, message]) if where else message)
+        self.reason = message
+        self.file = file
+        self.line = line
+        self.buffer = buffer
+
+
+class UnknownPlannerError(MemplanError, KeyError):
+    """A planner name that is not registered; the message lists the valid ones."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want plain text
+        return str(self.args[0])
+
+
+class InvalidPlanError(MemplanError, ValueError):
+    """A plan that breaks its problem; ``violations`` lists what the validator found."""
+
+    def __init__(self, violations):
+        self.violations = list(violations)
+        shown = "; ".join(str(v) for v in self.violations[:5])
+        more = f" (and {len(self.violations) - 5} more)" if len(self.violations) > 5 else ""
+        super().__init__(f"invalid plan: {shown}{more}")
+
+
+class NoPlanError(MemplanError, RuntimeError):
+    """A planner stopped (time limit, interrupt) before it had any plan at all."""

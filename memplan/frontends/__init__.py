@@ -1,0 +1,31 @@
+"""Frontends: models and files in, `Problem` out. They know nothing of planners.
+
+`load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.csv``
+(MiniMalloc's CSV), ``.json`` (memplan's own problem format).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memplan.errors import ProblemError
+from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.problem import Problem
+
+READERS = (".onnx", ".csv", ".json")
+
+
+def load(path: str | os.PathLike, **options) -> Problem:
+    """The problem in ``path``, read by extension; ``options`` go to the reader."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return minimalloc_csv.read_problem(path, **options)
+    if suffix == ".json":
+        return memplan_json.read_problem(path, **options)
+    if suffix == ".onnx":
+        from memplan.frontends.onnx import from_onnx
+
+        return from_onnx(path, **options)
+    raise ProblemError(f"unknown file type {suffix or '(none)'!r}; memplan reads "
+                       f"{', '.join(READERS)}", file=str(path))

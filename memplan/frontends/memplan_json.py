@@ -1,0 +1,223 @@
+"""memplan's own JSON: a problem with everything it can say, and a plan.
+
+A problem file (fields after ``size`` are optional, defaults shown)::
+
+    {"format": "memplan-problem", "version": 1, "name": "resnet", "capacity": null,
+     "buffers": [{"id": "x", "size": 4096, "start": 0, "end": 3, "alignment": 1,
+                  "offset": null, "regions": null, "kind": "activation",
+                  "max_size": null}],
+     "aliases": [{"src": "x", "dst": "y", "delta": 0, "optional": false}],
+     "conflicts": [["x", "z"]],
+     "regions": [{"name": "sram", "capacity": 262144, "cost": 0.0}],
+     "widths": null}
+
+A plan file: offsets by buffer id, and what the planner knows::
+
+    {"format": "memplan-plan", "version": 1, "planner": "exact", "status": "optimal",
+     "arena_size": 8192, "lower_bound": 8192, "best_bound": 8192, "seconds": 0.01,
+     "offsets": {"x": 0, "y": 0}, "regions": null, "sizes": null, "stats": {}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from memplan.errors import ProblemError
+from memplan.problem import Alias, Buffer, Plan, Problem, Region
+
+VERSION = 1
+_BUFFER_DEFAULTS = {"alignment": 1, "offset": None, "regions": None, "kind": "activation",
+                    "max_size": None}
+
+
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    buffers = []
+    for b in problem.buffers:
+        row = {"id": b.id, "size": b.size, "start": b.start, "end": b.end}
+        for key, default in _BUFFER_DEFAULTS.items():
+            value = getattr(b, key)
+            if value != default:
+                row[key] = list(value) if key == "regions" else value
+        buffers.append(row)
+    return {
+        "format": "memplan-problem", "version": VERSION, "name": problem.name,
+        "capacity": problem.capacity, "buffers": buffers,
+        "aliases": [{"src": a.src, "dst": a.dst, "delta": a.delta, "optional": a.optional}
+                    for a in problem.aliases],
+        "conflicts": [[problem.ids[a], problem.ids[b]] for a, b in problem.conflicts.tolist()],
+        "regions": [{"name": r.name, "capacity": r.capacity, "cost": r.cost}
+                    for r in problem.regions],
+        "widths": None if problem.widths is None else problem.widths.tolist(),
+    }
+
+
+class _Reader:
+    """Typed field access that names the file and the entry on every mistake."""
+
+    def __init__(self, source: str | None):
+        self.source = source
+
+    def fail(self, where: str, message: str):
+        raise ProblemError(f"{where}: {message}", file=self.source)
+
+    def field(self, entry: Any, key: str, kinds: type | tuple, where: str, default=...):
+        if not isinstance(entry, dict):
+            self.fail(where, f"expected an object, got {type(entry).__name__}")
+        if key not in entry or (entry[key] is None and default is not ...):
+            if default is ...:
+                self.fail(where, f"missing field {key!r}")
+            return default
+        value = entry[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in
+                                            (kinds if isinstance(kinds, tuple) else (kinds,))):
+            names = kinds.__name__ if isinstance(kinds, type) else \
+                " or ".join(k.__name__ for k in kinds)
+            self.fail(where, f"field {key!r} must be {names}, got {value!r}")
+        return value
+
+    def items(self, document: dict, key: str) -> list:
+        value = document.get(key) or []
+        if not isinstance(value, list):
+            self.fail(key, f"expected a list, got {type(value).__name__}")
+        return value
+
+
+def problem_from_dict(document: dict[str, Any], *, source: str | None = None) -> Problem:
+    """The `Problem` in a parsed problem document; `ProblemError` names the bad entry."""
+    r = _Reader(source)
+    if not isinstance(document, dict) or document.get("format", "memplan-problem") \
+            != "memplan-problem":
+        r.fail("format", "not a memplan problem (expected \"format\": \"memplan-problem\")")
+    buffers = []
+    for i, entry in enumerate(r.items(document, "buffers")):
+        where = f"buffers[{i}]"
+        id = r.field(entry, "id", (str, int), where)
+        where = f"buffer {id!r}"
+        regions = r.field(entry, "regions", list, where, None)
+        buffers.append(Buffer(
+            str(id), r.field(entry, "size", int, where), r.field(entry, "start", int, where),
+            r.field(entry, "end", int, where), r.field(entry, "alignment", int, where, 1),
+            r.field(entry, "offset", int, where, None),
+            None if regions is None else tuple(map(str, regions)),
+            r.field(entry, "kind", str, where, "activation"),
+            r.field(entry, "max_size", int, where, None)))
+    aliases = [Alias(str(r.field(e, "src", (str, int), f"aliases[{i}]")),
+                     str(r.field(e, "dst", (str, int), f"aliases[{i}]")),
+                     r.field(e, "delta", int, f"aliases[{i}]", 0),
+                     r.field(e, "optional", bool, f"aliases[{i}]", False))
+               for i, e in enumerate(r.items(document, "aliases"))]
+    conflicts = []
+    for i, pair in enumerate(r.items(document, "conflicts")):
+        if not isinstance(pair, list) or len(pair) != 2:
+            r.fail(f"conflicts[{i}]", f"expected a pair of buffer ids, got {pair!r}")
+        conflicts.append((str(pair[0]), str(pair[1])))
+    regions = [Region(str(r.field(e, "name", str, f"regions[{i}]")),
+                      r.field(e, "capacity", int, f"regions[{i}]", None),
+                      float(r.field(e, "cost", (int, float), f"regions[{i}]", 0.0)))
+               for i, e in enumerate(r.items(document, "regions"))]
+    capacity = r.field(document, "capacity", int, "problem", None)
+    widths = r.field(document, "widths", list, "problem", None)
+    return Problem(buffers, aliases=aliases, conflicts=conflicts, capacity=capacity,
+                   widths=widths, regions=regions, name=str(document.get("name") or ""),
+                   source=source)
+
+
+def plan_to_dict(problem: Problem, plan: Plan) -> dict[str, Any]:
+    def by_id(values):
+        return None if values is None else dict(zip(problem.ids, np.asarray(values).tolist(),
+                                                     strict=True))
+
+    region_names = None
+    if plan.regions is not None and problem.regions:
+        region_names = {id: problem.regions[r].name
+                        for id, r in zip(problem.ids, plan.regions.tolist(), strict=True)}
+    return {
+        "format": "memplan-plan", "version": VERSION, "planner": plan.planner,
+        "status": plan.status, "arena_size": plan.arena_size, "lower_bound": plan.lower_bound,
+        "best_bound": plan.best_bound, "seconds": plan.seconds, "offsets": by_id(plan.offsets),
+        "regions": region_names, "sizes": by_id(plan.sizes),
+        "stats": json.loads(json.dumps(plan.stats, default=_plain)),
+    }
+
+
+def _plain(value):
+    """JSON for numpy scalars and arrays in statistics."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def plan_from_dict(document: dict[str, Any], problem: Problem, *,
+                   source: str | None = None) -> Plan:
+    """The `Plan` in a parsed plan document, for ``problem``; every buffer must be there."""
+    r = _Reader(source)
+    if not isinstance(document, dict) or document.get("format") != "memplan-plan":
+        r.fail("format", "not a memplan plan (expected \"format\": \"memplan-plan\")")
+    offsets = r.field(document, "offsets", dict, "plan")
+
+    def in_order(values: dict, what: str):
+        missing = [id for id in problem.ids if id not in values]
+        extra = [id for id in values if id not in problem._index]
+        if missing or extra:
+            r.fail(what, f"buffers missing: {missing[:5]}, unknown: {extra[:5]}")
+        return [values[id] for id in problem.ids]
+
+    names = [reg.name for reg in problem.regions]
+    regions = r.field(document, "regions", dict, "plan", None)
+    sizes = r.field(document, "sizes", dict, "plan", None)
+    status = r.field(document, "status", str, "plan")
+    if status not in ("optimal", "feasible", "infeasible", "unknown"):
+        r.fail("status", f"unknown status {status!r}")
+    return Plan(
+        np.array(in_order(offsets, "offsets"), np.int64),
+        r.field(document, "arena_size", int, "plan"), r.field(document, "lower_bound", int, "plan"),
+        status, r.field(document, "best_bound", int, "plan"),
+        r.field(document, "planner", str, "plan"),
+        float(r.field(document, "seconds", (int, float), "plan", 0.0)),
+        r.field(document, "stats", dict, "plan", {}),
+        None if regions is None else np.array([names.index(n) if n in names else -1
+                                               for n in in_order(regions, "regions")]),
+        None if sizes is None else np.array(in_order(sizes, "sizes"), np.int64),
+    )
+
+
+def _load(path: str | os.PathLike) -> Any:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except OSError as error:
+        raise ProblemError(f"cannot read: {error.strerror}", file=str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        line = getattr(error, "lineno", None)
+        raise ProblemError(f"not valid JSON ({error.msg if hasattr(error, 'msg') else error})",
+                           file=str(path), line=line) from None
+
+
+def read_problem(path: str | os.PathLike) -> Problem:
+    document = _load(path)
+    if isinstance(document, dict) and "problem" in document:  # a problem and its plan
+        document = document["problem"]
+    return problem_from_dict(document, source=str(path))
+
+
+def read_plan(path: str | os.PathLike, problem: Problem) -> Plan:
+    document = _load(path)
+    if isinstance(document, dict) and "plan" in document:
+        document = document["plan"]
+    return plan_from_dict(document, problem, source=str(path))
+
+
+def write_problem(path: str | os.PathLike, problem: Problem) -> None:
+    with open(path, "w") as handle:
+        json.dump(problem_to_dict(problem), handle, indent=1)
+
+
+def write_plan(path: str | os.PathLike, problem: Problem, plan: Plan) -> None:
+    with open(path, "w") as handle:
+        json.dump(plan_to_dict(problem, plan), handle, indent=1)

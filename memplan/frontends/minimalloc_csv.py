@@ -1,0 +1,151 @@
+"""MiniMalloc's CSV: read problems and solutions, write them back.
+
+One buffer a row, header first::
+
+    id,lower,upper,size[,alignment][,offset]
+    b1,0,3,4
+
+The lifetime is half-open ``[lower, upper)``. The header may also say
+``buffer`` for ``id``, ``start``/``begin`` for ``lower``, and ``end`` for an
+*inclusive* last step (``upper = end + 1``). An ``offset`` column makes the
+file a solution. MiniMalloc puts the capacity in the file name
+(``A.1048576.csv``); `read_problem` takes it from there unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+from memplan.errors import ProblemError
+from memplan.problem import Plan, Problem
+
+_COLUMNS = {  # header word -> (field, shift added to the value)
+    "id": ("id", 0), "buffer": ("id", 0),
+    "lower": ("start", 0), "start": ("start", 0), "begin": ("start", 0),
+    "upper": ("end", 0), "end": ("end", 1),
+    "size": ("size", 0), "alignment": ("alignment", 0), "offset": ("offset", 0),
+}
+_REQUIRED = ("id", "start", "end", "size")
+
+
+def capacity_from_name(path: str | os.PathLike) -> int | None:
+    """``A.1048576.csv`` -> 1048576; None when the name carries no capacity."""
+    parts = Path(path).name.split(".")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+def _parse(path: str | os.PathLike):
+    """Rows of the file as columns of ints (ids as strings); errors name file and line."""
+    name = str(path)
+    try:
+        handle = open(path, newline="")
+    except OSError as error:
+        raise ProblemError(f"cannot read: {error.strerror}", file=name) from None
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ProblemError("empty file, expected a header id,lower,upper,size",
+                               file=name) from None
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise ProblemError(f"not a CSV file ({error})", file=name, line=1) from None
+        fields = []
+        for word in header:
+            key = word.strip().lower()
+            if key not in _COLUMNS:
+                raise ProblemError(f"unknown column {word!r}; expected "
+                                   f"{', '.join(_COLUMNS)}", file=name, line=1)
+            fields.append(_COLUMNS[key])
+        names = [f for f, _ in fields]
+        for needed in _REQUIRED:
+            if needed not in names:
+                raise ProblemError(f"missing column for {needed!r} in header {','.join(header)}",
+                                   file=name, line=1)
+        columns: dict[str, list] = {f: [] for f in names}
+        try:
+            for row in reader:
+                line = reader.line_num
+                if not row or all(not cell.strip() for cell in row):
+                    continue
+                if len(row) != len(fields):
+                    raise ProblemError(f"malformed row: {len(row)} fields, the header has "
+                                       f"{len(fields)}", file=name, line=line)
+                for (field, shift), cell in zip(fields, row, strict=True):
+                    cell = cell.strip()
+                    if field == "id":
+                        columns["id"].append(cell)
+                        continue
+                    try:
+                        columns[field].append(int(cell) + shift)
+                    except ValueError:
+                        raise ProblemError(f"{field} must be an integer, got {cell!r}",
+                                           file=name, line=line) from None
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise ProblemError(f"not a CSV file ({error})", file=name,
+                               line=reader.line_num) from None
+    return columns
+
+
+def read_problem(path: str | os.PathLike, *, capacity: int | None | str = "name") -> Problem:
+    """The problem in a MiniMalloc CSV (an ``offset`` column is ignored here).
+
+    ``capacity="name"`` takes it from the file name, as MiniMalloc does;
+    give an int or None to override.
+    """
+    columns = _parse(path)
+    n = len(columns["id"])
+    cap = capacity_from_name(path) if capacity == "name" else capacity
+    try:
+        return Problem.from_arrays(
+            columns["size"], columns["start"], columns["end"], ids=columns["id"],
+            alignments=columns.get("alignment"), capacity=cap,
+            name=Path(path).name.split(".")[0], source=str(path))
+    except ProblemError as error:
+        if error.buffer is not None and n:  # say the line too
+            line = columns["id"].index(error.buffer) + 2
+            raise ProblemError(error.reason, file=str(path), line=line,
+                               buffer=error.buffer) from None
+        raise
+
+
+def read_solution(path: str | os.PathLike, *, capacity: int | None | str = "name"
+                  ) -> tuple[Problem, dict[str, int]]:
+    """A solution file: its problem and the offsets of its ``offset`` column."""
+    problem = read_problem(path, capacity=capacity)
+    offsets = _parse(path).get("offset")
+    if offsets is None:
+        raise ProblemError("no offset column: this is a problem, not a solution", file=str(path))
+    return problem, dict(zip(problem.ids, offsets, strict=True))
+
+
+def write_csv(path: str | os.PathLike, problem: Problem, plan: Plan | None = None) -> None:
+    """Write the problem (and the plan's offsets, as a solution) in MiniMalloc's CSV.
+
+    Pinned offsets, aliases, conflicts and regions have no place in this
+    format; a problem that has them is refused rather than written lossily.
+    """
+    lost = [what for what, has in (("pinned offsets", (problem.pinned >= 0).any()),
+                                   ("aliases", len(problem.aliases)),
+                                   ("conflicts", len(problem.conflicts)),
+                                   ("regions", len(problem.regions))) if has]
+    if lost:
+        raise ProblemError(f"MiniMalloc CSV cannot hold {', '.join(lost)}; use memplan JSON",
+                           file=str(path))
+    header = ["id", "lower", "upper", "size"]
+    columns = [problem.ids, problem.starts, problem.ends, problem.sizes]
+    if (problem.alignments != 1).any():
+        header.append("alignment")
+        columns.append(problem.alignments)
+    if plan is not None:
+        header.append("offset")
+        columns.append(np.asarray(plan.offsets))
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(zip(*(list(map(str, c)) if i == 0 else np.asarray(c).tolist()
+                               for i, c in enumerate(columns)), strict=True))

@@ -1,0 +1,1 @@
+"""Heuristic planners: fast plans, upper bounds and warm starts. One module per strategy."""

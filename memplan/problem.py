@@ -1,0 +1,417 @@
+"""The one vocabulary every part of memplan speaks: Buffer, Alias, Region, Problem, Plan.
+
+A *buffer* has a size in bytes and a half-open lifetime ``[start, end)`` in
+schedule steps. Two buffers *conflict* when their lifetimes intersect or the
+problem lists them as conflicting; conflicting buffers need disjoint address
+ranges ``[offset, offset + size)``. A *plan* gives every buffer an offset; its
+*arena size* is ``max(offset + size)``::
+
+    address
+      ^   +-----+
+      |   |  c  |        a: [0, 3)  b: [3, 6)  c: [1, 2)
+      +---+-----+--+     a and b may share bytes: their lifetimes
+      |  a   |  b  |     do not intersect (half-open).
+      +------+-----+---> time
+
+`Problem` stores its buffers as read-only numpy arrays (``sizes``, ``starts``,
+``ends``, ``alignments``, ``pinned``), so that a 100k-buffer problem costs a
+few megabytes and every planner works on arrays; `Buffer` is for building a
+problem and reading one row back. A buffer's *index* (``_idx``) is its
+position in these arrays; its *id* is its name. The two are never mixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+from memplan.errors import ProblemError
+
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+STATUSES: tuple[str, ...] = ("optimal", "feasible", "infeasible", "unknown")
+KINDS: tuple[str, ...] = ("activation", "input", "output", "scratch", "weight")
+NO_OFFSET = -1  # in `Problem.pinned`: the buffer is not pinned
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One tensor or workspace to place. Built by frontends and back ends."""
+
+    id: str
+    size: int  # bytes; for variable-size scratch the minimum it needs
+    start: int  # first step the buffer is live
+    end: int  # first step it is dead again: the lifetime is half-open [start, end)
+    alignment: int = 1  # offset % alignment == 0
+    offset: int | None = None  # pinned offset, or None to let the planner choose
+    regions: tuple[str, ...] | None = None  # allowed regions, preferred first; None = any
+    kind: str = "activation"  # activation, input, output, scratch or weight
+    max_size: int | None = None  # variable-size scratch: the most it can use
+
+    @property
+    def lifetime(self) -> tuple[int, int]:
+        return (self.start, self.end)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """``offset[dst] == offset[src] + delta``: dst lives inside src's memory.
+
+    In-place operators (delta 0), views, and a Concat input written into its
+    slice of the output (delta = the slice's byte offset). Aliased buffers may
+    overlap exactly as the alias says. An ``optional`` alias (may-alias) is a
+    choice the planner makes; a mandatory one is a constraint.
+    """
+
+    src: str
+    dst: str
+    delta: int = 0
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Region:
+    """A memory pool: on-chip SRAM, external DRAM. Region 0 is the default."""
+
+    name: str
+    capacity: int | None = None  # bytes, or None for unbounded
+    cost: float = 0.0  # cost of one byte placed here (0 for the fastest memory)
+
+
+def _readonly(values, dtype=np.int64) -> np.ndarray:
+    array = np.array(values, dtype=dtype)
+    array.flags.writeable = False
+    return array
+
+
+class Problem:
+    """Buffers with sizes and lifetimes, plus aliases, conflicts, capacity and regions.
+
+    Build it from `Buffer` objects (``Problem(buffers, aliases=...)``) or, for
+    large generated problems, from arrays (`Problem.from_arrays`). Every check
+    runs once here, so planners may trust what they get: sizes > 0, end >
+    start >= 0, alignment >= 1, pinned offsets aligned, ids unique, aliases and
+    conflicts between known buffers, mandatory alias deltas consistent.
+    Raises `ProblemError` naming the buffer and the field otherwise.
+    """
+
+    def __init__(self, buffers: Iterable[Buffer], *, aliases: Iterable[Alias] = (),
+                 conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
+                 widths: Sequence[int] | None = None, regions: Iterable[Region] = (),
+                 name: str = "", source: str | None = None):
+        buffers = list(buffers)
+        for buffer in buffers:
+            if not isinstance(buffer, Buffer):
+                raise ProblemError(f"expected a Buffer, got {type(buffer).__name__}",
+                                   file=source)
+        self._init(
+            ids=[b.id for b in buffers], sizes=[b.size for b in buffers],
+            starts=[b.start for b in buffers], ends=[b.end for b in buffers],
+            alignments=[b.alignment for b in buffers],
+            pinned=[NO_OFFSET if b.offset is None else b.offset for b in buffers],
+            max_sizes=[b.size if b.max_size is None else b.max_size for b in buffers],
+            kinds=[b.kind for b in buffers], allowed_regions=[b.regions for b in buffers],
+            aliases=aliases, conflicts=conflicts, capacity=capacity, widths=widths,
+            regions=regions, name=name, source=source,
+        )
+
+    @classmethod
+    def from_arrays(cls, sizes, starts, ends, *, ids: Sequence[str] | None = None,
+                    alignments=None, pinned=None, aliases: Iterable[Alias] = (),
+                    conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
+                    widths=None, name: str = "", source: str | None = None) -> Problem:
+        """Build a problem straight from arrays (ids default to "0", "1", ...); O(n)."""
+        n = len(sizes)
+        problem = cls.__new__(cls)
+        problem._init(
+            ids=[str(i) for i in range(n)] if ids is None else list(ids),
+            sizes=sizes, starts=starts, ends=ends,
+            alignments=np.ones(n, np.int64) if alignments is None else alignments,
+            pinned=np.full(n, NO_OFFSET, np.int64) if pinned is None else pinned,
+            max_sizes=sizes, kinds=None, allowed_regions=None, aliases=aliases,
+            conflicts=conflicts, capacity=capacity, widths=widths, regions=(), name=name,
+            source=source,
+        )
+        return problem
+
+    @classmethod
+    def from_conflicts(cls, sizes: dict[str, int], conflicts: Iterable[tuple[str, str]], *,
+                       capacity: int | None = None, name: str = "") -> Problem:
+        """A conflict-graph problem: no lifetimes, only pairs that may not share memory.
+
+        Each buffer gets its own time step ``[i, i + 1)``, so no two lifetimes
+        intersect and the explicit conflicts are the whole story.
+        """
+        buffers = [Buffer(id, size, i, i + 1) for i, (id, size) in enumerate(sizes.items())]
+        return cls(buffers, conflicts=conflicts, capacity=capacity, name=name)
+
+    def _init(self, *, ids, sizes, starts, ends, alignments, pinned, max_sizes, kinds,
+              allowed_regions, aliases, conflicts, capacity, widths, regions, name, source):
+        self.name = name
+        self.source = source
+        self.ids: tuple[str, ...] = tuple(str(i) for i in ids)
+        self.sizes = _readonly(sizes)
+        self.starts = _readonly(starts)
+        self.ends = _readonly(ends)
+        self.alignments = _readonly(alignments)
+        self.pinned = _readonly(pinned)
+        self.max_sizes = _readonly(max_sizes)
+        n = len(self.ids)
+        if not all(len(a) == n for a in (self.sizes, self.starts, self.ends, self.alignments,
+                                          self.pinned, self.max_sizes)):
+            raise ProblemError("arrays of different lengths", file=source)
+        self.kinds: tuple[str, ...] = tuple(kinds) if kinds is not None else ("activation",) * n
+        self.allowed_regions: tuple[tuple[str, ...] | None, ...] = (
+            tuple(None if r is None else tuple(r) for r in allowed_regions)
+            if allowed_regions is not None else (None,) * n)
+        self.regions: tuple[Region, ...] = tuple(regions)
+        self.capacity = None if capacity is None else int(capacity)
+        self.widths = None if widths is None else _readonly(widths)
+        self._index = {id: idx for idx, id in enumerate(self.ids)}
+        self._check_buffers()
+        self.aliases: tuple[Alias, ...] = tuple(aliases)
+        self.alias_src = _readonly([self._lookup(a.src, "alias source") for a in self.aliases])
+        self.alias_dst = _readonly([self._lookup(a.dst, "alias target") for a in self.aliases])
+        self.alias_delta = _readonly([a.delta for a in self.aliases])
+        self.alias_optional = _readonly([a.optional for a in self.aliases], dtype=bool)
+        pairs = [(self._lookup(a, "conflict"), self._lookup(b, "conflict")) for a, b in conflicts]
+        self.conflicts = _readonly(np.array(pairs, np.int64).reshape(-1, 2))
+        self._check_relations()
+
+    # ----------------------------------------------------------------- checks
+    def _fail(self, idx: int, message: str):
+        raise ProblemError(message, file=self.source, buffer=self.ids[idx])
+
+    def _check_buffers(self):
+        n = len(self.ids)
+        if len(self._index) != n:
+            seen: set[str] = set()
+            for idx, id in enumerate(self.ids):
+                if id in seen:
+                    self._fail(idx, "duplicate id")
+                seen.add(id)
+        checks = [
+            (self.sizes <= 0, lambda i: f"size must be positive, got {self.sizes[i]}"),
+            (self.starts < 0, lambda i: f"start must be >= 0, got {self.starts[i]}"),
+            (self.ends <= self.starts,
+             lambda i: f"empty lifetime [{self.starts[i]}, {self.ends[i]}): end must be > start"),
+            (self.alignments < 1, lambda i: f"alignment must be >= 1, got {self.alignments[i]}"),
+            ((self.pinned < 0) & (self.pinned != NO_OFFSET),
+             lambda i: f"pinned offset must be >= 0, got {self.pinned[i]}"),
+            ((self.pinned != NO_OFFSET) & (self.pinned % self.alignments != 0),
+             lambda i: f"pinned offset {self.pinned[i]} is not a multiple of its alignment "
+                       f"{self.alignments[i]}"),
+            (self.max_sizes < self.sizes,
+             lambda i: f"max_size {self.max_sizes[i]} is below size {self.sizes[i]}"),
+        ]
+        for bad, message in checks:
+            if n and bad.any():
+                idx = int(np.flatnonzero(bad)[0])
+                self._fail(idx, message(idx))
+        bad_kinds = set(self.kinds) - set(KINDS)
+        if bad_kinds:
+            idx = next(i for i, k in enumerate(self.kinds) if k in bad_kinds)
+            self._fail(idx, f"unknown kind {self.kinds[idx]!r}; valid kinds: {', '.join(KINDS)}")
+        region_names = {r.name for r in self.regions}
+        for idx, allowed in enumerate(self.allowed_regions):
+            if allowed is not None and not set(allowed) <= region_names:
+                unknown = sorted(set(allowed) - region_names)
+                self._fail(idx, f"unknown region(s) {', '.join(unknown)}")
+        if self.capacity is not None and self.capacity <= 0:
+            raise ProblemError(f"capacity must be positive, got {self.capacity}", file=self.source)
+
+    def _lookup(self, id: str, what: str) -> int:
+        try:
+            return self._index[id]
+        except KeyError:
+            raise ProblemError(f"{what} names unknown buffer {id!r}", file=self.source) from None
+
+    def _check_relations(self):
+        for a, b in self.conflicts:
+            if a == b:
+                self._fail(int(a), "conflicts with itself")
+        for k in range(len(self.aliases)):
+            if self.alias_src[k] == self.alias_dst[k]:
+                self._fail(int(self.alias_dst[k]), "aliases itself")
+        root, delta = self.alias_groups  # raises on contradicting deltas
+        anchors: dict[int, tuple[int, int]] = {}  # group root -> (its implied offset, by whom)
+        for idx in np.flatnonzero(self.pinned != NO_OFFSET):
+            anchor = int(self.pinned[idx] - delta[idx])
+            other = anchors.setdefault(int(root[idx]), (anchor, int(idx)))
+            if other[0] != anchor:
+                self._fail(int(idx), f"pinned offset contradicts the pinned offset of "
+                                     f"{self.ids[other[1]]!r} through their aliases")
+        for k in range(len(self.aliases)):
+            src, dst = int(self.alias_src[k]), int(self.alias_dst[k])
+            g = math.gcd(int(self.alignments[src]), int(self.alignments[dst]))
+            if self.alias_delta[k] % g:
+                self._fail(dst, f"alias delta {self.alias_delta[k]} can never align "
+                                f"{self.alignments[dst]}-aligned {self.ids[dst]!r} with "
+                                f"{self.alignments[src]}-aligned {self.ids[src]!r}")
+
+    # ------------------------------------------------------------ accessors
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        name = f" {self.name!r}" if self.name else ""
+        return (f"<Problem{name}: {len(self)} buffers, {len(self.aliases)} aliases, "
+                f"{len(self.conflicts)} conflicts, capacity {self.capacity}>")
+
+    def index(self, id: str) -> int:
+        """The position of buffer ``id`` in the arrays."""
+        return self._lookup(id, "lookup")
+
+    def buffer(self, idx: int) -> Buffer:
+        """Row ``idx`` as a `Buffer` (for reading one buffer, not for loops over all)."""
+        pinned = int(self.pinned[idx])
+        max_size = int(self.max_sizes[idx])
+        return Buffer(self.ids[idx], int(self.sizes[idx]), int(self.starts[idx]),
+                      int(self.ends[idx]), int(self.alignments[idx]),
+                      None if pinned == NO_OFFSET else pinned, self.allowed_regions[idx],
+                      self.kinds[idx], None if max_size == self.sizes[idx] else max_size)
+
+    @property
+    def buffers(self) -> Iterator[Buffer]:
+        return (self.buffer(i) for i in range(len(self)))
+
+    @property
+    def horizon(self) -> int:
+        """One past the last step any buffer is live."""
+        return int(self.ends.max()) if len(self) else 0
+
+    @cached_property
+    def alias_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Groups tied together by mandatory aliases: ``(root, delta)`` per buffer.
+
+        ``offset[i] == offset[root[i]] + delta[i]`` in every valid plan; a buffer
+        without aliases is its own root with delta 0. Raises `ProblemError` when
+        a cycle of aliases asks for two different deltas.
+        """
+        mandatory = np.flatnonzero(~self.alias_optional)
+        root, delta, contradicting = alias_components(self, mandatory)
+        if len(contradicting):
+            k = int(contradicting[0])
+            src, dst = int(self.alias_src[k]), int(self.alias_dst[k])
+            self._fail(dst, f"alias cycle contradicts itself: {self.ids[dst]!r} cannot sit "
+                            f"{self.alias_delta[k]} bytes after {self.ids[src]!r} and keep "
+                            f"its other aliases")
+        return root, delta
+
+    def replace(self, **changes: Any) -> Problem:
+        """A copy with some fields changed (``capacity``, ``name``, ``aliases``, ...)."""
+        fields = dict(buffers=self.buffers, aliases=self.aliases,
+                      conflicts=[(self.ids[a], self.ids[b]) for a, b in self.conflicts],
+                      capacity=self.capacity, widths=self.widths, regions=self.regions,
+                      name=self.name, source=self.source)
+        fields.update(changes)
+        return Problem(**fields)
+
+
+def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted union-find over the aliases numbered ``aliases``, taken in that order.
+
+    Returns ``(root, delta, contradicting)``: per buffer its group's root and
+    ``offset[i] - offset[root[i]]``, and the aliases that contradict the ones
+    before them (left out of the groups). O((n + a) log n) with path halving.
+    """
+    n = len(problem)
+    if len(aliases) == 0:
+        return _readonly(np.arange(n)), _readonly(np.zeros(n)), _readonly([])
+    parent = list(range(n))
+    to_parent = [0] * n  # offset[i] - offset[parent[i]]
+
+    def find(i: int) -> tuple[int, int]:
+        total = 0
+        while parent[i] != i:
+            grand = parent[i]
+            if parent[grand] != grand:  # path halving keeps chains short
+                to_parent[i] += to_parent[grand]
+                parent[i] = parent[grand]
+                continue
+            total += to_parent[i]
+            i = grand
+        return i, total
+
+    contradicting = []
+    for k in aliases:
+        src, dst = int(problem.alias_src[k]), int(problem.alias_dst[k])
+        d = int(problem.alias_delta[k])
+        (rs, ds), (rd, dd) = find(src), find(dst)
+        if rs == rd:
+            if dd != ds + d:
+                contradicting.append(int(k))
+            continue
+        parent[rd] = rs  # offset[rd] = offset[dst] - dd = offset[src] + d - dd
+        to_parent[rd] = ds + d - dd
+    resolved = [find(i) for i in range(n)]
+    return (_readonly([r for r, _ in resolved]), _readonly([d for _, d in resolved]),
+            _readonly(contradicting))
+
+
+@dataclass
+class Plan:
+    """An offset for every buffer of a problem, and what the planner knows about it.
+
+    ``arena_size`` is ``max(offset + size)``; ``lower_bound`` is the problem's
+    bound (`memplan.bounds.lower_bound`); ``best_bound`` is the best bound the
+    planner *proved* for the optimum (the lower bound, or higher after an exact
+    search). ``status``: ``optimal`` (arena_size == best_bound), ``feasible``
+    (a valid plan; ``gap`` says how far from proven), ``infeasible`` (no plan
+    within the capacity was found; proven only when ``best_bound`` exceeds the
+    capacity), ``unknown``.
+    """
+
+    offsets: np.ndarray
+    arena_size: int
+    lower_bound: int
+    status: Status
+    best_bound: int
+    planner: str
+    seconds: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    regions: np.ndarray | None = None  # region index per buffer, when the problem has regions
+    sizes: np.ndarray | None = None  # granted sizes, when variable-size scratch was grown
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; valid: {', '.join(STATUSES)}")
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+
+    @classmethod
+    def from_offsets(cls, problem: Problem, offsets, *, planner: str, seconds: float = 0.0,
+                     best_bound: int | None = None, stats: dict[str, Any] | None = None,
+                     regions=None, sizes=None) -> Plan:
+        """Wrap offsets into a plan: arena size, bound and status derived; O(n)."""
+        from memplan.bounds import lower_bound
+
+        offsets = np.asarray(offsets, dtype=np.int64)
+        used = problem.sizes if sizes is None else np.asarray(sizes, dtype=np.int64)
+        arena = int((offsets + used).max()) if len(problem) else 0
+        bound = lower_bound(problem)
+        proven = max(bound, best_bound or 0)
+        if problem.capacity is not None and arena > problem.capacity:
+            status = "infeasible"
+        elif arena <= proven:
+            status = "optimal"
+        else:
+            status = "feasible"
+        return cls(offsets, arena, bound, status, proven, planner, seconds, dict(stats or {}),
+                   None if regions is None else np.asarray(regions, dtype=np.int64),
+                   None if sizes is None else used)
+
+    @property
+    def gap(self) -> float:
+        """``(arena_size - best_bound) / arena_size``: 0 when proven optimal."""
+        return (self.arena_size - self.best_bound) / self.arena_size if self.arena_size else 0.0
+
+    def offset_of(self, problem: Problem, id: str) -> int:
+        return int(self.offsets[problem.index(id)])
+
+    def __repr__(self) -> str:
+        return (f"<Plan {self.planner}: arena {self.arena_size}, lower bound {self.lower_bound}, "
+                f"{self.status}, gap {self.gap:.2%}, {self.seconds:.3f} s>")

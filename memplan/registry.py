@@ -1,0 +1,69 @@
+"""Planners by name: the heuristics and the exact solver, one table.
+
+Every planner has one signature::
+
+    plan(problem, *, time_limit=None, seed=0, hint=None, **options) -> Plan
+
+so the CLI, the notebooks, the benchmarks and the exact solver (which takes
+the best heuristic plan as its warm start ``hint``) can list and run them all.
+A module registers its planner with ``@register("name")``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from memplan.errors import UnknownPlannerError
+from memplan.problem import Plan, Problem
+
+
+class Planner(Protocol):
+    def __call__(self, problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+                 hint: Plan | None = None, **options) -> Plan: ...
+
+
+_PLANNERS: dict[str, Planner] = {}
+
+
+def register(name: str) -> Callable[[Planner], Planner]:
+    """Decorator: make ``fn`` available as ``plan_with(name, ...)``."""
+
+    def add(fn: Planner) -> Planner:
+        if name in _PLANNERS and _PLANNERS[name] is not fn:
+            raise ValueError(f"planner {name!r} is registered twice")
+        _PLANNERS[name] = fn
+        return fn
+
+    return add
+
+
+def _load_all() -> None:
+    import memplan.heuristics  # noqa: F401  (registers on import)
+    import memplan.solver  # noqa: F401
+
+
+def planners() -> dict[str, Planner]:
+    """All registered planners by name, sorted."""
+    _load_all()
+    return dict(sorted(_PLANNERS.items()))
+
+
+def get_planner(name: str) -> Planner:
+    _load_all()
+    try:
+        return _PLANNERS[name]
+    except KeyError:
+        raise UnknownPlannerError(
+            f"unknown planner {name!r}; valid planners: {', '.join(sorted(_PLANNERS))}") from None
+
+
+def plan_with(name: str, problem: Problem, **options) -> Plan:
+    """Run the planner ``name`` on ``problem``; the plan's ``seconds`` is its wall time."""
+    planner = get_planner(name)
+    began = time.perf_counter()
+    plan = planner(problem, **options)
+    if not plan.seconds:
+        plan.seconds = time.perf_counter() - began
+    return plan

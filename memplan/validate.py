@@ -1,0 +1,222 @@
+"""The independent checker: does a plan keep every promise its problem asks for?
+
+Written without any planner code, so that a planner bug cannot hide behind a
+shared helper. It reports every violation with the buffer ids involved:
+
+- ``missing`` / ``extra``: the plan has no offset for a buffer, or one for an unknown id;
+- ``negative``: an offset below 0;
+- ``misaligned``: ``offset % alignment != 0``;
+- ``pinned``: a pinned buffer moved;
+- ``alias``: a mandatory alias ``offset[dst] == offset[src] + delta`` not honoured;
+- ``region``: a buffer in a region it may not use;
+- ``capacity``: ``offset + size`` above the capacity (the problem's or its region's);
+- ``overlap``: two buffers whose lifetimes intersect share bytes;
+- ``conflict``: two explicitly conflicting buffers share bytes;
+- ``arena``: the plan's stated arena size is not ``max(offset + size)``.
+
+Aliased buffers may share bytes exactly as their aliases say: two buffers
+joined by a chain of honoured aliases (mandatory, or optional ones the plan
+took) never count as overlapping.
+
+The overlap check is a sweep over time, O(n log n + n * a) for at most a
+simultaneously live buffers that overlap on purpose (aliases) or by mistake;
+it keeps the live buffers that do not overlap sorted by offset, where a new
+buffer can only touch its neighbours.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from memplan.errors import InvalidPlanError
+from memplan.problem import NO_OFFSET, Plan, Problem
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken promise: its kind, the buffer ids involved and what is wrong."""
+
+    kind: str
+    buffers: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({', '.join(self.buffers)}): {self.message}"
+
+
+def _honoured_groups(problem: Problem, offsets: np.ndarray) -> np.ndarray:
+    """Label per buffer: buffers joined by aliases that the offsets honour share a label."""
+    label = np.arange(len(problem))
+    if not len(problem.aliases):
+        return label
+    src, dst = problem.alias_src, problem.alias_dst
+    honoured = offsets[dst] == offsets[src] + problem.alias_delta
+    parent = list(range(len(problem)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in zip(src[honoured].tolist(), dst[honoured].tolist(), strict=True):
+        parent[find(a)] = find(b)
+    return np.array([find(i) for i in range(len(problem))])
+
+
+def _offsets_of(problem: Problem, plan, found: list[Violation]) -> np.ndarray | None:
+    """The offsets as an array in problem order, noting missing and extra buffers."""
+    if isinstance(plan, Plan):
+        offsets = np.asarray(plan.offsets, dtype=np.int64)
+        if len(offsets) != len(problem):
+            found.append(Violation("missing" if len(offsets) < len(problem) else "extra", (),
+                                   f"the plan has {len(offsets)} offsets for "
+                                   f"{len(problem)} buffers"))
+            return None
+        return offsets
+    if not isinstance(plan, Mapping):
+        raise TypeError(f"expected a Plan or a mapping id -> offset, got {type(plan).__name__}")
+    extra = sorted(set(plan) - set(problem.ids))
+    for id in extra:
+        found.append(Violation("extra", (id,), "the plan places a buffer the problem lacks"))
+    offsets = np.full(len(problem), NO_OFFSET, np.int64)
+    missing = []
+    for idx, id in enumerate(problem.ids):
+        if id in plan:
+            offsets[idx] = int(plan[id])
+        else:
+            missing.append(id)
+    for id in missing:
+        found.append(Violation("missing", (id,), "the plan has no offset for this buffer"))
+    return None if missing or extra else offsets
+
+
+def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members: np.ndarray,
+              group: np.ndarray, found: list[Violation], limit: int):
+    """Sweep over time for the buffers ``members`` (one region); see the module doc."""
+    starts, ends, ids = problem.starts, problem.ends, problem.ids
+    # ends before starts at one time point: lifetimes are half-open
+    order = np.lexsort((np.r_[np.zeros(len(members)), np.ones(len(members))],
+                        np.r_[starts[members], ends[members]]))
+    kinds = np.where(order < len(members), 1, 0)  # 1 = start, 0 = end
+    buffers = np.r_[members, members][order]
+    tidy: list[tuple[int, int]] = []  # (offset, idx): live, pairwise disjoint, sorted
+    tidy_ends: list[int] = []  # offset + size, parallel to `tidy`
+    messy: set[int] = set()  # live buffers that overlap another live one
+    in_tidy = np.zeros(len(problem), bool)
+    for kind, b in zip(kinds.tolist(), buffers.tolist(), strict=True):
+        lo, hi = int(offsets[b]), int(offsets[b] + sizes[b])
+        if kind == 0:
+            if in_tidy[b]:
+                pos = bisect_left(tidy, (lo, b))
+                del tidy[pos], tidy_ends[pos]
+                in_tidy[b] = False
+            else:
+                messy.discard(b)
+            continue
+        touching = []
+        pos = bisect_left(tidy, (lo, b))
+        left = pos - 1
+        while left >= 0 and tidy_ends[left] > lo:  # disjoint: ends rise with offsets
+            touching.append(tidy[left][1])
+            left -= 1
+        right = pos
+        while right < len(tidy) and tidy[right][0] < hi:
+            touching.append(tidy[right][1])
+            right += 1
+        touching += [m for m in messy if offsets[m] < hi and lo < offsets[m] + sizes[m]]
+        if not touching:
+            tidy.insert(pos, (lo, b))
+            tidy_ends.insert(pos, hi)
+            in_tidy[b] = True
+            continue
+        messy.add(b)
+        for other in touching:
+            if group[other] != group[b] and len(found) < limit:
+                found.append(Violation(
+                    "overlap", (ids[other], ids[b]),
+                    f"live together during [{max(starts[b], starts[other])}, "
+                    f"{min(ends[b], ends[other])}) and share bytes "
+                    f"[{max(lo, offsets[other])}, {min(hi, offsets[other] + sizes[other])})"))
+
+
+def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
+             limit: int = 10_000) -> list[Violation]:
+    """Every violation of ``plan`` against ``problem`` (empty when the plan is valid).
+
+    ``plan`` is a `Plan` or a mapping from buffer id to offset (a plan read
+    from a file). At most ``limit`` violations are listed.
+    """
+    found: list[Violation] = []
+    offsets = _offsets_of(problem, plan, found)
+    if offsets is None:
+        return found
+    ids = problem.ids
+    granted = getattr(plan, "sizes", None)
+    sizes = problem.sizes if granted is None else np.asarray(granted, np.int64)
+    regions = getattr(plan, "regions", None)
+    region_of = np.zeros(len(problem), np.int64) if regions is None else np.asarray(regions)
+
+    def each(kind: str, bad: np.ndarray, message):
+        for i in np.flatnonzero(bad)[: max(0, limit - len(found))].tolist():
+            found.append(Violation(kind, (ids[i],), message(i)))
+
+    if granted is not None:
+        each("size", (sizes < problem.sizes) | (sizes > problem.max_sizes),
+             lambda i: f"granted {sizes[i]} bytes outside [{problem.sizes[i]}, "
+                       f"{problem.max_sizes[i]}]")
+    each("negative", offsets < 0, lambda i: f"offset {offsets[i]} is below 0")
+    each("misaligned", offsets % problem.alignments != 0,
+         lambda i: f"offset {offsets[i]} is not a multiple of {problem.alignments[i]}")
+    pinned = problem.pinned
+    each("pinned", (pinned != NO_OFFSET) & (offsets != pinned),
+         lambda i: f"pinned at {pinned[i]} but placed at {offsets[i]}")
+    src, dst, delta = problem.alias_src, problem.alias_dst, problem.alias_delta
+    for k in np.flatnonzero(~problem.alias_optional & (offsets[dst] != offsets[src] + delta)):
+        found.append(Violation("alias", (ids[src[k]], ids[dst[k]]),
+                               f"{ids[dst[k]]} must sit at {ids[src[k]]} + {delta[k]} = "
+                               f"{offsets[src[k]] + delta[k]}, but sits at {offsets[dst[k]]}"))
+    tops = offsets + sizes
+    if problem.regions:
+        names = [r.name for r in problem.regions]
+        for i, allowed in enumerate(problem.allowed_regions):
+            r = int(region_of[i])
+            if not 0 <= r < len(names):
+                found.append(Violation("region", (ids[i],), f"no region numbered {r}"))
+            elif allowed is not None and names[r] not in allowed:
+                found.append(Violation("region", (ids[i],), f"placed in {names[r]!r}, allowed "
+                                                             f"only {', '.join(allowed)}"))
+        for r, region in enumerate(problem.regions):
+            if region.capacity is not None:
+                each("capacity", (region_of == r) & (tops > region.capacity),
+                     lambda i, region=region: f"ends at {tops[i]}, above the capacity "
+                                              f"{region.capacity} of region {region.name!r}")
+    if problem.capacity is not None:
+        each("capacity", tops > problem.capacity,
+             lambda i: f"ends at {tops[i]}, above the capacity {problem.capacity}")
+    if isinstance(plan, Plan) and len(problem) and plan.arena_size != tops.max() \
+            and not problem.regions:
+        found.append(Violation("arena", (), f"the plan states arena size {plan.arena_size}, "
+                                            f"but its buffers reach {tops.max()}"))
+
+    group = _honoured_groups(problem, offsets)
+    a, b = problem.conflicts[:, 0], problem.conflicts[:, 1]
+    clash = ((offsets[a] < tops[b]) & (offsets[b] < tops[a]) & (group[a] != group[b])
+             & (region_of[a] == region_of[b]))
+    for k in np.flatnonzero(clash)[: max(0, limit - len(found))].tolist():
+        found.append(Violation("conflict", (ids[a[k]], ids[b[k]]),
+                               "explicitly conflicting buffers share bytes"))
+    for r in np.unique(region_of).tolist():
+        _overlaps(problem, offsets, sizes, np.flatnonzero(region_of == r), group, found, limit)
+    return found[:limit]
+
+
+def check(problem: Problem, plan: Plan | Mapping[str, int]) -> None:
+    """Raise `InvalidPlanError` listing the violations, if there are any."""
+    violations = validate(problem, plan)
+    if violations:
+        raise InvalidPlanError(violations)
