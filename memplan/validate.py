@@ -100,7 +100,7 @@ def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members:
     """Sweep over time for the buffers ``members`` (one region); see the module doc."""
     starts, ends, ids = problem.starts, problem.ends, problem.ids
     # ends before starts at one time point: lifetimes are half-open
-    order = np.lexsort((np.r_[np.zeros(len(members)), np.ones(len(members))],
+    order = np.lexsort((np.r_[np.ones(len(members)), np.zeros(len(members))],
                         np.r_[starts[members], ends[members]]))
     kinds = np.where(order < len(members), 1, 0)  # 1 = start, 0 = end
     buffers = np.r_[members, members][order]
