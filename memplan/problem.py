@@ -202,7 +202,7 @@ class Problem:
             (self.alignments < 1, lambda i: f"alignment must be >= 1, got {self.alignments[i]}"),
             ((self.pinned < 0) & (self.pinned != NO_OFFSET),
              lambda i: f"pinned offset must be >= 0, got {self.pinned[i]}"),
-            ((self.pinned != NO_OFFSET) & (self.pinned % self.alignments != 0),
+            ((self.pinned != NO_OFFSET) & (self.pinned % np.maximum(self.alignments, 1) != 0),
              lambda i: f"pinned offset {self.pinned[i]} is not a multiple of its alignment "
                        f"{self.alignments[i]}"),
             (self.max_sizes < self.sizes,

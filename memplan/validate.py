@@ -26,7 +26,7 @@ buffer can only touch its neighbours.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
