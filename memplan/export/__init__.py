@@ -1,0 +1,80 @@
+"""Exports: a plan out to where it is used (firmware, TFLite-Micro, files, the ONNX model).
+
+`export` picks the writer by format name:
+
+- ``c``: a C header, one offset and size macro per buffer (`c_header`);
+- ``tflm``: TFLite-Micro's ``OfflineMemoryAllocation`` metadata bytes (`tflm`);
+- ``json``: memplan JSON, the problem and the plan in one document
+  (``{"problem": ..., "plan": ...}``; `memplan.frontends.memplan_json` reads both);
+- ``csv``: a MiniMalloc CSV solution (granted sizes for variable-size scratch);
+- ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from memplan.export.c_header import c_header, write_c_header
+from memplan.export.onnx_metadata import annotate, write_annotated
+from memplan.export.tflm import offline_plan, read_offline_plan, write_offline_plan
+from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.problem import Buffer, Plan, Problem
+
+
+def _write_json(path, problem: Problem, plan: Plan, model=None) -> None:
+    document = {"problem": memplan_json.problem_to_dict(problem),
+                "plan": memplan_json.plan_to_dict(problem, plan)}
+    with open(path, "w") as handle:
+        json.dump(document, handle, indent=1)
+
+
+def _write_csv(path, problem: Problem, plan: Plan, model=None) -> None:
+    if plan.sizes is not None:  # the granted sizes are the ones the runtime uses
+        problem = problem.replace(buffers=[
+            Buffer(b.id, int(size), b.start, b.end, b.alignment, b.offset, b.regions, b.kind)
+            for b, size in zip(problem.buffers, plan.sizes.tolist(), strict=True)])
+    minimalloc_csv.write_csv(path, problem, plan)
+
+
+def _write_onnx(path, problem: Problem, plan: Plan, model=None) -> None:
+    if model is None:
+        raise ValueError("the onnx export annotates a model: pass model= (a path or ModelProto)")
+    write_annotated(path, model, problem, plan)
+
+
+def _write_tflm(path, problem: Problem, plan: Plan, model=None, **options) -> None:
+    write_offline_plan(path, problem, plan, tensors=model, **options)
+
+
+def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
+    write_c_header(path, problem, plan, **options)
+
+
+WRITERS: dict[str, Callable[..., None]] = {
+    "c": _write_c, "tflm": _write_tflm, "json": _write_json, "csv": _write_csv,
+    "onnx": _write_onnx,
+}
+FORMATS: tuple[str, ...] = tuple(WRITERS)
+
+
+def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, model: Any = None,
+           **options) -> None:
+    """Write ``plan`` for ``problem`` to ``path`` in format ``fmt`` (one of `FORMATS`).
+
+    ``model`` is the ONNX model to annotate for ``onnx`` (a path or
+    ``onnx.ModelProto``), and for ``tflm`` optionally the model's tensor names
+    in tensor-index order. ``options`` go to the writer: ``prefix`` for ``c``,
+    ``subgraph`` for ``tflm``.
+    """
+    try:
+        writer = WRITERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown export format {fmt!r}; valid formats: "
+                         f"{', '.join(FORMATS)}") from None
+    writer(path, problem, plan, model, **options)
+
+
+__all__ = ["FORMATS", "annotate", "c_header", "export", "offline_plan", "read_offline_plan"]

@@ -1,0 +1,72 @@
+"""A plan stored in an ONNX model's ``metadata_props``, so that it travels with the model.
+
+A runtime that loads the model finds the plan next to the graph it belongs
+to; no side file can get out of step. Keys written (values are strings, as
+``metadata_props`` requires):
+
+- ``memplan.plan``: the memplan plan document as JSON (format
+  ``memplan-plan``, see `memplan.frontends.memplan_json`): offsets by tensor
+  name, arena size, lower and proven bound, status, planner, and the regions
+  and granted scratch sizes when there are any;
+- ``memplan.arena_size``: the arena size in bytes, in decimal, for a runtime
+  that only needs to reserve the arena.
+
+Writing replaces earlier ``memplan.*`` entries and keeps every other entry.
+Steps: copy the model, drop old ``memplan.*`` props, append the two keys.
+Cost O(n) plus the model copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from memplan.errors import ProblemError
+from memplan.frontends.memplan_json import plan_from_dict, plan_to_dict
+from memplan.problem import Plan, Problem
+
+PLAN_KEY = "memplan.plan"
+ARENA_KEY = "memplan.arena_size"
+_PREFIX = "memplan."
+
+
+def _model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        return onnx.load(os.fspath(model))
+    except (OSError, DecodeError) as error:
+        raise ProblemError(f"cannot read the ONNX model: {error}", file=str(model)) from None
+
+
+def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
+             plan: Plan) -> onnx.ModelProto:
+    """A copy of ``model`` whose metadata_props carry ``plan`` (see the module doc)."""
+    annotated = onnx.ModelProto()
+    annotated.CopyFrom(_model(model))
+    kept = [(p.key, p.value) for p in annotated.metadata_props if not p.key.startswith(_PREFIX)]
+    del annotated.metadata_props[:]
+    entries = kept + [(PLAN_KEY, json.dumps(plan_to_dict(problem, plan))),
+                      (ARENA_KEY, str(plan.arena_size))]
+    for key, value in entries:
+        annotated.metadata_props.add(key=key, value=value)
+    return annotated
+
+
+def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> Plan:
+    """The plan stored in ``model`` by `annotate`, for ``problem``."""
+    proto = _model(model)
+    props = {p.key: p.value for p in proto.metadata_props}
+    if PLAN_KEY not in props:
+        raise ProblemError(f"the model has no {PLAN_KEY!r} metadata; was it annotated?",
+                           file=None if isinstance(model, onnx.ModelProto) else str(model))
+    return plan_from_dict(json.loads(props[PLAN_KEY]), problem, source=PLAN_KEY)
+
+
+def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike,
+                    problem: Problem, plan: Plan) -> None:
+    """Save the annotated model to ``path``, weights included."""
+    onnx.save(annotate(model, problem, plan), os.fspath(path))
