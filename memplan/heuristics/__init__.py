@@ -1,1 +1,7 @@
-"""Heuristic planners: fast plans, upper bounds and warm starts. One module per strategy."""
+"""Heuristic planners: fast plans, upper bounds and warm starts. One module per strategy.
+
+`units` (alias groups and conflicting pairs), `order` and `placement` are the
+parts; the planner modules compose them and register themselves on import.
+"""
+
+from memplan.heuristics import best, greedy  # noqa: F401  (registers the planners)

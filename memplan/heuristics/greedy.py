@@ -1,0 +1,100 @@
+"""The one-pass planners: an order composed with a placement, one preset per name.
+
+Each planner here is a pair (order, placement) from `memplan.heuristics.order`
+and `memplan.heuristics.placement`; nothing else differs, so they share one
+function and one options dataclass, and every preset can be re-composed by
+its options (``plan_with("first_fit", p, order="size")``):
+
+============================  ===========  ==========  ==================================
+planner                       order        placement   what it is
+============================  ===========  ==========  ==================================
+``naive``                     index        stack       no reuse: the sum of the sizes
+``greedy_by_size``            size         best_fit    TensorFlow Lite's offset planner
+``greedy_by_breadth``         breadth      best_fit    TensorFlow Lite GPU's by breadth
+``best_fit``                  spatial      best_fit    XLA's heap; ``order="temporal"`` too
+``best_fit_temporal``         temporal     best_fit    ``best_fit`` with order="temporal"
+``first_fit``                 start        first_fit   a runtime allocator that never plans
+============================  ===========  ==========  ==================================
+
+Steps: build the units (alias groups, the conflicting pairs), order the free
+units, place pinned units then the ordered ones. Cost: O(n log n + E log L)
+for E conflicting pairs and L buffers live at once; 100k network-like
+buffers take a few seconds. Known limit: memory regions are not planned
+(every buffer goes to region 0); a problem whose buffers may not use region 0
+gets a `ProblemError` rather than an invalid plan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memplan.errors import ProblemError
+from memplan.heuristics.options import parse_options
+from memplan.heuristics.order import order_units
+from memplan.heuristics.placement import Placer
+from memplan.heuristics.units import Units
+from memplan.problem import Plan, Problem
+from memplan.registry import register
+
+
+@dataclass(frozen=True)
+class GreedyOptions:
+    """Options of the one-pass planners (defaults differ per preset)."""
+
+    order: str | Sequence[int | str] = "size"  # size, spatial, temporal, breadth, start, index
+    placement: str = "best_fit"  # best_fit, first_fit or stack
+
+
+PRESETS = {
+    "naive": GreedyOptions("index", "stack"),
+    "greedy_by_size": GreedyOptions("size", "best_fit"),
+    "greedy_by_breadth": GreedyOptions("breadth", "best_fit"),
+    "best_fit": GreedyOptions("spatial", "best_fit"),
+    "best_fit_temporal": GreedyOptions("temporal", "best_fit"),
+    "first_fit": GreedyOptions("start", "first_fit"),
+}
+
+
+def check_regions(problem: Problem) -> None:
+    """Refuse a problem whose buffers may not go to region 0 (the heuristics plan one arena)."""
+    if not problem.regions:
+        return
+    default = problem.regions[0].name
+    for idx, allowed in enumerate(problem.allowed_regions):
+        if allowed is not None and default not in allowed:
+            raise ProblemError(f"may not use region {default!r}, and the heuristics plan a "
+                               f"single region; use the exact solver", file=problem.source,
+                               buffer=problem.ids[idx])
+
+
+def run_greedy(units: Units, options: GreedyOptions, planner: str, began: float) -> Plan:
+    """Order and place ``units`` as ``options`` say; the plan's clock started at ``began``."""
+    placer = Placer(units)
+    offsets = placer.place(order_units(units, options.order), options.placement)
+    order = options.order if isinstance(options.order, str) else "custom"
+    return Plan.from_offsets(units.problem, offsets, planner=planner,
+                             seconds=time.perf_counter() - began,
+                             stats={"order": order, "placement": options.placement,
+                                    "optional_aliases_taken": placer.taken})
+
+
+def _preset(name: str, defaults: GreedyOptions):
+    def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+             hint: Plan | None = None, **options) -> Plan:
+        began = time.perf_counter()
+        chosen = parse_options(name, defaults, options)
+        check_regions(problem)
+        return run_greedy(Units.build(problem), chosen, name, began)
+
+    plan.__name__ = name
+    plan.__doc__ = (f"{name}: order {defaults.order!r}, placement {defaults.placement!r} "
+                    f"(see memplan.heuristics.greedy). time_limit, seed and hint are unused: "
+                    f"one pass, deterministic.")
+    plan.options = defaults
+    return register(name)(plan)
+
+
+for _name, _defaults in PRESETS.items():
+    _preset(_name, _defaults)
