@@ -1,0 +1,139 @@
+"""``python -m benchmarks``: run suites, list them, describe the machine.
+
+    python -m benchmarks run --suite minimalloc --planner all --mode fit,minimise \\
+        --time-limit 60 --repeat 3 --out benchmarks/results/minimalloc --section minimalloc
+    python -m benchmarks list
+    python -m benchmarks machine --section machine
+
+``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
+(medians) to ``--out`` and prints the table; with ``--section NAME`` it also
+replaces that generated section of BENCHMARKS.md (see `benchmarks.report`).
+It exits with 2 when any plan was invalid or beat the lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from benchmarks import report
+from benchmarks.runner import Settings, is_alarming, run_all, summarise
+from benchmarks.suites import MODES, SUITES, cases
+from benchmarks.worker import import_plugins
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _option(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run planners on suites, write the tables")
+    run.add_argument("--suite", type=_names, required=True,
+                     help=f"comma-separated: {', '.join(SUITES)}")
+    run.add_argument("--planner", default="all", help="comma-separated planner names, or all")
+    run.add_argument("--time-limit", type=float, help="seconds, passed to every planner")
+    run.add_argument("--repeat", type=int, default=1, help="runs per row; tables give medians")
+    run.add_argument("--mode", type=_names, default=("fit",),
+                     help="fit (keep the capacity), minimise (drop it), or fit,minimise")
+    run.add_argument("--seed", type=int, default=0, help="passed to every planner")
+    run.add_argument("--option", type=_option, action="append", default=[],
+                     help="planner option key=value (JSON value), e.g. workers=1; repeatable")
+    run.add_argument("--hard-timeout", type=float,
+                     help="kill a run after this many seconds (default 3 x limit + 60, or 600)")
+    run.add_argument("--import", dest="imports", action="append", default=[],
+                     help="module or .py file to import first (it may register planners)")
+    run.add_argument("--jobs", type=int, default=1, help="runs at once (default 1: timings)")
+    run.add_argument("--out", type=Path, default=Path("benchmarks/results/latest"),
+                     help="folder for raw.jsonl, results.csv, results.md")
+    run.add_argument("--section", help="also replace this generated section of the doc")
+    run.add_argument("--doc", type=Path, default=report.DOC, help="default: BENCHMARKS.md")
+    listing = commands.add_parser("list", help="the suites, their problems, the planners")
+    listing.add_argument("--suite", type=_names, default=tuple(SUITES))
+    info = commands.add_parser("machine", help="cores, memory, CPU and versions")
+    info.add_argument("--section", help="also write it as this section of the doc")
+    info.add_argument("--doc", type=Path, default=report.DOC)
+    return parser
+
+
+def _planners(text: str) -> tuple[str, ...]:
+    from memplan.registry import get_planner, planners
+
+    if text == "all":
+        return tuple(planners())
+    names = _names(text)
+    for name in names:
+        get_planner(name)  # an unknown name fails now, listing the valid ones
+    return names
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    bad = [m for m in args.mode if m not in MODES]
+    if bad:
+        sys.exit(f"unknown mode {bad[0]!r}; valid modes: {', '.join(MODES)}")
+    imports = tuple(str(Path(name).resolve()) if name.endswith(".py") else name
+                    for name in args.imports)  # the workers run in the repository
+    import_plugins(imports)
+    settings = Settings(suites=args.suite, planners=_planners(args.planner), modes=args.mode,
+                        time_limit=args.time_limit, repeat=args.repeat, seed=args.seed,
+                        options=dict(args.option), hard_timeout=args.hard_timeout,
+                        jobs=args.jobs, imports=imports)
+    if not settings.planners:
+        sys.exit("no planner is registered yet")
+    info = report.machine()  # the load average before the run
+    results = run_all(settings, args.out, progress=lambda line: print(line, file=sys.stderr))
+    rows = summarise(results)
+    table = report.markdown(rows)
+    report.write_csv(args.out / "results.csv", rows)
+    (args.out / "results.md").write_text(table)
+    print(table)
+    if args.section:
+        command = "python -m benchmarks " + shlex.join(argv)
+        report.update_section(args.doc, args.section,
+                              report.section_text(command, rows, info, args.repeat), command)
+        report.update_section(args.doc, "machine", report.machine_markdown(info),
+                              "python -m benchmarks machine --section machine")
+    alarming = [row for row in rows if is_alarming(row)]
+    for row in alarming:
+        print(f"!!! {row['problem']} / {row['planner']}: {row['status']}: {row['note']}",
+              file=sys.stderr)
+    return 2 if alarming else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args, argv)
+    if args.command == "list":
+        from memplan.registry import planners
+
+        for suite in args.suite:
+            print(f"{suite}: {', '.join(case.name for case in cases(suite))}")
+        print(f"planners: {', '.join(planners()) or '(none registered yet)'}")
+        return 0
+    info = report.machine()
+    print(report.machine_markdown(info), end="")
+    if args.section:
+        report.update_section(args.doc, args.section, report.machine_markdown(info),
+                              "python -m benchmarks machine --section machine")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

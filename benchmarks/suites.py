@@ -1,0 +1,139 @@
+"""The benchmark suites: named lists of problems, each built lazily where it is run.
+
+A `Case` names a problem and knows how to build it, but builds nothing until
+asked: the runner lists cases in its own process and the worker subprocess
+builds the one it runs, so that a missing frontend (the ONNX one), a missing
+data folder or a slow generator only touches the runs that need it.
+
+Suites:
+- ``onnx-light``: the nine light models shipped inside the onnx package, read
+  by `memplan.frontends.onnx.from_onnx`;
+- ``minimalloc``: MiniMalloc's eleven challenging problems, in
+  ``../shared/benchmarks/minimalloc-challenging/`` next to the repository,
+  capacity 1048576 (``fit`` mode) or none (``minimise`` mode);
+- ``conflict-graph``: explicit-conflict problems without lifetimes: the
+  eight-operator example of issue 4 and seeded random graphs;
+- ``scale``: `benchmarks.generate.network_like` at 1k, 10k and 100k buffers;
+- ``tiny``: three small problems for the smoke test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from benchmarks.generate import conflict_graph, network_like
+from memplan.problem import Problem
+
+REPO = Path(__file__).resolve().parents[1]
+MINIMALLOC_DIR = REPO.parent / "shared" / "benchmarks" / "minimalloc-challenging"
+MODES = ("fit", "minimise")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem of a suite; ``build`` makes it (in the worker, not the runner)."""
+
+    suite: str
+    name: str
+    build: Callable[[], Problem]
+    has_capacity: bool = False  # fit and minimise differ only when it does
+
+    def problem(self, mode: str) -> Problem:
+        """The problem as run in ``mode``: ``minimise`` drops the capacity."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        problem = self.build()
+        if mode == "minimise" and problem.capacity is not None:
+            problem = problem.replace(capacity=None)
+        return problem
+
+    def modes(self, wanted: tuple[str, ...]) -> tuple[str, ...]:
+        """The modes worth running: a problem without a capacity is only minimised."""
+        return wanted if self.has_capacity else ("minimise",)
+
+
+def onnx_light_dir() -> Path:
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _from_onnx(path: Path) -> Problem:
+    from memplan.frontends.onnx import from_onnx  # being written; imported only when run
+
+    return from_onnx(path)
+
+
+def _onnx_light() -> list[Case]:
+    return [Case("onnx-light", path.stem.removeprefix("light_"), partial(_from_onnx, path))
+            for path in sorted(onnx_light_dir().glob("light_*.onnx"))]
+
+
+def _minimalloc() -> list[Case]:
+    from memplan.frontends.minimalloc_csv import read_problem
+
+    if not MINIMALLOC_DIR.is_dir():
+        raise FileNotFoundError(f"the minimalloc suite needs {MINIMALLOC_DIR} (the shared "
+                                f"benchmark data next to the repository)")
+    paths = sorted(p for p in MINIMALLOC_DIR.glob("*.csv") if not p.name.startswith("example"))
+    return [Case("minimalloc", path.name.split(".")[0], partial(read_problem, path), True)
+            for path in paths]
+
+
+def eight_operators() -> Problem:
+    """Issue 4's conflict graph: sizes in MiB; no sharing needs 69, a splitting planner 46."""
+    sizes = {"1": 5, "2": 10, "3": 8, "4": 20, "5": 2, "6": 6, "7": 15, "8": 3}
+    pairs = ["1-2", "2-3", "2-4", "2-5", "3-4", "3-5", "3-6", "4-5", "4-6", "4-7", "5-6",
+             "5-7", "5-8", "6-7", "7-8"]
+    return Problem.from_conflicts({k: v * MIB for k, v in sizes.items()},
+                                  [tuple(p.split("-")) for p in pairs], name="eight-operators")
+
+
+def _conflict_graph() -> list[Case]:
+    graphs = [(12, 0.5), (20, 0.3), (40, 0.2), (80, 0.1)]
+    return [Case("conflict-graph", "eight-operators", eight_operators)] + [
+        Case("conflict-graph", f"random-{n}-d{d}", partial(conflict_graph, n, d, 0))
+        for n, d in graphs]
+
+
+def _scale() -> list[Case]:
+    return [Case("scale", label, partial(network_like, n, 0))
+            for label, n in (("1k", 1_000), ("10k", 10_000), ("100k", 100_000))]
+
+
+def fit_five() -> Problem:
+    """Five buffers that fit exactly in capacity 12 (the live load peaks at 12)."""
+    return Problem.from_arrays([4, 8, 4, 8, 4], [0, 0, 1, 2, 3], [2, 1, 3, 4, 5], capacity=12,
+                               name="fit-five")
+
+
+def _tiny() -> list[Case]:
+    return [Case("tiny", "chain-40", partial(network_like, 40, 1)),
+            Case("tiny", "conflicts-8", partial(conflict_graph, 8, 0.4, 1)),
+            Case("tiny", "fit-five", fit_five, True)]
+
+
+SUITES: dict[str, Callable[[], list[Case]]] = {
+    "onnx-light": _onnx_light, "minimalloc": _minimalloc, "conflict-graph": _conflict_graph,
+    "scale": _scale, "tiny": _tiny,
+}
+
+
+def cases(suite: str) -> list[Case]:
+    """The cases of ``suite``; raises KeyError listing the valid suites."""
+    try:
+        make = SUITES[suite]
+    except KeyError:
+        raise KeyError(f"unknown suite {suite!r}; valid suites: {', '.join(SUITES)}") from None
+    return make()
+
+
+def find_case(suite: str, name: str) -> Case:
+    for case in cases(suite):
+        if case.name == name:
+            return case
+    raise KeyError(f"suite {suite!r} has no problem {name!r}")

@@ -1,0 +1,104 @@
+"""Smoke test of the benchmark runner on the tiny suite, so it never silently breaks.
+
+The planners come from a plugin written here (a stacking planner, one that
+returns overlapping offsets, one that hangs), so that the test depends
+neither on which planners exist yet nor on how fast they are.
+"""
+
+import csv
+import textwrap
+
+import numpy as np
+import pytest
+
+from benchmarks.__main__ import main
+from benchmarks.generate import conflict_graph, network_like
+from benchmarks.runner import run_task
+from benchmarks.suites import eight_operators, fit_five
+
+PLUGIN = textwrap.dedent("""
+    import time
+    import numpy as np
+    from memplan.problem import Plan
+    from memplan.registry import register
+
+    @register("bench_stack")
+    def stack(problem, *, time_limit=None, seed=0, hint=None, **options):
+        offsets, top = [], 0
+        for size, alignment in zip(problem.sizes.tolist(), problem.alignments.tolist()):
+            top = -(-top // alignment) * alignment
+            offsets.append(top)
+            top += size
+        return Plan.from_offsets(problem, offsets, planner="bench_stack")
+
+    @register("bench_broken")
+    def broken(problem, **options):
+        return Plan.from_offsets(problem, np.zeros(len(problem), np.int64), planner="bench_broken")
+
+    @register("bench_hang")
+    def hang(problem, **options):
+        time.sleep(60)
+""")
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    path = tmp_path / "bench_plugin.py"
+    path.write_text(PLUGIN)
+    return str(path)
+
+
+def test_runner_tables_and_loud_invalid_plans(tmp_path, plugin):
+    out, doc = tmp_path / "out", tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Benchmarks\n\nHand-written context stays.\n")
+    argv = ["run", "--suite", "tiny", "--planner", "bench_stack,bench_broken", "--import",
+            plugin, "--mode", "fit,minimise", "--jobs", "2", "--out", str(out),
+            "--section", "tiny", "--doc", str(doc)]
+    assert main(argv) == 2  # the broken planner's invalid plans make the run fail
+    with (out / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["problem"], r["mode"]) for r in rows} == {
+        ("chain-40", "minimise"), ("conflicts-8", "minimise"), ("fit-five", "fit"),
+        ("fit-five", "minimise")}
+    for row in rows:
+        if row["planner"] == "bench_broken":
+            assert row["status"] == "INVALID" and row["arena_size"] == ""
+            assert "overlap" in row["note"] or "conflict" in row["note"]
+        else:
+            assert row["status"] in ("feasible", "optimal", "infeasible")
+            assert int(row["arena_size"]) >= int(row["lower_bound"]) > 0
+            assert float(row["seconds"]) >= 0 and float(row["peak_rss_mb"]) > 0
+    fit = next(r for r in rows if r["problem"] == "fit-five" and r["mode"] == "fit"
+               and r["planner"] == "bench_stack")
+    assert fit["status"] == "infeasible" and fit["capacity"] == "12"  # stacking needs 28
+    text = doc.read_text()
+    assert "Hand-written context stays." in text and "**INVALID**" in text
+    assert "<!-- generated: tiny" in text and "<!-- generated: machine" in text
+    main(argv)  # a second run replaces its section instead of adding one
+    assert doc.read_text().count("<!-- end generated: tiny -->") == 1
+
+
+def test_hung_run_is_killed(plugin):
+    task = dict(suite="tiny", case="fit-five", mode="fit", planner="bench_hang",
+                time_limit=None, seed=0, options={}, imports=[plugin], run=0)
+    result = run_task(task, timeout=3)
+    assert result["status"] == "TIMEOUT"
+    assert result["buffers"] == 5 and result["lower_bound"] == 12  # known before planning
+
+
+def test_network_like_is_seeded_and_exact():
+    a, b = network_like(500, seed=3), network_like(500, seed=3)
+    assert len(a) == 500
+    for name in ("sizes", "starts", "ends", "alignments"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert not np.array_equal(a.sizes, network_like(500, seed=4).sizes)
+    assert (a.ends > a.starts).all() and (a.alignments == 64).all()
+    assert (a.ends - a.starts).max() > 50  # a few long-lived buffers
+
+
+def test_conflict_problems():
+    eight = eight_operators()
+    assert int(eight.sizes.sum()) == 69 << 20 and len(eight.conflicts) == 15
+    graph = conflict_graph(10, 0.5, seed=1)
+    assert len(graph) == 10 and len(graph.conflicts) > 0
+    assert fit_five().capacity == 12
