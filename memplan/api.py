@@ -1,0 +1,285 @@
+"""The library API: load a model, solve it, compare planners, in a few calls.
+
+A compiler back end needs one call: ``memplan.solve(buffers)`` with the
+buffers it built itself (a list of `Buffer` or a `Problem`), no file::
+
+    plan = memplan.solve([Buffer("x", 4096, 0, 2), Buffer("y", 4096, 1, 3)],
+                         time_limit=5)
+    plan.offsets, plan.arena_size, plan.status, plan.gap
+
+`solve` is the pipeline that the command line and the notebooks share:
+
+- run the heuristics (``best``: the fast ones, the smallest plan kept);
+- stop there when that plan reaches the lower bound (it is optimal);
+- otherwise run the exact planner for ``time_limit`` seconds, warm-started
+  with the heuristic plan (its hint and upper bound), reporting incumbent and
+  bound through ``on_progress``; Ctrl-C keeps the best plan so far;
+- return the best plan. `solve_report` returns everything it learned on the
+  way (the naive arena, the heuristic plan, the exact plan).
+
+`compare` runs every planner on several problems and returns one pandas
+table; `info` describes a problem. Each plan that `solve` or `compare` returns
+has passed the independent validator (an invalid plan raises
+`InvalidPlanError`); only a plan whose status is ``infeasible`` may exceed the
+capacity.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memplan import frontends
+from memplan.bounds import load_profile, lower_bound
+from memplan.errors import InvalidPlanError, ProblemError
+from memplan.problem import Buffer, Plan, Problem
+from memplan.registry import plan_with, planners
+from memplan.validate import validate
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+EXACT = "exact"  # the registered name of the exact planner
+DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """How `solve` plans; the ``memplan solve`` options are built from these fields."""
+
+    time_limit: float | None = 10.0  # seconds for the exact planner (None: until proven)
+    heuristic: str = "best"  # heuristic to start from: a planner name, or "all" of them
+    exact: bool = True  # run the exact planner after the heuristics
+    heuristic_time_limit: float = 1.0  # seconds each searching heuristic may take
+    workers: int | None = None  # CP-SAT worker threads (None: the exact planner's default)
+    seed: int = 0  # random seed of every planner: same seed, same plan
+
+
+@dataclass
+class SolveReport:
+    """What `solve_report` learned: the plan it returns and the steps that led there."""
+
+    problem: Problem
+    plan: Plan  # the best valid plan found
+    naive: int  # the arena without any planning (every buffer its own bytes)
+    heuristics: dict[str, Plan]  # every heuristic plan, by planner name
+    heuristic: Plan  # the best of them: the exact planner's warm start
+    exact: Plan | None  # the exact planner's plan, None when it did not run
+    interrupted: bool = False  # Ctrl-C stopped the exact planner
+    seconds: float = 0.0  # wall time of the whole pipeline
+
+    @property
+    def skipped_exact(self) -> str | None:
+        """Why the exact planner did not run, or None when it ran."""
+        if self.exact is not None:
+            return None
+        return "heuristic reached the lower bound" if self.heuristic.status == "optimal" \
+            else "not asked"
+
+
+# ------------------------------------------------------------------ loading
+def default_model() -> Path:
+    """The small ONNX model bundled with memplan (SqueezeNet): what ``memplan solve`` plans."""
+    return Path(str(resources.files("memplan") / "data" / DEFAULT_MODEL))
+
+
+def from_onnx(model: Any, **options: Any) -> Problem:
+    """An ONNX model (path or ``ModelProto``) as a `Problem`; see `memplan.frontends.onnx`."""
+    from memplan.frontends.onnx import from_onnx as convert
+
+    return convert(model, **options)
+
+
+def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
+         alignment: int | None = None, **options: Any) -> Problem:
+    """The problem in ``path`` (``.onnx``, ``.csv`` or ``.json``, by extension).
+
+    ``dims`` binds an ONNX model's symbolic dimensions (``{"batch": 1}``);
+    ``alignment`` makes every offset a multiple of it (ONNX: the frontend's
+    option; files: raised on every buffer). ``options`` go to the reader.
+    """
+    is_onnx = Path(path).suffix.lower() == ".onnx"
+    if dims and not is_onnx:
+        raise ProblemError("dimensions (--dim) apply to ONNX models only", file=str(path))
+    if is_onnx:
+        if dims:
+            options["dims"] = dict(dims)
+        if alignment is not None:
+            options["alignment"] = alignment
+        if not Path(path).is_file():  # the frontend may not say which file is missing
+            raise ProblemError("no such file", file=str(path))
+    problem = frontends.load(path, **options)
+    return problem if is_onnx or alignment is None else with_alignment(problem, alignment)
+
+
+def with_alignment(problem: Problem, alignment: int) -> Problem:
+    """A copy of ``problem`` where every buffer's alignment is a multiple of ``alignment``."""
+    if alignment < 1:
+        raise ProblemError(f"alignment must be >= 1, got {alignment}", file=problem.source)
+    if (problem.alignments % alignment == 0).all():
+        return problem
+    return problem.replace(buffers=[replace(b, alignment=math.lcm(b.alignment, alignment))
+                                    for b in problem.buffers])
+
+
+def as_problem(problem: Problem | Iterable[Buffer]) -> Problem:
+    """A `Problem` as is; a list of `Buffer` (what a back end builds) wrapped into one."""
+    return problem if isinstance(problem, Problem) else Problem(problem)
+
+
+# ------------------------------------------------------------------ solving
+def heuristic_names() -> list[str]:
+    """Every registered planner but the exact one(s), in name order."""
+    return [name for name, fn in planners().items()
+            if not fn.__module__.startswith("memplan.solver")]
+
+
+def _checked(problem: Problem, plan: Plan) -> Plan:
+    """``plan`` once the validator accepts it; an ``infeasible`` plan may exceed the capacity."""
+    violations = [v for v in validate(problem, plan)
+                  if not (v.kind == "capacity" and plan.status == "infeasible")]
+    if violations:
+        raise InvalidPlanError(violations)
+    return plan
+
+
+def _rank(plan: Plan) -> tuple[bool, int]:
+    """Plans compare by this: one that fits the capacity first, then the smaller arena."""
+    return (plan.status == "infeasible", plan.arena_size)
+
+
+def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
+                   time_limit: float | None = 1.0) -> dict[str, Plan]:
+    """Each named heuristic's validated plan, by name (``time_limit`` for each)."""
+    return {name: _checked(problem, plan_with(name, problem, seed=seed, time_limit=time_limit))
+            for name in names}
+
+
+def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
+                 on_progress: Callable[..., Any] | None = None,
+                 exact_options: Mapping[str, Any] | None = None,
+                 **options: Any) -> SolveReport:
+    """`solve`, keeping every step's result (see the module docstring for the steps)."""
+    began = time.perf_counter()
+    settings = SolveOptions(**options)
+    problem = as_problem(problem)
+    if capacity is not None:
+        problem = problem.replace(capacity=capacity)
+    names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
+    plans = run_heuristics(problem, names, seed=settings.seed,
+                           time_limit=settings.heuristic_time_limit)
+    heuristic = min(plans.values(), key=_rank)
+    naive = plans["naive"].arena_size if "naive" in plans else int(problem.sizes.sum())
+    report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
+    if settings.exact and heuristic.status != "optimal":
+        extra = dict(exact_options or {})
+        if settings.workers is not None:
+            extra["workers"] = settings.workers
+        if on_progress is not None:
+            extra["on_progress"] = on_progress
+        try:
+            exact = plan_with(EXACT, problem, time_limit=settings.time_limit,
+                              seed=settings.seed, hint=heuristic, **extra)
+            report.interrupted = bool(exact.stats.get("interrupted", False))
+            report.exact = _checked(problem, exact)
+            report.plan = min(exact, heuristic, key=_rank)
+        except KeyboardInterrupt:  # stopped before the exact planner had a plan
+            report.interrupted = True
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def solve(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
+          on_progress: Callable[..., Any] | None = None, **options: Any) -> Plan:
+    """Plan ``problem``: heuristics, then the exact planner warm-started; the best plan.
+
+    ``problem`` is a `Problem` or a list of `Buffer`. ``capacity`` (bytes)
+    turns minimising into fitting. ``on_progress`` is called by the exact
+    planner with its incumbent, bound and elapsed time. ``options`` are the
+    fields of `SolveOptions`: ``time_limit`` (seconds, default 10),
+    ``heuristic`` (``"best"``, a planner name or ``"all"``), ``exact``,
+    ``heuristic_time_limit``, ``workers``, ``seed``. The plan's ``status``
+    says whether it is proven optimal, and ``gap`` how far from it at most.
+    """
+    return solve_report(problem, capacity=capacity, on_progress=on_progress, **options).plan
+
+
+# ---------------------------------------------------------------- comparing
+def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
+            planners: Iterable[str] | None = None, time_limit: float | None = 10.0,
+            heuristic_time_limit: float = 1.0, seed: int = 0,
+            workers: int | None = None) -> pd.DataFrame:
+    """Every planner on every problem: one row per (problem, planner).
+
+    ``planners`` defaults to every heuristic and the exact planner; the exact
+    planner starts from the best heuristic plan of its problem and gets
+    ``time_limit`` seconds. Columns: problem, buffers, planner, arena_size,
+    lower_bound, best_bound, optimum (the proven optimum of the problem when
+    some plan proved it, else NaN), over_lower_bound and over_optimum
+    (fractions: 0.05 is 5 % more), status, seconds. Every plan is validated.
+    """
+    import pandas as pd
+
+    named = problems.items() if isinstance(problems, Mapping) else \
+        ((p.name or f"problem {k}", p) for k, p in enumerate(problems))
+    chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
+    rows = []
+    for name, problem in named:
+        plans = run_heuristics(problem, [p for p in chosen if p != EXACT], seed=seed,
+                               time_limit=heuristic_time_limit)
+        if EXACT in chosen:
+            hint = min(plans.values(), key=_rank, default=None)
+            extra = {} if workers is None else {"workers": workers}
+            plans[EXACT] = _checked(problem, plan_with(EXACT, problem, time_limit=time_limit,
+                                                       seed=seed, hint=hint, **extra))
+        proven = max(p.best_bound for p in plans.values())
+        smallest = min(p.arena_size for p in plans.values())
+        optimum = smallest if smallest <= proven else math.nan
+        for planner in chosen:
+            plan = plans[planner]
+            rows.append(dict(problem=name, buffers=len(problem), planner=planner,
+                             arena_size=plan.arena_size, lower_bound=plan.lower_bound,
+                             best_bound=plan.best_bound, optimum=optimum,
+                             over_lower_bound=plan.arena_size / plan.lower_bound - 1,
+                             over_optimum=plan.arena_size / optimum - 1,
+                             status=plan.status, seconds=plan.seconds))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ describing
+def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
+    """A summary of ``problem``: counts, bound, widths, aliases and its largest tensors."""
+    if problem.widths is not None:
+        max_width, mean_width = int(problem.widths.max(initial=0)), float(problem.widths.mean())
+    else:  # from the load profile: O(n log n) whatever the number of steps
+        times, loads = load_profile(problem)
+        max_width = int(loads.max())
+        mean_width = float((loads[:-1] * np.diff(times)).sum() / max(problem.horizon, 1))
+    top = np.argsort(-problem.sizes, kind="stable")[:largest]
+    return {
+        "name": problem.name, "source": problem.source, "buffers": len(problem),
+        "steps": problem.horizon, "lower_bound": lower_bound(problem),
+        "total_size": int(problem.sizes.sum()),
+        "max_width": max_width, "mean_width": mean_width,
+        "aliases": int((~problem.alias_optional).sum()),
+        "optional_aliases": int(problem.alias_optional.sum()),
+        "conflicts": len(problem.conflicts), "capacity": problem.capacity,
+        "pinned": int((problem.pinned >= 0).sum()),
+        "kinds": {kind: problem.kinds.count(kind) for kind in sorted(set(problem.kinds))},
+        "largest": [{"id": problem.ids[i], "size": int(problem.sizes[i]),
+                     "start": int(problem.starts[i]), "end": int(problem.ends[i]),
+                     "kind": problem.kinds[i]} for i in top.tolist()],
+    }
+
+
+__all__ = ["SolveOptions", "SolveReport", "as_problem", "compare", "default_model",
+           "from_onnx", "heuristic_names", "info", "load", "lower_bound", "plan_with",
+           "planners", "solve", "solve_report", "validate", "with_alignment"]

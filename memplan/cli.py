@@ -1,0 +1,379 @@
+"""``memplan``: plan, compare, validate, describe and convert from the command line.
+
+::
+
+    memplan solve [MODEL]          heuristics, then the exact planner; a summary
+    memplan compare MODEL...       every planner on every model, one table
+    memplan validate PROBLEM PLAN  check a plan file against its problem
+    memplan info MODEL             buffers, lower bound, widths, aliases, largest tensors
+    memplan convert MODEL -o F     a model as a problem file (.csv or .json)
+
+Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
+input, with one line naming the file and what is wrong (``--debug`` shows the
+traceback). The ``solve`` options that steer planning are built from
+`memplan.api.SolveOptions`, one option per field, its comment the help text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from memplan import api
+from memplan.errors import InvalidPlanError, MemplanError
+from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.problem import Plan, Problem
+from memplan.validate import validate
+from memplan.viz import human_bytes
+
+OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
+INTERRUPTED = 130  # Ctrl-C before any plan existed
+_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
+
+
+class UsageError(Exception):
+    """Bad usage the parser could not see (an option value that makes no sense)."""
+
+
+# ---------------------------------------------------------------- options
+def _optional_number(kind: type):
+    """An argparse type: a number, or ``none`` for no limit."""
+    def parse(text: str):
+        if text.lower() in ("none", "inf", "unlimited"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") \
+                from None
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_dataclass_options(parser: argparse.ArgumentParser, cls: type, *,
+                          only: tuple[str, ...] | None = None,
+                          metavars: dict[str, str] | None = None) -> None:
+    """One option per field of the dataclass ``cls`` (or the fields ``only``), its comment the help.
+
+    A bool field that defaults to True becomes ``--no-NAME``, one that
+    defaults to False ``--NAME``; ``X | None`` fields accept ``none``.
+    """
+    source = inspect.getsource(cls)
+    comments = dict(m.groups() for m in map(_COMMENT.match, source.splitlines()) if m)
+    for field in fields(cls):
+        if only is not None and field.name not in only:
+            continue
+        flag = field.name.replace("_", "-")
+        default = field.default if field.default is not MISSING else None
+        comment = comments.get(field.name, "")
+        if field.type == "bool":
+            parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
+                                action="store_false" if default else "store_true",
+                                help=f"turn off: {comment}" if default else comment)
+            continue
+        kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)
+        parser.add_argument(f"--{flag}", dest=field.name, default=default,
+                            type=_optional_number(kind) if "None" in field.type else kind,
+                            metavar=(metavars or {}).get(field.name, kind.__name__.upper()),
+                            help=f"{comment} (default: {default})")
+
+
+def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    return {f.name: getattr(args, f.name) for f in fields(cls)}
+
+
+def _dims(pairs: list[str]) -> dict[str, int]:
+    dims = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if not name or not value.isdigit():
+            raise UsageError(f"--dim expects NAME=VALUE with a whole number, got {pair!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def _load(path: str | None, args: argparse.Namespace) -> Problem:
+    problem = api.load(path if path is not None else api.default_model(),
+                       dims=_dims(args.dim), alignment=args.alignment)
+    if not hasattr(args, "capacity"):  # not given: the file's capacity, if any
+        return problem
+    return problem.replace(capacity=args.capacity)
+
+
+# ---------------------------------------------------------------- solve
+def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan) -> dict[str, str]:
+    from memplan.export import export
+
+    written = {}
+    for key, fmt in (("output", "json"), ("csv", "csv")):
+        path = getattr(args, key)
+        if path:
+            export(problem, plan, fmt, path)
+            written[key] = path
+    if args.plot:
+        try:
+            from memplan.viz import plot_layout
+            ax = plot_layout(problem, plan)
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
+        ax.figure.savefig(args.plot, dpi=120)
+        written["plot"] = args.plot
+    return written
+
+
+def _plan_summary(plan: Plan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {"planner": plan.planner, "chosen": plan.stats.get("winner", plan.planner),
+            "arena_size": plan.arena_size, "status": plan.status,
+            "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds}
+
+
+def _summary(model: str, report: api.SolveReport, written: dict[str, str]) -> dict[str, Any]:
+    problem = report.problem
+    return {
+        "model": model, "buffers": len(problem), "lower_bound": report.plan.lower_bound,
+        "capacity": problem.capacity, "naive": report.naive,
+        "heuristic": _plan_summary(report.heuristic), "exact": _plan_summary(report.exact),
+        "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan),
+        "interrupted": report.interrupted, "seconds": report.seconds,
+        "written": written,
+    }
+
+
+def _size(value: int, bound: int) -> str:
+    over = f"  ({value / bound - 1:+.2%} over the bound)" if bound and value != bound else ""
+    return f"{human_bytes(value)} ({value} B){over}"
+
+
+def _name(plan: dict[str, Any]) -> str:
+    """``greedy_by_size (via best)`` when a composite planner chose another's plan."""
+    chosen, planner = plan["chosen"], plan["planner"]
+    return planner if chosen == planner else f"{chosen} (via {planner})"
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    plan, exact, bound = s["plan"], s["exact"], s["lower_bound"]
+    rows = [("model", f"{s['model']}  ({s['buffers']} buffers)"),
+            ("lower bound", _size(bound, 0)),
+            ("naive", _size(s["naive"], bound)),
+            ("best heuristic", f"{_size(s['heuristic']['arena_size'], bound)}  "
+                               f"{_name(s['heuristic'])}")]
+    if exact is not None:
+        rows.append(("exact", f"{_size(exact['arena_size'], bound)}  {exact['status']}, "
+                              f"proven bound {human_bytes(exact['best_bound'])}, "
+                              f"{exact['seconds']:.2f} s"))
+    else:
+        rows.append(("exact", f"skipped: {s['exact_skipped']}"))
+    if s["capacity"] is not None:
+        rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
+    rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
+                      f"{plan['status']}, gap {plan['gap']:.2%}"
+                      + ("  (interrupted)" if s["interrupted"] else "")),
+             ("seconds", f"{s['seconds']:.2f}")]
+    rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from memplan.progress import LiveLine, on_terminal
+
+    problem = _load(args.model, args)
+    model = args.model or f"{api.default_model().name} (bundled)"
+    options = _options_of(args, api.SolveOptions)
+    live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
+    with live:
+        report = api.solve_report(problem, on_progress=live, **options)
+    written = _write_outputs(args, report.problem, report.plan)
+    summary = _summary(model, report, written)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    elif not args.quiet:
+        _print_summary(summary)
+    return FAILED if report.plan.status == "infeasible" else OK  # plans come validated
+
+
+# ---------------------------------------------------------------- compare
+def _markdown(table) -> str:
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(map(str, row)) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _percent(value: float) -> str:
+    return "" if value != value else f"{value:+.2%}"  # NaN: no proven optimum
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    problems = {}
+    for path in args.models:
+        problem = _load(path, args)
+        name = problem.name or Path(path).stem
+        problems[name if name not in problems else path] = problem
+    planners = None if args.planners is None else args.planners.split(",")
+    table = api.compare(problems, planners=planners, time_limit=args.time_limit,
+                        heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
+                        workers=args.workers)
+    if args.format == "csv":
+        print(table.to_csv(index=False), end="")
+        return OK
+    shown = table.assign(over_lower_bound=table["over_lower_bound"].map(_percent),
+                         over_optimum=table["over_optimum"].map(_percent),
+                         seconds=table["seconds"].map(lambda s: f"{s:.2f}"))
+    shown = shown[["problem", "buffers", "planner", "arena_size", "lower_bound",
+                   "over_lower_bound", "over_optimum", "status", "seconds"]]
+    print(_markdown(shown) if args.format == "markdown" else shown.to_string(index=False))
+    return OK
+
+
+# ---------------------------------------------------------------- validate
+def _read_plan(path: str, problem: Problem) -> Plan | dict[str, int]:
+    if Path(path).suffix.lower() == ".csv":
+        return minimalloc_csv.read_solution(path, capacity=None)[1]
+    return memplan_json.read_plan(path, problem)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    problem = _load(args.problem, args)
+    plan = _read_plan(args.plan, problem)
+    violations = validate(problem, plan)
+    if args.json:
+        print(json.dumps({"problem": args.problem, "plan": args.plan, "valid": not violations,
+                          "violations": [dict(kind=v.kind, buffers=list(v.buffers),
+                                              message=v.message) for v in violations]}))
+    elif violations:
+        for violation in violations[:20]:
+            print(violation)
+        more = " (first 20 shown)" if len(violations) > 20 else ""
+        print(f"{args.plan}: INVALID, {len(violations)} violations{more}")
+    else:
+        arena = plan.arena_size if isinstance(plan, Plan) else \
+            max(plan[b.id] + b.size for b in problem.buffers)
+        print(f"{args.plan}: valid, arena {_size(arena, api.lower_bound(problem))}")
+    return FAILED if violations else OK
+
+
+# ---------------------------------------------------------------- info, convert
+def cmd_info(args: argparse.Namespace) -> int:
+    facts = api.info(_load(args.model, args), largest=args.largest)
+    if args.json:
+        print(json.dumps(facts, indent=1))
+        return OK
+    bound = facts["lower_bound"]
+    rows = [("problem", f"{facts['name']}  ({facts['source']})"),
+            ("buffers", f"{facts['buffers']} over {facts['steps']} steps  {facts['kinds']}"),
+            ("lower bound", _size(bound, 0)),
+            ("total size", _size(facts["total_size"], bound)),
+            ("widths", f"max {human_bytes(facts['max_width'])}, "
+                       f"mean {human_bytes(facts['mean_width'])} per step"),
+            ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
+            ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
+            ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print("largest tensors:")
+    for t in facts["largest"]:
+        print(f"  {human_bytes(t['size']):>10}  [{t['start']}, {t['end']})  {t['kind']:<10} "
+              f"{t['id']}")
+    return OK
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    problem = _load(args.model, args)
+    suffix = Path(args.output).suffix.lower()
+    writers = {".json": memplan_json.write_problem, ".csv": minimalloc_csv.write_csv}
+    if suffix not in writers:
+        raise UsageError(f"{args.output}: the output must end in .csv or .json")
+    writers[suffix](args.output, problem)
+    print(f"wrote {args.output}: {len(problem)} buffers")
+    return OK
+
+
+# ---------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                       help="bind a symbolic ONNX dimension (repeatable)")
+    model.add_argument("--alignment", type=int, metavar="BYTES",
+                       help="align every offset to this many bytes")
+    capacity = argparse.ArgumentParser(add_help=False)
+    capacity.add_argument("--capacity", type=_optional_number(int), default=argparse.SUPPRESS,
+                          metavar="BYTES", help="fit under this many bytes ('none': minimise, "
+                                                "ignoring a capacity the file gives)")
+
+    parser = argparse.ArgumentParser(prog="memplan", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    solve = sub.add_parser("solve", parents=[common, model, capacity],
+                           help="plan one model: heuristics, then the exact planner")
+    solve.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    add_dataclass_options(solve, api.SolveOptions, metavars={"heuristic": "NAME|all"})
+    solve.add_argument("-o", "--output", metavar="PLAN.json", help="write the problem and plan")
+    solve.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
+    solve.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
+    solve.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
+    solve.add_argument("--json", action="store_true", help="print the summary as JSON")
+    solve.set_defaults(run=cmd_solve)
+
+    compare = sub.add_parser("compare", parents=[common, model, capacity],
+                             help="every planner on every model, one table")
+    compare.add_argument("models", nargs="+", metavar="MODEL")
+    compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
+    compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")
+    add_dataclass_options(compare, api.SolveOptions,
+                          only=("time_limit", "heuristic_time_limit", "workers", "seed"))
+    compare.set_defaults(run=cmd_compare)
+
+    check = sub.add_parser("validate", parents=[common, model, capacity],
+                           help="check a plan (.json or .csv solution) against its problem")
+    check.add_argument("problem")
+    check.add_argument("plan")
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.set_defaults(run=cmd_validate)
+
+    describe = sub.add_parser("info", parents=[common, model],
+                              help="buffers, lower bound, widths, aliases, largest tensors")
+    describe.add_argument("model")
+    describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")
+    describe.add_argument("--json", action="store_true", help="print as JSON")
+    describe.set_defaults(run=cmd_info)
+
+    convert = sub.add_parser("convert", parents=[common, model],
+                             help="write a model as a problem file (.csv or .json)")
+    convert.add_argument("model")
+    convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
+    convert.set_defaults(run=cmd_convert)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (MemplanError, UsageError, OSError) as error:
+        if args.debug:
+            raise
+        code = FAILED if isinstance(error, InvalidPlanError) else BAD_INPUT
+        where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
+        message = error.strerror if isinstance(error, OSError) and error.strerror else error
+        print(f"memplan {args.command}: error: {where}{message}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        print(f"memplan {args.command}: interrupted before any plan", file=sys.stderr)
+        return INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
