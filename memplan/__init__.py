@@ -4,6 +4,7 @@ Every tensor gets an offset in one arena; the arena is as small as it can
 be, and memplan says how far from optimal each plan is.
 """
 
+from memplan.api import compare, from_onnx, load, solve, solve_report
 from memplan.bounds import live_bytes, load_profile, lower_bound
 from memplan.errors import (
     InvalidPlanError,
@@ -12,15 +13,17 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
-from memplan.frontends import load
 from memplan.problem import Alias, Buffer, Plan, Problem, Region
 from memplan.registry import plan_with, planners, register
 from memplan.validate import Violation, check, validate
+from memplan.viz import plot_comparison, plot_layout, plot_memory
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
-    "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "live_bytes",
-    "load", "load_profile", "lower_bound", "plan_with", "planners", "register", "validate",
+    "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "compare",
+    "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
+    "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
+    "validate",
 ]
