@@ -4,4 +4,4 @@
 parts; the planner modules compose them and register themselves on import.
 """
 
-from memplan.heuristics import best, greedy  # noqa: F401  (registers the planners)
+from memplan.heuristics import best, greedy, pools, shared_objects  # noqa: F401  (registers)
