@@ -1,0 +1,186 @@
+"""ONNX models in, `Problem` out: every activation a buffer, views and in-place ops aliases.
+
+Why a frontend of its own: a model's arena is decided by details that a plain
+list of tensors misses. Weights are not activations (the light models of the
+onnx package build theirs with ConstantOfShape, which would inflate the arena
+many times); views share their input's bytes; an element-wise operator may
+write over an input that dies at that step.
+
+Steps (`from_onnx`):
+
+- load the file defensively, bind symbolic dimensions (``dims``), infer
+  shapes, and walk the nodes in order (`onnx_graph`); constant nodes are
+  folded, every other node is one step;
+- one buffer per runtime tensor of non-zero size (`onnx_types`), kind
+  ``input`` (graph inputs), ``output`` (graph outputs) or ``activation``.
+  Lifetimes are half-open: from the producing step (graph inputs: 0) to one
+  past the last step that reads it (graph outputs: to the horizon, the
+  number of steps). Zero-size tensors need no memory and are left out;
+- weights are left out (``weights="exclude"``), or planned in a separate
+  region ``"weights"``, alive the whole run (``weights="region"``);
+- aliases (`onnx_aliases`, where the exact rules are): views (Reshape,
+  Flatten, Squeeze, Unsqueeze, Identity, Dropout at inference) are
+  mandatory aliases with delta 0; with ``concat_inplace``, a Concat input
+  that dies at the Concat is a mandatory alias into its slice of the
+  output; an element-wise operator gets an optional alias of its output
+  over an input of equal size whose bytes nobody needs afterwards;
+- a control-flow node (If, Loop, Scan) reads the outer tensors its
+  subgraphs capture, so they live across its step; its subgraphs' own
+  tensors get one scratch buffer for that step, as large as all of them
+  together (no reuse inside); a subgraph tensor of unknown size is refused;
+- the live bytes per step become the problem's operator ``widths``.
+
+Cost: O(nodes + edges) plus shape inference, and the alias groups' union-find.
+Known limits: one schedule (the node order), no operator workspace besides
+control flow, and in-place only for the operators listed in `ELEMENTWISE`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from onnx import ModelProto, NodeProto
+
+from memplan.bounds import live_bytes
+from memplan.errors import ProblemError
+from memplan.frontends.onnx_aliases import Aliasing
+from memplan.frontends.onnx_graph import (
+    Graph,
+    analyze,
+    bind_dims,
+    defined_names,
+    describe,
+    infer,
+    load_model,
+    subgraphs,
+    value_types,
+)
+from memplan.frontends.onnx_types import TensorType, tensor_type
+from memplan.problem import Buffer, Problem, Region
+
+WEIGHT_MODES = ("exclude", "region")
+
+
+@dataclass(frozen=True)
+class OnnxOptions:
+    """How `from_onnx` turns a model into a problem; defaults are the usual choice."""
+
+    dims: Mapping[str, int] = field(default_factory=dict)  # values of symbolic dims: {"batch": 1}
+    alignment: int = 1  # every buffer's offset is a multiple of this many bytes
+    inplace: bool = True  # offer element-wise outputs an optional alias over a dying input
+    concat_inplace: bool = False  # Concat inputs written straight into the output's slices
+    weights: str = "exclude"  # "exclude": not planned; "region": planned in region "weights"
+    strict: bool = True  # refuse a model whose shape inference finds an inconsistency
+    name: str | None = None  # the problem's name; default: the file's or the graph's name
+
+    def __post_init__(self):
+        if self.weights not in WEIGHT_MODES:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, "
+                             f"got {self.weights!r}")
+        if self.alignment < 1:
+            raise ValueError(f"alignment must be >= 1, got {self.alignment}")
+
+
+def from_onnx(model: str | os.PathLike | bytes | ModelProto, *,
+              dims: Mapping[str, int] | None = None, alignment: int = 1, inplace: bool = True,
+              concat_inplace: bool = False, weights: str = "exclude", strict: bool = True,
+              name: str | None = None) -> Problem:
+    """The memory-planning problem of an ONNX model (a file name, bytes or a ModelProto).
+
+    Buffer ids are tensor names. Raises `ProblemError` naming the file and the
+    tensor or node for anything it cannot plan exactly: an unknown size, a
+    symbolic dimension missing from ``dims``, nodes out of topological order,
+    a corrupted file. The options are those of `OnnxOptions`.
+    """
+    options = OnnxOptions(dims=dict(dims or {}), alignment=alignment, inplace=inplace,
+                          concat_inplace=concat_inplace, weights=weights, strict=strict,
+                          name=name)
+    return _Builder(model, options).problem()
+
+
+class _Builder:
+    """One model's analysis, turned into buffers and aliases."""
+
+    def __init__(self, model, options: OnnxOptions):
+        proto, self.source = load_model(model)
+        self.options = options
+        inferred = infer(bind_dims(proto, options.dims, self.source), strict=options.strict,
+                         source=self.source)
+        self.graph: Graph = analyze(inferred, source=self.source)
+        if options.name:
+            self.name = options.name
+        elif self.source is not None:
+            self.name = os.path.splitext(os.path.basename(self.source))[0]
+        else:
+            self.name = proto.graph.name or "model"
+        self.activation_region = ("activations",) if options.weights == "region" else None
+        self.tensor_types: dict[str, TensorType] = {}
+
+    def type_of(self, name: str) -> TensorType:
+        if name not in self.tensor_types:
+            self.tensor_types[name] = tensor_type(name, self.graph.types.get(name),
+                                                  self.options.dims, source=self.source)
+        return self.tensor_types[name]
+
+    def buffer(self, name: str, size: int, start: int, end: int, kind: str,
+               regions: tuple[str, ...] | None = None) -> Buffer:
+        return Buffer(name, size, start, end, self.options.alignment,
+                      regions=regions or self.activation_region, kind=kind)
+
+    def problem(self) -> Problem:
+        graph, horizon = self.graph, self.graph.horizon
+        kinds = {name: "input" for name in graph.inputs}
+        kinds.update((name, "output") for name in graph.outputs if name not in graph.constants)
+        buffers: dict[str, Buffer] = {}
+        for name in [*graph.inputs, *graph.producer]:
+            size = self.type_of(name).size
+            if size == 0:
+                continue  # a zero-size tensor needs no memory
+            start = graph.producer.get(name, 0)
+            kind = kinds.get(name, "activation")
+            end = horizon if kind == "output" else max(graph.readers.get(name, [start])) + 1
+            buffers[name] = self.buffer(name, size, start, end, kind)
+        for step, node in enumerate(graph.steps):
+            size = self._subgraph_bytes(node, step)
+            if size:
+                name = f"{node.name or node.op_type}#{step}/subgraphs"
+                while name in buffers or name in graph.types:
+                    name += "'"
+                buffers[name] = self.buffer(name, size, step, step + 1, "scratch")
+        regions: tuple[Region, ...] = ()
+        if self.options.weights == "region":
+            regions = (Region("activations"), Region("weights"))
+            for name in graph.runtime_weights():
+                size = self.type_of(name).size
+                if size:
+                    buffers[name] = self.buffer(name, size, 0, horizon, "weight", ("weights",))
+        aliasing = Aliasing(graph, buffers, self.type_of, self.options.alignment)
+        aliasing.add_views()
+        if self.options.concat_inplace:
+            aliasing.add_concats()
+        if self.options.inplace:
+            aliasing.add_inplace()
+        problem = Problem(buffers.values(), aliases=aliasing.aliases, regions=regions,
+                          name=self.name, source=self.source)
+        return problem.replace(widths=live_bytes(problem))
+
+    def _subgraph_bytes(self, node: NodeProto, step: int) -> int:
+        """Bytes of all tensors of ``node``'s subgraphs (recursively) together."""
+        total = 0
+        pending = list(subgraphs(node))
+        while pending:
+            body = pending.pop()
+            types = value_types(body)
+            for name in sorted(defined_names(body)):
+                try:
+                    total += tensor_type(name, types.get(name), self.options.dims).size
+                except ProblemError as error:
+                    raise ProblemError(
+                        f"{describe(node, self.graph.positions[step])}: subgraph "
+                        f"{error.reason}; memplan plans a control-flow node only when all its "
+                        f"subgraph tensors have known sizes", file=self.source) from None
+            for inner in body.node:
+                pending.extend(subgraphs(inner))
+        return total
