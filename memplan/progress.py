@@ -21,8 +21,9 @@ from typing import Any, TextIO
 from memplan.viz import human_bytes
 
 
-def on_terminal(stream: TextIO = sys.stderr) -> bool:
-    """True when ``stream`` is an interactive terminal (not a pipe or a file)."""
+def on_terminal(stream: TextIO | None = None) -> bool:
+    """True when ``stream`` (default stderr) is an interactive terminal, not a pipe or file."""
+    stream = sys.stderr if stream is None else stream
     return hasattr(stream, "isatty") and stream.isatty()
 
 
@@ -34,10 +35,10 @@ class LiveLine:
     """
 
     def __init__(self, time_limit: float | None = None, *, enabled: bool = True,
-                 stream: TextIO = sys.stderr):
+                 stream: TextIO | None = None):
         self.time_limit = time_limit
         self.enabled = enabled
-        self.stream = stream
+        self.stream = sys.stderr if stream is None else stream
         self.incumbent: int | None = None
         self.bound: int | None = None
         self.began = time.perf_counter()

@@ -1,0 +1,144 @@
+"""The library API: solve from a list of buffers, load with options, compare, info."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import memplan
+from memplan import Alias, Buffer, Problem, ProblemError, api, validate
+from memplan.frontends import memplan_json
+
+from .conftest import CHALLENGING
+
+EXAMPLE = CHALLENGING / "example.12.csv"
+
+# Six buffers where the fast heuristics stop at 14 bytes, while a layout at the
+# lower bound, 11 bytes, exists: the exact planner has to find it.
+TRICKY = [Buffer("a", 2, 2, 6), Buffer("b", 2, 0, 6), Buffer("c", 4, 2, 3),
+          Buffer("d", 3, 3, 6), Buffer("e", 4, 4, 6), Buffer("f", 3, 0, 4)]
+OPTIMUM = 11
+
+
+def test_solve_takes_a_list_of_buffers_and_proves_optimality():
+    progress = []
+    plan = memplan.solve(TRICKY, time_limit=5, on_progress=lambda *a, **k: progress.append(1))
+    problem = Problem(TRICKY)
+    assert validate(problem, plan) == []
+    assert plan.status == "optimal" and plan.arena_size == OPTIMUM == plan.best_bound
+    assert progress, "the exact planner reported no progress"
+
+
+def test_solve_report_keeps_each_step():
+    report = api.solve_report(TRICKY, time_limit=5, heuristic="all", heuristic_time_limit=0.2)
+    problem = report.problem
+    assert set(report.heuristics) == set(api.heuristic_names())
+    assert report.naive == int(problem.sizes.sum())
+    assert report.heuristic.arena_size == min(p.arena_size for p in report.heuristics.values())
+    assert report.plan.arena_size <= report.heuristic.arena_size
+    if report.exact is None:
+        assert report.skipped_exact == "heuristic reached the lower bound"
+        assert report.heuristic.status == "optimal"
+    else:
+        assert report.exact.planner == api.EXACT
+    for plan in [report.plan, *report.heuristics.values()]:
+        assert validate(problem, plan) == []
+
+
+def test_solve_without_exact_returns_the_heuristic_plan():
+    report = api.solve_report(TRICKY, exact=False)
+    assert report.exact is None and report.skipped_exact in ("not asked",
+                                                              "heuristic reached the lower bound")
+    assert report.plan is report.heuristic
+
+
+def test_solve_honours_aliases_and_alignment():
+    buffers = [Buffer("x", 96, 0, 2, alignment=64), Buffer("y", 96, 1, 3, alignment=64),
+               Buffer("z", 32, 2, 4, alignment=64), Buffer("w", 64, 0, 4, alignment=64)]
+    problem = Problem(buffers, aliases=[Alias("x", "z", delta=64)])
+    plan = memplan.solve(problem, time_limit=5)
+    assert validate(problem, plan) == []
+    assert plan.offsets[2] == plan.offsets[0] + 64
+    assert (plan.offsets % 64 == 0).all()
+
+
+def test_an_impossible_capacity_gives_an_infeasible_plan():
+    plan = memplan.solve(TRICKY, capacity=OPTIMUM - 1, time_limit=5)
+    assert plan.status == "infeasible"
+
+
+def test_capacity_that_fits_gives_a_plan_within_it():
+    plan = memplan.solve(TRICKY, capacity=OPTIMUM, time_limit=5)
+    assert plan.status == "optimal" and plan.arena_size == OPTIMUM
+
+
+def test_unknown_option_is_refused():
+    with pytest.raises(TypeError):
+        memplan.solve(TRICKY, time_limt=3)
+
+
+def test_load_reads_by_extension_with_alignment(challenging, tmp_path):
+    problem = memplan.load(EXAMPLE)
+    assert len(problem) == 5 and problem.capacity == 12
+    aligned = memplan.load(EXAMPLE, alignment=4)
+    assert (aligned.alignments == 4).all()
+    path = tmp_path / "example.json"
+    memplan_json.write_problem(path, aligned)
+    assert memplan.load(path).alignments.tolist() == [4] * 5
+
+
+def test_load_refuses_dims_for_files_that_are_not_onnx(challenging):
+    with pytest.raises(ProblemError, match="example.12.csv.*ONNX models only"):
+        memplan.load(EXAMPLE, dims={"batch": 1})
+
+
+def test_load_names_a_missing_onnx_file(tmp_path):
+    with pytest.raises(ProblemError, match="missing.onnx: no such file"):
+        memplan.load(tmp_path / "missing.onnx")
+
+
+def test_with_alignment_keeps_larger_alignments():
+    problem = Problem([Buffer("a", 8, 0, 1, alignment=6), Buffer("b", 8, 0, 1)])
+    assert api.with_alignment(problem, 4).alignments.tolist() == [12, 4]
+    assert api.with_alignment(problem, 1) is problem
+
+
+def test_compare_lines_up_every_planner(challenging):
+    problems = {"example": memplan.load(EXAMPLE, capacity=None), "tricky": Problem(TRICKY)}
+    table = memplan.compare(problems, time_limit=5, heuristic_time_limit=0.2)
+    planners = [*api.heuristic_names(), api.EXACT]
+    assert table["planner"].tolist() == planners * 2
+    assert table.groupby("problem")["lower_bound"].first().to_dict() == {"example": 12,
+                                                                          "tricky": OPTIMUM}
+    exact = table[table["planner"] == api.EXACT].set_index("problem")
+    assert (exact["status"] == "optimal").all()
+    assert (exact["arena_size"] == exact["optimum"]).all()
+    assert (table["over_optimum"] >= 0).all() and (table["over_lower_bound"] >= 0).all()
+    naive = table[table["planner"] == "naive"].set_index("problem")
+    assert naive.loc["example", "arena_size"] == 20
+    assert math.isclose(naive.loc["example", "over_lower_bound"], 20 / 12 - 1)
+
+
+def test_compare_without_a_proof_leaves_the_optimum_unknown():
+    problem = Problem(TRICKY)
+    table = memplan.compare([problem], planners=["naive"])
+    assert table["problem"].tolist() == ["problem 0"]
+    assert np.isnan(table["optimum"][0]) and np.isnan(table["over_optimum"][0])
+
+
+def test_info_describes_the_problem(challenging):
+    facts = api.info(memplan.load(EXAMPLE), largest=2)
+    assert facts["buffers"] == 5 and facts["lower_bound"] == 12 and facts["max_width"] == 12
+    assert facts["total_size"] == 20 and facts["capacity"] == 12 and facts["steps"] == 21
+    assert [t["size"] for t in facts["largest"]] == [4, 4]
+    live = memplan.live_bytes(memplan.load(EXAMPLE))
+    assert math.isclose(facts["mean_width"], live.mean())
+
+
+def test_default_model_is_bundled():
+    path = api.default_model()
+    assert path.is_file(), f"bundled model missing at {path}"
+    problem = memplan.load(path)
+    assert len(problem) > 10 and len(problem.aliases) > 0

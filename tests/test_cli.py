@@ -1,0 +1,214 @@
+"""The ``memplan`` command line: subcommands, outputs, exit codes, live line, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from memplan import Problem, api, validate
+from memplan.cli import BAD_INPUT, FAILED, OK, main
+from memplan.frontends import memplan_json
+
+from .conftest import CHALLENGING
+from .test_api import OPTIMUM, TRICKY
+
+EXAMPLE = str(CHALLENGING / "example.12.csv")
+
+
+@pytest.fixture
+def tricky(tmp_path) -> str:
+    """TRICKY (heuristics 14 bytes, optimum 11) as a problem file."""
+    path = tmp_path / "tricky.json"
+    memplan_json.write_problem(path, Problem(TRICKY, name="tricky"))
+    return str(path)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def memplan_process(*argv: str, **options) -> subprocess.Popen:
+    """``memplan ...`` in a child process, as a user would run it."""
+    return subprocess.Popen([sys.executable, "-m", "memplan.cli", *argv], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
+
+
+def test_solve_prints_the_summary_and_writes_every_output(capsys, tricky, tmp_path):
+    plan_json, plan_csv, plot = (str(tmp_path / n) for n in ("p.json", "p.csv", "l.png"))
+    code, out, err = run(capsys, "solve", tricky, "--time-limit", "5", "-o", plan_json,
+                         "--csv", plan_csv, "--plot", plot)
+    assert code == OK, err
+    for word in ("buffers", "lower bound", "naive", "best heuristic", "exact", "optimal",
+                 "gap", "seconds"):
+        assert word in out
+    assert os.path.getsize(plot) > 1000
+    problem = memplan_json.read_problem(plan_json)
+    plan = memplan_json.read_plan(plan_json, problem)
+    assert plan.arena_size == OPTIMUM and validate(problem, plan) == []
+    code, out, _ = run(capsys, "validate", tricky, plan_csv)
+    assert code == OK and "valid" in out
+
+
+def test_solve_json_summary(capsys, tricky):
+    code, out, _ = run(capsys, "solve", tricky, "--time-limit", "5", "--json")
+    assert code == OK
+    summary = json.loads(out)
+    assert summary["buffers"] == len(TRICKY) and summary["lower_bound"] == OPTIMUM
+    assert summary["naive"] == sum(b.size for b in TRICKY)
+    assert summary["heuristic"]["arena_size"] > OPTIMUM
+    assert summary["exact"]["status"] == "optimal"
+    assert summary["plan"] == summary["exact"] and summary["plan"]["gap"] == 0
+
+
+def test_solve_options_reach_the_planners(capsys):
+    code, out, _ = run(capsys, "solve", EXAMPLE, "--capacity", "none", "--alignment", "8",
+                       "--heuristic", "greedy_by_size", "--no-exact", "--seed", "3", "--json")
+    summary = json.loads(out)
+    assert code == OK and summary["capacity"] is None and summary["exact"] is None
+    assert summary["heuristic"]["planner"] == "greedy_by_size"
+    assert summary["plan"]["arena_size"] % 8 == 0
+
+
+def test_quiet_prints_nothing(capsys):
+    assert run(capsys, "solve", EXAMPLE, "--quiet", "--time-limit", "2") == (OK, "", "")
+
+
+def test_an_impossible_capacity_exits_1(capsys, tricky):
+    code, out, _ = run(capsys, "solve", tricky, "--capacity", str(OPTIMUM - 1),
+                       "--time-limit", "5")
+    assert code == FAILED and "infeasible" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["info", "missing.csv"], "missing.csv: cannot read"),
+    (["solve", "model.txt"], "model.txt: unknown file type"),
+    (["solve", EXAMPLE, "--dim", "batch=1"], "ONNX models only"),
+    (["solve", EXAMPLE, "--heuristic", "nope"], "unknown planner 'nope'; valid planners:"),
+    (["convert", EXAMPLE, "-o", "x.txt"], "must end in .csv or .json"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == BAD_INPUT
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_malformed_file_names_file_and_line(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,lower,upper,size\nx,0,2,four\n")
+    code, _, err = run(capsys, "info", str(bad))
+    assert code == BAD_INPUT and f"{bad}:2: size must be an integer" in err
+
+
+def test_debug_shows_the_traceback(capsys):
+    with pytest.raises(Exception, match="cannot read"):
+        main(["info", "missing.csv", "--debug"])
+
+
+def test_bad_usage_exits_2(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["solve", "--time-limit", "soon"])
+    assert stop.value.code == BAD_INPUT
+
+
+def test_validate_catches_a_broken_plan(capsys, tricky, tmp_path):
+    path = tmp_path / "plan.json"
+    assert main(["solve", tricky, "--time-limit", "5", "-o", str(path), "--quiet"]) == OK
+    document = json.loads(path.read_text())
+    document["plan"]["offsets"]["c"] = document["plan"]["offsets"]["b"]
+    path.write_text(json.dumps(document))
+    code, out, _ = run(capsys, "validate", tricky, str(path))
+    assert code == FAILED and "overlap" in out and "INVALID" in out
+    code, out, _ = run(capsys, "validate", tricky, str(path), "--json")
+    assert code == FAILED and json.loads(out)["valid"] is False
+
+
+def test_info_and_convert(capsys, tmp_path):
+    code, out, _ = run(capsys, "info", EXAMPLE)
+    assert code == OK and "lower bound  12 B" in out and "largest tensors" in out
+    assert json.loads(run(capsys, "info", EXAMPLE, "--json")[1])["buffers"] == 5
+    for suffix in (".json", ".csv"):
+        target = str(tmp_path / f"example{suffix}")
+        assert run(capsys, "convert", EXAMPLE, "-o", target)[0] == OK
+        assert json.loads(run(capsys, "info", target, "--json")[1])["lower_bound"] == 12
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_compare_formats(capsys, tricky, fmt):
+    code, out, _ = run(capsys, "compare", EXAMPLE, tricky, "--format", fmt,
+                       "--planners", "naive,best,exact", "--time-limit", "5")
+    assert code == OK
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 + (fmt == "markdown") + 2 * 3
+    assert "over_optimum" in lines[0] and "exact" in out
+    if fmt == "markdown":
+        assert lines[1].startswith("|---")
+    if fmt == "csv":
+        assert lines[0].startswith("problem,buffers,planner,arena_size")
+
+
+def test_the_console_script_runs_on_a_pipe_without_live_line(tricky):
+    done = memplan_process("solve", tricky, "--time-limit", "5")
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == OK and "optimal" in out
+    assert err == ""  # no live line on a pipe
+
+
+def test_a_terminal_gets_the_live_line(tricky):
+    pty = pytest.importorskip("pty")
+    leader, follower = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain():  # read the terminal while the child writes, so it never blocks
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child is gone and the terminal closed
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    child = memplan_process("solve", tricky, "--time-limit", "5", stderr=follower,
+                            env={**os.environ, "TERM": "xterm"})
+    out, _ = child.communicate(timeout=120)
+    os.close(follower)
+    reader.join(timeout=10)
+    os.close(leader)
+    shown = b"".join(chunks)
+    assert child.returncode == OK and "optimal" in out
+    assert b"elapsed" in shown and b"exact" in shown
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is POSIX")
+def test_ctrl_c_keeps_the_best_plan(challenging, tmp_path):
+    output = tmp_path / "plan.json"
+    child = memplan_process("solve", str(challenging / "D.1048576.csv"), "--capacity", "none",
+                            "--time-limit", "120", "-o", str(output), "--json")
+    time.sleep(4)  # loading and the heuristics take well under a second
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == OK, err
+    summary = json.loads(out)
+    assert summary["interrupted"] and summary["seconds"] < 60
+    problem = memplan_json.read_problem(output)
+    plan = memplan_json.read_plan(output, problem)
+    assert validate(problem, plan) == [] and plan.arena_size == summary["plan"]["arena_size"]
+    assert plan.arena_size <= summary["heuristic"]["arena_size"]
+
+
+def test_default_model_needs_no_argument(capsys):
+    if not api.default_model().is_file():
+        pytest.fail(f"the bundled model is missing: {api.default_model()}")
+    code, out, _ = run(capsys, "solve", "--time-limit", "5")
+    assert code == OK and "(bundled)" in out
