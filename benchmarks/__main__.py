@@ -46,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run planners on suites, write the tables")
     run.add_argument("--suite", type=_names, required=True,
                      help=f"comma-separated: {', '.join(SUITES)}")
-    run.add_argument("--planner", default="all", help="comma-separated planner names, or all")
+    run.add_argument("--problem", type=_names, default=(),
+                     help="only these problems of the suites (comma-separated; default all)")
+    run.add_argument("--planner", default="all",
+                     help="comma-separated names; all; all,-exact (all but exact)")
     run.add_argument("--time-limit", type=float, help="seconds, passed to every planner")
     run.add_argument("--repeat", type=int, default=1, help="runs per row; tables give medians")
     run.add_argument("--mode", type=_names, default=("fit",),
@@ -72,14 +75,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _planners(text: str) -> tuple[str, ...]:
+    """``a,b``, ``all``, or ``all,-exact`` (all but some); unknown names fail, listing all."""
     from memplan.registry import get_planner, planners
 
-    if text == "all":
-        return tuple(planners())
     names = _names(text)
     for name in names:
-        get_planner(name)  # an unknown name fails now, listing the valid ones
-    return names
+        if name != "all":
+            get_planner(name.removeprefix("-"))
+    chosen = [n for n in names if n != "all" and not n.startswith("-")]
+    if "all" in names:
+        chosen += [n for n in planners() if n not in chosen]
+    return tuple(n for n in chosen if f"-{n}" not in names)
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -89,7 +95,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     imports = tuple(str(Path(name).resolve()) if name.endswith(".py") else name
                     for name in args.imports)  # the workers run in the repository
     import_plugins(imports)
-    settings = Settings(suites=args.suite, planners=_planners(args.planner), modes=args.mode,
+    settings = Settings(suites=args.suite, planners=_planners(args.planner),
+                        problems=args.problem, modes=args.mode,
                         time_limit=args.time_limit, repeat=args.repeat, seed=args.seed,
                         options=dict(args.option), hard_timeout=args.hard_timeout,
                         jobs=args.jobs, imports=imports)
@@ -119,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     if args.command == "run":
-        return _run(args, argv)
+        try:
+            return _run(args, argv)
+        except (KeyError, FileNotFoundError) as error:  # unknown suite, problem or planner
+            sys.exit(f"error: {error.args[0]}")
     if args.command == "list":
         from memplan.registry import planners
 

@@ -42,6 +42,7 @@ class Settings:
 
     suites: tuple[str, ...]  # suite names, see benchmarks.suites.SUITES
     planners: tuple[str, ...]  # registered planner names
+    problems: tuple[str, ...] = ()  # only these problems of the suites; () = all
     modes: tuple[str, ...] = ("fit",)  # fit: keep the capacity; minimise: drop it
     time_limit: float | None = None  # passed to every planner; None = its own default
     repeat: int = 1  # runs per (problem, mode, planner); the table quotes medians
@@ -60,8 +61,15 @@ class Settings:
 def tasks(settings: Settings) -> list[dict[str, Any]]:
     """Every run to make, as the JSON-able task a worker takes."""
     found = []
+    listed = {case.name for suite in settings.suites for case in cases(suite)}
+    unknown = sorted(set(settings.problems) - listed)
+    if unknown:
+        raise KeyError(f"no problem {unknown[0]!r} in {', '.join(settings.suites)}; "
+                       f"valid: {', '.join(sorted(listed))}")
     for suite in settings.suites:
         for case in cases(suite):
+            if settings.problems and case.name not in settings.problems:
+                continue
             for mode in case.modes(settings.modes):
                 for planner in settings.planners:
                     for run in range(settings.repeat):
