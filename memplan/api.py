@@ -55,11 +55,11 @@ DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no mo
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
-    time_limit: float | None = 10.0  # seconds for the exact planner (None: until proven)
+    time_limit: float | None = 10.0  # seconds for the exact planner ('none': until proven)
     heuristic: str = "best"  # heuristic to start from: a planner name, or "all" of them
     exact: bool = True  # run the exact planner after the heuristics
     heuristic_time_limit: float = 1.0  # seconds each searching heuristic may take
-    workers: int | None = None  # CP-SAT worker threads (None: the exact planner's default)
+    workers: int | None = None  # CP-SAT worker threads (default: the exact planner's choice)
     seed: int = 0  # random seed of every planner: same seed, same plan
 
 

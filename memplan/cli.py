@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import re
 import sys
 from dataclasses import MISSING, fields
@@ -28,12 +29,14 @@ from typing import Any
 from memplan import api
 from memplan.errors import InvalidPlanError, MemplanError
 from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
 from memplan.problem import Plan, Problem
 from memplan.validate import validate
 from memplan.viz import human_bytes
 
 OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
 INTERRUPTED = 130  # Ctrl-C before any plan existed
+ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 _COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
 
 
@@ -56,9 +59,10 @@ def _optional_number(kind: type):
     return parse
 
 
-def add_dataclass_options(parser: argparse.ArgumentParser, cls: type, *,
+def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                           only: tuple[str, ...] | None = None,
-                          metavars: dict[str, str] | None = None) -> None:
+                          metavars: dict[str, str] | None = None,
+                          choices: dict[str, tuple[str, ...]] | None = None) -> None:
     """One option per field of the dataclass ``cls`` (or the fields ``only``), its comment the help.
 
     A bool field that defaults to True becomes ``--no-NAME``, one that
@@ -80,8 +84,10 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls: type, *,
         kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)
         parser.add_argument(f"--{flag}", dest=field.name, default=default,
                             type=_optional_number(kind) if "None" in field.type else kind,
-                            metavar=(metavars or {}).get(field.name, kind.__name__.upper()),
-                            help=f"{comment} (default: {default})")
+                            choices=(choices or {}).get(field.name),
+                            metavar=None if field.name in (choices or {}) else
+                            (metavars or {}).get(field.name, kind.__name__.upper()),
+                            help=comment if default is None else f"{comment} (default: {default})")
 
 
 def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
@@ -98,9 +104,21 @@ def _dims(pairs: list[str]) -> dict[str, int]:
     return dims
 
 
-def _load(path: str | None, args: argparse.Namespace) -> Problem:
-    problem = api.load(path if path is not None else api.default_model(),
-                       dims=_dims(args.dim), alignment=args.alignment)
+def _onnx_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The ONNX frontend options given on the command line (those not at their default)."""
+    given = {f.name: f.default for f in fields(OnnxOptions)
+             if f.name in ONNX_FLAGS and getattr(args, f.name) != f.default}
+    if given and path.suffix.lower() != ".onnx":
+        flags = ", ".join(("--no-" if default is True else "--") + name.replace("_", "-")
+                          for name, default in given.items())
+        raise UsageError(f"{path}: {flags}: for ONNX models only")
+    return {name: getattr(args, name) for name in given}
+
+
+def _load(name: str | None, args: argparse.Namespace) -> Problem:
+    path = Path(name) if name is not None else api.default_model()
+    problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
+                       **_onnx_options(path, args))
     if not hasattr(args, "capacity"):  # not given: the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
@@ -303,30 +321,34 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    model = argparse.ArgumentParser(add_help=False)
+    model_parser = argparse.ArgumentParser(add_help=False)
+    model = model_parser.add_argument_group("model options")
     model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                        help="bind a symbolic ONNX dimension (repeatable)")
     model.add_argument("--alignment", type=int, metavar="BYTES",
                        help="align every offset to this many bytes")
+    add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
     capacity = argparse.ArgumentParser(add_help=False)
-    capacity.add_argument("--capacity", type=_optional_number(int), default=argparse.SUPPRESS,
-                          metavar="BYTES", help="fit under this many bytes ('none': minimise, "
-                                                "ignoring a capacity the file gives)")
+    capacity.add_argument_group("problem options").add_argument(
+        "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
+        help="fit under this many bytes ('none': minimise, ignoring a capacity the file gives)")
 
     parser = argparse.ArgumentParser(prog="memplan", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    solve = sub.add_parser("solve", parents=[common, model, capacity],
+    solve = sub.add_parser("solve", parents=[common, model_parser, capacity],
                            help="plan one model: heuristics, then the exact planner")
     solve.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
-    add_dataclass_options(solve, api.SolveOptions, metavars={"heuristic": "NAME|all"})
-    solve.add_argument("-o", "--output", metavar="PLAN.json", help="write the problem and plan")
-    solve.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
-    solve.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
-    solve.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
-    solve.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
+                          metavars={"heuristic": "NAME|all"})
+    output = solve.add_argument_group("output options")
+    output.add_argument("-o", "--output", metavar="PLAN.json", help="write the problem and plan")
+    output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
+    output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
+    output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
+    output.add_argument("--json", action="store_true", help="print the summary as JSON")
     solve.set_defaults(run=cmd_solve)
 
-    compare = sub.add_parser("compare", parents=[common, model, capacity],
+    compare = sub.add_parser("compare", parents=[common, model_parser, capacity],
                              help="every planner on every model, one table")
     compare.add_argument("models", nargs="+", metavar="MODEL")
     compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
@@ -335,21 +357,21 @@ def build_parser() -> argparse.ArgumentParser:
                           only=("time_limit", "heuristic_time_limit", "workers", "seed"))
     compare.set_defaults(run=cmd_compare)
 
-    check = sub.add_parser("validate", parents=[common, model, capacity],
+    check = sub.add_parser("validate", parents=[common, model_parser, capacity],
                            help="check a plan (.json or .csv solution) against its problem")
     check.add_argument("problem")
     check.add_argument("plan")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=cmd_validate)
 
-    describe = sub.add_parser("info", parents=[common, model],
+    describe = sub.add_parser("info", parents=[common, model_parser],
                               help="buffers, lower bound, widths, aliases, largest tensors")
     describe.add_argument("model")
     describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")
     describe.add_argument("--json", action="store_true", help="print as JSON")
     describe.set_defaults(run=cmd_info)
 
-    convert = sub.add_parser("convert", parents=[common, model],
+    convert = sub.add_parser("convert", parents=[common, model_parser],
                              help="write a model as a problem file (.csv or .json)")
     convert.add_argument("model")
     convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
@@ -362,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader went away (``memplan info ... | head``)
+        sys.stdout = open(os.devnull, "w")  # Python's documented recipe
+        return OK
     except (MemplanError, UsageError, OSError) as error:
         if args.debug:
             raise

@@ -155,8 +155,10 @@ def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
     _byte_axis(ax, max(v for v, *_ in lines) * 1.05 or 1, "address")
     ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
     name = problem.name or "problem"
+    winner = plan.stats.get("winner")  # the planner a composite one (best) chose
+    planner = f"{plan.planner} ({winner})" if winner and winner != plan.planner else plan.planner
     ax.set_title(title if title is not None else
-                 f"{name}: {plan.planner}, arena {human_bytes(plan.arena_size)} "
+                 f"{name}: {planner}, arena {human_bytes(plan.arena_size)} "
                  f"({plan.status}, gap {plan.gap:.1%})")
     return ax
 
