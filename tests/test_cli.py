@@ -69,13 +69,16 @@ def test_solve_json_summary(capsys, tricky):
     assert summary["plan"] == summary["exact"] and summary["plan"]["gap"] == 0
 
 
-def test_solve_options_reach_the_planners(capsys):
+def test_solve_options_reach_the_planners(capsys, tmp_path):
+    path = tmp_path / "plan.json"
     code, out, _ = run(capsys, "solve", EXAMPLE, "--capacity", "none", "--alignment", "8",
-                       "--heuristic", "greedy_by_size", "--no-exact", "--seed", "3", "--json")
+                       "--heuristic", "greedy_by_size", "--no-exact", "--seed", "3", "--json",
+                       "-o", str(path))
     summary = json.loads(out)
     assert code == OK and summary["capacity"] is None and summary["exact"] is None
     assert summary["heuristic"]["planner"] == "greedy_by_size"
-    assert summary["plan"]["arena_size"] % 8 == 0
+    offsets = json.loads(path.read_text())["plan"]["offsets"].values()
+    assert all(offset % 8 == 0 for offset in offsets) and any(offsets)
 
 
 def test_quiet_prints_nothing(capsys):
