@@ -4,4 +4,11 @@
 parts; the planner modules compose them and register themselves on import.
 """
 
-from memplan.heuristics import best, greedy, pools, shared_objects  # noqa: F401  (registers)
+from memplan.heuristics import (  # noqa: F401  (each module registers its planners)
+    best,
+    genetic,
+    greedy,
+    hill_climb,
+    pools,
+    shared_objects,
+)
