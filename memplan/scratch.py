@@ -39,7 +39,7 @@ then the most scratch at that peak) is `memplan.solver.scratch`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,16 +59,19 @@ def post_pass_scratch(problem: Problem) -> np.ndarray:
     return mask
 
 
-def subproblem(problem: Problem, keep: np.ndarray, **changes) -> Problem:
+def subproblem(problem: Problem, keep: np.ndarray, *, one_arena: bool = False) -> Problem:
     """The buffers ``keep`` (a mask) as a problem of their own, with the aliases and
-    conflicts among them; ``changes`` as in `Problem.replace`."""
+    conflicts among them; ``one_arena`` drops the memory regions (to plan one of them)."""
     ids = problem.ids
     aliases = [a for a, s, d in zip(problem.aliases, problem.alias_src.tolist(),
                                     problem.alias_dst.tolist(), strict=True)
                if keep[s] and keep[d]]
     conflicts = [(ids[a], ids[b]) for a, b in problem.conflicts.tolist() if keep[a] and keep[b]]
-    return problem.replace(buffers=[problem.buffer(i) for i in np.flatnonzero(keep).tolist()],
-                           aliases=aliases, conflicts=conflicts, **changes)
+    buffers = [problem.buffer(i) for i in np.flatnonzero(keep).tolist()]
+    if one_arena:
+        buffers = [replace(b, regions=None) for b in buffers]
+    return problem.replace(buffers=buffers, aliases=aliases, conflicts=conflicts,
+                           regions=() if one_arena else problem.regions)
 
 
 def _align(offset: int, alignment: int) -> int:

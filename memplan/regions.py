@@ -1,0 +1,181 @@
+"""Memory regions: fast on-chip SRAM first, slow external DRAM for what does not fit.
+
+A device has several memory pools (`Region`: name, capacity, cost per byte);
+a buffer may list the regions it may use, preferred first. A plan puts each
+buffer in one region (``Plan.regions``, an index) at an offset *inside* that
+region; buffers of different regions never share bytes. The objective is the
+*cost*: every buffer's bytes times its region's cost per byte (the bytes that
+live in slow memory, weighted), within every region's capacity::
+
+    SRAM (cost 0, 256 KiB)   | a | c  e |        short-lived, hot buffers
+    DRAM (cost 1)            |    b     | d |   what the SRAM could not hold
+
+The heuristic (`plan_regions`), steps:
+
+- units: buffers tied by mandatory aliases go to one region together;
+- order the units by benefit: preferred region first, then short lifetimes
+  (the bytes saved per byte-step of fast memory they occupy), then size;
+- each unit goes to the cheapest region it may use whose live load (bytes
+  live at each step of its lifetime) still fits the capacity;
+- plan each region's buffers with any registered planner (through the
+  scratch post-pass, so variable scratch grows into each region's gaps);
+- a region whose plan ends above its capacity (fragmentation) sends its
+  units above the capacity to their next cheapest region, and is planned
+  again; repeated until every region fits or a unit has nowhere left to go.
+
+Cost: O(n log n) for the assignment (one live-load array per region), plus
+one planner run per region and per eviction round. Known limits: optional
+aliases between buffers of different regions are simply not taken; the cost
+counts each buffer's minimum size. The exact version is
+`memplan.solver.regions`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from memplan.bounds import lower_bound
+from memplan.errors import ProblemError
+from memplan.problem import Plan, Problem
+from memplan.scratch import plan_scratch, subproblem
+
+
+def allowed_matrix(problem: Problem) -> np.ndarray:
+    """``allowed[i, r]``: buffer i may go to region r (all of a mandatory alias group's
+    members must allow it); raises `ProblemError` for a buffer with no region left."""
+    names = [r.name for r in problem.regions]
+    allowed = np.ones((len(problem), len(names)), bool)
+    for i, regions in enumerate(problem.allowed_regions):
+        if regions is not None:
+            allowed[i] = [name in regions for name in names]
+    root, _ = problem.alias_groups
+    together = np.ones((len(problem), len(names)), bool)
+    np.logical_and.at(together, root, allowed)
+    allowed = together[root]
+    empty = ~allowed.any(axis=1)
+    if empty.any():
+        idx = int(np.flatnonzero(empty)[0])
+        raise ProblemError("no region that every buffer of its alias group may use",
+                           file=problem.source, buffer=problem.ids[idx])
+    return allowed
+
+
+def region_cost(problem: Problem, regions: np.ndarray) -> float:
+    """Every buffer's (minimum) size times its region's cost per byte."""
+    costs = np.array([r.cost for r in problem.regions], float)
+    return float((problem.sizes * costs[np.asarray(regions)]).sum())
+
+
+def cost_bound(problem: Problem) -> float:
+    """A lower bound on the cost: every buffer in the cheapest region it may use."""
+    costs = np.array([r.cost for r in problem.regions], float)
+    cheapest = np.where(allowed_matrix(problem), costs, np.inf).min(axis=1)
+    return float((problem.sizes * cheapest).sum())
+
+
+def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
+                sizes=None, best_cost: float | None = None, stats=None) -> Plan:
+    """A plan over regions: arena size = the sum of the regions' tops, stats with the cost.
+
+    ``best_cost`` is the best proven lower bound on the cost (default
+    `cost_bound`); the status is ``optimal`` when the cost reaches it,
+    ``infeasible`` when a region overflows its capacity.
+    """
+    offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
+    used = problem.sizes if sizes is None else np.asarray(sizes, np.int64)
+    tops = offsets + used
+    region_sizes = {r.name: int(tops[regions == k].max()) if (regions == k).any() else 0
+                    for k, r in enumerate(problem.regions)}
+    over = [r.name for k, r in enumerate(problem.regions)
+            if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
+    cost = region_cost(problem, regions)
+    bound = max(cost_bound(problem), best_cost or 0.0)
+    status = "infeasible" if over else "optimal" if cost <= bound + 1e-9 else "feasible"
+    bytes_bound = lower_bound(problem)
+    info = dict(stats or {}, region_sizes=region_sizes, cost=cost, cost_bound=bound,
+                over_capacity=over)
+    return Plan(offsets, sum(region_sizes.values()), bytes_bound, status, bytes_bound, planner,
+                seconds, info, regions, None if sizes is None else used)
+
+
+def _preference_order(problem: Problem, allowed: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """Units (alias roots) by benefit: preferred-region rank, short lifetime, large size."""
+    root, _ = problem.alias_groups
+    roots = np.unique(root)
+    starts = np.full(len(problem), np.iinfo(np.int64).max)
+    ends = np.zeros(len(problem), np.int64)
+    np.minimum.at(starts, root, problem.starts)
+    np.maximum.at(ends, root, problem.ends)
+    extent = np.zeros(len(problem), np.int64)
+    np.add.at(extent, root, problem.sizes)
+    cheapest = np.where(allowed, costs, np.inf).argmin(axis=1)
+    names = [r.name for r in problem.regions]
+    rank = np.array([0 if regions is None or regions[0] == names[cheapest[i]] else 1
+                     for i, regions in enumerate(problem.allowed_regions)])
+    keys = (-extent[roots], ends[roots] - starts[roots], rank[roots])
+    return roots[np.lexsort(keys)]
+
+
+def assign(problem: Problem, allowed: np.ndarray) -> np.ndarray:
+    """Each unit to the cheapest allowed region whose live load still fits its capacity."""
+    costs = np.array([r.cost for r in problem.regions], float)
+    by_cost = np.argsort(costs, kind="stable")
+    root, _ = problem.alias_groups
+    members: dict[int, list[int]] = {}
+    for idx, r in enumerate(root.tolist()):
+        members.setdefault(r, []).append(idx)
+    load = np.zeros((len(problem.regions), problem.horizon + 1), np.int64)
+    region = np.full(len(problem), -1, np.int64)
+    for unit in _preference_order(problem, allowed, costs).tolist():
+        group = members[unit]
+        choices = [r for r in by_cost.tolist() if allowed[unit, r]]
+        for r in choices:
+            capacity = problem.regions[r].capacity
+            extra = np.zeros(problem.horizon + 1, np.int64)
+            for i in group:
+                extra[problem.starts[i]:problem.ends[i]] += problem.sizes[i]
+            if capacity is None or r == choices[-1] or (load[r] + extra).max() <= capacity:
+                load[r] += extra
+                region[group] = r
+                break
+    return region
+
+
+def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float | None = None,
+                 seed: int = 0, **options) -> Plan:
+    """Assign regions and plan each one with ``planner`` (see the module doc)."""
+    if not problem.regions:
+        raise ProblemError("the problem has no memory regions", file=problem.source)
+    began = time.perf_counter()
+    allowed = allowed_matrix(problem)
+    region = assign(problem, allowed)
+    costs = np.array([r.cost for r in problem.regions], float)
+    root, _ = problem.alias_groups
+    offsets = np.zeros(len(problem), np.int64)
+    sizes = problem.sizes.copy()
+    stale = set(range(len(problem.regions)))
+    rounds = 0
+    while stale:
+        rounds += 1
+        for r in sorted(stale):
+            members = region == r
+            if not members.any():
+                continue
+            plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
+                                time_limit=time_limit, seed=seed, **options)
+            offsets[members], sizes[members] = plan.offsets, plan.sizes
+        stale = set()
+        for r, reg in enumerate(problem.regions):
+            capacity = min(reg.capacity or np.inf, problem.capacity or np.inf)
+            over = np.unique(root[(region == r) & (offsets + sizes > capacity)])
+            for unit in over.tolist():
+                dearer = [k for k in np.argsort(costs, kind="stable").tolist()
+                          if allowed[unit, k] and (costs[k], k) > (costs[r], r)]
+                if dearer:  # the next region up the cost order takes the unit
+                    region[root == unit] = dearer[0]
+                    stale |= {r, dearer[0]}
+    return region_plan(problem, offsets, region, planner=f"regions+{planner}",
+                       seconds=time.perf_counter() - began, sizes=sizes,
+                       stats={"eviction_rounds": rounds})

@@ -1,0 +1,96 @@
+"""Memory regions: the fill-the-fast-region heuristic and the exact region choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memplan.errors import ProblemError
+from memplan.frontends import memplan_json
+from memplan.problem import Alias, Buffer, Problem, Region
+from memplan.regions import allowed_matrix, cost_bound, plan_regions, region_cost
+from memplan.validate import check
+
+SRAM, DRAM = Region("sram", 128, 0.0), Region("dram", None, 1.0)
+
+
+def _chain(sizes, **extra) -> list[Buffer]:
+    return [Buffer(f"t{i}", size, i, i + 2, **extra) for i, size in enumerate(sizes)]
+
+
+#  live load per step: 64 96 128 112 64 80 | SRAM holds 128: not everything at once
+CHAIN = Problem(_chain([64, 32, 96, 16, 48, 80]) + [Buffer("weights", 8, 0, 7)],
+                regions=[SRAM, DRAM], name="chain")
+
+
+def _regions_of(problem, plan) -> dict[str, str]:
+    return {id: problem.regions[r].name for id, r in zip(problem.ids, plan.regions.tolist(),
+                                                         strict=True)}
+
+
+@pytest.mark.parametrize("planner", ["greedy_by_size", "best"])
+def test_heuristic_fills_the_fast_region_first(planner):
+    plan = plan_regions(CHAIN, planner=planner)
+    check(CHAIN, plan)
+    sizes = plan.stats["region_sizes"]
+    assert sizes["sram"] <= 128 and plan.arena_size == sizes["sram"] + sizes["dram"]
+    assert plan.stats["cost"] == region_cost(CHAIN, plan.regions) > 0
+    assert plan.stats["cost"] >= cost_bound(CHAIN) == 0
+    assert plan.status == "feasible" and not plan.stats["over_capacity"]
+    in_sram = plan.regions == 0
+    assert CHAIN.sizes[in_sram].sum() > CHAIN.sizes[~in_sram].sum()  # most bytes are fast
+
+
+def test_everything_fits_the_fast_region():
+    problem = Problem(_chain([16, 16, 16]), regions=[SRAM, DRAM])
+    plan = plan_regions(problem, planner="greedy_by_size")
+    check(problem, plan)
+    assert (plan.regions == 0).all() and plan.stats["cost"] == 0 and plan.status == "optimal"
+
+
+def test_allowed_regions_and_alias_groups_are_respected():
+    buffers = _chain([64, 64, 64]) + [Buffer("dma", 32, 0, 3, regions=("dram",)),
+                                      Buffer("view", 64, 2, 4)]
+    problem = Problem(buffers, aliases=[Alias("t2", "view")], regions=[SRAM, DRAM])
+    plan = plan_regions(problem, planner="greedy_by_size")
+    check(problem, plan)
+    where = _regions_of(problem, plan)
+    assert where["dma"] == "dram" and where["t2"] == where["view"]
+    assert plan.offset_of(problem, "t2") == plan.offset_of(problem, "view")
+
+
+def test_a_group_with_no_common_region_is_refused():
+    problem = Problem([Buffer("a", 4, 0, 2, regions=("sram",)),
+                       Buffer("b", 4, 1, 3, regions=("dram",))],
+                      aliases=[Alias("a", "b")], regions=[SRAM, DRAM])
+    with pytest.raises(ProblemError, match="no region that every buffer"):
+        allowed_matrix(problem)
+    with pytest.raises(ProblemError, match="no memory regions"):
+        plan_regions(Problem(_chain([4])))
+
+
+def test_overfull_fast_region_only_is_infeasible():
+    problem = Problem(_chain([100, 100], regions=("sram",)), regions=[SRAM, DRAM])
+    plan = plan_regions(problem, planner="greedy_by_size")
+    assert plan.status == "infeasible" and plan.stats["over_capacity"] == ["sram"]
+
+
+def test_variable_scratch_grows_inside_each_region():
+    buffers = _chain([64, 32, 96]) + [Buffer("s", 8, 1, 2, kind="scratch", max_size=256)]
+    problem = Problem(buffers, regions=[SRAM, DRAM])
+    plan = plan_regions(problem, planner="greedy_by_size")
+    check(problem, plan)
+    granted = int(plan.sizes[problem.index("s")])
+    assert 8 <= granted <= 256
+    assert plan.stats["region_sizes"]["sram"] <= 128
+
+
+def test_region_plans_round_trip_through_json(tmp_path):
+    plan = plan_regions(CHAIN, planner="greedy_by_size")
+    memplan_json.write_problem(tmp_path / "p.json", CHAIN)
+    memplan_json.write_plan(tmp_path / "plan.json", CHAIN, plan)
+    problem = memplan_json.read_problem(tmp_path / "p.json")
+    back = memplan_json.read_plan(tmp_path / "plan.json", problem)
+    assert problem.regions == CHAIN.regions
+    assert np.array_equal(back.regions, plan.regions)
+    check(problem, back)
