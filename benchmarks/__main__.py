@@ -3,6 +3,7 @@
     python -m benchmarks run --suite minimalloc --planner all --mode fit,minimise \\
         --time-limit 60 --repeat 3 --out benchmarks/results/minimalloc --section minimalloc
     python -m benchmarks list
+    python -m benchmarks regenerate --section minimalloc   # rerun a section's own command
     python -m benchmarks machine --section machine
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
@@ -68,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--doc", type=Path, default=report.DOC, help="default: BENCHMARKS.md")
     listing = commands.add_parser("list", help="the suites, their problems, the planners")
     listing.add_argument("--suite", type=_names, default=tuple(SUITES))
+    again = commands.add_parser("regenerate", help="rerun the commands behind the doc's "
+                                                   "generated sections")
+    again.add_argument("--section", type=_names, default=(),
+                       help="only these sections (comma-separated; default all)")
+    again.add_argument("--doc", type=Path, default=report.DOC)
     info = commands.add_parser("machine", help="cores, memory, CPU and versions")
     info.add_argument("--section", help="also write it as this section of the doc")
     info.add_argument("--doc", type=Path, default=report.DOC)
@@ -75,13 +81,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _planners(text: str) -> tuple[str, ...]:
-    """``a,b``, ``all``, or ``all,-exact`` (all but some); unknown names fail, listing all."""
+    """``a,b``, ``all``, or ``all,-exact`` (all but some); unknown names fail, listing all.
+
+    Excluding a planner that is not registered is no error (``all,-exact``
+    works before the exact planner exists).
+    """
     from memplan.registry import get_planner, planners
 
     names = _names(text)
     for name in names:
-        if name != "all":
-            get_planner(name.removeprefix("-"))
+        if name != "all" and not name.startswith("-"):
+            get_planner(name)
     chosen = [n for n in names if n != "all" and not n.startswith("-")]
     if "all" in names:
         chosen += [n for n in planners() if n not in chosen]
@@ -122,6 +132,22 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     return 2 if alarming else 0
 
 
+def _regenerate(doc: Path, sections: tuple[str, ...]) -> int:
+    """Rerun each generated section's own command (the doc records it in its marker)."""
+    found = report.commands(doc)
+    unknown = sorted(set(sections) - set(found))
+    if unknown:
+        sys.exit(f"error: no generated section {unknown[0]!r} in {doc}; "
+                 f"sections: {', '.join(found)}")
+    worst = 0
+    for name, command in found.items():
+        if name == "machine" or (sections and name not in sections):
+            continue  # every run refreshes the machine section itself
+        print(f"== {name}: {command}", file=sys.stderr)
+        worst = max(worst, main(shlex.split(command)[3:]))  # drop "python -m benchmarks"
+    return worst
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
@@ -137,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{suite}: {', '.join(case.name for case in cases(suite))}")
         print(f"planners: {', '.join(planners()) or '(none registered yet)'}")
         return 0
+    if args.command == "regenerate":
+        return _regenerate(args.doc, args.section)
     info = report.machine()
     print(report.machine_markdown(info), end="")
     if args.section:

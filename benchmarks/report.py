@@ -157,6 +157,13 @@ def _markers(name: str) -> tuple[str, str]:
     return f"<!-- generated: {name}", f"<!-- end generated: {name} -->"
 
 
+def commands(doc: Path) -> dict[str, str]:
+    """The generated sections of ``doc`` and the commands that wrote them, in order."""
+    found = re.findall(r"<!-- generated: (\S+) \((python -m benchmarks .*?)\) -->",
+                       doc.read_text() if doc.exists() else "")
+    return dict(found)
+
+
 def update_section(doc: Path, name: str, body: str, command: str | None = None) -> None:
     """Replace (or append) the generated section ``name`` of ``doc`` with ``body``."""
     begin, end = _markers(name)
