@@ -117,11 +117,16 @@ def _first(path: str, key: str) -> str:
     return "unknown"
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
 def machine() -> dict[str, str]:
     """Where the figures come from: CPU, cores, memory, versions, commit, load."""
     memory = _first("/proc/meminfo", "MemTotal")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no", "memplan"):
+        commit += " (+ uncommitted changes in memplan/)"
     return {
         "cpu": _first("/proc/cpuinfo", "model name"),
         "cores": str(os.cpu_count()),

@@ -113,7 +113,6 @@ def run_all(settings: Settings, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     raw_path = out_dir / "raw.jsonl"
     raw_path.write_text("")
-    results: list[dict[str, Any]] = []
 
     def one(numbered: tuple[int, dict[str, Any]]) -> dict[str, Any]:
         number, task = numbered
@@ -126,8 +125,7 @@ def run_all(settings: Settings, out_dir: Path,
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, settings.jobs)) as pool:
-        results = list(pool.map(one, enumerate(todo)))
-    return results
+        return list(pool.map(one, enumerate(todo)))
 
 
 def _status(statuses: Iterable[str]) -> str:
@@ -136,6 +134,14 @@ def _status(statuses: Iterable[str]) -> str:
         return next(iter(counts))
     total = sum(counts.values())
     return ", ".join(f"{status} {count}/{total}" for status, count in counts.most_common())
+
+
+def _median(runs: list[dict[str, Any]], name: str, *, low: bool = False):
+    """The median of ``name`` over the runs that have it (the lower one: a value some run had)."""
+    values = [r[name] for r in runs if r.get(name) is not None]
+    if not values:
+        return None
+    return statistics.median_low(values) if low else statistics.median(values)
 
 
 def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -153,22 +159,16 @@ def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (suite, case, mode, planner), runs in groups.items():
         good = [r for r in runs if r["status"] in PLAN_STATUSES]
         known = next((r for r in runs if "buffers" in r), {})
-
-        def median(name: str, runs=good, low: bool = False):
-            values = [r[name] for r in runs if r.get(name) is not None]
-            if not values:
-                return None
-            return statistics.median_low(values) if low else statistics.median(values)
-
-        arena = median("arena_size", low=True)
+        arena = _median(good, "arena_size", low=True)
         lower = known.get("lower_bound")
         rows.append(dict(
             suite=suite, problem=case, mode=mode, buffers=known.get("buffers"),
             capacity=known.get("capacity"), lower_bound=lower, planner=planner,
             arena_size=arena, ratio=arena / lower if arena and lower else None,
-            status=_status(r["status"] for r in runs), best_bound=median("best_bound", low=True),
-            gap=median("gap"), seconds=median("seconds", runs), peak_rss_mb=median(
-                "peak_rss_mb", runs), base_rss_mb=median("base_rss_mb", runs), runs=len(runs),
+            status=_status(r["status"] for r in runs),
+            best_bound=_median(good, "best_bound", low=True), gap=_median(good, "gap"),
+            seconds=_median(runs, "seconds"), peak_rss_mb=_median(runs, "peak_rss_mb"),
+            base_rss_mb=_median(runs, "base_rss_mb"), runs=len(runs),
             note=next((r["error"] for r in runs if r.get("error")), None)))
     return rows
 
