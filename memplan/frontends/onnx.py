@@ -53,6 +53,7 @@ from memplan.frontends.onnx_graph import (
     defined_names,
     describe,
     infer,
+    inferred_types,
     load_model,
     subgraphs,
     value_types,
@@ -106,9 +107,9 @@ class _Builder:
     def __init__(self, model, options: OnnxOptions):
         proto, self.source = load_model(model)
         self.options = options
-        inferred = infer(bind_dims(proto, options.dims, self.source), strict=options.strict,
-                         source=self.source)
-        self.graph: Graph = analyze(inferred, source=self.source)
+        bound = bind_dims(proto, options.dims, self.source)
+        self.graph: Graph = analyze(bound, source=self.source)  # structure first: clear errors
+        self.graph.types = inferred_types(infer(bound, strict=options.strict, source=self.source))
         if options.name:
             self.name = options.name
         elif self.source is not None:

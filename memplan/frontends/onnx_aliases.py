@@ -124,16 +124,17 @@ class _Storage:
     """The mandatory alias groups: who shares bytes with whom, and until when."""
 
     def __init__(self, buffers: dict[str, Buffer], aliases: list[Alias]):
-        problem = Problem(buffers.values(), aliases=aliases)
+        rows = list(buffers.values())
+        problem = Problem.from_arrays([b.size for b in rows], [b.start for b in rows],
+                                      [b.end for b in rows], ids=[b.id for b in rows],
+                                      aliases=aliases)
         self.index = {name: i for i, name in enumerate(problem.ids)}
         self.root, self.delta = problem.alias_groups
         self.sizes = problem.sizes
-        groups = len(problem)
-        self.end = np.zeros(groups, np.int64)
+        self.end = np.zeros(len(rows), np.int64)  # per group root: when its bytes are free
         np.maximum.at(self.end, self.root, problem.ends)
-        self.pinned_kind = np.zeros(groups, bool)  # a member the caller owns
-        owned = np.array([kind != "activation" for kind in problem.kinds], bool)
-        np.logical_or.at(self.pinned_kind, self.root, owned)
+        self.owned = np.zeros(len(rows), bool)  # per group root: the caller owns a member
+        np.logical_or.at(self.owned, self.root, [b.kind != "activation" for b in rows])
         self.members: dict[int, list[int]] = {}
         for i, r in enumerate(self.root.tolist()):
             self.members.setdefault(r, []).append(i)
@@ -142,7 +143,7 @@ class _Storage:
         """Nothing sharing ``name``'s bytes is needed after ``step``, nor outside them."""
         i = self.index[name]
         r = int(self.root[i])
-        if self.end[r] != step + 1 or self.pinned_kind[r] or r == self.root[self.index[output]]:
+        if self.end[r] != step + 1 or self.owned[r] or r == self.root[self.index[output]]:
             return False
         low, high = self.delta[i], self.delta[i] + self.sizes[i]
         return all(low <= self.delta[m] and self.delta[m] + self.sizes[m] <= high

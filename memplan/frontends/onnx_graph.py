@@ -10,7 +10,7 @@ Untrusted files come in, so loading is defensive:
 - `infer` runs ONNX shape inference (strict by default: an inconsistent model
   is refused rather than planned with a wrong size).
 
-`analyze` then walks the nodes once, in their order (the schedule):
+`analyze` walks the nodes once, in their order (the schedule):
 
 - every tensor a node reads (its inputs, and the outer-scope tensors its
   If/Loop/Scan subgraphs capture) must exist already, else `ProblemError`
@@ -188,15 +188,18 @@ def value_types(graph: GraphProto) -> dict[str, TypeProto]:
 
 
 def analyze(model: ModelProto, *, source: str | None = None) -> Graph:
-    """Walk ``model``'s nodes in order: steps, constants, producers and readers."""
+    """Walk ``model``'s nodes in order: steps, constants, producers and readers.
+
+    Run it before shape inference to get the clearest error for a graph that
+    is not topologically sorted, then set ``types`` from the inferred model.
+    """
     graph = model.graph
     initializers = {t.name for t in graph.initializer} | \
         {s.values.name for s in graph.sparse_initializer}
     result = Graph(steps=[], positions=[],
                    inputs=[v.name for v in graph.input if v.name not in initializers],
                    outputs=[v.name for v in graph.output], constants=set(initializers),
-                   types=value_types(graph))
-    _type_dropout_masks(model, result.types)
+                   types=inferred_types(model))
     made_by: dict[str, int] = {}  # tensor -> position of the node that makes it
     for position, node in enumerate(graph.node):
         for name in node.output:
@@ -236,6 +239,13 @@ def analyze(model: ModelProto, *, source: str | None = None) -> Graph:
         if name not in available:
             raise ProblemError(f"graph output {name!r} is never written", file=source)
     return result
+
+
+def inferred_types(model: ModelProto) -> dict[str, TypeProto]:
+    """The types of ``model``'s tensors, after `infer`, with what the spec adds."""
+    types = value_types(model.graph)
+    _type_dropout_masks(model, types)
+    return types
 
 
 def _type_dropout_masks(model: ModelProto, types: dict[str, TypeProto]) -> None:
