@@ -1,0 +1,314 @@
+"""Run an ONNX model inside one byte arena at a plan's offsets: the end-to-end proof of a plan.
+
+The validator checks a plan against its problem; it cannot check that the
+problem tells the truth about the model. A lifetime too short, or an alias
+that lets a live tensor be overwritten, gives a plan the validator accepts
+and a runtime that computes garbage. This module executes the model the way
+a runtime with that plan would, and compares:
+
+- one numpy ``uint8`` arena per region, filled with a poison byte, as large
+  as the plan's offsets reach; every tensor that is a buffer of the problem
+  lives there at its planned offset, and nowhere else. Graph inputs (and
+  weights planned in a region) are written before the first step;
+- the nodes run one by one in the graph's order (onnxruntime, or onnx's
+  ReferenceEvaluator, on a one-node model per node; the sessions are kept).
+  A node reads its inputs (and the outer tensors its subgraphs capture) as
+  bytes from the arena and writes its outputs as bytes to the arena, so
+  aliased buffers really share bytes: a view rewrites the very bytes its
+  input already holds, an in-place output overwrites its input;
+- every read is compared bit for bit with the same tensor in a normal run
+  (the same one-node sessions on a plain dictionary), and the graph outputs
+  are read from the arena after the last step. A mismatch is a
+  `Corruption` naming the tensor, the reader and the tensors written over
+  its bytes since. Bitwise, because a corrupted tensor can vanish from the
+  final output (the light models' uniform weights make their softmax
+  constant);
+- the final outputs are also compared, with a tolerance, to one run of the
+  whole model, which checks the node-by-node machinery itself.
+
+Tensors that are not buffers of the problem (weights, zero-size tensors)
+live outside the arena; a node that writes one must read nothing from the
+arena (or the tensor must be empty), else the problem does not describe
+this model and `ProblemError` says so. Scratch buffers are not used: the
+evaluators keep their workspace (and control-flow subgraphs) to themselves.
+
+Limits: it reads all of a node's inputs before writing its outputs, so it
+proves lifetimes and aliases, not that a kernel tolerates writing over its
+own input (the frontend offers in place to element-wise operators only);
+types that numpy stores unpacked (int4, float4, ...) do not match their
+packed sizes and are refused. Cost: one model run per plan plus one normal
+run per input set; O(arena) memory per region.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import ModelProto, NodeProto, helper
+
+from memplan.errors import ProblemError
+from memplan.frontends.onnx_graph import bind_dims, load_model, reads_of
+from memplan.frontends.onnx_types import tensor_type
+from memplan.problem import Plan, Problem
+
+POISON = 0xA5  # the arena's bytes before anything is written: NaN-like garbage
+BACKENDS = ("onnxruntime", "reference")
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """A tensor read from the arena with other bytes than were written to it."""
+
+    tensor: str
+    reader: str  # the node that read it, or "the caller" for a graph output
+    overwritten_by: tuple[str, ...]  # tensors written over its bytes since it was written
+
+    def __str__(self) -> str:
+        if not self.overwritten_by:
+            return f"{self.tensor!r} read by {self.reader} before anything wrote it"
+        return (f"{self.tensor!r} read by {self.reader} after {', '.join(self.overwritten_by)} "
+                f"overwrote its bytes")
+
+
+@dataclass
+class ArenaReport:
+    """What running a model inside a plan's arena showed."""
+
+    outputs: dict[str, np.ndarray]  # graph outputs as read from the arena after the last step
+    normal: dict[str, np.ndarray]  # the same outputs in a node-by-node run without arena
+    expected: dict[str, np.ndarray]  # the same outputs in one run of the whole model
+    corruptions: list[Corruption] = field(default_factory=list)  # reads of changed bytes
+    arena_bytes: list[int] = field(default_factory=list)  # per region
+    rtol: float = 1e-4  # relative tolerance of the comparison with the whole-model run
+
+    @property
+    def outputs_match(self) -> bool:
+        """Bitwise equal to the normal run, and close to the whole-model run."""
+        return all(self.outputs[name].tobytes() == self.normal[name].tobytes()
+                   and np.allclose(self.outputs[name], self.expected[name], rtol=self.rtol,
+                                   atol=1e-6, equal_nan=True) for name in self.expected)
+
+    @property
+    def ok(self) -> bool:
+        """No tensor was corrupted and the outputs match a normal run."""
+        return not self.corruptions and self.outputs_match
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"ok: arena {self.arena_bytes} bytes, outputs match a normal run"
+        lines = [str(c) for c in self.corruptions[:10]]
+        if len(self.corruptions) > 10:
+            lines.append(f"... and {len(self.corruptions) - 10} more corrupted reads")
+        if not self.outputs_match:
+            lines.append("the graph outputs differ from a normal run")
+        return "plan corrupts data:\n  " + "\n  ".join(lines)
+
+
+def random_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
+                  seed: int = 0) -> dict[str, np.ndarray]:
+    """Random values for the graph inputs that are not initializers."""
+    rng = np.random.default_rng(seed)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {}
+    for value_info in model.graph.input:
+        if value_info.name in initializers:
+            continue
+        shape = tensor_type(value_info.name, value_info.type, dims or {}).shape
+        dtype = helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            inputs[value_info.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            inputs[value_info.name] = rng.random(shape) < 0.5
+        else:
+            inputs[value_info.name] = rng.integers(0, 10, shape).astype(dtype)
+    return inputs
+
+
+class ArenaRunner:
+    """One model, its one-node sessions and its normal run, ready to check plans."""
+
+    def __init__(self, model, *, dims: Mapping[str, int] | None = None,
+                 inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0,
+                 backend: str = "onnxruntime"):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        proto, self.source = load_model(model)
+        self.model = bind_dims(proto, dict(dims or {}), self.source)
+        self.backend = backend
+        self.inputs = dict(inputs) if inputs is not None else \
+            random_inputs(self.model, dims, seed)
+        self.sessions: dict[int, object] = {}
+        self.values = self._normal_run()
+        self.expected = self._whole_model_run()
+
+    # ------------------------------------------------------------ running nodes
+    def _one_node_model(self, node: NodeProto, feeds: dict[str, np.ndarray]) -> ModelProto:
+        inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                v.shape) for name, v in feeds.items()]
+        outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
+        graph = helper.make_graph([node], node.name or node.op_type, inputs, outputs)
+        return helper.make_model(graph, opset_imports=self.model.opset_import,
+                                 ir_version=self.model.ir_version,
+                                 functions=self.model.functions)
+
+    def _session(self, model: ModelProto):
+        if self.backend == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            return ReferenceEvaluator(model)
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        options.intra_op_num_threads = 1  # thread pools per one-node session cost more than
+        options.inter_op_num_threads = 1  # they save, and keep the results deterministic
+        return ort.InferenceSession(model.SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"])
+
+    def _run_node(self, position: int, node: NodeProto,
+                  feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if position not in self.sessions:
+            self.sessions[position] = self._session(self._one_node_model(node, feeds))
+        results = self.sessions[position].run(None, feeds)
+        names = [name for name in node.output if name]
+        return {name: np.asarray(value) for name, value in zip(names, results, strict=True)}
+
+    def _normal_run(self) -> dict[str, np.ndarray]:
+        values = {t.name: onnx.numpy_helper.to_array(t) for t in self.model.graph.initializer}
+        values.update(self.inputs)
+        for position, node in enumerate(self.model.graph.node):
+            values.update(self._run_node(position, node,
+                                         {name: values[name] for name in reads_of(node)}))
+        return values
+
+    def _whole_model_run(self) -> dict[str, np.ndarray]:
+        session = self._session(self.model)
+        names = [v.name for v in self.model.graph.output]
+        return dict(zip(names, session.run(None, self.inputs), strict=True))
+
+    # ------------------------------------------------------------ the arena
+    def check(self, problem: Problem, plan: Plan) -> ArenaReport:
+        """Run the model inside ``plan``'s arena; see the module docstring."""
+        arena = _Arena(problem, plan)
+        for name, value in self.inputs.items():
+            if value.size and name not in arena:
+                raise ProblemError(f"graph input {name!r} is not a buffer of the problem: the "
+                                   f"problem does not describe this model", file=self.source)
+        for idx, kind in enumerate(problem.kinds):
+            if kind in ("input", "weight"):
+                arena.write(problem.ids[idx], self.values[problem.ids[idx]], "the caller")
+        for position, node in enumerate(self.model.graph.node):
+            where = f"node {node.name or '#' + str(position)} ({node.op_type})"
+            reads = reads_of(node)
+            in_arena = [name for name in reads if name in arena]
+            if not in_arena and not any(name in arena for name in node.output):
+                continue  # a weight: computed ahead of time, outside the arena
+            feeds = {name: arena.read(name, where, self.values[name]) if name in arena
+                     else self.values[name] for name in reads}
+            for name, value in self._run_node(position, node, feeds).items():
+                if name in arena:
+                    arena.write(name, value, where)
+                elif value.size and in_arena:
+                    raise ProblemError(f"tensor {name!r} (written by {where} from arena "
+                                       f"tensors) is not a buffer of the problem: the problem "
+                                       f"does not describe this model", file=self.source)
+        outputs = {name: arena.read(name, "the caller", self.values[name]) if name in arena
+                   else self.values[name] for name in (v.name for v in self.model.graph.output)}
+        return ArenaReport(outputs, {name: self.values[name] for name in outputs},
+                           self.expected, arena.corruptions, arena.sizes)
+
+
+class _Arena:
+    """The byte arenas of one plan; who wrote what where, and which reads found other bytes."""
+
+    def __init__(self, problem: Problem, plan: Plan):
+        offsets = np.asarray(plan.offsets, np.int64)
+        regions = np.zeros(len(problem), np.int64) if plan.regions is None else plan.regions
+        tops = offsets + problem.sizes
+        count = int(regions.max()) + 1 if len(problem) else 1
+        self.sizes = [int(tops[regions == r].max(initial=0)) for r in range(count)]
+        self.bytes = [np.full(size, POISON, np.uint8) for size in self.sizes]
+        self.place = {name: (int(regions[i]), int(offsets[i]), int(problem.sizes[i]))
+                      for i, name in enumerate(problem.ids) if problem.kinds[i] != "scratch"}
+        self.log: list[tuple[str, int, int, int]] = []  # (tensor, region, lo, hi) in order
+        self.written: dict[str, tuple[int, bytes, np.dtype, tuple[int, ...]]] = {}
+        self.corruptions: list[Corruption] = []
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.place
+
+    def _bytes(self, name: str) -> np.ndarray:
+        region, offset, size = self.place[name]
+        return self.bytes[region][offset:offset + size]
+
+    def write(self, name: str, value: np.ndarray, where: str) -> None:
+        value = np.ascontiguousarray(value)
+        region, offset, size = self.place[name]
+        if value.nbytes != size:
+            raise ProblemError(f"tensor {name!r} (written by {where}) has {value.nbytes} bytes, "
+                               f"the problem planned {size}", buffer=name)
+        self._bytes(name)[:] = value.reshape(-1).view(np.uint8)
+        digest = hashlib.blake2b(value.data, digest_size=16).digest()
+        self.written[name] = (len(self.log), digest, value.dtype, value.shape)
+        self.log.append((name, region, offset, offset + size))
+
+    def read(self, name: str, reader: str, like: np.ndarray) -> np.ndarray:
+        """The tensor as last written (or shaped ``like``), from its bytes.
+
+        Notes a `Corruption` when the bytes changed since, or were never written.
+        """
+        raw = self._bytes(name).copy()
+        if name not in self.written:
+            self.corruptions.append(Corruption(name, reader, ()))
+            return raw.view(like.dtype).reshape(like.shape)
+        first, digest, dtype, shape = self.written[name]
+        if hashlib.blake2b(raw.data, digest_size=16).digest() != digest:
+            region, lo, hi = self.log[first][1:]
+            culprits = (other for other, r, a, b in self.log[first + 1:]
+                        if r == region and a < hi and lo < b and other != name)
+            self.corruptions.append(Corruption(name, reader, tuple(dict.fromkeys(culprits))))
+        return raw.view(dtype).reshape(shape)
+
+
+def check_plan_on_model(model, problem: Problem, plan: Plan, **runner_options) -> ArenaReport:
+    """Run ``model`` inside ``plan``'s arena; options as `ArenaRunner` (dims, inputs, seed, ...)."""
+    return ArenaRunner(model, **runner_options).check(problem, plan)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memplan.onnx_arena model.onnx``: plan a model, then run it in the arena."""
+    from memplan.frontends.onnx import from_onnx
+    from memplan.registry import plan_with
+
+    parser = argparse.ArgumentParser(prog="python -m memplan.onnx_arena", description=main.__doc__)
+    parser.add_argument("model", help="an .onnx file")
+    parser.add_argument("--planner", default="greedy_by_size", help="a registered planner")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                        help="bind a symbolic dimension (repeatable)")
+    parser.add_argument("--concat-inplace", action="store_true",
+                        help="write Concat inputs into their slices of the output")
+    parser.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    args = parser.parse_args(argv)
+    dims = {}
+    for binding in args.dim:
+        symbol, _, value = binding.partition("=")
+        dims[symbol] = int(value)
+    problem = from_onnx(args.model, dims=dims, concat_inplace=args.concat_inplace)
+    plan = plan_with(args.planner, problem)
+    report = check_plan_on_model(args.model, problem, plan, dims=dims, seed=args.seed,
+                                 backend=args.backend)
+    print(f"{os.path.basename(args.model)}: {len(problem)} buffers, {plan}")
+    print(report)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
