@@ -13,15 +13,18 @@ live in slow memory, weighted), within every region's capacity::
 The heuristic (`plan_regions`), steps:
 
 - units: buffers tied by mandatory aliases go to one region together;
-- order the units by benefit: preferred region first, then short lifetimes
-  (the bytes saved per byte-step of fast memory they occupy), then size;
+- order the units by benefit: preferred region first, then bytes per step
+  of lifetime (the cost saved per byte-step of fast memory they occupy),
+  then size;
 - each unit goes to the cheapest region it may use whose live load (bytes
   live at each step of its lifetime) still fits the capacity;
 - plan each region's buffers with any registered planner (through the
   scratch post-pass, so variable scratch grows into each region's gaps);
 - a region whose plan ends above its capacity (fragmentation) sends its
   units above the capacity to their next cheapest region, and is planned
-  again; repeated until every region fits or a unit has nowhere left to go.
+  again; repeated until every region fits or a unit has nowhere left to go;
+- refill: in benefit order, a buffer in a dearer region than it could use
+  moves down into the lowest free gap of a cheaper region that fits.
 
 Cost: O(n log n) for the assignment (one live-load array per region), plus
 one planner run per region and per eviction round. Known limits: optional
@@ -38,8 +41,10 @@ import numpy as np
 
 from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
-from memplan.problem import Plan, Problem
-from memplan.scratch import plan_scratch, subproblem
+from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.scratch import Layout, align, plan_scratch, subproblem
+
+_UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one
 
 
 def allowed_matrix(problem: Problem) -> np.ndarray:
@@ -101,7 +106,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
 
 
 def _preference_order(problem: Problem, allowed: np.ndarray, costs: np.ndarray) -> np.ndarray:
-    """Units (alias roots) by benefit: preferred-region rank, short lifetime, large size."""
+    """Units (alias roots) by benefit: preferred-region rank, bytes per step, size."""
     root, _ = problem.alias_groups
     roots = np.unique(root)
     starts = np.full(len(problem), np.iinfo(np.int64).max)
@@ -114,7 +119,8 @@ def _preference_order(problem: Problem, allowed: np.ndarray, costs: np.ndarray) 
     names = [r.name for r in problem.regions]
     rank = np.array([0 if regions is None or regions[0] == names[cheapest[i]] else 1
                      for i, regions in enumerate(problem.allowed_regions)])
-    keys = (-extent[roots], ends[roots] - starts[roots], rank[roots])
+    density = extent[roots] / (ends[roots] - starts[roots])  # bytes per step of lifetime
+    keys = (-extent[roots], -density, rank[roots])
     return roots[np.lexsort(keys)]
 
 
@@ -156,6 +162,12 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     offsets = np.zeros(len(problem), np.int64)
     sizes = problem.sizes.copy()
     stale = set(range(len(problem.regions)))
+    benefit = _preference_order(problem, allowed, costs).tolist()
+
+    def _dearer(unit: int, r: int) -> list[int]:
+        return [k for k in np.argsort(costs, kind="stable").tolist()
+                if allowed[unit, k] and (costs[k], k) > (costs[r], r)]
+
     rounds = 0
     while stale:
         rounds += 1
@@ -168,14 +180,55 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
             offsets[members], sizes[members] = plan.offsets, plan.sizes
         stale = set()
         for r, reg in enumerate(problem.regions):
-            capacity = min(reg.capacity or np.inf, problem.capacity or np.inf)
-            over = np.unique(root[(region == r) & (offsets + sizes > capacity)])
-            for unit in over.tolist():
-                dearer = [k for k in np.argsort(costs, kind="stable").tolist()
-                          if allowed[unit, k] and (costs[k], k) > (costs[r], r)]
-                if dearer:  # the next region up the cost order takes the unit
-                    region[root == unit] = dearer[0]
-                    stale |= {r, dearer[0]}
+            capacity = min(reg.capacity or _UNBOUNDED, problem.capacity or _UNBOUNDED)
+            over = set(root[(region == r) & (offsets + sizes > capacity)].tolist())
+            movable = [unit for unit in benefit if unit in over and _dearer(unit, r)]
+            if movable:  # the least beneficial goes one region up the cost order
+                unit = movable[-1]
+                target = _dearer(unit, r)[0]
+                region[root == unit] = target
+                stale |= {r, target}
+    moved = refill(problem, allowed, region, offsets, sizes)
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
                        seconds=time.perf_counter() - began, sizes=sizes,
-                       stats={"eviction_rounds": rounds})
+                       stats={"eviction_rounds": rounds, "refilled": moved})
+
+
+def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: np.ndarray,
+           sizes: np.ndarray) -> int:
+    """Move buffers back down the cost order into free space; returns how many moved.
+
+    In benefit order, each buffer alone in its alias group (not pinned, no
+    explicit conflict) and not in the cheapest region it may use goes to the
+    lowest free gap of a cheaper region that fits below the capacity (its
+    variable scratch as large as the gap allows). Leaving a region keeps
+    that region's layout valid.
+    """
+    costs = np.array([r.cost for r in problem.regions], float)
+    root, _ = problem.alias_groups
+    free = (np.bincount(root, minlength=len(problem))[root] == 1) & (problem.pinned == NO_OFFSET)
+    free[problem.conflicts.ravel()] = False
+    moved = 0
+    for idx in _preference_order(problem, allowed, costs).tolist():
+        if not free[idx]:
+            continue
+        for k in np.argsort(costs, kind="stable").tolist():
+            if costs[k] >= costs[region[idx]]:
+                break
+            if not allowed[idx, k]:
+                continue
+            capacity = min(problem.regions[k].capacity or _UNBOUNDED,
+                           problem.capacity or _UNBOUNDED)
+            layout = Layout(problem, offsets, sizes, region == k, 0)
+            alignment, need = int(problem.alignments[idx]), int(problem.sizes[idx])
+            for lo, hi in layout.gaps(int(problem.starts[idx]), int(problem.ends[idx])):
+                offset = align(lo, alignment)
+                room = min(hi, capacity) - offset
+                if room >= need:
+                    region[idx], offsets[idx] = k, offset
+                    sizes[idx] = min(int(problem.max_sizes[idx]), room)
+                    moved += 1
+                    break
+            if region[idx] == k:
+                break
+    return moved

@@ -74,7 +74,7 @@ def subproblem(problem: Problem, keep: np.ndarray, *, one_arena: bool = False) -
                            regions=() if one_arena else problem.regions)
 
 
-def _align(offset: int, alignment: int) -> int:
+def align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
 
 
@@ -95,8 +95,9 @@ def _water_fill(minimum: np.ndarray, maximum: np.ndarray, room: int) -> np.ndarr
 
 
 @dataclass
-class _Layout:
-    """Offsets and granted sizes as the post-pass fills them in."""
+class Layout:
+    """Offsets and granted sizes as a pass fills them in; ``placed`` marks the buffers that
+    count as obstacles, ``arena`` is the highest top so far."""
 
     problem: Problem
     offsets: np.ndarray
@@ -129,9 +130,9 @@ class _Layout:
     def place_fixed(self, gaps: list[list[int]], idx: int) -> None:
         """Into the smallest gap that fits inside the arena, else on top (the arena grows)."""
         size, alignment = int(self.sizes[idx]), int(self.problem.alignments[idx])
-        fitting = [g for g in gaps if _align(g[0], alignment) + size <= min(g[1], self.arena)]
+        fitting = [g for g in gaps if align(g[0], alignment) + size <= min(g[1], self.arena)]
         gap = min(fitting, key=self.room) if fitting else gaps[-1]
-        offset = _align(gap[0], alignment)
+        offset = align(gap[0], alignment)
         self.put(idx, offset, size)
         gaps.remove(gap)
         for lo, hi in ((gap[0], offset), (offset + size, gap[1])):
@@ -157,7 +158,7 @@ class _Layout:
             shares = _water_fill(p.sizes[group], p.max_sizes[group],
                                  max(0, self.room(gaps[k]) - padding))
             for i, share in zip(group, shares.tolist(), strict=True):
-                offset = _align(lo, int(p.alignments[i]))
+                offset = align(lo, int(p.alignments[i]))
                 self.put(i, offset, share)
                 lo = offset + share
 
@@ -167,7 +168,7 @@ def place_scratch(problem: Problem, offsets: np.ndarray, scratch: np.ndarray
     """Offsets and granted sizes: the buffers outside the mask ``scratch`` stay at ``offsets``,
     the scratch buffers are placed as the module doc says."""
     placed = ~scratch
-    layout = _Layout(problem, np.where(placed, offsets, 0).astype(np.int64),
+    layout = Layout(problem, np.where(placed, offsets, 0).astype(np.int64),
                      problem.sizes.copy(), placed.copy(), 0)
     if placed.any():
         layout.arena = int((layout.offsets + layout.sizes)[placed].max())
