@@ -16,6 +16,7 @@ from memplan import Alias, Buffer, Plan, Problem, plan_with, planners, validate
 from memplan.frontends.onnx import from_onnx
 from memplan.onnx_arena import ArenaRunner, check_plan_on_model, main
 from tests.conftest import light_models_dir
+from tests.test_onnx_frontend import if_model, loop_model
 
 MODELS = {"squeezenet": light_models_dir() / "light_squeezenet.onnx",
           "resnet50": light_models_dir() / "light_resnet50.onnx"}
@@ -179,6 +180,15 @@ def test_weights_planned_in_their_own_region_run_from_there():
     plan = Plan.from_offsets(problem, plan.offsets, planner="regions", regions=regions)
     report = checked(problem, plan, ArenaRunner(small_model(), dims={"batch": 2}))
     assert report.ok and len(report.arena_bytes) == 2
+
+
+@pytest.mark.parametrize("control_flow", [if_model([4]), loop_model(annotated=True)],
+                         ids=["If", "Loop"])
+def test_control_flow_nodes_run_inside_the_arena(control_flow):
+    control_flow.ir_version = 8  # what onnxruntime reads
+    problem = from_onnx(control_flow)
+    plan = plan_with("greedy_by_size", problem)
+    assert checked(problem, plan, ArenaRunner(control_flow)).ok
 
 
 def test_a_problem_of_another_model_is_refused():

@@ -294,6 +294,37 @@ def test_tensors_captured_by_a_subgraph_live_across_the_control_flow_node():
     assert [(b.size, b.lifetime) for b in scratch] == [(32, (3, 4))]  # t and e: 16 bytes each
 
 
+def loop_model(annotated):
+    """Three times v += a (a captured from outside); v's final shape only when annotated."""
+    body = helper.make_graph(
+        [node("Identity", ["cond_in"], ["cond_out"]), node("Add", ["v", "a"], ["v_out"]),
+         node("Relu", ["v_out"], ["scan"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL),
+         tensor("v", [4])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("v_out", [4]), tensor("scan", [4])])
+    nodes = [node("Relu", ["x"], ["a"]),
+             node("Loop", ["trips", "", "x"], ["v_final", "scans"], body=body),
+             node("Add", ["v_final", "a"], ["y"])]
+    m = model(nodes, [tensor("x", [4])], [tensor("y", [4]), tensor("scans", [3, 4])],
+              [helper.make_tensor("trips", TensorProto.INT64, [], [3])])
+    if annotated:
+        m.graph.value_info.append(tensor("v_final", [4]))
+    return m
+
+
+def test_a_loop_output_of_unknown_shape_is_refused_naming_the_loop():
+    with pytest.raises(ProblemError, match=r"tensor 'v_final': no inferred shape \(written by "
+                                           r"node 'v_final' \(Loop\)\)"):
+        from_onnx(loop_model(annotated=False))
+
+
+def test_a_loop_with_known_shapes_is_planned_conservatively():
+    problem = from_onnx(loop_model(annotated=True))
+    assert lifetime(problem, "a") == (0, 3)  # captured by the body at step 1, read at 2
+    scratch = [b for b in problem.buffers if b.kind == "scratch"]
+    assert [(b.size, b.lifetime) for b in scratch] == [(8 + 1 + 16 + 1 + 16 + 16, (1, 2))]
+
+
 def test_a_subgraph_tensor_of_unknown_size_is_refused_not_crashed():
     with pytest.raises(ProblemError, match="node 'r' \\(If\\): subgraph tensor"):
         from_onnx(if_model(None), strict=False)

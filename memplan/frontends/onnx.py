@@ -121,8 +121,12 @@ class _Builder:
 
     def type_of(self, name: str) -> TensorType:
         if name not in self.tensor_types:
+            step = self.graph.producer.get(name)
+            hint = "" if step is None else \
+                f" (written by {describe(self.graph.steps[step], self.graph.positions[step])})"
             self.tensor_types[name] = tensor_type(name, self.graph.types.get(name),
-                                                  self.options.dims, source=self.source)
+                                                  self.options.dims, source=self.source,
+                                                  hint=hint)
         return self.tensor_types[name]
 
     def buffer(self, name: str, size: int, start: int, end: int, kind: str,

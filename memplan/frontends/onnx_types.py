@@ -99,6 +99,9 @@ def tensor_type(name: str, type_proto: TypeProto | None, dims: Mapping[str, int]
                 fail(f"dimension {axis} is negative ({dim.dim_value})")
             shape.append(dim.dim_value)
         elif dim.HasField("dim_param"):
+            if dim.dim_param.startswith("unk__") and dim.dim_param not in dims:
+                fail(f"dimension {axis} is unknown after shape inference (it named it "
+                     f"{dim.dim_param!r})")
             if dim.dim_param not in dims:
                 fail(f"dimension {axis} is the unbound symbol {dim.dim_param!r}; bind it with "
                      f"dims={{{dim.dim_param!r}: ...}}")
