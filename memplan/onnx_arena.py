@@ -26,7 +26,8 @@ a runtime with that plan would, and compares:
 - the final outputs are also compared, with a tolerance, to one run of the
   whole model, which checks the node-by-node machinery itself.
 
-Tensors that are not buffers of the problem (weights, zero-size tensors)
+It never opens a file named inside the model: a model whose weights are in
+external data is refused. Tensors that are not buffers of the problem (weights, zero-size tensors)
 live outside the arena; a node that writes one must read nothing from the
 arena (or the tensor must be empty), else the problem does not describe
 this model and `ProblemError` says so. Scratch buffers are not used: the
@@ -45,15 +46,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import ModelProto, NodeProto, helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
 
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_graph import bind_dims, load_model, reads_of
+from memplan.frontends.onnx_graph import bind_dims, load_model, reads_of, subgraphs
 from memplan.frontends.onnx_types import tensor_type
 from memplan.problem import Plan, Problem
 
@@ -139,6 +140,11 @@ class ArenaRunner:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         proto, self.source = load_model(model)
+        external = next(_external_tensors(proto.graph), None)
+        if external is not None:
+            raise ProblemError(f"tensor {external!r} keeps its values in external data, which "
+                               f"memplan never opens; embed the weights to run the model",
+                               file=self.source)
         self.model = bind_dims(proto, dict(dims or {}), self.source)
         self.backend = backend
         self.inputs = dict(inputs) if inputs is not None else \
@@ -275,6 +281,19 @@ class _Arena:
                         if r == region and a < hi and lo < b and other != name)
             self.corruptions.append(Corruption(name, reader, tuple(dict.fromkeys(culprits))))
         return raw.view(dtype).reshape(shape)
+
+
+def _external_tensors(graph: GraphProto) -> Iterator[str]:
+    """Names of the tensors (initializers, attributes, in subgraphs too) in external data."""
+    for tensor in graph.initializer:
+        if tensor.data_location == TensorProto.EXTERNAL:
+            yield tensor.name
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.t.data_location == TensorProto.EXTERNAL:
+                yield attribute.t.name or node.name
+        for body in subgraphs(node):
+            yield from _external_tensors(body)
 
 
 def check_plan_on_model(model, problem: Problem, plan: Plan, **runner_options) -> ArenaReport:

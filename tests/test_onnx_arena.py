@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from memplan import Alias, Buffer, Plan, Problem, plan_with, planners, validate
+from memplan import Alias, Buffer, Plan, Problem, ProblemError, plan_with, planners, validate
 from memplan.frontends.onnx import from_onnx
 from memplan.onnx_arena import ArenaRunner, check_plan_on_model, main
 from tests.conftest import light_models_dir
@@ -189,6 +189,16 @@ def test_control_flow_nodes_run_inside_the_arena(control_flow):
     problem = from_onnx(control_flow)
     plan = plan_with("greedy_by_size", problem)
     assert checked(problem, plan, ArenaRunner(control_flow)).ok
+
+
+def test_weights_in_external_data_are_refused_not_opened(tmp_path):
+    m = small_model()
+    flat = m.graph.initializer[1]
+    flat.ClearField("int64_data")
+    flat.data_location = TensorProto.EXTERNAL
+    flat.external_data.add(key="location", value="/etc/hostname")
+    with pytest.raises(ProblemError, match="'flat' keeps its values in external data"):
+        ArenaRunner(m, dims={"batch": 2})
 
 
 def test_a_problem_of_another_model_is_refused():
