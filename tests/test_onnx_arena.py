@@ -182,7 +182,7 @@ def test_weights_planned_in_their_own_region_run_from_there():
     assert report.ok and len(report.arena_bytes) == 2
 
 
-@pytest.mark.parametrize("control_flow", [if_model([4]), loop_model(annotated=True)],
+@pytest.mark.parametrize("control_flow", [if_model(), loop_model(annotated=True)],
                          ids=["If", "Loop"])
 def test_control_flow_nodes_run_inside_the_arena(control_flow):
     control_flow.ir_version = 8  # what onnxruntime reads

@@ -53,7 +53,6 @@ from memplan.frontends.onnx_graph import (
     defined_names,
     describe,
     infer,
-    inferred_types,
     load_model,
     subgraphs,
     value_types,
@@ -108,8 +107,9 @@ class _Builder:
         proto, self.source = load_model(model)
         self.options = options
         bound = bind_dims(proto, options.dims, self.source)
-        self.graph: Graph = analyze(bound, source=self.source)  # structure first: clear errors
-        self.graph.types = inferred_types(infer(bound, strict=options.strict, source=self.source))
+        analyze(bound, source=self.source)  # the structure first: its errors are the clearest
+        inferred = infer(bound, strict=options.strict, source=self.source)
+        self.graph: Graph = analyze(inferred, source=self.source)
         if options.name:
             self.name = options.name
         elif self.source is not None:

@@ -190,8 +190,8 @@ def value_types(graph: GraphProto) -> dict[str, TypeProto]:
 def analyze(model: ModelProto, *, source: str | None = None) -> Graph:
     """Walk ``model``'s nodes in order: steps, constants, producers and readers.
 
-    Run it before shape inference to get the clearest error for a graph that
-    is not topologically sorted, then set ``types`` from the inferred model.
+    ``types`` are those of the model as given: run it on the inferred model
+    (and before inference too, for the clearest error about the structure).
     """
     graph = model.graph
     initializers = {t.name for t in graph.initializer} | \
