@@ -102,9 +102,8 @@ class Aliasing:
                         and buffer.end == step + 1 and name not in aliased
                         and delta % self.alignment == 0):
                     self.aliases.append(Alias(output, name, delta))
-                    aliased.add(name)
+                    aliased.update((name, output))  # no Concat of Concats: one level only
                 delta += self.type_of(name).size
-            aliased.add(output)
 
     def add_inplace(self) -> None:
         storage = _Storage(self.buffers, self.aliases)
@@ -112,8 +111,6 @@ class Aliasing:
             if not _standard(node, ELEMENTWISE) or any(node.output[1:]):
                 continue
             output = node.output[0]
-            if output not in self.buffers or self.buffers[output].kind == "weight":
-                continue
             for name in dict.fromkeys(node.input):
                 if self._pair(name, output) and storage.dies_at(name, step, output):
                     self.aliases.append(Alias(name, output, 0, optional=True))
