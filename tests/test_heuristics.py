@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, planners
+from memplan.heuristics.greedy import PRESETS
 from memplan.heuristics.placement import choose_gap
 from memplan.heuristics.units import Units, combine_congruences, time_overlap_pairs
 from memplan.validate import validate
@@ -118,8 +119,8 @@ def test_every_heuristic_is_registered():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_every_heuristic_plans_random_problems_validly(problem):
-    for name in HEURISTICS:
-        run(name, problem)
+    arenas = {name: run(name, problem).arena_size for name in HEURISTICS}
+    assert arenas["best"] <= min(arenas[name] for name in PRESETS if name != "naive")
 
 
 @settings(max_examples=30, deadline=None)
@@ -277,17 +278,28 @@ def test_congruences_combine_like_brute_force(r1, m1, r2, m2):
 
 @settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(-10, 40), st.integers(1, 12)), max_size=8),
-       st.integers(0, 3), st.sampled_from((1, 4)), st.booleans())
-def test_gap_choice_is_free_aligned_and_lowest_or_tightest(intervals, residue, modulus, best):
+       st.integers(0, 3), st.sampled_from((1, 4)), st.booleans(), st.integers(1, 12))
+def test_gap_choice_is_free_aligned_and_lowest_or_tightest(intervals, residue, modulus, best,
+                                                           copies):
     residue %= modulus
-    lo = np.array([a for a, _ in intervals], np.int64)
-    hi = lo + np.array([w for _, w in intervals], np.int64)
+    lo = np.array([a for a, _ in intervals] * copies, np.int64)  # copies: over SMALL too
+    hi = lo + np.array([w for _, w in intervals] * copies, np.int64)
     base = choose_gap(lo, hi, residue, modulus, best)
     free = [x for x in range(0, 80) if x % modulus == residue
             and not any(a <= x < b for a, b in zip(lo, hi, strict=True))]
     assert base in free
     if not best:
         assert base == free[0]
+    else:  # the tightest gap that fits: nothing tighter holds an aligned base
+        room = _room(lo, hi, base)
+        assert all(_room(lo, hi, x) >= room for x in free if x < max(hi.max(initial=0), 0))
+
+
+def _room(lo: np.ndarray, hi: np.ndarray, x: int) -> int:
+    """The size of the gap around free base x (from the highest end below to the next start)."""
+    below = hi[hi <= x].max(initial=0)
+    above = lo[lo > x].min(initial=10**9)
+    return int(above - max(below, 0))
 
 
 def test_units_tie_alias_groups_and_refuse_impossible_alignment():

@@ -1,7 +1,7 @@
 """``genetic``: a population of placement orders, bred by order crossover and mutation.
 
 Steps (each order decoded by best fit, its arena its cost):
-- the first population: the greedy orders (size, spatial, breadth, temporal)
+- the first population: the greedy orders (size, spatial, breadth, start, temporal)
   and mutants of the best of them;
 - each generation keeps the ``elite`` best orders and breeds the rest: two
   parents by tournament, a child by order crossover (a slice of one parent,

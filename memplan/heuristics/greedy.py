@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from memplan.errors import ProblemError
 from memplan.heuristics.options import parse_options
 from memplan.heuristics.order import order_units
@@ -69,15 +71,13 @@ def check_regions(problem: Problem) -> None:
                                buffer=problem.ids[idx])
 
 
-def run_greedy(units: Units, options: GreedyOptions, planner: str, began: float) -> Plan:
-    """Order and place ``units`` as ``options`` say; the plan's clock started at ``began``."""
+def greedy_offsets(units: Units, options: GreedyOptions) -> tuple[np.ndarray, dict]:
+    """Order and place ``units`` as ``options`` say: (buffer offsets, stats)."""
     placer = Placer(units)
     offsets = placer.place(order_units(units, options.order), options.placement)
     order = options.order if isinstance(options.order, str) else "custom"
-    return Plan.from_offsets(units.problem, offsets, planner=planner,
-                             seconds=time.perf_counter() - began,
-                             stats={"order": order, "placement": options.placement,
-                                    "optional_aliases_taken": placer.taken})
+    return offsets, {"order": order, "placement": options.placement,
+                     "optional_aliases_taken": placer.taken}
 
 
 def _preset(name: str, defaults: GreedyOptions):
@@ -86,7 +86,9 @@ def _preset(name: str, defaults: GreedyOptions):
         began = time.perf_counter()
         chosen = parse_options(name, defaults, options)
         check_regions(problem)
-        return run_greedy(Units.build(problem), chosen, name, began)
+        offsets, stats = greedy_offsets(Units.build(problem), chosen)
+        return Plan.from_offsets(problem, offsets, planner=name,
+                                 seconds=time.perf_counter() - began, stats=stats)
 
     plan.__name__ = name
     plan.__doc__ = (f"{name}: order {defaults.order!r}, placement {defaults.placement!r} "

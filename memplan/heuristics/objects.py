@@ -160,7 +160,7 @@ def lay_out(units: Units, assignment: Assignment) -> np.ndarray:
     offsets = placer.place([], "stack")  # pinned units only
     pinned = np.zeros(len(units.problem), bool)
     for unit in units.pinned.tolist():
-        pinned[units.members[unit]] = True
+        pinned[units.members(unit)] = True
     top = 0
     for obj in assignment.objects:
         lows, highs = [np.array([np.iinfo(np.int64).min])], [np.array([top])]
@@ -172,7 +172,7 @@ def lay_out(units: Units, assignment: Assignment) -> np.ndarray:
         base = choose_gap(np.concatenate(lows), np.concatenate(highs), obj.residue,
                           obj.modulus, best=False)
         for unit in obj.units:
-            offsets[units.members[unit]] = (base + assignment.position[unit]
-                                            + units.rel[units.members[unit]])
+            members = units.members(unit)
+            offsets[members] = base + assignment.position[unit] + units.rel[members]
         top = base + obj.size
     return offsets

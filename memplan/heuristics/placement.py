@@ -45,11 +45,38 @@ from memplan.heuristics.units import Units
 
 PLACEMENTS = ("best_fit", "first_fit", "stack")
 _NEVER = np.iinfo(np.int64).max
+SMALL = 40  # up to this many intervals, a plain loop beats numpy's per-call cost
 
 
 def choose_gap(forbid_lo: np.ndarray, forbid_hi: np.ndarray, residue: int, modulus: int,
                best: bool) -> int:
-    """The base that fits among forbidden half-open intervals: best fit or lowest; O(k log k)."""
+    """The base that fits among forbidden half-open intervals: best fit or lowest; O(k log k).
+
+    Gap ``i`` runs from the highest end of the intervals before it (or 0) to
+    the start of interval ``i``; the last gap is open above. Few intervals go
+    through a plain loop, many through numpy (each is faster on its side).
+    """
+    if len(forbid_lo) <= SMALL:
+        return _gap_by_loop(forbid_lo.tolist(), forbid_hi.tolist(), residue, modulus, best)
+    return _gap_by_numpy(forbid_lo, forbid_hi, residue, modulus, best)
+
+
+def _gap_by_loop(forbid_lo: list[int], forbid_hi: list[int], residue: int, modulus: int,
+                 best: bool) -> int:
+    reach, tightest, chosen = 0, None, None
+    for lo, hi in sorted(zip(forbid_lo, forbid_hi, strict=True)):
+        base = reach + (residue - reach) % modulus
+        if base < lo:
+            if not best:
+                return base
+            if tightest is None or lo - reach < tightest:
+                tightest, chosen = lo - reach, base
+        reach = max(reach, hi)
+    return chosen if chosen is not None else reach + (residue - reach) % modulus
+
+
+def _gap_by_numpy(forbid_lo: np.ndarray, forbid_hi: np.ndarray, residue: int, modulus: int,
+                  best: bool) -> int:
     order = np.argsort(forbid_lo, kind="stable")
     gap_end = forbid_lo[order]
     gap_start = np.empty(len(order) + 1, np.int64)
@@ -59,10 +86,10 @@ def choose_gap(forbid_lo: np.ndarray, forbid_hi: np.ndarray, residue: int, modul
     fits = base[:-1] < gap_end
     if best:
         room = np.where(fits, gap_end - gap_start[:-1], _NEVER)
-        i = int(room.argmin()) if len(room) else 0
-        return int(base[i]) if len(room) and fits[i] else int(base[-1])
-    i = int(fits.argmax()) if len(fits) else 0
-    return int(base[i]) if len(fits) and fits[i] else int(base[-1])
+        i = int(room.argmin())
+        return int(base[i]) if fits[i] else int(base[-1])
+    i = int(fits.argmax())
+    return int(base[i]) if fits[i] else int(base[-1])
 
 
 class HonouredGroups:
@@ -118,10 +145,17 @@ class Placer:
         self.taken = 0
         best = placement == "best_fit"
 
+        single = np.diff(units.member_ptr) == 1
+        first = units.first_member
+
         def put(unit: int, base: int) -> int:
-            members = units.members[unit]
-            offsets[members] = base + units.rel[members]
-            placed[members] = True
+            if single[unit]:
+                offsets[first[unit]] = base
+                placed[first[unit]] = True
+            else:
+                members = units.members(unit)
+                offsets[members] = base + units.rel[members]
+                placed[members] = True
             return max(peak, base + int(units.extent[unit]))
 
         for unit in units.pinned.tolist():
@@ -134,7 +168,7 @@ class Placer:
                                                    != groups.label[unit])
             if clash.any():
                 j = int(other[clash.argmax()])
-                mine = units.members[unit][0]
+                mine = first[unit]
                 raise ProblemError(f"pinned where pinned {problem.ids[j]!r} is, while both "
                                    f"are live or in conflict", file=problem.source,
                                    buffer=problem.ids[mine])
@@ -145,10 +179,8 @@ class Placer:
             lo, hi, other = self.forbidden(unit, offsets, placed)
             if placement == "stack":
                 base = units.aligned(unit, peak)
-            elif len(lo):
-                base = choose_gap(lo, hi, residue, modulus, best)
             else:
-                base = residue % modulus
+                base = choose_gap(lo, hi, residue, modulus, best)
             if units.optional[unit]:
                 base = self._take_alias(unit, base, peak, lo, hi, other, offsets, placed, groups)
             peak = put(unit, base)

@@ -4,7 +4,7 @@
 decoded by the best-fit placer (`memplan.heuristics.placement`) into a plan
 whose arena size is the order's cost. `OrderSearch`:
 
-- starts from the best greedy order (size, spatial, breadth, temporal, each
+- starts from the best greedy order (size, spatial, breadth, start, temporal, each
   decoded once), so a search never returns a plan worse than its start;
 - evaluates orders, counting them and remembering the best;
 - says stop at the time limit, at the iteration limit the planner counts,
@@ -27,7 +27,7 @@ from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units
 from memplan.problem import Plan, Problem
 
-START_ORDERS = ("size", "spatial", "breadth", "temporal")
+START_ORDERS = ("size", "spatial", "breadth", "start", "temporal")
 
 
 class OrderSearch:
@@ -41,7 +41,7 @@ class OrderSearch:
         self.began = began
         self.deadline = float("inf") if time_limit is None else began + time_limit
         self.evaluations = 0
-        self.first_member = np.array([m[0] for m in self.units.members], np.int64)
+        self.first_member = self.units.first_member
         self.best_arena = np.iinfo(np.int64).max
         self.best_offsets: np.ndarray | None = None
         self.start_name = ""

@@ -74,7 +74,8 @@ class Units:
     problem: Problem
     unit_of: np.ndarray  # per buffer: its unit
     rel: np.ndarray  # per buffer: offset - its unit's base (>= 0)
-    members: list[np.ndarray]  # per unit: its buffers
+    member_ptr: np.ndarray  # CSR over units into member_buffers
+    member_buffers: np.ndarray  # the buffers of each unit, unit by unit
     extent: np.ndarray  # per unit: bytes from the base to the highest member top
     start: np.ndarray  # per unit: first step any member is live
     end: np.ndarray  # per unit: one past the last step any member is live
@@ -88,6 +89,15 @@ class Units:
 
     def __len__(self) -> int:
         return len(self.extent)
+
+    def members(self, unit: int) -> np.ndarray:
+        """The buffers of ``unit``."""
+        return self.member_buffers[self.member_ptr[unit]:self.member_ptr[unit + 1]]
+
+    @property
+    def first_member(self) -> np.ndarray:
+        """Per unit: one of its buffers."""
+        return self.member_buffers[self.member_ptr[:-1]]
 
     @property
     def free(self) -> np.ndarray:
@@ -121,8 +131,9 @@ class Units:
         np.minimum.at(start, unit_of, problem.starts)
         end = np.zeros(count, np.int64)
         np.maximum.at(end, unit_of, problem.ends)
-        by_unit = np.argsort(unit_of, kind="stable")
-        members = np.split(by_unit, np.cumsum(np.bincount(unit_of, minlength=count))[:-1])
+        member_buffers = np.argsort(unit_of, kind="stable")
+        member_ptr = np.zeros(count + 1, np.int64)
+        np.cumsum(np.bincount(unit_of, minlength=count), out=member_ptr[1:])
 
         residue = np.zeros(count, np.int64)
         modulus = np.ones(count, np.int64)
@@ -130,7 +141,7 @@ class Units:
         modulus[unit_of[lone[unit_of]]] = problem.alignments[lone[unit_of]]
         for unit in np.flatnonzero(~lone):
             congruence = (0, 1)
-            for b in members[unit].tolist():
+            for b in member_buffers[member_ptr[unit]:member_ptr[unit + 1]].tolist():
                 align = int(problem.alignments[b])
                 congruence = combine_congruences(congruence, (-int(rel[b]) % align, align))
                 if congruence is None:
@@ -166,7 +177,8 @@ class Units:
             if unit_of[src] != unit_of[dst]:  # base of dst's unit = off[src] + d - rel[dst]
                 optional[unit_of[dst]].append((src, d - int(rel[dst])))
                 optional[unit_of[src]].append((dst, -d - int(rel[src])))
-        for arr in (unit_of, rel, extent, start, end, residue, modulus, pinned_base):
+        for arr in (unit_of, rel, member_ptr, member_buffers, extent, start, end, residue,
+                    modulus, pinned_base):
             arr.flags.writeable = False
-        return cls(problem, unit_of, rel, members, extent, start, end, residue, modulus,
-                   pinned_base, pair_ptr, pair_member, pair_other, optional)
+        return cls(problem, unit_of, rel, member_ptr, member_buffers, extent, start, end,
+                   residue, modulus, pinned_base, pair_ptr, pair_member, pair_other, optional)
