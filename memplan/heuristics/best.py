@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 
 from memplan.errors import NoPlanError
-from memplan.heuristics.greedy import PRESETS, GreedyOptions, check_regions, greedy_offsets
+from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.options import parse_options
+from memplan.heuristics.presets import check_regions
 from memplan.heuristics.units import Units
 from memplan.problem import Plan, Problem
 from memplan.registry import register

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.greedy import check_regions
 from memplan.heuristics.options import parse_options
+from memplan.heuristics.presets import check_regions
 from memplan.heuristics.search import OrderSearch
 from memplan.problem import Plan, Problem
 from memplan.registry import register

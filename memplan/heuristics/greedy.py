@@ -26,19 +26,15 @@ gets a `ProblemError` rather than an invalid plan.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.errors import ProblemError
-from memplan.heuristics.options import parse_options
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
+from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
-from memplan.registry import register
 
 
 @dataclass(frozen=True)
@@ -59,18 +55,6 @@ PRESETS = {
 }
 
 
-def check_regions(problem: Problem) -> None:
-    """Refuse a problem whose buffers may not go to region 0 (the heuristics plan one arena)."""
-    if not problem.regions:
-        return
-    default = problem.regions[0].name
-    for idx, allowed in enumerate(problem.allowed_regions):
-        if allowed is not None and default not in allowed:
-            raise ProblemError(f"may not use region {default!r}, and the heuristics plan a "
-                               f"single region; use the exact solver", file=problem.source,
-                               buffer=problem.ids[idx])
-
-
 def greedy_offsets(units: Units, options: GreedyOptions) -> tuple[np.ndarray, dict]:
     """Order and place ``units`` as ``options`` say: (buffer offsets, stats)."""
     placer = Placer(units)
@@ -80,23 +64,7 @@ def greedy_offsets(units: Units, options: GreedyOptions) -> tuple[np.ndarray, di
                      "optional_aliases_taken": placer.taken}
 
 
-def _preset(name: str, defaults: GreedyOptions):
-    def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-             hint: Plan | None = None, **options) -> Plan:
-        began = time.perf_counter()
-        chosen = parse_options(name, defaults, options)
-        check_regions(problem)
-        offsets, stats = greedy_offsets(Units.build(problem), chosen)
-        return Plan.from_offsets(problem, offsets, planner=name,
-                                 seconds=time.perf_counter() - began, stats=stats)
-
-    plan.__name__ = name
-    plan.__doc__ = (f"{name}: order {defaults.order!r}, placement {defaults.placement!r} "
-                    f"(see memplan.heuristics.greedy). time_limit, seed and hint are unused: "
-                    f"one pass, deterministic.")
-    plan.options = defaults
-    return register(name)(plan)
-
-
 for _name, _defaults in PRESETS.items():
-    _preset(_name, _defaults)
+    register_preset(_name, _defaults, greedy_offsets,
+                    f"order {_defaults.order!r}, placement {_defaults.placement!r} "
+                    f"(see memplan.heuristics.greedy)")

@@ -20,16 +20,14 @@ block is free.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from memplan.heuristics.greedy import check_regions
+import numpy as np
+
 from memplan.heuristics.objects import assign_objects, lay_out
-from memplan.heuristics.options import parse_options
 from memplan.heuristics.order import order_units
+from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
-from memplan.registry import register
 
 
 @dataclass(frozen=True)
@@ -39,35 +37,17 @@ class PoolOptions:
     prefer: str = "closest_size"  # which free block: closest_size or latest_free
 
 
-def run_pool(units: Units, options: PoolOptions, planner: str, began: float) -> Plan:
-    """Assign blocks in order of start time, lay them out, wrap the plan."""
+def pool_offsets(units: Units, options: PoolOptions) -> tuple[np.ndarray, dict]:
+    """Assign blocks in order of start time and lay them out: (offsets, stats)."""
     assignment = assign_objects(units, order_units(units, "start"), options.prefer)
-    offsets = lay_out(units, assignment)
-    return Plan.from_offsets(units.problem, offsets, planner=planner,
-                             seconds=time.perf_counter() - began,
-                             stats={"pool_total": sum(o.size for o in assignment.objects),
-                                    "blocks": len(assignment.objects),
-                                    "optional_aliases_taken": assignment.taken})
+    return lay_out(units, assignment), {"pool_total": sum(o.size for o in assignment.objects),
+                                        "blocks": len(assignment.objects),
+                                        "optional_aliases_taken": assignment.taken}
 
 
 PRESETS = {"pool_by_size": PoolOptions("closest_size"),
            "pool_by_lifetime": PoolOptions("latest_free")}
 
-
-def _preset(name: str, defaults: PoolOptions):
-    def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-             hint: Plan | None = None, **options) -> Plan:
-        began = time.perf_counter()
-        chosen = parse_options(name, defaults, options)
-        check_regions(problem)
-        return run_pool(Units.build(problem), chosen, name, began)
-
-    plan.__name__ = name
-    plan.__doc__ = (f"{name}: blocks chosen by {defaults.prefer!r} (see "
-                    f"memplan.heuristics.pools). One pass, deterministic.")
-    plan.options = defaults
-    return register(name)(plan)
-
-
 for _name, _defaults in PRESETS.items():
-    _preset(_name, _defaults)
+    register_preset(_name, _defaults, pool_offsets,
+                    f"blocks chosen by {_defaults.prefer!r} (see memplan.heuristics.pools)")

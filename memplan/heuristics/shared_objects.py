@@ -19,18 +19,14 @@ below. Cost: O(n * c) for c objects tried per unit.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.greedy import check_regions
 from memplan.heuristics.objects import assign_objects, lay_out
-from memplan.heuristics.options import parse_options
 from memplan.heuristics.order import order_units
+from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
-from memplan.registry import register
 
 
 @dataclass(frozen=True)
@@ -46,22 +42,14 @@ def most_live(units: Units) -> int:
     return int(np.cumsum(change[order]).max()) if len(units) else 0
 
 
-@register("shared_objects")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """Objects by greedy size (see the module doc). No options; one pass, deterministic."""
-    began = time.perf_counter()
-    parse_options("shared_objects", SharedObjectsOptions(), options)
-    check_regions(problem)
-    units = Units.build(problem)
+def object_offsets(units: Units, options: SharedObjectsOptions) -> tuple[np.ndarray, dict]:
+    """Objects by greedy size, laid out one above another: (offsets, stats)."""
     assignment = assign_objects(units, order_units(units, "size"), "closest_size")
-    offsets = lay_out(units, assignment)
     sizes = [o.size for o in assignment.objects]
-    return Plan.from_offsets(problem, offsets, planner="shared_objects",
-                             seconds=time.perf_counter() - began,
-                             stats={"objects": len(sizes), "object_total": sum(sizes),
-                                    "objects_needed": most_live(units),
-                                    "optional_aliases_taken": assignment.taken})
+    return lay_out(units, assignment), {"objects": len(sizes), "object_total": sum(sizes),
+                                        "objects_needed": most_live(units),
+                                        "optional_aliases_taken": assignment.taken}
 
 
-plan.options = SharedObjectsOptions()
+register_preset("shared_objects", SharedObjectsOptions(), object_offsets,
+                "objects by greedy size (see memplan.heuristics.shared_objects)")
