@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from memplan.errors import NoPlanError
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
+from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.options import parse_options
 from memplan.heuristics.presets import check_regions
+from memplan.heuristics.search import OrderSearch
 from memplan.heuristics.units import Units
 from memplan.problem import Plan, Problem
 from memplan.registry import register
@@ -39,6 +41,8 @@ class BestOptions:
 
     orders: tuple[str, ...] = ORDERS  # orders to try, each with every placement
     placements: tuple[str, ...] = ("best_fit", "first_fit")  # placements to try
+    search_iterations: int = 100  # then hill climbing, unless a plan already meets the bound
+    search_max_buffers: int = 5000  # ... and only on problems up to this many buffers
 
 
 DEFAULTS = BestOptions()
@@ -70,6 +74,14 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             break
         offsets, stats = greedy_offsets(units, composition)
         tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
+    if 0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0:
+        search = OrderSearch(problem, None if time_limit is None else
+                             max(0.0, time_limit - (time.perf_counter() - began)),
+                             time.perf_counter(), units)
+        if min(arena for arena, _, _, _ in tried) > search.bound:
+            climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed)
+            tried.append((search.best_arena, "hill_climb", search.best_offsets,
+                          {"evaluations": search.evaluations}))
     arenas = {name: arena for arena, name, _, _ in tried}
     for arena, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
         draft = Plan(offsets, arena, 0, "unknown", 0, name)  # the bound comes once, below

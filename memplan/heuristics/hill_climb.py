@@ -43,6 +43,24 @@ class HillClimbOptions:
 DEFAULTS = HillClimbOptions()
 
 
+def climb(search: OrderSearch, options: HillClimbOptions, seed: int) -> int:
+    """Run the annealing from the search's best start; the search keeps the best. Accepted moves."""
+    arena, offsets, order = search.starts()[0]
+    rng = np.random.default_rng(seed)
+    accepted = 0
+    for iteration in range(options.iterations):
+        if search.should_stop() or len(order) < 2:
+            break
+        candidate = search.peak_swap(order, offsets, arena, rng, options.explore)
+        new_arena, new_offsets = search.evaluate(candidate)
+        temperature = options.temperature * (1 - iteration / options.iterations)
+        if new_arena <= arena or (temperature > 0 and rng.random() < math.exp(
+                -(new_arena - arena) / (temperature * arena))):
+            order, arena, offsets = candidate, new_arena, new_offsets
+            accepted += 1
+    return accepted
+
+
 @register("hill_climb")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
@@ -51,19 +69,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_regions(problem)
     search = OrderSearch(problem, time_limit, began)
-    arena, offsets, order = search.starts()[0]
-    rng = np.random.default_rng(seed)
-    accepted = 0
-    for iteration in range(chosen.iterations):
-        if search.should_stop() or len(order) < 2:
-            break
-        candidate = search.peak_swap(order, offsets, arena, rng, chosen.explore)
-        new_arena, new_offsets = search.evaluate(candidate)
-        temperature = chosen.temperature * (1 - iteration / chosen.iterations)
-        if new_arena <= arena or (temperature > 0 and rng.random() < math.exp(
-                -(new_arena - arena) / (temperature * arena))):
-            order, arena, offsets = candidate, new_arena, new_offsets
-            accepted += 1
+    accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})
 
 

@@ -5,7 +5,8 @@ decoded by the best-fit placer (`memplan.heuristics.placement`) into a plan
 whose arena size is the order's cost. `OrderSearch`:
 
 - starts from the best greedy order (size, spatial, breadth, start, temporal, each
-  decoded once), so a search never returns a plan worse than its start;
+  decoded once, as many as the time limit allows, at least one), so a search
+  never returns a plan worse than its start;
 - evaluates orders, counting them and remembering the best;
 - says stop at the time limit, at the iteration limit the planner counts,
   and at once when the best arena reaches the lower bound (proven optimal).
@@ -33,9 +34,10 @@ START_ORDERS = ("size", "spatial", "breadth", "start", "temporal")
 class OrderSearch:
     """Decoder, best-so-far and stopping rule of one search run."""
 
-    def __init__(self, problem: Problem, time_limit: float | None, began: float):
+    def __init__(self, problem: Problem, time_limit: float | None, began: float,
+                 units: Units | None = None):
         self.problem = problem
-        self.units = Units.build(problem)
+        self.units = Units.build(problem) if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
         self.began = began
@@ -66,7 +68,7 @@ class OrderSearch:
             if not found or arena < self.start_arena:
                 self.start_name, self.start_arena = name, arena
             found.append((arena, offsets, order))
-            if self.solved:
+            if self.should_stop():
                 break
         return sorted(found, key=lambda member: member[0])
 
