@@ -52,7 +52,7 @@ def _cell(column: str, value: Any) -> str:
     if column == "ratio":
         return f"{value:.4f}"
     if column == "gap":
-        return f"{value:.2%}"
+        return "<0.01%" if 0 < value < 1e-4 else f"{value:.2%}"  # not optimal, just close
     if column == "seconds":
         return f"{value:.3f}" if value < 100 else f"{value:.0f}"
     if column in ("peak_rss_mb", "base_rss_mb"):
