@@ -16,29 +16,31 @@ a runtime with that plan would, and compares:
   bytes from the arena and writes its outputs as bytes to the arena, so
   aliased buffers really share bytes: a view rewrites the very bytes its
   input already holds, an in-place output overwrites its input;
-- every read is compared bit for bit with the same tensor in a normal run
-  (the same one-node sessions on a plain dictionary), and the graph outputs
-  are read from the arena after the last step. A mismatch is a
-  `Corruption` naming the tensor, the reader and the tensors written over
-  its bytes since. Bitwise, because a corrupted tensor can vanish from the
-  final output (the light models' uniform weights make their softmax
-  constant);
-- the final outputs are also compared, with a tolerance, to one run of the
-  whole model, which checks the node-by-node machinery itself.
+- every read is compared bit for bit with what was last written to that
+  tensor (a digest per write), and the graph outputs are read from the arena
+  after the last step. A changed or never-written tensor is a `Corruption`
+  naming the tensor, its reader and the tensors written over its bytes
+  since. Bitwise, because a corrupted tensor can vanish from the final
+  output (the light models' uniform weights make their softmax constant);
+- the graph outputs are compared with a normal run (the same one-node
+  sessions on a plain dictionary: bit for bit) and with one run of the whole
+  model (with a tolerance: this checks the node-by-node machinery itself).
 
 It never opens a file named inside the model: a model whose weights are in
-external data is refused. Tensors that are not buffers of the problem (weights, zero-size tensors)
-live outside the arena; a node that writes one must read nothing from the
-arena (or the tensor must be empty), else the problem does not describe
-this model and `ProblemError` says so. Scratch buffers are not used: the
-evaluators keep their workspace (and control-flow subgraphs) to themselves.
+external data is refused. Tensors that are not buffers of the problem
+(weights, zero-size tensors) live outside the arena, with their values from
+the normal run; a node that writes one must read nothing from the arena (or
+the tensor must be empty), else the problem does not describe this model and
+`ProblemError` says so. Scratch buffers are not used: the evaluators keep
+their workspace (and control-flow subgraphs) to themselves.
 
 Limits: it reads all of a node's inputs before writing its outputs, so it
 proves lifetimes and aliases, not that a kernel tolerates writing over its
 own input (the frontend offers in place to element-wise operators only);
 types that numpy stores unpacked (int4, float4, ...) do not match their
-packed sizes and are refused. Cost: one model run per plan plus one normal
-run per input set; O(arena) memory per region.
+packed sizes and are refused, and so is the ReferenceEvaluator's bool mask
+of an opset 7-9 Dropout (its spec says float). Cost: one model run per plan
+plus one normal run per input set; O(arena) memory per region.
 """
 
 from __future__ import annotations
@@ -203,6 +205,10 @@ class ArenaRunner:
     def check(self, problem: Problem, plan: Plan) -> ArenaReport:
         """Run the model inside ``plan``'s arena; see the module docstring."""
         arena = _Arena(problem, plan)
+        strangers = [name for name in arena.place if name not in self.values]
+        if strangers:
+            raise ProblemError(f"buffer {strangers[0]!r} is no tensor of this model: the "
+                               f"problem does not describe it", file=self.source)
         for name, value in self.inputs.items():
             if value.size and name not in arena:
                 raise ProblemError(f"graph input {name!r} is not a buffer of the problem: the "
