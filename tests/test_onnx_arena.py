@@ -16,7 +16,7 @@ from memplan import Alias, Buffer, Plan, Problem, ProblemError, plan_with, plann
 from memplan.frontends.onnx import from_onnx
 from memplan.onnx_arena import ArenaRunner, check_plan_on_model, main
 from tests.conftest import light_models_dir
-from tests.test_onnx_frontend import if_model, loop_model
+from tests.test_onnx_frontend import if_model, loop_model, to_external_data
 
 MODELS = {"squeezenet": light_models_dir() / "light_squeezenet.onnx",
           "resnet50": light_models_dir() / "light_resnet50.onnx"}
@@ -193,12 +193,9 @@ def test_control_flow_nodes_run_inside_the_arena(control_flow):
     assert checked(problem, plan, ArenaRunner(control_flow)).ok
 
 
-def test_weights_in_external_data_are_refused_not_opened(tmp_path):
+def test_weights_in_external_data_are_refused_not_opened():
     m = small_model()
-    flat = m.graph.initializer[1]
-    flat.ClearField("int64_data")
-    flat.data_location = TensorProto.EXTERNAL
-    flat.external_data.add(key="location", value="/etc/hostname")
+    to_external_data(m.graph.initializer[1], "/etc/hostname")
     with pytest.raises(ProblemError, match="'flat' keeps its values in external data"):
         ArenaRunner(m, dims={"batch": 2})
 

@@ -192,12 +192,17 @@ def test_weights_can_be_planned_in_a_region_of_their_own():
     assert problem.buffer(problem.index("a")).regions == ("activations",)
 
 
+def to_external_data(tensor: TensorProto, location: str) -> None:
+    """Make an initializer say its values live in the file ``location``."""
+    for data in ("float_data", "int64_data", "raw_data"):
+        tensor.ClearField(data)
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=location)
+
+
 def test_external_data_is_never_opened(tmp_path):
     m = weights_model()
-    k = m.graph.initializer[2]
-    k.ClearField("float_data")
-    k.data_location = TensorProto.EXTERNAL
-    k.external_data.add(key="location", value="../../../no/such/secret.bin")
+    to_external_data(m.graph.initializer[2], "../../../no/such/secret.bin")
     path = tmp_path / "external.onnx"
     path.write_bytes(m.SerializeToString())
     assert set(from_onnx(path).ids) == {"x", "a", "y"}
