@@ -8,8 +8,9 @@ planner can be killed from outside. Steps:
 - run the planner through `memplan.registry.plan_with`, timing the wall clock;
 - check the plan with `memplan.validate.validate`; a plan that breaks its
   problem gets status ``INVALID`` and its first violations, never a figure
-  that looks valid. A plan whose status is ``infeasible`` (it says it did not
-  fit the capacity) may exceed the capacity, but nothing else;
+  that looks valid. A plan whose status is ``infeasible`` or ``unknown``
+  (it does not claim to fit: the exact planner's time ran out) may exceed the
+  capacity, but nothing else;
 - print ``SETUP {json}`` (buffers, lower bound) before planning and
   ``RESULT {json}`` at the end, one line each, on stdout.
 
@@ -60,13 +61,24 @@ def _judge(problem, plan) -> tuple[str, list[str]]:
     from memplan.validate import validate
 
     violations = validate(problem, plan, limit=100)
-    if plan.status == "infeasible":  # over the capacity by its own admission
+    if plan.status in ("infeasible", "unknown"):  # not claimed to fit: may exceed the capacity
         violations = [v for v in violations if v.kind != "capacity"]
     if violations:
         return "INVALID", [str(v) for v in violations]
     if plan.arena_size < plan.lower_bound:
         return "BELOW-BOUND", [f"arena {plan.arena_size} < lower bound {plan.lower_bound}"]
     return plan.status, []
+
+
+def _note(problem, plan, violations: list[str]) -> str | None:
+    """What the table must say beside the figures: violations, or an unknown plan's overflow."""
+    if violations:
+        return "; ".join(violations[:3])
+    if plan.status == "unknown" and problem.capacity is not None \
+            and plan.arena_size > problem.capacity:
+        return (f"status unknown: no plan within the capacity {problem.capacity} found, "
+                f"none proven impossible; the arena {plan.arena_size} exceeds it")
+    return None
 
 
 def run(task: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +122,7 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     result.update(status=status, seconds=seconds, plan_seconds=plan.seconds,
                   validate_seconds=time.perf_counter() - checked, arena_size=plan.arena_size,
                   best_bound=plan.best_bound, gap=plan.gap, plan_status=plan.status,
-                  violations=len(violations), error="; ".join(violations[:3]) or None,
+                  violations=len(violations), error=_note(problem, plan, violations),
                   peak_rss_mb=peak_rss_mb)
     return result
 
