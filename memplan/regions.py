@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from memplan.bounds import lower_bound
+from memplan.bounds import live_bytes, lower_bound
 from memplan.errors import ProblemError
 from memplan.problem import NO_OFFSET, Plan, Problem
 from memplan.scratch import Layout, align, plan_scratch, subproblem
@@ -74,10 +74,31 @@ def region_cost(problem: Problem, regions: np.ndarray) -> float:
 
 
 def cost_bound(problem: Problem) -> float:
-    """A lower bound on the cost: every buffer in the cheapest region it may use."""
+    """A lower bound on the cost: each buffer in the cheapest region it may use, plus what
+    the capacities force out at the busiest step.
+
+    At step t the buffers that may use every region need ``load(t)`` bytes;
+    what exceeds the capacities of the k cheapest regions lives in a dearer
+    one, each byte costing at least the next cost step more. O(n log n).
+    """
     costs = np.array([r.cost for r in problem.regions], float)
-    cheapest = np.where(allowed_matrix(problem), costs, np.inf).min(axis=1)
-    return float((problem.sizes * cheapest).sum())
+    allowed = allowed_matrix(problem)
+    cheapest = np.where(allowed, costs, np.inf).min(axis=1)
+    base = float((problem.sizes * cheapest).sum())
+    anywhere = allowed.all(axis=1)
+    if len(costs) < 2 or not anywhere.any():
+        return base
+    load = live_bytes(subproblem(problem, anywhere, one_arena=True)).astype(float)
+    extra = np.zeros_like(load)
+    room = 0
+    order = np.argsort(costs, kind="stable").tolist()
+    for below, above in zip(order[:-1], order[1:], strict=True):
+        capacity = problem.regions[below].capacity
+        if capacity is None:
+            break
+        room += capacity
+        extra += np.maximum(0, load - room) * (costs[above] - costs[below])
+    return base + float(extra.max())
 
 
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,

@@ -9,6 +9,7 @@ from memplan.errors import ProblemError
 from memplan.frontends import memplan_json
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.regions import allowed_matrix, cost_bound, plan_regions, region_cost
+from memplan.registry import planners
 from memplan.validate import check
 
 SRAM, DRAM = Region("sram", 128, 0.0), Region("dram", None, 1.0)
@@ -35,10 +36,22 @@ def test_heuristic_fills_the_fast_region_first(planner):
     sizes = plan.stats["region_sizes"]
     assert sizes["sram"] <= 128 and plan.arena_size == sizes["sram"] + sizes["dram"]
     assert plan.stats["cost"] == region_cost(CHAIN, plan.regions) > 0
-    assert plan.stats["cost"] >= cost_bound(CHAIN) == 0
-    assert plan.status == "feasible" and not plan.stats["over_capacity"]
+    assert plan.stats["cost"] >= cost_bound(CHAIN) == 8  # step 2 holds 136 bytes
+    assert plan.status != "infeasible" and not plan.stats["over_capacity"]
     in_sram = plan.regions == 0
     assert CHAIN.sizes[in_sram].sum() > CHAIN.sizes[~in_sram].sum()  # most bytes are fast
+
+
+def test_cost_bound_counts_what_the_capacities_force_out():
+    three = [Region("l1", 64, 0.0), Region("l2", 64, 1.0), Region("dram", None, 10.0)]
+    problem = Problem(_chain([100, 100, 8]) + [Buffer("pinned", 4, 0, 1, regions=("dram",))],
+                      regions=three)
+    # step 1: 200 bytes; 64 fit l1, 64 more l2 (cost 1 each), 72 go to dram (10 each);
+    # the dram-only buffer costs 40 whatever happens
+    assert cost_bound(problem) == 40 + (200 - 64) * 1 + (200 - 128) * 9
+    plan = plan_regions(problem, planner="greedy_by_size")
+    check(problem, plan)
+    assert plan.stats["cost"] >= cost_bound(problem)
 
 
 def test_everything_fits_the_fast_region():
@@ -94,3 +107,34 @@ def test_region_plans_round_trip_through_json(tmp_path):
     assert problem.regions == CHAIN.regions
     assert np.array_equal(back.regions, plan.regions)
     check(problem, back)
+
+
+needs_exact = pytest.mark.skipif("exact" not in planners(),
+                                 reason="the exact planner is not registered")
+# The heuristic keeps the short-lived scratch in SRAM and pays 32 bytes in DRAM (fragmentation);
+# the optimum sends the weights and the scratch there: 16 bytes.
+TRAP = Problem(_chain([64, 32, 96, 16, 48, 80]) + [
+    Buffer("w", 8, 0, 7), Buffer("s", 8, 2, 3, kind="scratch", max_size=64)],
+    regions=[SRAM, DRAM])
+
+
+@needs_exact
+@pytest.mark.parametrize("problem", [CHAIN, TRAP], ids=["chain", "trap"])
+def test_exact_is_never_worse_than_the_heuristic(problem):
+    from memplan.solver.regions import plan_regions_exact
+
+    heuristic = plan_regions(problem, planner="greedy_by_size")
+    exact = plan_regions_exact(problem, time_limit=5)
+    check(problem, exact)
+    assert exact.stats["cost"] <= heuristic.stats["cost"]
+    assert exact.stats["region_sizes"]["sram"] <= 128
+
+
+@needs_exact
+def test_exact_finds_the_cheapest_region_choice():
+    from memplan.solver.regions import plan_regions_exact
+
+    exact = plan_regions_exact(TRAP, time_limit=5)
+    check(TRAP, exact)
+    assert exact.stats["cost"] == 16 and exact.status == "optimal"
+    assert _regions_of(TRAP, exact)["w"] == "dram"

@@ -105,3 +105,43 @@ def test_regions_are_refused():
     problem = Problem([Buffer("x", 4, 0, 1)], regions=[Region("sram", 16)])
     with pytest.raises(ProblemError, match="one arena"):
         plan_scratch(problem)
+
+
+def _granted(problem: Problem, plan: Plan) -> int:
+    variable = problem.max_sizes > problem.sizes
+    return int(plan.sizes[variable].sum())
+
+
+SCRATCH_NET = Problem([Buffer(f"t{i}", size, i, i + 2)
+                       for i, size in enumerate([64, 32, 96, 16, 48])]
+                      + [_scratch("s1", 1, 16), _scratch("s2", 2, 8, 64), _scratch("s3", 3, 24),
+                         _scratch("s4", 3, 4, 128), _scratch("s5", 0, 2, 500)])
+
+
+@needs_exact
+def test_stage_two_grants_more_at_the_same_peak():
+    from memplan.solver.scratch import grow_scratch
+
+    heuristic = plan_scratch(SCRATCH_NET, planner="best")
+    offsets, sizes, stats = grow_scratch(SCRATCH_NET, heuristic.offsets, heuristic.sizes.copy(),
+                                         heuristic.arena_size, time_limit=5)
+    plan = Plan.from_offsets(SCRATCH_NET, offsets, planner="stage 2", sizes=sizes)
+    check(SCRATCH_NET, plan)
+    assert plan.arena_size <= heuristic.arena_size
+    assert _granted(SCRATCH_NET, plan) >= _granted(SCRATCH_NET, heuristic)
+    assert stats["scratch_status"] == "optimal"
+    assert _granted(SCRATCH_NET, plan) == stats["scratch_bound"]
+
+
+@needs_exact
+@pytest.mark.parametrize("planner", ["greedy_by_size", "best"])
+def test_exact_is_never_worse_than_the_heuristic(planner):
+    from memplan.solver.scratch import plan_scratch_exact
+
+    heuristic = plan_scratch(SCRATCH_NET, planner=planner)
+    exact = plan_scratch_exact(SCRATCH_NET, time_limit=5)
+    check(SCRATCH_NET, exact)
+    assert exact.arena_size <= heuristic.arena_size
+    if exact.arena_size == heuristic.arena_size:
+        assert _granted(SCRATCH_NET, exact) >= _granted(SCRATCH_NET, heuristic)
+    assert exact.best_bound <= exact.arena_size
