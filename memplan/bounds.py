@@ -13,7 +13,10 @@ plan from below (XLA's "no fragmentation" heap)::
 Aliases tie buffers to each other's memory, so the load counts an alias
 group's live members once: the union of their address ranges (relative to the
 group through the alias deltas), not the sum of their sizes. Optional aliases
-count as taken, which keeps the bound valid whatever the planner decides.
+count as taken, which keeps the bound valid whatever the planner decides
+(a union is never larger than the sum of its parts), unless optional aliases
+contradict each other: then which are taken is open, and such a group counts
+only its largest mandatory part at each step.
 
 With explicit conflicts the buffers that pairwise conflict form a clique of
 the conflict graph and need their total size; `clique_bound` finds heavy
@@ -31,28 +34,43 @@ def _alias_components(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndar
     """Alias groups with optional aliases counted as taken (mandatory ones first).
 
     Aliases that contradict the others (a choice between two optional aliases
-    can close an inconsistent cycle) stay out of the groups and are relaxed in
-    `load_profile`.
+    can close an inconsistent cycle) stay out of the groups; `load_profile`
+    counts such a group cautiously.
     """
     return alias_components(problem, np.argsort(problem.alias_optional, kind="stable"))
 
 
-def _group_events(problem: Problem, members: np.ndarray, delta: np.ndarray, sizes: np.ndarray):
-    """Events (time, bytes) for one alias group: the union of its live ranges per segment."""
+def _union_size(lows, highs) -> int:
+    used = 0
+    reach = None
+    for lo, hi in sorted(zip(lows, highs, strict=True)):
+        if reach is None or lo >= reach:
+            used += hi - lo
+            reach = hi
+        elif hi > reach:
+            used += hi - reach
+            reach = hi
+    return used
+
+
+def _group_events(problem: Problem, members: np.ndarray, delta: np.ndarray, sizes: np.ndarray,
+                  units: np.ndarray | None = None):
+    """Events (time, bytes) for one alias group: the union of its live ranges per segment.
+
+    With ``units`` (a label per buffer: its mandatory alias group), only the
+    largest unit's union counts: the cautious load of a group whose optional
+    aliases contradict each other, so that which ones are taken is open.
+    """
     starts, ends = problem.starts[members], problem.ends[members]
     points = np.unique(np.concatenate([starts, ends]))
     times, changes, previous = [], [], 0
     for t in points[:-1]:
         live = members[(starts <= t) & (ends > t)]
-        used = 0
-        reach = None
-        for lo, hi in sorted(zip(delta[live], delta[live] + sizes[live], strict=True)):
-            if reach is None or lo >= reach:
-                used += hi - lo
-                reach = hi
-            elif hi > reach:
-                used += hi - reach
-                reach = hi
+        if units is None:
+            used = _union_size(delta[live], delta[live] + sizes[live])
+        else:
+            parts = (live[units[live] == u] for u in np.unique(units[live]))
+            used = max((_union_size(delta[p], delta[p] + sizes[p]) for p in parts), default=0)
         times.append(t)
         changes.append(used - previous)
         previous = used
@@ -72,6 +90,7 @@ def load_profile(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     if len(problem) == 0:
         return np.zeros(1, np.int64), np.zeros(1, np.int64)
     root, delta, dropped = _alias_components(problem)
+    ambiguous = set(root[problem.alias_src[dropped]].tolist())
     counts = np.bincount(root, minlength=len(problem))
     single = counts[root] == 1
     event_times = [problem.starts[single], problem.ends[single]]
@@ -80,16 +99,10 @@ def load_profile(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     if len(grouped):
         order = grouped[np.argsort(root[grouped], kind="stable")]
         for members in np.split(order, np.flatnonzero(np.diff(root[order])) + 1):
-            times, changes = _group_events(problem, members, delta, sizes)
+            units = problem.alias_groups[0] if int(root[members[0]]) in ambiguous else None
+            times, changes = _group_events(problem, members, delta, sizes, units)
             event_times.append(np.array(times, np.int64))
             event_bytes.append(np.array(changes, np.int64))
-    for k in dropped:  # relax a contradicting alias: its target may as well cost nothing
-        src, dst = problem.alias_src[k], problem.alias_dst[k]
-        lo = max(problem.starts[src], problem.starts[dst])
-        hi = min(problem.ends[src], problem.ends[dst])
-        if lo < hi:
-            event_times.append(np.array([lo, hi]))
-            event_bytes.append(np.array([-sizes[dst], sizes[dst]]))
     all_times = np.concatenate(event_times)
     all_bytes = np.concatenate(event_bytes)
     times, inverse = np.unique(all_times, return_inverse=True)
