@@ -1,0 +1,213 @@
+"""``exact``: the CP-SAT planner that finds optimal layouts and proves them.
+
+Where the heuristics guess, this planner proves: its plan comes with the best
+bound it proved (``plan.best_bound``), so ``plan.gap`` is the proven distance
+to the optimum. Steps:
+
+- **warm start**: take the caller's ``hint`` or run the ``best`` heuristic; a
+  hint that already fits the capacity (fit mode) or reaches the lower bound
+  (minimise mode) is the answer, at once;
+- **preprocess** (`memplan.solver.preprocess`): divide by the common divisor
+  of the sizes, renumber time, split into independent parts;
+- for each part, smallest first, each with an equal share of the time left:
+  **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
+  NoOverlap2D, peak or capacity) with the hint's part as hint and upper
+  bound, and **search** it (`memplan.solver.search`); in minimise mode a
+  part's peak is floored at the global lower bound (only the largest part
+  counts, so no part needs to go lower);
+- put the parts' offsets back together; the arena is the largest part's.
+
+Modes: with a capacity (and ``minimize`` unset) the question is "does it fit"
+(like MiniMalloc): status ``feasible``/``optimal`` with a fitting plan,
+``infeasible`` when no layout fits (proven: ``best_bound`` > capacity; the
+offsets are the warm start's over-capacity layout), ``unknown`` when the time
+ran out first. Without a capacity (or ``minimize=True``): the smallest peak,
+status ``optimal`` when proven, else ``feasible`` with the proven gap.
+
+Progress goes to ``on_progress(Progress(arena_size, best_bound, seconds))`` on
+every new plan and bound; ``stop`` (a threading.Event) or Ctrl-C ends the
+search with the best plan so far (``stats["interrupted"]``).
+
+Cost: NP-hard; bounded by ``time_limit``. Known limits: one memory region
+(region 0); variable-size scratch gets its minimum size; optional aliases
+that close a cycle are not modelled as choices (`memplan.solver.geometry`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from memplan.bounds import lower_bound
+from memplan.errors import NoPlanError
+from memplan.heuristics.presets import check_regions
+from memplan.problem import Plan, Problem
+from memplan.registry import plan_with, register
+from memplan.solver.model import build_model
+from memplan.solver.options import ExactOptions, Progress
+from memplan.solver.preprocess import Part, assemble, part_offsets, split
+from memplan.solver.search import Outcome, search
+from memplan.validate import validate
+
+WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
+
+
+def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
+                stats: dict) -> Plan | None:
+    """The hint (the caller's or the warm-start planner's), if it is a valid plan."""
+    if hint is None and options.warm_start is not None:
+        limit = None if options.time_limit is None else options.time_limit * WARM_START_SHARE
+        hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed)
+        stats["warm_start"] = options.warm_start
+    if hint is None:
+        return None
+    broken = [v for v in validate(problem, hint) if v.kind != "capacity"]
+    stats["hint_arena"] = int(hint.arena_size)
+    if broken:
+        stats["hint_rejected"] = str(broken[0])
+        return None
+    return hint
+
+
+class _Run:
+    """One run of the planner: the parts, what is known of each, and the progress report."""
+
+    def __init__(self, problem: Problem, options: ExactOptions, hint: Plan | None,
+                 began: float):
+        self.problem, self.options, self.hint, self.began = problem, options, hint, began
+        self.minimize = problem.capacity is None or bool(options.minimize)
+        self.lower = lower_bound(problem)
+        self.parts: list[Part] = split(problem)
+        self.tops: list[int | None] = [None] * len(self.parts)  # bytes, best plan per part
+        self.bounds: list[int] = [0] * len(self.parts)  # bytes, proven per part
+        self.outcomes: list[Outcome | None] = [None] * len(self.parts)
+        if hint is not None:
+            for i, part in enumerate(self.parts):
+                self.tops[i] = self._top(part, part_offsets(part, hint.offsets))
+        self.reported: tuple | None = None
+
+    def _top(self, part: Part, offsets: np.ndarray) -> int:
+        return int((offsets + part.problem.sizes).max()) * part.scale
+
+    def report(self):
+        if self.options.on_progress is None:
+            return
+        arena = None if None in self.tops else max(self.tops, default=0)
+        bound = max([self.lower, *self.bounds])
+        if (arena, bound) != self.reported:
+            self.reported = (arena, bound)
+            self.options.on_progress(Progress(arena, bound, time.perf_counter() - self.began))
+
+    def seconds_left(self) -> float | None:
+        if self.options.time_limit is None:
+            return None
+        return self.options.time_limit - (time.perf_counter() - self.began)
+
+    def solve_part(self, i: int, parts_left: int) -> Outcome:
+        part, options = self.parts[i], self.options
+        scaled = part.problem
+        floor = max(lower_bound(scaled), math.ceil(self.lower / part.scale))
+        hinted = None if self.hint is None else part_offsets(part, self.hint.offsets)
+        top = None if hinted is None else int((hinted + scaled.sizes).max())
+        goal = floor if self.minimize else scaled.capacity
+        if top is not None and goal is not None and top <= goal \
+                and (scaled.capacity is None or top <= scaled.capacity):
+            return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
+        model = build_model(scaled, lower_bound=floor, upper_bound=top, minimize=self.minimize,
+                            by_section=options.sections)
+        if hinted is not None:
+            model.hint(hinted)
+        left = self.seconds_left()
+
+        def on_solution(offsets):
+            self.tops[i] = self._top(part, offsets)
+            self.report()
+
+        def on_bound(bound):
+            self.bounds[i] = max(self.bounds[i], bound * part.scale)
+            self.report()
+
+        outcome = search(model, options, on_solution=on_solution, on_bound=on_bound,
+                         seconds=None if left is None else max(left, 0) / parts_left)
+        outcome.stats.update(boxes=len(model.geometry.boxes), units=len(model.geometry.units),
+                             links=len(model.geometry.links),
+                             loose_aliases=len(model.geometry.loose))
+        if outcome.offsets is None and hinted is not None:
+            outcome.offsets = hinted
+        if outcome.offsets is None and outcome.status == "infeasible":
+            outcome.offsets = model.stacked
+        return outcome
+
+
+@register("exact")
+def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+         hint: Plan | None = None, **options) -> Plan:
+    """The exact planner; ``options`` are the fields of `ExactOptions`. See the module doc."""
+    began = time.perf_counter()
+    settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **options)
+    check_regions(problem)
+    working = _single_region(problem)
+    stats: dict = {}
+    hint = _warm_start(working, hint, settings, stats)
+    run = _Run(working, settings, hint, began)
+    stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
+                 mode="minimise" if run.minimize else "fit")
+    capacity = working.capacity
+    if capacity is not None and run.lower > capacity:
+        run.outcomes = [Outcome("infeasible", None, run.lower)] * len(run.parts)
+    else:
+        for i in range(len(run.parts)):
+            if settings.stop is not None and settings.stop.is_set():
+                break
+            outcome = run.outcomes[i] = run.solve_part(i, len(run.parts) - i)
+            run.bounds[i] = max(run.bounds[i], outcome.bound * run.parts[i].scale)
+            if outcome.offsets is not None:
+                run.tops[i] = run._top(run.parts[i], outcome.offsets)
+            run.report()
+            if outcome.interrupted or outcome.status == "infeasible":
+                break
+    return _plan(problem, run, stats, time.perf_counter() - began)
+
+
+def _single_region(problem: Problem) -> Problem:
+    """The problem with region 0's capacity as its own (the exact planner plans one arena)."""
+    if not problem.regions or problem.regions[0].capacity is None:
+        return problem
+    capacity = problem.regions[0].capacity
+    if problem.capacity is not None:
+        capacity = min(capacity, problem.capacity)
+    return problem.replace(capacity=capacity, regions=())
+
+
+def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
+    """The plan of a finished run, with its status and statistics."""
+    outcomes = run.outcomes
+    pieces = []
+    for part, outcome in zip(run.parts, outcomes, strict=True):
+        offsets = None if outcome is None else outcome.offsets
+        if offsets is None and run.hint is not None:
+            offsets = part_offsets(part, run.hint.offsets)
+        if offsets is None:
+            raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
+                              f"plan for {len(part.buffers)} buffers (give it a warm start or "
+                              f"more time)")
+        pieces.append(offsets)
+    statuses = [None if o is None else o.status for o in outcomes]
+    infeasible = "infeasible" in statuses
+    capacity = run.problem.capacity
+    bound = max([run.lower, *run.bounds])
+    if infeasible:
+        scale = run.parts[statuses.index("infeasible")].scale
+        bound = max(bound, (capacity // scale + 1) * scale)
+    stats.update(statuses=statuses, interrupted=any(o is not None and o.interrupted
+                                                    for o in outcomes),
+                 parts_stats=[None if o is None else o.stats for o in outcomes])
+    result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
+                               seconds=seconds, best_bound=bound, stats=stats)
+    if infeasible:
+        result.status = "infeasible"
+    elif capacity is not None and result.arena_size > capacity:
+        result.status = "unknown"  # no fitting plan found, none proven impossible
+    return result

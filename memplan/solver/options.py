@@ -1,0 +1,63 @@
+"""The exact planner's options (one frozen dataclass) and its progress report."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.search.unit_order`
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the search knows at one moment; given to the ``on_progress`` callback."""
+
+    arena_size: int | None  # bytes of the best plan so far (None before the first plan)
+    best_bound: int  # bytes: no plan can be smaller (proven)
+    seconds: float  # wall time since the planner started
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """How the exact planner searches. Defaults are the best measured settings."""
+
+    time_limit: float | None = None  # wall seconds for the whole run; None = until proven
+    seed: int = 0  # CP-SAT's random seed
+    workers: int = 0  # CP-SAT search workers; 0 = one per core
+    deterministic: bool = False  # same plan every run: interleaved workers, time limit counted
+    #                              in CP-SAT's deterministic time instead of wall seconds
+    minimize: bool | None = None  # None: fit the capacity when there is one, else minimise
+    warm_start: str | None = "best"  # planner whose plan is the hint and upper bound; None = none
+    strategy: str = "lowest_offset"  # "lowest_offset": a worker puts buffers at their lowest
+    #                                  free offset in `orders` (MiniMalloc); "none": CP-SAT's own
+    orders: tuple[str, ...] = ("lifetime",)  # unit orders for the strategy; several = round
+    #                                          robin with doubling time slices (restarts)
+    subsolvers: tuple[str, ...] = ()  # CP-SAT full-problem workers by name; () = CP-SAT's choice
+    sections: bool = True  # also a 1-D NoOverlap per time section (clique of live boxes)
+    timetabling: bool = False  # NoOverlap2D: timetabling reasoning
+    energetic: bool = False  # NoOverlap2D: energetic and area-energetic reasoning
+    try_edge: bool = False  # NoOverlap2D: try-edge reasoning
+    pairwise_pairs: int = 1250  # NoOverlap2D: most box pairs for pairwise reasoning (0 = off)
+    on_progress: Callable[[Progress], None] | None = None  # called on new plans and bounds
+    stop: threading.Event | None = None  # set it (from any thread) to stop with the best plan
+    log: bool = False  # print CP-SAT's search log
+
+    def __post_init__(self):
+        unknown = set(self.orders) - set(ORDERS)
+        if unknown or not self.orders:
+            raise ValueError(f"unknown order(s) {sorted(unknown)}; valid: {', '.join(ORDERS)}")
+        if self.strategy not in ("lowest_offset", "none"):
+            raise ValueError(f"unknown strategy {self.strategy!r}; valid: lowest_offset, none")
+
+    @classmethod
+    def from_kwargs(cls, **options) -> ExactOptions:
+        """Options from keyword arguments; an unknown name lists the valid ones."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)} for the exact planner; "
+                            f"valid: {', '.join(sorted(names))}")
+        if "orders" in options and isinstance(options["orders"], str):
+            options["orders"] = tuple(options["orders"].split(","))
+        return cls(**options)
