@@ -1,0 +1,200 @@
+"""Exact memory regions: choose a region per buffer and plan every region, in CP-SAT.
+
+The objective is the heuristic's (`memplan.regions`): the cost, every
+buffer's bytes times its region's cost per byte, within each region's
+capacity; then, at that choice, each region as small as it can be::
+
+    stage 1   minimise  sum(size[u] * weight[r] * in[u, r])     one model, all regions
+    stage 2   per region: `memplan.solver.scratch` (the exact planner's smallest
+              top, then the most variable scratch at that top)
+
+The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
+
+- one ``offset`` variable per unit (buffers tied by mandatory aliases move
+  together), relative to its region, with the unit's alignment congruence;
+- a Boolean ``in[u, r]`` per region the unit may use, exactly one true;
+- per region, one ``add_no_overlap_2d`` over the units' boxes, each box an
+  optional interval present when ``in[u, r]``: boxes of different regions
+  never meet;
+- ``in[u, r] => offset + extent <= capacity[r]``;
+- explicit conflicts beyond the lifetimes: one below the other when both
+  units sit in the same region;
+- costs become integer weights (cost / smallest positive cost, to 1/1000).
+
+Stage 1 leaves optional aliases out (never taken: sound, so the region
+choice is feasible, though a choice that only fits by sharing is missed);
+stage 2 plans each region with the full exact planner, aliases included,
+hinted with the stage-1 layout. The result is never worse than the
+heuristic plan it starts from, which is kept when better (cost, then total
+top, then granted scratch). Size of stage 1: O(b * R) optional intervals
+and Booleans for b boxes and R regions. Stage 1 gets half the time limit,
+the regions share the rest.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.regions import allowed_matrix, plan_regions, region_cost, region_plan
+from memplan.scratch import subproblem
+from memplan.solver.geometry import build_geometry
+from memplan.solver.model import _congruence as congruence  # asked to be public (notes)
+from memplan.solver.scratch import plan_scratch_exact
+
+_SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+def weights(problem: Problem) -> list[int]:
+    """Integer cost weights per region: cost over the smallest positive cost, to 1/1000."""
+    costs = [r.cost for r in problem.regions]
+    unit = min((c for c in costs if c > 0), default=1.0)
+    return [round(1000 * c / unit) for c in costs]
+
+
+class RegionModel:
+    """The CP-SAT model of the region choice and the layout of every region."""
+
+    def __init__(self, problem: Problem):
+        mandatory = [a for a in problem.aliases if not a.optional]
+        self.problem = core = problem.replace(aliases=mandatory)
+        self.geometry = geometry = build_geometry(core)
+        self.allowed = allowed_matrix(core)
+        cp = self.cp = cp_model.CpModel()
+        regions, ids, sizes = core.regions, core.ids, core.sizes
+        ceiling = int(sizes.sum())
+        limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
+        self.offset, self.inside = [], []
+        for unit in geometry.units:
+            first = unit.members[0]
+            name = ids[first]
+            pinned = [int(core.pinned[i]) - r for i, r in zip(unit.members, unit.rel, strict=True)
+                      if core.pinned[i] != NO_OFFSET]
+            if pinned:
+                offset = cp.new_constant(pinned[0])
+            else:
+                offset = cp.new_int_var(0, max(0, max(limit) - unit.extent), f"offset[{name}]")
+                modulus, residue = congruence(core, unit.members, unit.rel)
+                if modulus > 1:
+                    blocks = cp.new_int_var(0, max(limit) // modulus, f"blocks[{name}]")
+                    cp.add(offset == modulus * blocks + residue)
+            inside = {}
+            for k in np.flatnonzero(self.allowed[first]).tolist():
+                inside[k] = cp.new_bool_var(f"in[{name},{regions[k].name}]")
+                cp.add(offset + unit.extent <= limit[k]).only_enforce_if(inside[k])
+            cp.add_exactly_one(inside.values())
+            self.offset.append(offset)
+            self.inside.append(inside)
+        self._pack()
+        self._separate()
+        weight = weights(core)
+        unit_bytes = [int(sizes[list(unit.members)].sum()) for unit in geometry.units]
+        self.cost = sum(unit_bytes[u] * weight[k] * literal
+                        for u, inside in enumerate(self.inside) for k, literal in inside.items())
+
+    def _pack(self) -> None:
+        """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
+        cp = self.cp
+        times: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
+        addresses: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
+        for n, box in enumerate(self.geometry.boxes):
+            for k, literal in self.inside[box.unit].items():
+                times[k].append(cp.new_optional_fixed_size_interval_var(
+                    box.start, box.end - box.start, literal, f"time{n}@{k}"))
+                addresses[k].append(cp.new_optional_fixed_size_interval_var(
+                    self.offset[box.unit] + box.low, box.high - box.low, literal,
+                    f"address{n}@{k}"))
+        for k in times:
+            cp.add_no_overlap_2d(times[k], addresses[k])
+
+    def _separate(self) -> None:
+        """Explicit conflicts the lifetimes do not imply: apart when in one region."""
+        cp, geometry, sizes = self.cp, self.geometry, self.problem.sizes
+        rel = {i: r for unit in geometry.units for i, r in zip(unit.members, unit.rel,
+                                                                strict=True)}
+        for a, b in geometry.separations:
+            ua, ub = int(geometry.unit_of[a]), int(geometry.unit_of[b])
+            at_a, at_b = self.offset[ua] + rel[a], self.offset[ub] + rel[b]
+            a_below, b_below = cp.new_bool_var(""), cp.new_bool_var("")
+            cp.add(at_a + int(sizes[a]) <= at_b).only_enforce_if(a_below)
+            cp.add(at_b + int(sizes[b]) <= at_a).only_enforce_if(b_below)
+            for k in self.inside[ua].keys() & self.inside[ub].keys():
+                cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
+
+    def hint(self, offsets: np.ndarray, regions: np.ndarray) -> None:
+        """Hint the unit offsets and regions from a plan over regions."""
+        cp = self.cp
+        for unit, offset, inside in zip(self.geometry.units, self.offset, self.inside,
+                                        strict=True):
+            first = unit.members[0]
+            cp.add_hint(offset, int(offsets[first]) - unit.rel[0])
+            for k, literal in inside.items():
+                cp.add_hint(literal, int(regions[first]) == k)
+
+    def solve(self, time_limit: float | None, seed: int, workers: int):
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        if time_limit is not None:
+            solver.parameters.max_time_in_seconds = max(0.1, time_limit)
+        return solver, solver.solve(self.cp)
+
+    def read(self, solver) -> tuple[np.ndarray, np.ndarray]:
+        """Offsets (within regions) and region indices of the solution."""
+        n = len(self.problem)
+        offsets, regions = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        for unit, offset, inside in zip(self.geometry.units, self.offset, self.inside,
+                                        strict=True):
+            members = list(unit.members)
+            offsets[members] = solver.value(offset) + np.array(unit.rel)
+            regions[members] = next(k for k, lit in inside.items() if solver.boolean_value(lit))
+        return offsets, regions
+
+
+def _rank(problem: Problem, plan: Plan) -> tuple[float, int, int]:
+    """Cost, then total top, then granted bytes (more is better): lower ranks better."""
+    granted = problem.sizes if plan.sizes is None else plan.sizes
+    return (region_cost(problem, plan.regions), plan.arena_size, -int(granted.sum()))
+
+
+def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
+                       hint: Plan | None = None, workers: int = 2) -> Plan:
+    """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's."""
+    began = time.perf_counter()
+    heuristic = hint if hint is not None else plan_regions(problem)
+    model = RegionModel(problem)
+    model.hint(heuristic.offsets, heuristic.regions)
+    model.cp.minimize(model.cost)
+    half = None if time_limit is None else time_limit / 2
+    solver, status = model.solve(half, seed, workers)
+    stats: dict = {"cost_status": solver.status_name(status).lower()}
+    proven_cost = None
+    if status not in _SOLVED:
+        offsets, regions = heuristic.offsets.copy(), heuristic.regions.copy()
+    else:
+        offsets, regions = model.read(solver)
+        proven_cost = solver.best_objective_bound / 1000 * min(
+            (r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    sizes = problem.sizes.copy()
+    used = [k for k in range(len(problem.regions)) if (regions == k).any()]
+    for n, k in enumerate(used):
+        members = regions == k
+        part = subproblem(problem, members, one_arena=True)
+        start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
+        left = None if time_limit is None else \
+            max(0.1, (began + time_limit - time.perf_counter()) / (len(used) - n))
+        plan = plan_scratch_exact(part, time_limit=left, seed=seed, hint=start, workers=workers)
+        offsets[members], sizes[members] = plan.offsets, plan.sizes
+        stats[f"{problem.regions[k].name}_status"] = plan.status
+    plan = region_plan(problem, offsets, regions, planner="regions_exact",
+                       seconds=time.perf_counter() - began, sizes=sizes,
+                       best_cost=proven_cost, stats=stats)
+    if _rank(problem, heuristic) < _rank(problem, plan):
+        return region_plan(problem, heuristic.offsets, heuristic.regions,
+                           planner=heuristic.planner, seconds=plan.seconds,
+                           sizes=heuristic.sizes, best_cost=proven_cost,
+                           stats=dict(stats, kept="heuristic"))
+    return plan
