@@ -69,7 +69,7 @@ class SolveReport:
 
     problem: Problem
     plan: Plan  # the best valid plan found
-    naive: int  # the arena without any planning (every buffer its own bytes)
+    naive: int  # the arena of the ``naive`` planner: no reuse (every buffer its own bytes)
     heuristics: dict[str, Plan]  # every heuristic plan, by planner name
     heuristic: Plan  # the best of them: the exact planner's warm start
     exact: Plan | None  # the exact planner's plan, None when it did not run
@@ -177,8 +177,8 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
     heuristic = min(plans.values(), key=_rank)
-    naive = plans["naive"].arena_size if "naive" in plans else int(problem.sizes.sum())
-    report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
+    naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
+    report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
     if settings.exact and heuristic.status != "optimal":
         extra = dict(exact_options or {})
         if settings.workers is not None:

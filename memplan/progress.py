@@ -3,11 +3,12 @@
 An exact search may take its whole time limit; a user watching it wants to
 see that it moves. One line on stderr, redrawn a few times a second::
 
-    exact  incumbent 1.23 MiB  bound 1.18 MiB  gap 4.1%  elapsed 3.2 s / 10 s
+    exact  best 1.214 MiB  bound 963 KiB  gap 22.5%  3.2/10 s  Ctrl-C: keep best
 
-- the planner's ``on_progress`` callback updates incumbent and bound;
-- the elapsed time ticks on its own (rich redraws the line), so a search that
-  finds nothing new still shows it is alive;
+- the planner's ``on_progress`` callback updates incumbent (its best arena
+  size so far) and bound (the best proven lower bound);
+- the elapsed time (the planner's, from its last report on) ticks on its own:
+  rich redraws the line, so a search that finds nothing new shows it is alive;
 - on a pipe or with ``--quiet`` there is no line at all, and the line is
   erased when the search ends, leaving only the summary.
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 import sys
 import time
 from typing import Any, TextIO
+
+from rich.text import Text
 
 from memplan.viz import human_bytes
 
@@ -44,30 +47,27 @@ class LiveLine:
         self.began = time.perf_counter()
         self._live: Any = None
 
-    def __call__(self, progress: Any = None, /, **values: Any) -> None:
-        """Take the planner's news: an object or keywords with incumbent and bound."""
-        for key in ("incumbent", "bound"):
-            value = values.get(key, getattr(progress, key, None))
-            if value is not None:
-                setattr(self, key, int(value))
+    def __call__(self, progress: Any) -> None:
+        """Take the planner's news (`memplan.solver.options.Progress`)."""
+        self.incumbent = progress.arena_size
+        self.bound = progress.best_bound
+        self.began = time.perf_counter() - progress.seconds  # the planner's own clock
 
-    def line(self) -> str:
-        """The line as text (also what the display redraws)."""
+    def line(self) -> Text:
+        """The line as it is drawn now; cut at the terminal's width, never wrapped."""
         elapsed = time.perf_counter() - self.began
-        limit = f" / {self.time_limit:g} s" if self.time_limit is not None else ""
-        parts = ["exact"]
-        if self.incumbent is not None:
-            parts.append(f"incumbent {human_bytes(self.incumbent)}")
-        if self.bound is not None:
-            parts.append(f"bound {human_bytes(self.bound)}")
-        if self.incumbent and self.bound is not None:
-            parts.append(f"gap {(self.incumbent - self.bound) / self.incumbent:.1%}")
-        parts.append(f"elapsed {elapsed:.1f} s{limit}")
-        if self.time_limit is not None or self.incumbent is not None:
-            parts.append("(Ctrl-C keeps the best plan)")
-        return "  ".join(parts)
+        if self.bound is None:  # heuristics, or the exact planner before its first news
+            parts = ["planning", f"{elapsed:.1f} s"]
+        else:
+            best = "-" if self.incumbent is None else human_bytes(self.incumbent)
+            parts = ["exact", f"best {best}", f"bound {human_bytes(self.bound)}"]
+            if self.incumbent:
+                parts.append(f"gap {(self.incumbent - self.bound) / self.incumbent:.1%}")
+            limit = f"/{self.time_limit:g}" if self.time_limit else ""
+            parts += [f"{elapsed:.1f}{limit} s", "Ctrl-C: keep best"]
+        return Text("  ".join(parts), no_wrap=True, overflow="ellipsis")
 
-    def __rich__(self) -> str:
+    def __rich__(self) -> Text:
         return self.line()
 
     def __enter__(self) -> LiveLine:
