@@ -78,7 +78,6 @@ def _row(model: str, what: str, planner: str, problem: Problem, plan, began: flo
     row = {"model": model, "what": what, "planner": planner,
            "seconds": round(time.perf_counter() - began, 2),
            "granted_kib": round(int(sizes[variable].sum()) / 1024, 1),
-           "granted_bound_kib": round(plan.stats.get("scratch_bound", -1024) / 1024, 1),
            "wanted_kib": round(int(problem.max_sizes[variable].sum()) / 1024, 1)}
     if problem.regions:
         tops = plan.stats["region_sizes"]
@@ -86,7 +85,8 @@ def _row(model: str, what: str, planner: str, problem: Problem, plan, began: flo
                    cost_bound_kib=round(plan.stats["cost_bound"] / 1024, 1),
                    sram_kib=round(tops["sram"] / 1024, 1), dram_kib=round(tops["dram"] / 1024, 1))
     else:
-        row.update(peak_kib=round(plan.arena_size / 1024, 1),
+        row.update(granted_bound_kib=round(plan.stats.get("scratch_bound", -1024) / 1024, 1),
+                   peak_kib=round(plan.arena_size / 1024, 1),
                    bound_kib=round(plan.best_bound / 1024, 1))
     return row
 
