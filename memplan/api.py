@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -153,7 +154,12 @@ def _checked(problem: Problem, plan: Plan) -> Plan:
 
 def _rank(plan: Plan) -> tuple[bool, int]:
     """Plans compare by this: one that fits the capacity first, then the smaller arena."""
-    return (plan.status == "infeasible", plan.arena_size)
+    return (not fits(plan), plan.arena_size)
+
+
+def fits(plan: Plan) -> bool:
+    """Whether ``plan`` is usable: within the capacity (``infeasible`` and ``unknown`` are not)."""
+    return plan.status in ("optimal", "feasible")
 
 
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
@@ -165,6 +171,7 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
 
 def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
                  on_progress: Callable[..., Any] | None = None,
+                 stop: threading.Event | None = None,
                  exact_options: Mapping[str, Any] | None = None,
                  **options: Any) -> SolveReport:
     """`solve`, keeping every step's result (see the module docstring for the steps)."""
@@ -183,12 +190,14 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
         extra = dict(exact_options or {})
         if settings.workers is not None:
             extra["workers"] = settings.workers
-        if on_progress is not None:
-            extra["on_progress"] = on_progress
+        for key, value in (("on_progress", on_progress), ("stop", stop)):
+            if value is not None:
+                extra[key] = value
         try:
             exact = plan_with(EXACT, problem, time_limit=settings.time_limit,
                               seed=settings.seed, hint=heuristic, **extra)
-            report.interrupted = bool(exact.stats.get("interrupted", False))
+            report.interrupted = bool(exact.stats.get("interrupted")) or bool(
+                stop is not None and stop.is_set())
             report.exact = _checked(problem, exact)
             report.plan = min(exact, heuristic, key=_rank)
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
@@ -198,18 +207,22 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
 
 
 def solve(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
-          on_progress: Callable[..., Any] | None = None, **options: Any) -> Plan:
+          on_progress: Callable[..., Any] | None = None, stop: threading.Event | None = None,
+          **options: Any) -> Plan:
     """Plan ``problem``: heuristics, then the exact planner warm-started; the best plan.
 
     ``problem`` is a `Problem` or a list of `Buffer`. ``capacity`` (bytes)
     turns minimising into fitting. ``on_progress`` is called by the exact
-    planner with its incumbent, bound and elapsed time. ``options`` are the
+    planner with a `Progress` (``arena_size``, ``best_bound``, ``seconds``);
+    setting ``stop`` (from any thread) ends its search with the best plan so
+    far, as Ctrl-C does. ``options`` are the
     fields of `SolveOptions`: ``time_limit`` (seconds, default 10),
     ``heuristic`` (``"best"``, a planner name or ``"all"``), ``exact``,
     ``heuristic_time_limit``, ``workers``, ``seed``. The plan's ``status``
     says whether it is proven optimal, and ``gap`` how far from it at most.
     """
-    return solve_report(problem, capacity=capacity, on_progress=on_progress, **options).plan
+    return solve_report(problem, capacity=capacity, on_progress=on_progress, stop=stop,
+                        **options).plan
 
 
 # ---------------------------------------------------------------- comparing

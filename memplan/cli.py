@@ -202,21 +202,21 @@ def _print_summary(s: dict[str, Any]) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from memplan.progress import LiveLine, on_terminal
+    from memplan.progress import LiveLine, on_terminal, stop_on_ctrl_c
 
     problem = _load(args.model, args)
     model = args.model or f"{api.default_model().name} (bundled)"
     options = _options_of(args, api.SolveOptions)
     live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
-    with live:
-        report = api.solve_report(problem, on_progress=live, **options)
+    with live, stop_on_ctrl_c() as stop:
+        report = api.solve_report(problem, on_progress=live, stop=stop, **options)
     written = _write_outputs(args, report.problem, report.plan)
     summary = _summary(model, report, written)
     if args.json:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
         _print_summary(summary)
-    return FAILED if report.plan.status == "infeasible" else OK  # plans come validated
+    return OK if api.fits(report.plan) else FAILED  # plans come validated
 
 
 # ---------------------------------------------------------------- compare
