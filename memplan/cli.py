@@ -31,12 +31,14 @@ from memplan.errors import InvalidPlanError, MemplanError
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
 from memplan.problem import Plan, Problem
+from memplan.solver.options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
 
 OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
 INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
+EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 _COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
 
 
@@ -59,6 +61,21 @@ def _optional_number(kind: type):
     return parse
 
 
+def _field_comments(cls: type) -> dict[str, str]:
+    """The line comment of each field in ``cls``'s source, with its continuation lines."""
+    comments: dict[str, str] = {}
+    name = None
+    for line in inspect.getsource(cls).splitlines():
+        field = _COMMENT.match(line)
+        if field:
+            name, comments[field[1]] = field[1], field[2].strip()
+        elif name and line.strip().startswith("#"):
+            comments[name] += " " + line.strip().lstrip("#").strip()
+        else:
+            name = None
+    return comments
+
+
 def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                           only: tuple[str, ...] | None = None,
                           metavars: dict[str, str] | None = None,
@@ -68,8 +85,7 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
     A bool field that defaults to True becomes ``--no-NAME``, one that
     defaults to False ``--NAME``; ``X | None`` fields accept ``none``.
     """
-    source = inspect.getsource(cls)
-    comments = dict(m.groups() for m in map(_COMMENT.match, source.splitlines()) if m)
+    comments = _field_comments(cls)
     for field in fields(cls):
         if only is not None and field.name not in only:
             continue
@@ -81,13 +97,14 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                                 action="store_false" if default else "store_true",
                                 help=f"turn off: {comment}" if default else comment)
             continue
-        kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)
+        kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
         parser.add_argument(f"--{flag}", dest=field.name, default=default,
                             type=_optional_number(kind) if "None" in field.type else kind,
                             choices=(choices or {}).get(field.name),
                             metavar=None if field.name in (choices or {}) else
                             (metavars or {}).get(field.name, kind.__name__.upper()),
-                            help=comment if default is None else f"{comment} (default: {default})")
+                            help=comment if default is None else f"{comment} (default: "
+                            f"{','.join(default) if isinstance(default, tuple) else default})")
 
 
 def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
@@ -104,10 +121,15 @@ def _dims(pairs: list[str]) -> dict[str, int]:
     return dims
 
 
+def _changed(args: argparse.Namespace, cls: type, names: tuple[str, ...]) -> dict[str, Any]:
+    """The defaults of the fields ``names`` of ``cls`` that the command line changed."""
+    return {f.name: f.default for f in fields(cls)
+            if f.name in names and getattr(args, f.name) != f.default}
+
+
 def _onnx_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The ONNX frontend options given on the command line (those not at their default)."""
-    given = {f.name: f.default for f in fields(OnnxOptions)
-             if f.name in ONNX_FLAGS and getattr(args, f.name) != f.default}
+    given = _changed(args, OnnxOptions, ONNX_FLAGS)
     if given and path.suffix.lower() != ".onnx":
         flags = ", ".join(("--no-" if default is True else "--") + name.replace("_", "-")
                           for name, default in given.items())
@@ -204,12 +226,19 @@ def _print_summary(s: dict[str, Any]) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from memplan.progress import LiveLine, on_terminal, stop_on_ctrl_c
 
+    exact_options = {name: getattr(args, name)
+                     for name in _changed(args, ExactOptions, EXACT_FLAGS)}
+    try:
+        ExactOptions.from_kwargs(**exact_options)  # refuse bad values before any work
+    except (TypeError, ValueError) as error:
+        raise UsageError(str(error)) from None
     problem = _load(args.model, args)
     model = args.model or f"{api.default_model().name} (bundled)"
     options = _options_of(args, api.SolveOptions)
     live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
     with live, stop_on_ctrl_c() as stop:
-        report = api.solve_report(problem, on_progress=live, stop=stop, **options)
+        report = api.solve_report(problem, on_progress=live, stop=stop,
+                                  exact_options=exact_options, **options)
     written = _write_outputs(args, report.problem, report.plan)
     summary = _summary(model, report, written)
     if args.json:
@@ -340,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
                           metavars={"heuristic": "NAME|all"})
+    add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
+                          only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
+                          metavars={"orders": f"{{{','.join(ORDERS)}}},..."})
     output = solve.add_argument_group("output options")
     output.add_argument("-o", "--output", metavar="PLAN.json", help="write the problem and plan")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")

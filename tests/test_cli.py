@@ -82,6 +82,12 @@ def test_solve_options_reach_the_planners(capsys, tmp_path):
     assert all(offset % 8 == 0 for offset in offsets) and any(offsets)
 
 
+def test_exact_planner_options_are_passed_on(capsys, tricky):
+    code, out, _ = run(capsys, "solve", tricky, "--heuristic", "naive", "--orders",
+                       "area,size", "--strategy", "none", "--workers", "1", "--json")
+    assert code == OK and json.loads(out)["exact"]["arena_size"] == OPTIMUM
+
+
 def test_quiet_prints_nothing(capsys):
     assert run(capsys, "solve", EXAMPLE, "--quiet", "--time-limit", "2") == (OK, "", "")
 
@@ -98,6 +104,8 @@ def test_an_impossible_capacity_exits_1(capsys, tricky):
     (["solve", EXAMPLE, "--dim", "batch=1"], "ONNX models only"),
     (["solve", EXAMPLE, "--heuristic", "nope"], "unknown planner 'nope'; valid planners:"),
     (["convert", EXAMPLE, "-o", "x.txt"], "must end in .csv or .json"),
+    (["solve", EXAMPLE, "--orders", "bogus"], "unknown order(s) ['bogus']"),
+    (["info", EXAMPLE, "--no-inplace"], "--no-inplace: for ONNX models only"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     code, out, err = run(capsys, *argv)
