@@ -74,10 +74,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             break
         offsets, stats = greedy_offsets(units, composition)
         tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
-    if 0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0:
-        search = OrderSearch(problem, None if time_limit is None else
-                             max(0.0, time_limit - (time.perf_counter() - began)),
-                             time.perf_counter(), units)
+    left = None if time_limit is None else time_limit - (time.perf_counter() - began)
+    if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
+            and (left is None or left > 0)):
+        search = OrderSearch(problem, left, time.perf_counter(), units)
         if min(arena for arena, _, _, _ in tried) > search.bound:
             climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed)
             tried.append((search.best_arena, "hill_climb", search.best_offsets,
