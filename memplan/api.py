@@ -20,8 +20,8 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 `compare` runs every planner on several problems and returns one pandas
 table; `info` describes a problem. Each plan that `solve` or `compare` returns
 has passed the independent validator (an invalid plan raises
-`InvalidPlanError`); only a plan whose status is ``infeasible`` may exceed the
-capacity.
+`InvalidPlanError`); only a plan whose status says it does not fit
+(``infeasible``, ``unknown``) may exceed the capacity.
 """
 
 from __future__ import annotations
@@ -144,9 +144,9 @@ def heuristic_names() -> list[str]:
 
 
 def _checked(problem: Problem, plan: Plan) -> Plan:
-    """``plan`` once the validator accepts it; an ``infeasible`` plan may exceed the capacity."""
+    """``plan`` once the validator accepts it; one that does not `fits` may exceed the capacity."""
     violations = [v for v in validate(problem, plan)
-                  if not (v.kind == "capacity" and plan.status == "infeasible")]
+                  if not (v.kind == "capacity" and not fits(plan))]
     if violations:
         raise InvalidPlanError(violations)
     return plan

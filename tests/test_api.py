@@ -144,3 +144,10 @@ def test_default_model_is_bundled():
     assert path.is_file(), f"bundled model missing at {path}"
     problem = memplan.load(path)
     assert len(problem) > 10 and len(problem.aliases) > 0
+
+
+def test_compare_keeps_plans_that_do_not_fit_the_capacity():
+    problem = Problem(TRICKY, capacity=OPTIMUM - 1)
+    table = memplan.compare([problem], planners=["greedy_by_size", "exact"], time_limit=5)
+    assert (table["status"] == "infeasible").all()
+    assert (table["arena_size"] > OPTIMUM - 1).all()
