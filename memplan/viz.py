@@ -92,6 +92,13 @@ def _byte_axis(ax: Axes, top: float, label: str) -> None:
     ax.set_ylim(0, top)
 
 
+def _legend_below(ax: Axes, columns: int = 4) -> None:
+    """The legend under the axes, where it hides no rectangle, line or bar."""
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(columns, len(handles)),
+              fontsize="small", frameon=False)
+
+
 def _used_sizes(problem: Problem, plan: Plan) -> np.ndarray:
     return problem.sizes if plan.sizes is None else np.asarray(plan.sizes)
 
@@ -153,7 +160,7 @@ def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
     ax.set_xlim(0, horizon)
     ax.set_xlabel("time (step)")
     _byte_axis(ax, max(v for v, *_ in lines) * 1.05 or 1, "address")
-    ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
+    _legend_below(ax)
     name = problem.name or "problem"
     winner = plan.stats.get("winner")  # the planner a composite one (best) chose
     planner = f"{plan.planner} ({winner})" if winner and winner != plan.planner else plan.planner
@@ -204,7 +211,7 @@ def plot_memory(problem: Problem, plan: Plan, *, ax: Axes | None = None,
     ax.set_xlim(0, max(problem.horizon, 1))
     ax.set_xlabel("time (step)")
     _byte_axis(ax, max(plan.arena_size, 1) * 1.1, "bytes")
-    ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
+    _legend_below(ax)
     ax.set_title(title if title is not None else
                  f"{problem.name or 'problem'}: memory over time ({plan.planner})")
     return ax
@@ -235,6 +242,6 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     ax.set_ylabel("arena size / lower bound")
     top = float(np.nanmax(wide.to_numpy())) if wide.size else 1.0
     ax.set_ylim(0.95, max(top, 1.0) * 1.03)  # optimal bars (1.0) stay visible
-    ax.legend(ncol=min(n, 6), fontsize="small", loc="upper left")
+    _legend_below(ax, columns=6)
     ax.set_title(title if title is not None else "arena size relative to the lower bound")
     return ax
