@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, planners
 from memplan.heuristics.greedy import PRESETS
-from memplan.heuristics.placement import choose_gap
+from memplan.heuristics.placement import Placer, choose_gap
 from memplan.heuristics.units import Units, combine_congruences, time_overlap_pairs
 from memplan.validate import validate
 
@@ -300,6 +300,19 @@ def _room(lo: np.ndarray, hi: np.ndarray, x: int) -> int:
     below = hi[hi <= x].max(initial=0)
     above = lo[lo > x].min(initial=10**9)
     return int(above - max(below, 0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.randoms(use_true_random=False))
+def test_replacing_only_the_tail_of_an_order_gives_the_full_placement(problem, rnd):
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    placer = Placer(Units.build(problem))
+    first = placer.units.free.tolist()
+    rnd.shuffle(first)
+    prefix = rnd.randint(0, len(first))
+    second = first[:prefix] + rnd.sample(first[prefix:], len(first) - prefix)
+    reused = placer.place(second, reuse=placer.place(first), prefix=prefix)
+    assert np.array_equal(reused, placer.place(second))
 
 
 def test_units_tie_alias_groups_and_refuse_impossible_alignment():

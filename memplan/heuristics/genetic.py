@@ -66,8 +66,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return search.plan("genetic", {"generations": 0})
     while len(population) < chosen.population and not search.should_stop():
         arena, offsets, order = population[0]
-        child = search.peak_swap(order, offsets, arena, rng)
-        population.append((*search.evaluate(child), child))
+        child, prefix = search.peak_swap(order, offsets, arena, rng)
+        population.append((*search.evaluate(child, (offsets, prefix)), child))
     generation = 0
     while generation < chosen.generations and not search.should_stop():
         generation += 1
@@ -81,8 +81,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             child = crossover(parents[0][2], parents[1][2], rng)
             arena, offsets = search.evaluate(child)
             if rng.random() < chosen.mutation:
-                child = search.peak_swap(child, offsets, arena, rng)
-                arena, offsets = search.evaluate(child)
+                child, prefix = search.peak_swap(child, offsets, arena, rng)
+                arena, offsets = search.evaluate(child, (offsets, prefix))
             bred.append((arena, offsets, child))
         population = bred
     return search.plan("genetic", {"generations": generation})

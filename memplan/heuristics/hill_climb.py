@@ -51,8 +51,8 @@ def climb(search: OrderSearch, options: HillClimbOptions, seed: int) -> int:
     for iteration in range(options.iterations):
         if search.should_stop() or len(order) < 2:
             break
-        candidate = search.peak_swap(order, offsets, arena, rng, options.explore)
-        new_arena, new_offsets = search.evaluate(candidate)
+        candidate, prefix = search.peak_swap(order, offsets, arena, rng, options.explore)
+        new_arena, new_offsets = search.evaluate(candidate, (offsets, prefix))
         temperature = options.temperature * (1 - iteration / options.iterations)
         if new_arena <= arena or (temperature > 0 and rng.random() < math.exp(
                 -(new_arena - arena) / (temperature * arena))):

@@ -121,6 +121,7 @@ class Placer:
         self.pair_reach = units.rel[member] + sizes[member] - 1  # rel + size - 1 of the member
         self.pair_shift = sizes[other] - units.rel[member]  # partner's size - rel of the member
         self.taken = 0  # optional aliases taken by the last `place`
+        self.has_optional = any(units.optional)  # then `place` cannot reuse a prefix
 
     def forbidden(self, unit: int, offsets: np.ndarray, placed: np.ndarray):
         """(forbid_lo, forbid_hi, other) for the placed partners of ``unit``."""
@@ -132,8 +133,15 @@ class Placer:
         at = offsets[other]
         return at - self.pair_reach[a:b][mask], at + self.pair_shift[a:b][mask], other
 
-    def place(self, order: Iterable[int], placement: str = "best_fit") -> np.ndarray:
-        """Buffer offsets: pinned units first, then ``order`` (unit indices) by ``placement``."""
+    def place(self, order: Iterable[int], placement: str = "best_fit", *,
+              reuse: np.ndarray | None = None, prefix: int = 0) -> np.ndarray:
+        """Buffer offsets: pinned units first, then ``order`` (unit indices) by ``placement``.
+
+        ``reuse``: the offsets an earlier call gave an order that starts with the
+        same ``prefix`` units (same placement, no optional aliases in the
+        problem): those units keep them and only the rest is placed again, which
+        is what makes an order search's small moves cheap.
+        """
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
         units = self.units
@@ -174,6 +182,15 @@ class Placer:
                                    buffer=problem.ids[mine])
             peak = put(unit, base)
 
+        if prefix:
+            if reuse is None or self.has_optional:
+                raise ValueError("reuse needs the earlier offsets and a problem without "
+                                 "optional aliases")
+            order = np.asarray(order)
+            kept = np.isin(units.unit_of, order[:prefix])
+            offsets[kept], placed[kept] = reuse[kept], True
+            peak = max(peak, int((reuse + problem.sizes)[kept].max(initial=0)))
+            order = order[prefix:]
         for unit in order:
             residue, modulus = int(units.residue[unit]), int(units.modulus[unit])
             lo, hi, other = self.forbidden(unit, offsets, placed)
