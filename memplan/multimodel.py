@@ -169,8 +169,9 @@ def combine(problems: Mapping[str, Problem] | Sequence[Problem], mode: Mode = "e
                       tuple(shifts))
 
 
-def _stack(multi: MultiModel, plans: Sequence[Plan]) -> Plan:
-    """Concurrent models: each planned alone, their parts of the arena laid end to end."""
+def stack(multi: MultiModel, plans: Sequence[Plan]) -> Plan:
+    """Concurrent models: each planned alone (``plans``, in model order), their parts of
+    the arena laid end to end; a plan of ``multi.problem`` (one region per model)."""
     bases, top = [], 0
     for part, plan in zip(multi.parts, plans, strict=True):
         step = int(np.lcm.reduce(part.alignments)) if len(part) else 1
@@ -206,7 +207,7 @@ def plan_models(problems: Mapping[str, Problem] | Sequence[Problem], mode: Mode 
     multi = combine(problems, mode, capacity=capacity)
     if mode == "exclusive":
         return multi, plan_with(planner, multi.problem, **options)
-    return multi, _stack(multi, [plan_with(planner, part, **options) for part in multi.parts])
+    return multi, stack(multi, [plan_with(planner, part, **options) for part in multi.parts])
 
 
 def flatten(multi: MultiModel, plan: Plan) -> tuple[Problem, Plan]:
