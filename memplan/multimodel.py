@@ -82,7 +82,9 @@ class MultiModel:
         """Each model's own plan: offsets in the shared arena, ids of its own problem.
 
         A model's ``arena_size`` is the top of its own buffers; the shared
-        arena is ``plan.arena_size`` (also in each plan's ``stats``).
+        arena is ``plan.arena_size`` (also in each plan's ``stats``). For
+        concurrent models the offsets include the model's base, so a pinned
+        offset reads as relative to that base.
         """
         offsets = self.arena_offsets(plan)
         sizes = self.problem.sizes if plan.sizes is None else plan.sizes
