@@ -92,10 +92,10 @@ def _byte_axis(ax: Axes, top: float, label: str) -> None:
     ax.set_ylim(0, top)
 
 
-def _legend_below(ax: Axes, columns: int = 4) -> None:
-    """The legend under the axes, where it hides no rectangle, line or bar."""
+def _legend_below(ax: Axes) -> None:
+    """The legend under the axes, where it hides no rectangle or line."""
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(columns, len(handles)),
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles),
               fontsize="small", frameon=False)
 
 
@@ -115,12 +115,13 @@ def _honoured_groups(problem: Problem, offsets: np.ndarray) -> tuple[np.ndarray,
 
 def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
                 title: str | None = None, labels: bool | None = None,
-                region: int = 0) -> Axes:
+                region: int = 0, top: int | None = None) -> Axes:
     """Draw ``plan``: one rectangle per buffer, time on x, address on y.
 
     ``labels`` writes buffer ids into rectangles (default: when at most
     `MAX_LABELS` buffers). With memory regions, only the buffers placed in
-    ``region`` are drawn. Returns the ``Axes``.
+    ``region`` are drawn. ``top`` (bytes) fixes the address axis, so that
+    plots side by side share one scale. Returns the ``Axes``.
     """
     from matplotlib.collections import PolyCollection
 
@@ -159,7 +160,7 @@ def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
     horizon = max(problem.horizon, 1)
     ax.set_xlim(0, horizon)
     ax.set_xlabel("time (step)")
-    _byte_axis(ax, max(v for v, *_ in lines) * 1.05 or 1, "address")
+    _byte_axis(ax, top or max(v for v, *_ in lines) * 1.05 or 1, "address")
     _legend_below(ax)
     name = problem.name or "problem"
     winner = plan.stats.get("winner")  # the planner a composite one (best) chose
@@ -235,13 +236,14 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     positions = np.arange(len(wide))
     colours = _pyplot().get_cmap("tab20")(np.arange(n) % 20)
     for k, planner in enumerate(wide.columns):
+        colour = "black" if planner == "exact" else colours[k]  # the reference stands out
         ax.bar(positions + (k - (n - 1) / 2) * width, wide[planner].to_numpy(), width,
-               label=planner, color=colours[k])
+               label=planner, color=colour)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(positions, wide.index, rotation=30, ha="right")
+    ax.set_xticks(positions, wide.index, rotation=20, ha="right", rotation_mode="anchor")
     ax.set_ylabel("arena size / lower bound")
     top = float(np.nanmax(wide.to_numpy())) if wide.size else 1.0
     ax.set_ylim(0.95, max(top, 1.0) * 1.03)  # optimal bars (1.0) stay visible
-    _legend_below(ax, columns=6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     ax.set_title(title if title is not None else "arena size relative to the lower bound")
     return ax

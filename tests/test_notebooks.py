@@ -1,0 +1,58 @@
+"""The notebooks run from scratch, so that the committed ones never rot.
+
+Each notebook is executed in a fresh kernel (nbclient), in the notebooks/
+folder as a reader would run it; a cell that raises fails the test. Their
+solver time limits are small (about a minute for both on two cores).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import CHALLENGING, REPO
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOKS = REPO / "notebooks"
+
+
+def execute(name: str):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []  # from scratch: nothing of the committed run survives
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return notebook
+
+
+def outputs(notebook) -> str:
+    """Everything the code cells printed or displayed as text."""
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", "") or output.get("data", {}).get("text/plain", ""))
+    return "\n".join(texts)
+
+
+def images(notebook) -> int:
+    return sum("image/png" in output.get("data", {})
+               for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+def test_quickstart_runs():
+    notebook = execute("quickstart.ipynb")
+    text = outputs(notebook)
+    assert "light_resnet50" in text and "exact planner" in text
+    assert "overlap (r3, r6)" in text  # the broken plan is caught
+    assert images(notebook) == 3  # two layouts and the memory over time
+
+
+def test_optimal_vs_heuristic_runs():
+    if not CHALLENGING.is_dir():
+        pytest.skip(f"shared benchmark data not found at {CHALLENGING}")
+    notebook = execute("optimal_vs_heuristic.ipynb")
+    text = outputs(notebook)
+    assert "20 problems" in text and "MiniMalloc fitted into 1 MiB" in text
+    assert images(notebook) == 2  # the bar charts and the layouts side by side
