@@ -17,6 +17,7 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 - return the best plan. `solve_report` returns everything it learned on the
   way (the naive arena, the heuristic plan, the exact plan).
 
+`solve_models` plans several models in one arena (exclusive or concurrent).
 `compare` runs every planner on several problems and returns one pandas
 table; `info` describes a problem. Each plan that `solve` or `compare` returns
 has passed the independent validator (an invalid plan raises
@@ -41,6 +42,7 @@ import numpy as np
 from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.multimodel import MultiModel, combine, stack
 from memplan.problem import Buffer, Plan, Problem
 from memplan.registry import plan_with, planners
 from memplan.validate import validate
@@ -225,6 +227,36 @@ def solve(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
                         **options).plan
 
 
+def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
+                 capacity: int | None = None, on_progress: Callable[..., Any] | None = None,
+                 stop: threading.Event | None = None,
+                 exact_options: Mapping[str, Any] | None = None,
+                 **options: Any) -> tuple[MultiModel, SolveReport]:
+    """Several models in one arena (see `memplan.multimodel`), each step as in `solve`.
+
+    ``exclusive`` (never run together): one problem over the concatenated
+    time axes, solved once. ``concurrent`` (may run together): each model
+    solved alone, with an equal share of ``time_limit``, and the parts laid
+    end to end (`memplan.multimodel.stack`); the report's plans are the
+    stacked ones. ``MultiModel.split`` and `memplan.multimodel.report` give
+    each model's share.
+    """
+    multi = combine(problems, mode, capacity=capacity)
+    steps = dict(on_progress=on_progress, stop=stop, exact_options=exact_options)
+    if mode == "exclusive":
+        return multi, solve_report(multi.problem, **steps, **options)
+    settings = SolveOptions(**options)
+    share = None if settings.time_limit is None else settings.time_limit / len(multi.parts)
+    reports = [solve_report(part, **steps, **{**options, "time_limit": share})
+               for part in multi.parts]
+    exact = None if all(r.exact is None for r in reports) else \
+        stack(multi, [r.exact or r.heuristic for r in reports])
+    return multi, SolveReport(
+        multi.problem, stack(multi, [r.plan for r in reports]), sum(r.naive for r in reports),
+        {}, stack(multi, [r.heuristic for r in reports]), exact,
+        any(r.interrupted for r in reports), sum(r.seconds for r in reports))
+
+
 # ---------------------------------------------------------------- comparing
 def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
             planners: Iterable[str] | None = None, time_limit: float | None = 10.0,
@@ -295,4 +327,4 @@ def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
 
 __all__ = ["SolveOptions", "SolveReport", "as_problem", "compare", "default_model",
            "from_onnx", "heuristic_names", "info", "load", "lower_bound", "plan_with",
-           "planners", "solve", "solve_report", "validate", "with_alignment"]
+           "planners", "solve", "solve_models", "solve_report", "validate", "with_alignment"]

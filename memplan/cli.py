@@ -28,8 +28,11 @@ from typing import Any
 
 from memplan import api
 from memplan.errors import InvalidPlanError, MemplanError
+from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
+from memplan.multimodel import MultiModel, flatten
+from memplan.multimodel import report as model_report
 from memplan.problem import Plan, Problem
 from memplan.solver.options import ORDERS, ExactOptions
 from memplan.validate import validate
@@ -137,25 +140,36 @@ def _onnx_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in given}
 
 
-def _load(name: str | None, args: argparse.Namespace) -> Problem:
+def _load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = True) -> Problem:
+    """The model ``name`` (None: the bundled one) with the model options; ``--capacity``
+    becomes its capacity unless ``own_capacity`` is False (models sharing one arena)."""
     path = Path(name) if name is not None else api.default_model()
     problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
                        **_onnx_options(path, args))
-    if not hasattr(args, "capacity"):  # not given: the file's capacity, if any
+    if not own_capacity or not hasattr(args, "capacity"):  # the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
 
 
 # ---------------------------------------------------------------- solve
-def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan) -> dict[str, str]:
+EXPORT_SUFFIXES = {".h": "c", ".csv": "csv", ".onnx": "onnx", ".json": "json", ".bin": "tflm"}
+
+
+def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
+                   onnx_model: Path | None) -> dict[str, str]:
+    """-o (in the --export format), --csv and --plot; what was written, by option."""
     from memplan.export import export
 
     written = {}
-    for key, fmt in (("output", "json"), ("csv", "csv")):
-        path = getattr(args, key)
-        if path:
-            export(problem, plan, fmt, path)
-            written[key] = path
+    if args.output:
+        fmt = args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
+        if fmt == "onnx" and onnx_model is None:
+            raise UsageError("--export onnx annotates the model: give one ONNX model")
+        export(problem, plan, fmt, args.output, model=onnx_model if fmt == "onnx" else None)
+        written[f"output ({fmt})"] = args.output
+    if args.csv:
+        export(problem, plan, "csv", args.csv)
+        written["csv"] = args.csv
     if args.plot:
         try:
             from memplan.viz import plot_layout
@@ -175,15 +189,19 @@ def _plan_summary(plan: Plan | None) -> dict[str, Any] | None:
             "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds}
 
 
-def _summary(model: str, report: api.SolveReport, written: dict[str, str]) -> dict[str, Any]:
+def _summary(model: str, report: api.SolveReport, written: dict[str, str],
+             multi: MultiModel | None) -> dict[str, Any]:
     problem = report.problem
+    models = None if multi is None else {
+        name: {"base": r.base, "arena_size": r.arena_size, "max_live_blocks": r.max_live_blocks}
+        for name, r in model_report(multi, report.plan).items()}
     return {
         "model": model, "buffers": len(problem), "lower_bound": report.plan.lower_bound,
         "capacity": problem.capacity, "naive": report.naive,
         "heuristic": _plan_summary(report.heuristic), "exact": _plan_summary(report.exact),
         "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan),
         "interrupted": report.interrupted, "seconds": report.seconds,
-        "written": written,
+        "models": models, "written": written,
     }
 
 
@@ -196,6 +214,12 @@ def _name(plan: dict[str, Any]) -> str:
     """``greedy_by_size (via best)`` when a composite planner chose another's plan."""
     chosen, planner = plan["chosen"], plan["planner"]
     return planner if chosen == planner else f"{chosen} (via {planner})"
+
+
+def _print_rows(rows: list[tuple[str, str]]) -> None:
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
 
 
 def _print_summary(s: dict[str, Any]) -> None:
@@ -215,12 +239,22 @@ def _print_summary(s: dict[str, Any]) -> None:
         rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
                       f"{plan['status']}, gap {plan['gap']:.2%}"
-                      + ("  (interrupted)" if s["interrupted"] else "")),
-             ("seconds", f"{s['seconds']:.2f}")]
+                      + ("  (interrupted)" if s["interrupted"] else ""))]
+    rows += [(f"  {name}", f"from {human_bytes(m['base'])} to {human_bytes(m['arena_size'])}, "
+                           f"at most {m['max_live_blocks']} blocks live")
+             for name, m in (s["models"] or {}).items()]
+    rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    _print_rows(rows)
+
+
+def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem]:
+    """Each model by a name for ``name/tensor`` ids: its problem's name, else its file's stem."""
+    named: dict[str, Problem] = {}
+    for path, problem in zip(paths, problems, strict=True):
+        name = (problem.name or Path(path).stem).replace("/", "_")
+        named[name if name not in named else f"{name}{len(named)}"] = problem
+    return named
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -232,15 +266,29 @@ def cmd_solve(args: argparse.Namespace) -> int:
         ExactOptions.from_kwargs(**exact_options)  # refuse bad values before any work
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
-    problem = _load(args.model, args)
-    model = args.model or f"{api.default_model().name} (bundled)"
+    paths = args.models or [None]
+    if len(paths) > 1 and args.mode is None:
+        raise UsageError("several models share one arena: say --exclusive (they never run "
+                         "at the same time) or --concurrent (they may)")
+    problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
+    model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
     options = _options_of(args, api.SolveOptions)
     live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
+    multi = None
     with live, stop_on_ctrl_c() as stop:
-        report = api.solve_report(problem, on_progress=live, stop=stop,
-                                  exact_options=exact_options, **options)
-    written = _write_outputs(args, report.problem, report.plan)
-    summary = _summary(model, report, written)
+        steps = dict(on_progress=live, stop=stop, exact_options=exact_options, **options)
+        if len(problems) == 1:
+            report = api.solve_report(problems[0], **steps)
+        else:
+            capacity = getattr(args, "capacity", None)  # the shared arena's, not each model's
+            named = _model_names(paths, problems)
+            multi, report = api.solve_models(named, args.mode, capacity=capacity, **steps)
+            model = f"{' + '.join(named)} ({args.mode})"
+    problem, plan = (report.problem, report.plan) if multi is None else \
+        flatten(multi, report.plan)
+    single = Path(paths[0]) if paths[0] else api.default_model()
+    onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
+    summary = _summary(model, report, _write_outputs(args, problem, plan, onnx_model), multi)
     if args.json:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
@@ -325,9 +373,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
             ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
             ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    _print_rows(rows)
     print("largest tensors:")
     for t in facts["largest"]:
         print(f"  {human_bytes(t['size']):>10}  [{t['start']}, {t['end']})  {t['kind']:<10} "
@@ -366,14 +412,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     solve = sub.add_parser("solve", parents=[common, model_parser, capacity],
                            help="plan one model: heuristics, then the exact planner")
-    solve.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    solve.add_argument("models", nargs="*", metavar="MODEL",
+                       help="ONNX, CSV or JSON (default: a bundled model); several share one "
+                            "arena")
+    sharing = solve.add_argument_group("several models").add_mutually_exclusive_group()
+    sharing.add_argument("--exclusive", dest="mode", action="store_const", const="exclusive",
+                         help="the models never run at the same time: they reuse each "
+                              "other's memory")
+    sharing.add_argument("--concurrent", dest="mode", action="store_const", const="concurrent",
+                         help="the models may run at the same time: each its own part")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
                           metavars={"heuristic": "NAME|all"})
     add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
                           only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
                           metavars={"orders": f"{{{','.join(ORDERS)}}},..."})
     output = solve.add_argument_group("output options")
-    output.add_argument("-o", "--output", metavar="PLAN.json", help="write the problem and plan")
+    output.add_argument("-o", "--output", metavar="FILE",
+                        help="write the plan (format: --export, else by suffix: .json, .h, "
+                             ".csv, .onnx, .bin)")
+    output.add_argument("--export", choices=FORMATS,
+                        help="format of -o: json (problem and plan), c (header), tflm "
+                             "(offline plan), csv (MiniMalloc), onnx (model metadata)")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
     output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")

@@ -151,3 +151,14 @@ def test_compare_keeps_plans_that_do_not_fit_the_capacity():
     table = memplan.compare([problem], planners=["greedy_by_size", "exact"], time_limit=5)
     assert (table["status"] == "infeasible").all()
     assert (table["arena_size"] > OPTIMUM - 1).all()
+
+
+@pytest.mark.parametrize("mode", ["exclusive", "concurrent"])
+def test_solve_models_plans_several_models_in_one_arena(mode):
+    models = {"tricky": Problem(TRICKY), "copy": Problem(TRICKY)}
+    multi, report = api.solve_models(models, mode, time_limit=5, heuristic="naive")
+    assert report.plan.arena_size == (OPTIMUM if mode == "exclusive" else 2 * OPTIMUM)
+    assert validate(multi.problem, report.plan) == []
+    for name, plan in multi.split(report.plan).items():
+        assert plan.stats["model_base"] == (OPTIMUM if mode == "concurrent" and name == "copy"
+                                            else 0)

@@ -237,3 +237,29 @@ def test_live_line_text():
     text = str(line.line())
     assert text.startswith("exact  best 2 KiB  bound 1.5 KiB  gap 25.0%  2.0/10 s")
     assert text.endswith("Ctrl-C: keep best")
+
+
+@pytest.mark.parametrize("mode, arena", [("exclusive", 12), ("concurrent", OPTIMUM + 12)])
+def test_several_models_share_one_arena(capsys, tricky, mode, arena):
+    code, out, _ = run(capsys, "solve", tricky, EXAMPLE, f"--{mode}", "--heuristic", "naive",
+                       "--time-limit", "10", "--json")
+    summary = json.loads(out)
+    assert code == OK and summary["plan"]["arena_size"] == arena
+    assert summary["buffers"] == len(TRICKY) + 5
+    models = summary["models"]
+    assert [m["arena_size"] for m in models.values()] == ([OPTIMUM, 12] if mode == "exclusive"
+                                                           else [OPTIMUM, OPTIMUM + 12])
+    assert [m["base"] for m in models.values()] == [0, 0 if mode == "exclusive" else OPTIMUM]
+
+
+def test_several_models_need_a_mode(capsys, tricky):
+    code, _, err = run(capsys, "solve", tricky, EXAMPLE)
+    assert code == BAD_INPUT and "--exclusive" in err and "--concurrent" in err
+
+
+def test_export_formats(capsys, tricky, tmp_path):
+    header = tmp_path / "plan.h"
+    assert run(capsys, "solve", tricky, "-o", str(header), "--quiet")[0] == OK
+    assert "#define" in header.read_text()
+    code, _, err = run(capsys, "solve", tricky, "-o", str(tmp_path / "x"), "--export", "onnx")
+    assert code == BAD_INPUT and "give one ONNX model" in err
