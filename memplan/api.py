@@ -171,17 +171,46 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
             for name in names}
 
 
+def _deployment_planners(problem: Problem) -> tuple[Callable, Callable] | None:
+    """The (heuristic, exact) pair for memory regions or variable scratch, else None.
+
+    Both wrap a registered planner (the heuristic one, ``best`` by default)
+    and never return a plan worse than their warm start.
+    """
+    if problem.regions:
+        from memplan.regions import plan_regions
+        from memplan.solver.regions import plan_regions_exact
+
+        return plan_regions, plan_regions_exact
+    if (problem.max_sizes > problem.sizes).any():
+        from memplan.scratch import plan_scratch
+        from memplan.solver.scratch import plan_scratch_exact
+
+        return plan_scratch, plan_scratch_exact
+    return None
+
+
 def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
                  on_progress: Callable[..., Any] | None = None,
                  stop: threading.Event | None = None,
                  exact_options: Mapping[str, Any] | None = None,
                  **options: Any) -> SolveReport:
-    """`solve`, keeping every step's result (see the module docstring for the steps)."""
+    """`solve`, keeping every step's result (see the module docstring for the steps).
+
+    Problems with memory regions or variable-size scratch go to their own
+    planners (`memplan.regions`, `memplan.scratch` and their exact versions);
+    those take no progress callback, stop event or exact planner options.
+    """
     began = time.perf_counter()
     settings = SolveOptions(**options)
     problem = as_problem(problem)
     if capacity is not None:
         problem = problem.replace(capacity=capacity)
+    deployment = _deployment_planners(problem)
+    if deployment is not None:
+        report = _solve_deployment(problem, settings, *deployment)
+        report.seconds = time.perf_counter() - began
+        return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
@@ -205,6 +234,22 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
             report.interrupted = True
     report.seconds = time.perf_counter() - began
+    return report
+
+
+def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
+                      exact_planner: Callable) -> SolveReport:
+    """`solve_report` for regions or variable scratch: their heuristic, then their exact."""
+    planner = "best" if settings.heuristic == "all" else settings.heuristic
+    heuristic = _checked(problem, heuristic_planner(
+        problem, planner=planner, time_limit=settings.heuristic_time_limit, seed=settings.seed))
+    report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
+                         {heuristic.planner: heuristic}, heuristic, None)
+    if settings.exact and heuristic.status != "optimal":
+        extra = {} if settings.workers is None else {"workers": settings.workers}
+        report.exact = report.plan = _checked(problem, exact_planner(
+            problem, time_limit=settings.time_limit, seed=settings.seed, hint=heuristic,
+            **extra))
     return report
 
 

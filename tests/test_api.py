@@ -162,3 +162,19 @@ def test_solve_models_plans_several_models_in_one_arena(mode):
     for name, plan in multi.split(report.plan).items():
         assert plan.stats["model_base"] == (OPTIMUM if mode == "concurrent" and name == "copy"
                                             else 0)
+
+
+def test_solve_plans_memory_regions_and_variable_scratch():
+    from memplan import Region
+
+    buffers = [Buffer("a", 100, 0, 2, regions=("sram", "dram")),
+               Buffer("b", 100, 1, 3, regions=("sram", "dram")), Buffer("c", 50, 2, 4),
+               Buffer("s", 10, 1, 2, kind="scratch", max_size=60)]
+    problem = Problem(buffers, regions=[Region("sram", 150, 0.0), Region("dram", None, 1.0)])
+    plan = memplan.solve(problem, time_limit=5)
+    assert validate(problem, plan) == [] and plan.regions is not None
+    assert sorted(plan.regions[:2].tolist()) == [0, 1]  # a and b cannot both fit the SRAM
+    scratch = Problem([*buffers[2:], Buffer("d", 30, 0, 4)])
+    plan = memplan.solve(scratch, time_limit=5)
+    assert validate(scratch, plan) == [] and plan.sizes is not None
+    assert 10 <= plan.sizes[0] <= 60 and plan.arena_size == 80
