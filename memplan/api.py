@@ -84,8 +84,9 @@ class SolveReport:
         """Why the exact planner did not run, or None when it ran."""
         if self.exact is not None:
             return None
-        return "heuristic reached the lower bound" if self.heuristic.status == "optimal" \
-            else "not asked"
+        if self.heuristic.status == "optimal":
+            return "not needed, the heuristic plan reaches the lower bound"
+        return "not asked"
 
 
 # ------------------------------------------------------------------ loading
