@@ -207,7 +207,8 @@ def _summary(model: str, report: api.SolveReport, written: dict[str, str],
 
 def _size(value: int, bound: int) -> str:
     over = f"  ({value / bound - 1:+.2%} over the bound)" if bound and value != bound else ""
-    return f"{human_bytes(value)} ({value} B){over}"
+    exact = f" ({value} B)" if value >= 1024 else ""
+    return f"{human_bytes(value)}{exact}{over}"
 
 
 def _name(plan: dict[str, Any]) -> str:
@@ -365,7 +366,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         return OK
     bound = facts["lower_bound"]
     rows = [("problem", f"{facts['name']}  ({facts['source']})"),
-            ("buffers", f"{facts['buffers']} over {facts['steps']} steps  {facts['kinds']}"),
+            ("buffers", f"{facts['buffers']} over {facts['steps']} steps ("
+                        + ", ".join(f"{n} {kind}" for kind, n in facts["kinds"].items()) + ")"),
             ("lower bound", _size(bound, 0)),
             ("total size", _size(facts["total_size"], bound)),
             ("widths", f"max {human_bytes(facts['max_width'])}, "
