@@ -410,10 +410,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
         help="fit under this many bytes ('none': minimise, ignoring a capacity the file gives)")
 
-    parser = argparse.ArgumentParser(prog="memplan", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="memplan", description="Ahead-of-time memory planning for neural networks: "
+        "every tensor an offset in one arena, as small as it can be, with a proof of how "
+        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
+        "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     solve = sub.add_parser("solve", parents=[common, model_parser, capacity],
-                           help="plan one model: heuristics, then the exact planner")
+                           help="plan a model (or several in one arena): heuristics, then "
+                                "the exact planner")
     solve.add_argument("models", nargs="*", metavar="MODEL",
                        help="ONNX, CSV or JSON (default: a bundled model); several share one "
                             "arena")
