@@ -2,7 +2,8 @@
 
 ::
 
-    memplan solve [MODEL]          heuristics, then the exact planner; a summary
+    memplan solve [MODEL ...]      heuristics, then the exact planner; a summary
+                                   (several models: one arena, --exclusive or --concurrent)
     memplan compare MODEL...       every planner on every model, one table
     memplan validate PROBLEM PLAN  check a plan file against its problem
     memplan info MODEL             buffers, lower bound, widths, aliases, largest tensors
@@ -10,8 +11,10 @@
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
-traceback). The ``solve`` options that steer planning are built from
-`memplan.api.SolveOptions`, one option per field, its comment the help text.
+traceback). The options that steer planning are built from the options
+dataclasses (`memplan.api.SolveOptions`, `memplan.frontends.onnx.OnnxOptions`,
+`memplan.solver.options.ExactOptions`): one option per field, its comment the
+help text. The live line and Ctrl-C handling are in `memplan.progress`.
 """
 
 from __future__ import annotations
