@@ -4,7 +4,8 @@ The runner starts ``python -m benchmarks.worker '<json task>'`` once per run,
 so the peak resident memory (``ru_maxrss``) is this run's alone and a hung
 planner can be killed from outside. Steps:
 - build the problem of (suite, case) in the task's mode, and its lower bound;
-- note the resident memory so far (imports and problem: the baseline);
+- load the planner registry (its imports: ortools...) and note the resident
+  memory so far (imports and problem: the baseline);
 - run the planner through `memplan.registry.plan_with`, timing the wall clock;
 - check the plan with `memplan.validate.validate`; a plan that breaks its
   problem gets status ``INVALID`` and its first violations, never a figure
@@ -86,12 +87,13 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     from benchmarks.suites import find_case
     from memplan.bounds import lower_bound
     from memplan.errors import NoPlanError
-    from memplan.registry import plan_with
+    from memplan.registry import get_planner, plan_with
 
     result: dict[str, Any] = dict(task)
     began = time.perf_counter()
     try:
         import_plugins(task.get("imports") or ())
+        get_planner(task["planner"])  # imports every planner now, not in the timed call
         problem = find_case(task["suite"], task["case"]).problem(task["mode"])
     except Exception as error:  # a missing frontend, data folder or plugin: this run only
         result.update(status="ERROR", error=f"cannot set up the run: "
