@@ -264,3 +264,27 @@ def test_search_settings_all_give_the_optimum():
     for options in ({"strategy": "none"}, {"orders": ("total", "area", "size")},
                     {"sections": False, "timetabling": True, "energetic": True}):
         assert exact(problem, warm_start=None, **options).arena_size == optimum
+
+
+def test_ctrl_c_stops_the_search_and_keeps_the_best_plan(challenging):
+    """A SIGINT during the search ends it at once; the plan comes back, not the exception."""
+    import os
+    import signal
+    import time
+
+    from memplan.frontends import minimalloc_csv
+
+    problem = minimalloc_csv.read_problem(challenging / "I.1048576.csv").replace(capacity=None)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+
+    def on_progress(progress: Progress):  # the search runs: press Ctrl-C half a second later
+        if not timer.is_alive():
+            timer.start()
+
+    began = time.perf_counter()
+    try:
+        plan = exact(problem, time_limit=60.0, on_progress=on_progress)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - began < 30.0
+    assert plan.stats["interrupted"] and plan.status == "feasible"

@@ -117,8 +117,8 @@ class _Run:
             return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
         model = build_model(scaled, lower_bound=floor, upper_bound=top, minimize=self.minimize,
                             by_section=options.sections)
-        if hinted is not None:
-            model.hint(hinted)
+        if hinted is not None and (scaled.capacity is None or top <= scaled.capacity):
+            model.hint(hinted)  # an over-capacity hint misleads the search: none then
         left = self.seconds_left()
 
         def on_solution(offsets):
@@ -158,16 +158,21 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if capacity is not None and run.lower > capacity:
         run.outcomes = [Outcome("infeasible", None, run.lower)] * len(run.parts)
     else:
-        for i in range(len(run.parts)):
-            if settings.stop is not None and settings.stop.is_set():
-                break
-            outcome = run.outcomes[i] = run.solve_part(i, len(run.parts) - i)
-            run.bounds[i] = max(run.bounds[i], outcome.bound * run.parts[i].scale)
-            if outcome.offsets is not None:
-                run.tops[i] = run._top(run.parts[i], outcome.offsets)
-            run.report()
-            if outcome.interrupted or outcome.status == "infeasible":
-                break
+        try:
+            for i in range(len(run.parts)):
+                if settings.stop is not None and settings.stop.is_set():
+                    stats["interrupted"] = True
+                    break
+                outcome = run.outcomes[i] = run.solve_part(i, len(run.parts) - i)
+                run.bounds[i] = max(run.bounds[i], outcome.bound * run.parts[i].scale)
+                if outcome.offsets is not None:
+                    run.tops[i] = run._top(run.parts[i], outcome.offsets)
+                run.report()
+                if outcome.interrupted or outcome.status == "infeasible":
+                    stats["interrupted"] = outcome.interrupted
+                    break
+        except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
+            stats["interrupted"] = True
     return _plan(problem, run, stats, time.perf_counter() - began)
 
 
@@ -201,9 +206,9 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
     if infeasible:
         scale = run.parts[statuses.index("infeasible")].scale
         bound = max(bound, (capacity // scale + 1) * scale)
-    stats.update(statuses=statuses, interrupted=any(o is not None and o.interrupted
-                                                    for o in outcomes),
-                 parts_stats=[None if o is None else o.stats for o in outcomes])
+    stats.setdefault("interrupted", False)
+    stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
+                                                 for o in outcomes])
     result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
     if infeasible:

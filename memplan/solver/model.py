@@ -31,13 +31,13 @@ c explicit conflicts, O(l) for l links.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.errors import ProblemError
+from memplan.heuristics.units import combine_congruences
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.geometry import Geometry, build_geometry
 
@@ -95,24 +95,21 @@ class Model:
             cp.add_hint(self.peak, int((offsets + sizes).max()))
 
 
-def _congruence(problem: Problem, members, rel) -> tuple[int, int]:
-    """``base % modulus == residue`` making every member aligned; raises if none can."""
-    modulus, residue = 1, 0
+def congruence(problem: Problem, members, rel) -> tuple[int, int]:
+    """``(modulus, residue)``: ``base % modulus == residue`` aligns every member; raises if none."""
+    residue, modulus = 0, 1
     for idx, r in zip(members, rel, strict=True):
         a = int(problem.alignments[idx])
-        if a == 1:
-            continue
-        want = -r % a
-        g = math.gcd(modulus, a)
-        if (want - residue) % g:
+        combined = combine_congruences((residue, modulus), (-r % a, a))
+        if combined is None:
             raise ProblemError(f"no offset aligns every buffer of its alias group "
                                f"(alignment {a} at {r} bytes above the group's base)",
                                buffer=problem.ids[idx])
-        step = (want - residue) // g * pow(modulus // g, -1, a // g) % (a // g)
-        residue += modulus * step
-        modulus = modulus * a // g
-        residue %= modulus
+        residue, modulus = combined
     return modulus, residue
+
+
+_congruence = congruence  # the old name, until memplan.solver.regions imports the new one
 
 
 def sections(boxes) -> list[list[int]]:
@@ -166,7 +163,7 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     cp.name = problem.name or "memplan"
     geometry = build_geometry(problem)
     ids, sizes = problem.ids, problem.sizes
-    congruences = [_congruence(problem, unit.members, unit.rel) for unit in geometry.units]
+    congruences = [congruence(problem, unit.members, unit.rel) for unit in geometry.units]
     pinned = {}
     for u, unit in enumerate(geometry.units):
         for idx, r in zip(unit.members, unit.rel, strict=True):

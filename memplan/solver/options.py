@@ -31,8 +31,9 @@ class ExactOptions:
     warm_start: str | None = "best"  # planner whose plan is the hint and upper bound; None = none
     strategy: str = "lowest_offset"  # "lowest_offset": a worker puts buffers at their lowest
     #                                  free offset in `orders` (MiniMalloc); "none": CP-SAT's own
-    orders: tuple[str, ...] = ("lifetime",)  # unit orders for the strategy; several = round
-    #                                          robin with doubling time slices (restarts)
+    orders: tuple[str, ...] = ("total", "lifetime", "area")  # unit orders for the strategy;
+    #                     several = round robin with doubling time slices (restarts)
+    slice_seconds: float = 0.5  # first round-robin slice, in CP-SAT's deterministic seconds
     subsolvers: tuple[str, ...] = ()  # CP-SAT full-problem workers by name; () = CP-SAT's choice
     sections: bool = True  # also a 1-D NoOverlap per time section (clique of live boxes)
     timetabling: bool = False  # NoOverlap2D: timetabling reasoning

@@ -34,8 +34,6 @@ from memplan.bounds import live_bytes
 from memplan.solver.model import Model
 from memplan.solver.options import ExactOptions
 
-FIRST_SLICE = 0.5  # deterministic seconds of the first round-robin slice
-
 
 @dataclass
 class Outcome:
@@ -107,21 +105,29 @@ def _solve(cp: cp_model.CpModel, solver: cp_model.CpSolver, reporter: _Reporter,
            stop: threading.Event | None) -> tuple[int, bool]:
     """``solver.solve`` in a helper thread; returns (status, interrupted)."""
     result = {}
-    worker = threading.Thread(target=lambda: result.setdefault("status",
-                                                               solver.solve(cp, reporter)),
-                              name="memplan-cp-sat", daemon=True)
+    done = threading.Event()  # not Thread.join: an interrupted join can leave it unusable
+
+    def run():
+        try:
+            result["status"] = solver.solve(cp, reporter)
+        except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
+            result["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="memplan-cp-sat", daemon=True).start()
     interrupted = False
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.05)
+    while not done.is_set():
+        try:
+            done.wait(0.05)
             if stop is not None and stop.is_set() and not interrupted:
                 solver.stop_search()
                 interrupted = True
-    except KeyboardInterrupt:
-        solver.stop_search()
-        interrupted = True
-        worker.join()
+        except KeyboardInterrupt:
+            solver.stop_search()
+            interrupted = True
+    if "error" in result:
+        raise result["error"]
     return result["status"], interrupted
 
 
@@ -136,7 +142,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     bound = model.lower_bound
     best: np.ndarray | None = None
     stats = {"runs": 0, "branches": 0, "conflicts": 0}
-    slice_seconds = FIRST_SLICE
+    slice_seconds = options.slice_seconds
     while True:
         for order in orders:
             left = None if seconds is None else seconds - (time.perf_counter() - began)

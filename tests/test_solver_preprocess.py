@@ -1,0 +1,67 @@
+"""The exact planner's preprocessing and geometry: divisor, parts, boxes of alias groups."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memplan import Alias, Buffer, Problem
+from memplan.solver.geometry import build_geometry, set_partitions
+from memplan.solver.model import sections
+from memplan.solver.preprocess import assemble, components, part_offsets, scale_of, split
+
+
+def test_divisor_divides_sizes_deltas_and_pins_and_fits_the_alignments():
+    problem = Problem([Buffer("a", 1024, 0, 2, alignment=64), Buffer("b", 3072, 1, 3),
+                       Buffer("c", 2048, 2, 4, offset=4096)], aliases=[Alias("a", "b", 1024)])
+    assert scale_of(problem) == 1024  # 64 divides 1024: every multiple of 1024 is aligned
+    odd = Problem([Buffer("a", 1024, 0, 2, alignment=48), Buffer("b", 3072, 1, 3)])
+    assert scale_of(odd) == 16  # neither divides the other: down to gcd(1024, 48)
+
+
+def test_parts_are_joined_by_lifetimes_aliases_and_conflicts():
+    problem = Problem([Buffer("a", 4, 0, 2), Buffer("b", 4, 1, 3), Buffer("c", 4, 3, 5),
+                       Buffer("d", 4, 5, 6), Buffer("e", 4, 7, 8)],
+                      aliases=[Alias("c", "d", 0, optional=True)], conflicts=[("a", "e")])
+    assert sorted(m.tolist() for m in components(problem)) == [[0, 1, 4], [2, 3]]
+
+
+def test_split_renumbers_time_and_assemble_restores_bytes():
+    problem = Problem([Buffer("a", 4096, 10, 20), Buffer("b", 8192, 15, 40),
+                       Buffer("c", 4096, 100, 300)])
+    parts = split(problem)
+    assert [len(p.buffers) for p in parts] == [1, 2]
+    big = parts[1].problem
+    assert big.sizes.tolist() == [1, 2] and big.starts.tolist() == [0, 1]
+    assert big.ends.tolist() == [2, 3]
+    offsets = np.array([0, 4096, 8192])
+    pieces = [part_offsets(part, offsets) for part in parts]
+    assert assemble(problem, parts, pieces).tolist() == offsets.tolist()
+
+
+def test_in_place_shape_is_cut_into_disjoint_rectangles():
+    """The docstring's picture: src [0, 3), dst [2, 5) at src + 0 and larger."""
+    problem = Problem([Buffer("src", 2, 0, 3), Buffer("dst", 3, 2, 5)],
+                      aliases=[Alias("src", "dst", 0)])
+    geometry = build_geometry(problem)
+    assert len(geometry.units) == 1
+    boxes = sorted((b.start, b.end, b.low, b.high) for b in geometry.boxes)
+    assert boxes == [(0, 2, 0, 2), (2, 5, 0, 3)]
+
+
+def test_optional_in_place_alias_gives_one_arrangement_per_choice():
+    problem = Problem([Buffer("src", 2, 0, 3), Buffer("dst", 3, 2, 5)],
+                      aliases=[Alias("src", "dst", 0, optional=True)])
+    geometry = build_geometry(problem)
+    assert len(geometry.units) == 2 and len(geometry.links) == 1
+    assert list(geometry.arrangements.values()) == [[(((0, 0),), ((1, 0),)),
+                                                     (((0, 0), (1, 0)),)]]
+
+
+def test_set_partitions_are_counted_by_bell_numbers():
+    assert [len(list(set_partitions(tuple(range(n))))) for n in range(6)] == [1, 1, 2, 5, 15, 52]
+
+
+def test_sections_are_the_maximal_sets_live_together():
+    problem = Problem([Buffer("a", 1, 0, 4), Buffer("b", 1, 1, 2), Buffer("c", 1, 2, 3),
+                       Buffer("d", 1, 5, 6)])
+    assert sections(build_geometry(problem).boxes) == [[0, 1], [0, 2]]
