@@ -9,17 +9,23 @@ Steps of `search`:
   there: the canonical search MiniMalloc is built on. Orders follow MiniMalloc's
   preorderings (``total``: the heaviest section a unit crosses, then area,
   then lifetime; ``lifetime``; ``area``; ``size``);
-- with several orders, round robin: each order gets a slice of deterministic
-  time, the slices double every round (restarts), and every run starts from
-  the best plan found so far (hint; in minimise mode also a tighter bound);
-- run CP-SAT in a helper thread, so that ``stop`` (a threading.Event) or
-  Ctrl-C in the main thread ends the search at once with the best plan so far.
+- with several orders, MiniMalloc's round robin: each order gets a time slice,
+  the slices double every round (restarts), every run starts from the best
+  plan so far (hint; in minimise mode also a tighter bound). To fit a
+  capacity, the orders race side by side, one CP-SAT worker each, in as many
+  *lanes* as there are workers, and the first plan that fits ends the race;
+  to minimise, one lane gets all the workers (CP-SAT's own portfolio proves
+  the bounds);
+- run CP-SAT in helper threads, so that ``stop`` (a threading.Event) or
+  Ctrl-C in the calling thread ends the search at once with the best plan.
 
 Cost: what CP-SAT spends, bounded by the time limit; O(u log u) to order u units.
+Deterministic mode uses one lane and deterministic time, so runs repeat.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -77,12 +83,13 @@ class _Reporter(cp_model.CpSolverSolutionCallback):
         self.on_solution(self.best)
 
 
-def _parameters(solver: cp_model.CpSolver, options: ExactOptions, seconds: float | None,
-                slice_seconds: float | None):
+def _parameters(solver: cp_model.CpSolver, options: ExactOptions, *, workers: int,
+                seconds: float | None):
+    """CP-SAT's parameters for one run of at most ``seconds`` (deterministic ones if asked)."""
     params = solver.parameters
-    params.num_workers = options.workers or os.cpu_count() or 1
+    params.num_workers = workers
     params.random_seed = options.seed
-    params.catch_sigint_signal = False  # Ctrl-C is ours: see `_solve`
+    params.catch_sigint_signal = False  # Ctrl-C is ours: see `_Lane`
     params.log_search_progress = options.log
     params.use_timetabling_in_no_overlap_2d = options.timetabling
     params.use_energetic_reasoning_in_no_overlap_2d = options.energetic
@@ -93,42 +100,44 @@ def _parameters(solver: cp_model.CpSolver, options: ExactOptions, seconds: float
         params.subsolvers.append(name)
     if options.deterministic:
         params.interleave_search = True
-    deterministic = [t for t in (slice_seconds, seconds if options.deterministic else None)
-                     if t is not None]
-    if deterministic:
-        params.max_deterministic_time = min(deterministic)
-    if seconds is not None and not options.deterministic:
+        if seconds is not None:
+            params.max_deterministic_time = max(seconds, 0.0)
+    elif seconds is not None:
         params.max_time_in_seconds = max(seconds, 0.0)
 
 
-def _solve(cp: cp_model.CpModel, solver: cp_model.CpSolver, reporter: _Reporter,
-           stop: threading.Event | None) -> tuple[int, bool]:
-    """``solver.solve`` in a helper thread; returns (status, interrupted)."""
-    result = {}
-    done = threading.Event()  # not Thread.join: an interrupted join can leave it unusable
+class _Lane:
+    """One CP-SAT run in a helper thread (so that the calling thread can take Ctrl-C)."""
 
-    def run():
+    def __init__(self, model: Model, cp: cp_model.CpModel, solver: cp_model.CpSolver,
+                 on_solution: Callable[[np.ndarray], None]):
+        self.solver = solver
+        self.reporter = _Reporter(model, on_solution)
+        self.done = threading.Event()  # not Thread.join: an interrupted join is unreliable
+        self.status: int | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, args=(cp,), name="memplan-cp-sat",
+                         daemon=True).start()
+
+    def _run(self, cp: cp_model.CpModel):
         try:
-            result["status"] = solver.solve(cp, reporter)
+            self.status = self.solver.solve(cp, self.reporter)
         except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
-            result["error"] = error
+            self.error = error
         finally:
-            done.set()
+            self.done.set()
 
-    threading.Thread(target=run, name="memplan-cp-sat", daemon=True).start()
-    interrupted = False
-    while not done.is_set():
-        try:
-            done.wait(0.05)
-            if stop is not None and stop.is_set() and not interrupted:
-                solver.stop_search()
-                interrupted = True
-        except KeyboardInterrupt:
-            solver.stop_search()
-            interrupted = True
-    if "error" in result:
-        raise result["error"]
-    return result["status"], interrupted
+
+def _wait(lanes: list[_Lane], stop: threading.Event | None) -> bool:
+    """Wait until a lane ends; True when ``stop`` or Ctrl-C asked to end them all."""
+    try:
+        while not any(lane.done.is_set() for lane in lanes):
+            lanes[0].done.wait(0.05)
+            if stop is not None and stop.is_set():
+                return True
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def search(model: Model, options: ExactOptions, *, seconds: float | None,
@@ -136,51 +145,107 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
            on_bound: Callable[[int], None]) -> Outcome:
     """Search ``model`` for at most ``seconds``; see the module docstring."""
     began = time.perf_counter()
-    orders = options.orders if options.strategy == "lowest_offset" else (None,)
-    round_robin = len(orders) > 1
     minimize = model.peak is not None
-    bound = model.lower_bound
-    best: np.ndarray | None = None
-    stats = {"runs": 0, "branches": 0, "conflicts": 0}
-    slice_seconds = options.slice_seconds
-    while True:
-        for order in orders:
-            left = None if seconds is None else seconds - (time.perf_counter() - began)
-            if left is not None and left <= 0:
-                return Outcome("unknown" if best is None else "feasible", best, bound,
-                               stats=stats)
-            cp = model.cp.clone()
-            if best is not None:
-                model.hint(best, into=cp)
-                if minimize:
-                    peak = cp.get_int_var_from_proto_index(model.peak.index)
-                    cp.add(peak <= _peak(model, best) - 1)
-            if order is not None:
-                cp.add_decision_strategy(
-                    [cp.get_int_var_from_proto_index(model.base[u].index)
-                     for u in unit_order(model, order)],
-                    cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
-            solver = cp_model.CpSolver()
-            _parameters(solver, options, left, slice_seconds if round_robin else None)
-            if minimize:
-                solver.best_bound_callback = lambda value: on_bound(math.ceil(value - 1e-6))
-            reporter = _Reporter(model, on_solution)
-            status, interrupted = _solve(cp, solver, reporter, options.stop)
-            stats["runs"] += 1
-            stats["branches"] += solver.num_branches
-            stats["conflicts"] += solver.num_conflicts
-            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                best = model.offsets(solver)
-            elif reporter.best is not None:
-                best = reporter.best
-            if minimize and status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
-                bound = max(bound, math.ceil(solver.best_objective_bound - 1e-6))
-            outcome = _ended(model, status, best, bound, stats,
-                             final=interrupted or not round_robin)
-            if outcome is not None:
-                outcome.interrupted = interrupted
-                return outcome
-        slice_seconds *= 2
+    orders = options.orders if options.strategy == "lowest_offset" else (None,)
+    sliced = len(orders) > 1
+    workers = options.workers or os.cpu_count() or 1
+    width = workers if sliced and not minimize and not options.deterministic else 1
+    tasks = ((order, options.slice_seconds * 2 ** turn if sliced else None)
+             for turn in itertools.count() for order in orders)
+    state = _State(model, minimize)
+    running: list[_Lane] = []
+    interrupted = False
+    try:
+        while state.outcome is None:
+            while len(running) < width and not state.timed_out(began, seconds):
+                running.append(_start(model, state, options, next(tasks), workers // width,
+                                      state.left(began, seconds), on_solution, on_bound))
+            if not running:
+                break
+            interrupted = _wait(running, options.stop)
+            for lane in [lane for lane in running if lane.done.is_set()]:
+                running.remove(lane)
+                state.absorb(lane, final=not sliced)
+            if interrupted:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for lane in running:
+            lane.solver.stop_search()
+        for lane in running:
+            while not lane.done.wait(0.05):
+                pass
+            state.absorb(lane, final=False)
+    outcome = state.outcome or Outcome("unknown" if state.best is None else "feasible",
+                                       state.best, state.bound)
+    outcome.interrupted = interrupted
+    outcome.stats = state.stats
+    return outcome
+
+
+def _start(model: Model, state: _State, options: ExactOptions, task, workers: int,
+           left: float | None, on_solution, on_bound) -> _Lane:
+    """A lane searching with ``task`` = (order or None, slice seconds or None)."""
+    order, slice_seconds = task
+    cp = model.cp.clone()
+    if state.best is not None:
+        model.hint(state.best, into=cp)
+        if state.minimize:
+            peak = cp.get_int_var_from_proto_index(model.peak.index)
+            cp.add(peak <= _peak(model, state.best) - 1)
+    if order is not None:
+        cp.add_decision_strategy(
+            [cp.get_int_var_from_proto_index(model.base[u].index)
+             for u in unit_order(model, order)],
+            cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
+    solver = cp_model.CpSolver()
+    limits = [t for t in (left, slice_seconds) if t is not None]
+    _parameters(solver, options, workers=max(workers, 1),
+                seconds=min(limits) if limits else None)
+    if state.minimize:
+        solver.best_bound_callback = lambda value: on_bound(math.ceil(value - 1e-6))
+    return _Lane(model, cp, solver, on_solution)
+
+
+class _State:
+    """What the runs of one search have found so far."""
+
+    def __init__(self, model: Model, minimize: bool):
+        self.model, self.minimize = model, minimize
+        self.best: np.ndarray | None = None
+        self.bound = model.lower_bound
+        self.outcome: Outcome | None = None
+        self.stats = {"runs": 0, "branches": 0, "conflicts": 0}
+
+    def left(self, began: float, seconds: float | None) -> float | None:
+        return None if seconds is None else seconds - (time.perf_counter() - began)
+
+    def timed_out(self, began: float, seconds: float | None) -> bool:
+        left = self.left(began, seconds)
+        return left is not None and left <= 0
+
+    def absorb(self, lane: _Lane, *, final: bool):
+        """Take a finished run's plan, bound and verdict."""
+        if lane.error is not None:
+            raise lane.error
+        solver, status = lane.solver, lane.status
+        self.stats["runs"] += 1
+        self.stats["branches"] += solver.num_branches
+        self.stats["conflicts"] += solver.num_conflicts
+        found = None
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found = self.model.offsets(solver)
+        elif lane.reporter.best is not None:
+            found = lane.reporter.best
+        if found is not None and (self.best is None or _peak(self.model, found)
+                                  < _peak(self.model, self.best)):
+            self.best = found
+        if self.minimize and status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            self.bound = max(self.bound, math.ceil(solver.best_objective_bound - 1e-6))
+        if self.outcome is None:
+            self.outcome = _ended(self.model, status, self.best, self.bound, self.stats,
+                                  final=final)
 
 
 def _ended(model: Model, status: int, best, bound: int, stats: dict, *,
