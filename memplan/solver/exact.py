@@ -52,6 +52,8 @@ from memplan.solver.search import Outcome, search
 from memplan.validate import validate
 
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
+FIT_FIRST_SHARE = 0.25  # minimise: of a part's time spent trying to fit at the lower bound
+FIT_FIRST_SECONDS = 60.0  # minimise: the same without a time limit
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -106,39 +108,96 @@ class _Run:
         return self.options.time_limit - (time.perf_counter() - self.began)
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
-        part, options = self.parts[i], self.options
+        """Plan part ``i`` with its share of the time left."""
+        part = self.parts[i]
         scaled = part.problem
         floor = max(lower_bound(scaled), math.ceil(self.lower / part.scale))
         hinted = None if self.hint is None else part_offsets(part, self.hint.offsets)
         top = None if hinted is None else int((hinted + scaled.sizes).max())
         goal = floor if self.minimize else scaled.capacity
-        if top is not None and goal is not None and top <= goal \
-                and (scaled.capacity is None or top <= scaled.capacity):
+        if top is not None and top <= goal and (scaled.capacity is None
+                                                or top <= scaled.capacity):
             return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
-        model = build_model(scaled, lower_bound=floor, upper_bound=top, minimize=self.minimize,
-                            by_section=options.sections)
-        if hinted is not None and (scaled.capacity is None or top <= scaled.capacity):
-            model.hint(hinted)  # an over-capacity hint misleads the search: none then
         left = self.seconds_left()
+        seconds = None if left is None else max(left, 0) / parts_left
+        if not self.minimize:  # an over-capacity hint misleads the search: none then
+            return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
+        return self._minimise(i, floor, hinted, seconds)
+
+    def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
+        """The smallest peak: first try to fit at the floor, then descend, then minimise."""
+        began = time.perf_counter()
+        scaled = self.parts[i].problem
+        cap = scaled.capacity
+        first = FIT_FIRST_SECONDS if seconds is None else seconds * FIT_FIRST_SHARE
+        outcome = self._search(i, floor, floor, None, first, minimize=False)
+        if outcome.status == "feasible":
+            outcome.status = "optimal"
+            return outcome
+        if outcome.status == "infeasible":
+            floor += 1
+        best = hinted
+        if outcome.interrupted:
+            return Outcome("feasible", best, floor, interrupted=True, stats=outcome.stats)
+        if self.options.descent:
+            while not outcome.interrupted:
+                left = None if seconds is None else seconds - (time.perf_counter() - began)
+                target = None if best is None else int((best + scaled.sizes).max()) - 1
+                if target is not None and cap is not None:
+                    target = min(target, cap)
+                if target is None or target < floor or (left is not None and
+                                                        left < seconds * 0.25):
+                    break
+                outcome = self._search(i, floor, target, None, None if left is None
+                                       else left - seconds * 0.25, minimize=False)
+                if outcome.status == "feasible":
+                    best = outcome.offsets
+                elif outcome.status == "infeasible":
+                    return Outcome("optimal", best, target + 1)
+                else:
+                    break
+        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        top = None if best is None else int((best + scaled.sizes).max())
+        result = self._search(i, floor, top, best, left, minimize=True)
+        if result.offsets is None:
+            result.offsets = best
+        result.bound = max(result.bound, floor)
+        return result
+
+    def _search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None, *,
+                minimize: bool) -> Outcome:
+        """One search of part ``i``: peak in [floor, top] (minimise) or every top <= top."""
+        part, options = self.parts[i], self.options
+        model = build_model(part.problem.replace(capacity=top) if not minimize
+                            else part.problem, lower_bound=floor, upper_bound=top,
+                            minimize=minimize, by_section=options.sections)
+        if hinted is not None:
+            model.hint(hinted)
 
         def on_solution(offsets):
-            self.tops[i] = self._top(part, offsets)
-            self.report()
+            new = self._top(part, offsets)
+            if self.tops[i] is None or new < self.tops[i]:
+                self.tops[i] = new
+                self.report()
 
         def on_bound(bound):
             self.bounds[i] = max(self.bounds[i], bound * part.scale)
             self.report()
 
         outcome = search(model, options, on_solution=on_solution, on_bound=on_bound,
-                         seconds=None if left is None else max(left, 0) / parts_left)
+                         seconds=seconds)
         outcome.stats.update(boxes=len(model.geometry.boxes), units=len(model.geometry.units),
                              links=len(model.geometry.links),
                              loose_aliases=len(model.geometry.loose))
-        if outcome.offsets is None and hinted is not None:
-            outcome.offsets = hinted
-        if outcome.offsets is None and outcome.status == "infeasible":
-            outcome.offsets = model.stacked
+        if outcome.offsets is None and outcome.status == "infeasible" and not minimize:
+            outcome.offsets = self._fallback(i, model)
         return outcome
+
+    def _fallback(self, i: int, model) -> np.ndarray:
+        """Some layout of part ``i`` (over its capacity): the hint's, or one sharing nothing."""
+        if self.hint is not None:
+            return part_offsets(self.parts[i], self.hint.offsets)
+        return model.stacked
 
 
 @register("exact")

@@ -33,13 +33,15 @@ class ExactOptions:
     #                                  free offset in `orders` (MiniMalloc); "none": CP-SAT's own
     orders: tuple[str, ...] = ("total", "lifetime", "area")  # unit orders for the strategy;
     #                     several = round robin with doubling time slices (restarts)
-    slice_seconds: float = 0.5  # first round-robin slice, in CP-SAT's deterministic seconds
+    slice_seconds: float = 8.0  # first round-robin slice (wall seconds; deterministic ones in
+    #                             deterministic mode), doubling every round
     subsolvers: tuple[str, ...] = ()  # CP-SAT full-problem workers by name; () = CP-SAT's choice
     sections: bool = True  # also a 1-D NoOverlap per time section (clique of live boxes)
     timetabling: bool = False  # NoOverlap2D: timetabling reasoning
     energetic: bool = False  # NoOverlap2D: energetic and area-energetic reasoning
     try_edge: bool = False  # NoOverlap2D: try-edge reasoning
     pairwise_pairs: int = 1250  # NoOverlap2D: most box pairs for pairwise reasoning (0 = off)
+    descent: bool = False  # minimise: descend by fit races (peak < best) before minimising
     on_progress: Callable[[Progress], None] | None = None  # called on new plans and bounds
     stop: threading.Event | None = None  # set it (from any thread) to stop with the best plan
     log: bool = False  # print CP-SAT's search log
