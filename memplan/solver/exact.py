@@ -52,8 +52,8 @@ from memplan.solver.search import Outcome, search
 from memplan.validate import validate
 
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
-FIT_FIRST_SHARE = 0.25  # minimise: of a part's time spent trying to fit at the lower bound
-FIT_FIRST_SECONDS = 60.0  # minimise: the same without a time limit
+DESCENT_SHARE = 0.75  # minimise: of a part's time spent bisecting by fit races
+DESCENT_STEP_SECONDS = 16.0  # minimise: most seconds one fit race of the bisection takes
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -125,41 +125,46 @@ class _Run:
         return self._minimise(i, floor, hinted, seconds)
 
     def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
-        """The smallest peak: first try to fit at the floor, then descend, then minimise."""
+        """The smallest peak: fit at the floor, then bisect by fit races, then minimise.
+
+        Fitting (a race of orders, `search`) is far faster than CP-SAT's own
+        minimisation at finding low peaks, so the targets between the floor
+        and the best peak are bisected: a target that fits lowers the best
+        peak, one proven infeasible raises the floor, one that times out is
+        left. The rest of the time goes to CP-SAT's minimisation, the only one
+        that proves bounds between the floor and the best peak.
+        """
         began = time.perf_counter()
-        scaled = self.parts[i].problem
-        cap = scaled.capacity
-        first = FIT_FIRST_SECONDS if seconds is None else seconds * FIT_FIRST_SHARE
-        outcome = self._search(i, floor, floor, None, first, minimize=False)
-        if outcome.status == "feasible":
-            outcome.status = "optimal"
-            return outcome
-        if outcome.status == "infeasible":
-            floor += 1
-        best = hinted
-        if outcome.interrupted:
-            return Outcome("feasible", best, floor, interrupted=True, stats=outcome.stats)
-        if self.options.descent:
-            while not outcome.interrupted:
-                left = None if seconds is None else seconds - (time.perf_counter() - began)
-                target = None if best is None else int((best + scaled.sizes).max()) - 1
-                if target is not None and cap is not None:
-                    target = min(target, cap)
-                if target is None or target < floor or (left is not None and
-                                                        left < seconds * 0.25):
-                    break
-                outcome = self._search(i, floor, target, None, None if left is None
-                                       else left - seconds * 0.25, minimize=False)
-                if outcome.status == "feasible":
-                    best = outcome.offsets
-                elif outcome.status == "infeasible":
-                    return Outcome("optimal", best, target + 1)
-                else:
-                    break
+        sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity
+        step = DESCENT_STEP_SECONDS if seconds is None else min(DESCENT_STEP_SECONDS,
+                                                                 seconds * DESCENT_SHARE)
+        best, hard, target = hinted, floor - 1, floor  # hard: the highest target given up on
+        while True:
+            left = None if seconds is None else \
+                seconds * DESCENT_SHARE - (time.perf_counter() - began)
+            top = None if best is None else int((best + sizes).max())
+            if target is None or (left is not None and left <= 0):
+                break
+            outcome = self._search(i, floor, target, None, step if left is None
+                                   else min(step, left), minimize=False)
+            if outcome.status == "feasible":
+                best, top = outcome.offsets, int((outcome.offsets + sizes).max())
+            elif outcome.status == "infeasible":
+                floor = hard = target + 1
+            else:
+                hard = target
+            if outcome.interrupted or (top is not None and top <= floor):
+                status = "optimal" if top is not None and top <= floor else "feasible"
+                return Outcome(status, best, floor, outcome.interrupted, outcome.stats)
+            limit = top if capacity is None or top is None else min(top, capacity + 1)
+            if limit is not None and hard + 1 >= limit and seconds is not None:
+                hard, step = floor - 1, 2 * step  # every target given up: again, longer
+            target = None if limit is None or hard + 1 >= limit else (hard + limit) // 2
         left = None if seconds is None else seconds - (time.perf_counter() - began)
-        top = None if best is None else int((best + scaled.sizes).max())
+        top = None if best is None else int((best + sizes).max())
         result = self._search(i, floor, top, best, left, minimize=True)
-        if result.offsets is None:
+        if result.offsets is None or (best is not None and
+                                      int((result.offsets + sizes).max()) > top):
             result.offsets = best
         result.bound = max(result.bound, floor)
         return result

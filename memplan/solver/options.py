@@ -41,7 +41,6 @@ class ExactOptions:
     energetic: bool = False  # NoOverlap2D: energetic and area-energetic reasoning
     try_edge: bool = False  # NoOverlap2D: try-edge reasoning
     pairwise_pairs: int = 1250  # NoOverlap2D: most box pairs for pairwise reasoning (0 = off)
-    descent: bool = False  # minimise: descend by fit races (peak < best) before minimising
     on_progress: Callable[[Progress], None] | None = None  # called on new plans and bounds
     stop: threading.Event | None = None  # set it (from any thread) to stop with the best plan
     log: bool = False  # print CP-SAT's search log
