@@ -239,10 +239,12 @@ def test_progress_reports_plans_and_bounds_and_stop_keeps_the_best_plan():
 
     def on_progress(progress: Progress):
         seen.append(progress)
-        stop.set()
+        if progress.arena_size is not None:  # the first plan: stop there
+            stop.set()
 
     plan = exact(problem, warm_start=None, on_progress=on_progress, stop=stop)
-    assert seen and all(p.best_bound <= plan.arena_size for p in seen)
+    assert seen[0].arena_size is None and seen[0].best_bound == plan.lower_bound
+    assert all(p.best_bound <= plan.arena_size for p in seen)
     assert plan.status in ("optimal", "feasible")
 
 

@@ -218,6 +218,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     run = _Run(working, settings, hint, began)
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
+    run.report()  # the warm start's arena and the lower bound, at once
     capacity = working.capacity
     if capacity is not None and run.lower > capacity:
         run.outcomes = [Outcome("infeasible", None, run.lower)] * len(run.parts)
