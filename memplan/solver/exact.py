@@ -9,12 +9,15 @@ to the optimum. Steps:
   (minimise mode) is the answer, at once;
 - **preprocess** (`memplan.solver.preprocess`): divide by the common divisor
   of the sizes, renumber time, split into independent parts;
-- for each part, smallest first, each with an equal share of the time left:
+- for each part, smallest first, each with an equal share of the time left,
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
-  NoOverlap2D, peak or capacity) with the hint's part as hint and upper
-  bound, and **search** it (`memplan.solver.search`); in minimise mode a
-  part's peak is floored at the global lower bound (only the largest part
-  counts, so no part needs to go lower);
+  NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.search`):
+  - to fit a capacity: one race of the MiniMalloc orders;
+  - to minimise: fit at the lower bound first (most real problems end
+    there), then bisect the peak between the floor and the best plan with
+    fit races (far faster than CP-SAT's minimisation at finding low peaks),
+    then CP-SAT's minimisation from the best plan, for the proven bound; a
+    part's floor is the global lower bound (only the largest part counts);
 - put the parts' offsets back together; the arena is the largest part's.
 
 Modes: with a capacity (and ``minimize`` unset) the question is "does it fit"
@@ -24,13 +27,15 @@ offsets are the warm start's over-capacity layout), ``unknown`` when the time
 ran out first. Without a capacity (or ``minimize=True``): the smallest peak,
 status ``optimal`` when proven, else ``feasible`` with the proven gap.
 
-Progress goes to ``on_progress(Progress(arena_size, best_bound, seconds))`` on
-every new plan and bound; ``stop`` (a threading.Event) or Ctrl-C ends the
-search with the best plan so far (``stats["interrupted"]``).
+Progress goes to ``on_progress(Progress(arena_size, best_bound, seconds))`` at
+the start and on every new plan and bound; ``stop`` (a threading.Event) or
+Ctrl-C ends the search with the best plan so far (``stats["interrupted"]``).
 
 Cost: NP-hard; bounded by ``time_limit``. Known limits: one memory region
-(region 0); variable-size scratch gets its minimum size; optional aliases
-that close a cycle are not modelled as choices (`memplan.solver.geometry`).
+(region 0's capacity); variable-size scratch gets its minimum size; link
+components of optional aliases beyond `geometry.MAX_ARRANGEMENTS` are left
+to chance (sound, maybe not optimal); the proven bound rarely rises above
+the lower bound on large problems (MiniMalloc's D and J).
 """
 
 from __future__ import annotations

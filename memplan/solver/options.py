@@ -32,9 +32,9 @@ class ExactOptions:
     strategy: str = "lowest_offset"  # "lowest_offset": a worker puts buffers at their lowest
     #                                  free offset in `orders` (MiniMalloc); "none": CP-SAT's own
     orders: tuple[str, ...] = ("total", "lifetime", "area")  # unit orders for the strategy;
-    #                     several = round robin with doubling time slices (restarts)
-    slice_seconds: float = 8.0  # first round-robin slice (wall seconds; deterministic ones in
-    #                             deterministic mode), doubling every round
+    #   to fit, they race at once (one worker each); to minimise, the first one
+    slice_seconds: float = 8.0  # with one worker (or deterministic): the orders take turns,
+    #                             in slices of this many seconds, doubling every round
     subsolvers: tuple[str, ...] = ()  # CP-SAT full-problem workers by name; () = CP-SAT's choice
     sections: bool = True  # also a 1-D NoOverlap per time section (clique of live boxes)
     timetabling: bool = False  # NoOverlap2D: timetabling reasoning
