@@ -65,3 +65,13 @@ def test_sections_are_the_maximal_sets_live_together():
     problem = Problem([Buffer("a", 1, 0, 4), Buffer("b", 1, 1, 2), Buffer("c", 1, 2, 3),
                        Buffer("d", 1, 5, 6)])
     assert sections(build_geometry(problem).boxes) == [[0, 1], [0, 2]]
+
+
+def test_a_long_chain_of_optional_aliases_is_one_tree():
+    n = 3000  # deeper than Python's recursion limit
+    problem = Problem([Buffer(f"t{i}", 4, i, i + 2) for i in range(n)],
+                      aliases=[Alias(f"t{i}", f"t{i + 1}", 0, optional=True) for i in range(n - 1)])
+    geometry = build_geometry(problem)
+    assert len(geometry.links) == n - 1 and geometry.loose == []
+    assert geometry.paths(0, n - 1) == [(0, tuple(range(n - 1)))]
+    assert len(geometry.arrangements) == n - 1  # each pair at its handover step

@@ -178,6 +178,8 @@ class _Run:
                 minimize: bool) -> Outcome:
         """One search of part ``i``: peak in [floor, top] (minimise) or every top <= top."""
         part, options = self.parts[i], self.options
+        if seconds is not None and seconds <= 0:
+            return Outcome("unknown", None, floor)
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,
                             minimize=minimize, by_section=options.sections)

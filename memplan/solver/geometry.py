@@ -50,6 +50,7 @@ from memplan.problem import Problem
 
 MAX_ARRANGEMENTS = 64  # most arrangements modelled for one set of live units
 MAX_PATHS = 32  # most simple paths of links modelled between two units
+MAX_PATH_STEPS = 20_000  # most steps of the search for those paths
 
 Path = tuple[int, tuple[int, ...]]  # (total shift base[v] - base[u], links on the path)
 Arrangement = tuple[tuple[tuple[int, int], ...], ...]  # classes of (unit, shift from the first)
@@ -104,29 +105,84 @@ class Geometry:
     separations: list[tuple[int, int]] = field(default_factory=list)  # buffer pairs
     component: list[int] = field(default_factory=list)  # unit -> its link component
     _paths: dict[tuple[int, int], list[Path]] = field(default_factory=dict)
+    _adjacency: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    _up: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    #  in a tree of links: unit -> (parent unit, link to it, shift from it, depth)
+    _offset: dict[int, int] = field(default_factory=dict)  # in a tree: base - the root's base
 
     def paths(self, u: int, v: int) -> list[Path]:
-        """Every simple path of links from unit ``u`` to unit ``v``, with its total shift."""
-        if (u, v) not in self._paths:
-            adjacency: dict[int, list[tuple[int, int, int]]] = {}
-            for k, link in enumerate(self.links):
-                adjacency.setdefault(link.low, []).append((k, link.high, link.shift))
-                adjacency.setdefault(link.high, []).append((k, link.low, -link.shift))
-            found: list[Path] = []
+        """Every simple path of links from unit ``u`` to unit ``v``, with its total shift.
 
-            def walk(at: int, shift: int, visited: set[int], links: tuple[int, ...]):
-                if len(found) > MAX_PATHS:
-                    return
-                if at == v:
-                    found.append((shift, links))
-                    return
-                for k, other, step in adjacency.get(at, ()):
-                    if other not in visited:
-                        walk(other, shift + step, visited | {other}, links + (k,))
+        In a tree of links (the usual case) the one path climbs to the common
+        ancestor, O(depth); otherwise a depth-first search without recursion
+        (link chains can be long) that raises `Crowded` past `MAX_PATHS` paths
+        or `MAX_PATH_STEPS` steps.
+        """
+        if (u, v) in self._paths:
+            return self._paths[u, v]
+        if self.component[u] != self.component[v]:
+            return []
+        if u in self._up:  # a tree of links
+            return [self._climb(u, v)]
+        found: list[Path] = []
+        stack = [(u, 0, frozenset((u,)), ())]  # (unit, shift so far, units on it, links)
+        steps = 0
+        while stack:
+            at, shift, visited, links = stack.pop()
+            steps += 1
+            if steps > MAX_PATH_STEPS or len(found) > MAX_PATHS:
+                raise Crowded
+            if at == v:
+                found.append((shift, links))
+                continue
+            for k, other, step in self._adjacency.get(at, ()):
+                if other not in visited:
+                    stack.append((other, shift + step, visited | {other}, links + (k,)))
+        self._paths[u, v] = found
+        return found
 
-            walk(u, 0, {u}, ())
-            self._paths[u, v] = found
-        return self._paths[u, v]
+    def _climb(self, u: int, v: int) -> Path:
+        """The path from u to v in their tree: both climb to their common ancestor."""
+        shift = self._offset[v] - self._offset[u]
+        up, down = [], []
+        while u != v:
+            if self._up[u][3] >= self._up[v][3]:
+                up.append(self._up[u][1])
+                u = self._up[u][0]
+            else:
+                down.append(self._up[v][1])
+                v = self._up[v][0]
+        return shift, tuple(up + down[::-1])
+
+    def index_links(self):
+        """Adjacency of the links, and for each tree of links its parents and offsets."""
+        for k, link in enumerate(self.links):
+            self._adjacency.setdefault(link.low, []).append((k, link.high, link.shift))
+            self._adjacency.setdefault(link.high, []).append((k, link.low, -link.shift))
+        units_in: dict[int, list[int]] = {}
+        for u, c in enumerate(self.component):
+            units_in.setdefault(c, []).append(u)
+        links_in: dict[int, int] = {}
+        for link in self.links:
+            links_in[self.component[link.low]] = links_in.get(self.component[link.low], 0) + 1
+        for c, units in units_in.items():
+            if len(units) == 1 or links_in.get(c, 0) != len(units) - 1:
+                continue  # alone, or a cycle: no tree
+            root = units[0]
+            self._up[root] = (root, -1, 0, 0)
+            self._offset[root] = 0
+            stack = [root]
+            while stack:
+                at = stack.pop()
+                for k, other, step in self._adjacency.get(at, ()):
+                    if other not in self._up:
+                        self._up[other] = (at, k, step, self._up[at][3] + 1)
+                        self._offset[other] = self._offset[at] + step
+                        stack.append(other)
+
+
+class Crowded(Exception):
+    """A link component with too many paths or arrangements to model exactly."""
 
 
 def _units(problem: Problem) -> tuple[list[Unit], np.ndarray]:
@@ -227,8 +283,11 @@ def _shape_boxes(problem: Problem, geometry: Geometry,
             pieces = [(live[0], (), 0, shape[live[0]])]
         elif live:
             if live not in geometry.arrangements:
-                options = _arrangements(geometry, live)
-                if options is None or any(len(p) > MAX_PATHS for p in geometry._paths.values()):
+                try:
+                    options = _arrangements(geometry, live)
+                except Crowded:
+                    return None
+                if options is None:
                     return None
                 geometry.arrangements[live] = options
             pieces = [(cls[0][0], live, index,
@@ -273,6 +332,7 @@ def build_geometry(problem: Problem) -> Geometry:
     while True:
         geometry = Geometry(units, unit_of, links, loose)
         geometry.component = _link_components(len(units), links)
+        geometry.index_links()
         by_component: dict[int, list[int]] = {}
         for u, c in enumerate(geometry.component):
             by_component.setdefault(c, []).append(u)
