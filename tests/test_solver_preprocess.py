@@ -6,7 +6,7 @@ import numpy as np
 
 from memplan import Alias, Buffer, Problem
 from memplan.solver.geometry import build_geometry, set_partitions
-from memplan.solver.model import sections
+from memplan.solver.model import conflict_cliques, sections
 from memplan.solver.preprocess import assemble, components, part_offsets, scale_of, split
 
 
@@ -75,3 +75,12 @@ def test_a_long_chain_of_optional_aliases_is_one_tree():
     assert len(geometry.links) == n - 1 and geometry.loose == []
     assert geometry.paths(0, n - 1) == [(0, tuple(range(n - 1)))]
     assert len(geometry.arrangements) == n - 1  # each pair at its handover step
+
+
+def test_conflict_cliques_cover_the_heavy_cliques_of_a_conflict_graph():
+    sizes = np.array([5, 10, 8, 20, 2, 6, 15, 3])  # the graph, buffers 1..8 as 0..7
+    pairs = [(int(a) - 1, int(b) - 1) for a, b in
+             "12 23 24 25 34 35 36 45 46 47 56 57 58 67 78".split()]
+    cliques = conflict_cliques(pairs, sizes)
+    assert [3, 4, 5, 6] in cliques  # 20 + 2 + 6 + 15 = 43, the optimum
+    assert all(len(c) > 2 for c in cliques)

@@ -16,7 +16,8 @@ Steps of `build_model`:
   one set per arrangement (`geometry`), present exactly when the taken links
   make that arrangement (literals for paths and joins defined as AND / OR);
 - explicit conflicts that lifetimes do not imply: ``a below b or b below a``
-  (or the two buffers are merged by taken links);
+  (or the two buffers are merged by taken links), plus a redundant 1-D
+  NoOverlap per clique of such conflicts;
 - ``peak >= base + extent`` for every unit, minimised within ``[lower bound,
   upper bound]``; or, to fit a capacity, ``base + extent <= capacity`` and no
   objective.
@@ -147,6 +148,33 @@ def _stacked(problem: Problem, geometry: Geometry, congruences, pinned) -> np.nd
             floor = base + unit.extent
         offsets[list(unit.members)] = base + np.array(unit.rel)
     return offsets
+
+
+def conflict_cliques(pairs: list[tuple[int, int]], sizes) -> list[list[int]]:
+    """Cliques of three or more buffers covering the conflict pairs they can (greedy).
+
+    Each clique's 1-D NoOverlap is redundant with the pairwise disjunctions but
+    prunes far more (a conflict graph's cliques need their total size). For
+    each uncovered pair, heaviest first: add every common neighbour that
+    conflicts with all members so far. O(p * d^2) for p pairs of degree d.
+    """
+    neighbours: dict[int, set[int]] = {}
+    for a, b in pairs:
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    covered: set[tuple[int, int]] = set()
+    found = []
+    for a, b in sorted(pairs, key=lambda p: -int(sizes[p[0]] + sizes[p[1]])):
+        if (a, b) in covered:
+            continue
+        clique = [a, b]
+        for c in sorted(neighbours[a] & neighbours[b], key=lambda c: -int(sizes[c])):
+            if all(c in neighbours[m] for m in clique):
+                clique.append(c)
+        covered.update((min(x, y), max(x, y)) for x in clique for y in clique)
+        if len(clique) > 2:
+            found.append(sorted(clique))
+    return found
 
 
 def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, minimize: bool,
@@ -285,6 +313,12 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
             either.append(merged(ua, ub))
         cp.add_bool_or(either)
         model.below += [(a_below, a, b), (b_below, b, a)]
+    apart = [(a, b) for a, b in geometry.separations
+             if geometry.component[geometry.unit_of[a]] != geometry.component[geometry.unit_of[b]]]
+    for members in conflict_cliques(apart, sizes):
+        cp.add_no_overlap([cp.new_fixed_size_interval_var(offset[i], int(sizes[i]),
+                                                          f"conflict[{ids[i]}]")
+                           for i in members])
     if peak is not None:
         cp.minimize(peak)
     return model
