@@ -13,7 +13,8 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
-from memplan.problem import Alias, Buffer, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import plan_with, planners, register
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory

@@ -43,7 +43,8 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.multimodel import MultiModel, combine, stack
-from memplan.problem import Buffer, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.validate import validate
 

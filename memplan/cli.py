@@ -36,7 +36,8 @@ from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
 from memplan.multimodel import MultiModel, flatten
 from memplan.multimodel import report as model_report
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.solver.options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes

@@ -41,7 +41,8 @@ from typing import Literal
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import NO_OFFSET, Alias, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Alias, Problem, Region
 from memplan.registry import plan_with
 from memplan.replay import StepEvents, events, max_live_blocks
 

@@ -58,7 +58,8 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
 from memplan.errors import ProblemError
 from memplan.frontends.onnx_graph import bind_dims, load_model, reads_of, subgraphs
 from memplan.frontends.onnx_types import tensor_type
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 POISON = 0xA5  # the arena's bytes before anything is written: NaN-like garbage
 BACKENDS = ("onnxruntime", "reference")

@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from memplan.errors import ProblemError
 
-Status = Literal["optimal", "feasible", "infeasible", "unknown"]
-STATUSES: tuple[str, ...] = ("optimal", "feasible", "infeasible", "unknown")
 KINDS: tuple[str, ...] = ("activation", "input", "output", "scratch", "weight")
 NO_OFFSET = -1  # in `Problem.pinned`: the buffer is not pinned
 
@@ -351,67 +349,3 @@ def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray,
     resolved = [find(i) for i in range(n)]
     return (_readonly([r for r, _ in resolved]), _readonly([d for _, d in resolved]),
             _readonly(contradicting))
-
-
-@dataclass
-class Plan:
-    """An offset for every buffer of a problem, and what the planner knows about it.
-
-    ``arena_size`` is ``max(offset + size)``; ``lower_bound`` is the problem's
-    bound (`memplan.bounds.lower_bound`); ``best_bound`` is the best bound the
-    planner *proved* for the optimum (the lower bound, or higher after an exact
-    search). ``status``: ``optimal`` (arena_size == best_bound), ``feasible``
-    (a valid plan; ``gap`` says how far from proven), ``infeasible`` (no plan
-    within the capacity was found; proven only when ``best_bound`` exceeds the
-    capacity), ``unknown``.
-    """
-
-    offsets: np.ndarray
-    arena_size: int
-    lower_bound: int
-    status: Status
-    best_bound: int
-    planner: str
-    seconds: float = 0.0
-    stats: dict[str, Any] = field(default_factory=dict)
-    regions: np.ndarray | None = None  # region index per buffer, when the problem has regions
-    sizes: np.ndarray | None = None  # granted sizes, when variable-size scratch was grown
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}; valid: {', '.join(STATUSES)}")
-        self.offsets = np.asarray(self.offsets, dtype=np.int64)
-
-    @classmethod
-    def from_offsets(cls, problem: Problem, offsets, *, planner: str, seconds: float = 0.0,
-                     best_bound: int | None = None, stats: dict[str, Any] | None = None,
-                     regions=None, sizes=None) -> Plan:
-        """Wrap offsets into a plan: arena size, bound and status derived; O(n)."""
-        from memplan.bounds import lower_bound
-
-        offsets = np.asarray(offsets, dtype=np.int64)
-        used = problem.sizes if sizes is None else np.asarray(sizes, dtype=np.int64)
-        arena = int((offsets + used).max()) if len(problem) else 0
-        bound = lower_bound(problem)
-        proven = max(bound, best_bound or 0)
-        if problem.capacity is not None and arena > problem.capacity:
-            status = "infeasible"
-        elif arena <= proven:
-            status = "optimal"
-        else:
-            status = "feasible"
-        return cls(offsets, arena, bound, status, proven, planner, seconds, dict(stats or {}),
-                   None if regions is None else np.asarray(regions, dtype=np.int64),
-                   None if sizes is None else used)
-
-    @property
-    def gap(self) -> float:
-        """``(arena_size - best_bound) / arena_size``: 0 when proven optimal."""
-        return (self.arena_size - self.best_bound) / self.arena_size if self.arena_size else 0.0
-
-    def offset_of(self, problem: Problem, id: str) -> int:
-        return int(self.offsets[problem.index(id)])
-
-    def __repr__(self) -> str:
-        return (f"<Plan {self.planner}: arena {self.arena_size}, lower bound {self.lower_bound}, "
-                f"{self.status}, gap {self.gap:.2%}, {self.seconds:.3f} s>")

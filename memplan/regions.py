@@ -41,7 +41,8 @@ import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
 from memplan.errors import ProblemError
-from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Problem
 from memplan.scratch import Layout, align, plan_scratch, subproblem
 
 _UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from memplan.errors import UnknownPlannerError
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 
 class Planner(Protocol):

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.problem import Plan, Problem, alias_components
+from memplan.plan import Plan
+from memplan.problem import Problem, alias_components
 
 
 @dataclass(frozen=True)

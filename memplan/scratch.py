@@ -44,7 +44,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Problem
 from memplan.registry import plan_with
 
 _OPEN = np.iinfo(np.int64).max  # the top gap has no upper end: the arena may grow into it

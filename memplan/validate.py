@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.errors import InvalidPlanError
-from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Problem
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.problem import Plan, Problem, alias_components
+from memplan.plan import Plan
+from memplan.problem import Problem, alias_components
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -19,7 +19,7 @@ from benchmarks.suites import eight_operators, fit_five
 PLUGIN = textwrap.dedent("""
     import time
     import numpy as np
-    from memplan.problem import Plan
+    from memplan.plan import Plan
     from memplan.registry import register
 
     @register("bench_stack")

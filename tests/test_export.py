@@ -17,7 +17,8 @@ from memplan.export import FORMATS, c_header, export, offline_plan, read_offline
 from memplan.export.c_header import buffer_names
 from memplan.export.onnx_metadata import annotate, read_plan
 from memplan.frontends import memplan_json, minimalloc_csv
-from memplan.problem import Buffer, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import Buffer, Problem, Region
 from memplan.validate import check
 
 #  address

@@ -9,7 +9,8 @@ import pytest
 
 from memplan.errors import ProblemError
 from memplan.multimodel import combine, flatten, plan_models, report
-from memplan.problem import Alias, Buffer, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners
 from memplan.replay import events, live_blocks, max_live_blocks
 from memplan.validate import check

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from memplan.errors import ProblemError
-from memplan.problem import Alias, Buffer, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners
 from memplan.scratch import place_scratch, plan_scratch, post_pass_scratch
 from memplan.validate import check

@@ -21,7 +21,8 @@ from memplan.export.c_header import c_header, write_c_header
 from memplan.export.onnx_metadata import annotate, write_annotated
 from memplan.export.tflm import offline_plan, read_offline_plan, write_offline_plan
 from memplan.frontends import memplan_json, minimalloc_csv
-from memplan.problem import Buffer, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Buffer, Problem
 
 
 def _write_json(path, problem: Problem, plan: Plan, model=None) -> None:

@@ -31,7 +31,8 @@ import re
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 _NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]+")
 _IDENTIFIER = re.compile(r"[A-Za-z][0-9A-Za-z_]*")

@@ -26,7 +26,8 @@ from google.protobuf.message import DecodeError
 
 from memplan.errors import ProblemError
 from memplan.frontends.memplan_json import plan_from_dict, plan_to_dict
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 PLAN_KEY = "memplan.plan"
 ARENA_KEY = "memplan.arena_size"

@@ -35,7 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 METADATA_NAME = "OfflineMemoryAllocation"
 VERSION = 0

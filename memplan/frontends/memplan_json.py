@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import Alias, Buffer, Plan, Problem, Region
+from memplan.plan import Plan
+from memplan.problem import Alias, Buffer, Problem, Region
 
 VERSION = 1
 _BUFFER_DEFAULTS = {"alignment": 1, "offset": None, "regions": None, "kind": "activation",

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from memplan.errors import ProblemError
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 _COLUMNS = {  # header word -> (field, shift added to the value)
     "id": ("id", 0), "buffer": ("id", 0),

@@ -28,7 +28,8 @@ from memplan.heuristics.options import parse_options
 from memplan.heuristics.presets import check_regions
 from memplan.heuristics.search import OrderSearch
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.registry import register
 from memplan.validate import validate
 

@@ -27,7 +27,8 @@ import numpy as np
 from memplan.heuristics.options import parse_options
 from memplan.heuristics.presets import check_regions
 from memplan.heuristics.search import OrderSearch
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.registry import register
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from memplan.errors import ProblemError
 from memplan.heuristics.options import parse_options
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.registry import register
 
 Options = TypeVar("Options")

@@ -28,7 +28,8 @@ from memplan.bounds import lower_bound
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 START_ORDERS = ("size", "spatial", "breadth", "start", "temporal")
 

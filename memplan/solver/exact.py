@@ -48,7 +48,8 @@ import numpy as np
 from memplan.bounds import lower_bound
 from memplan.errors import NoPlanError
 from memplan.heuristics.presets import check_regions
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.registry import plan_with, register
 from memplan.solver.model import build_model
 from memplan.solver.options import ExactOptions, Progress

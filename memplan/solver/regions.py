@@ -38,7 +38,8 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.problem import NO_OFFSET, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Problem
 from memplan.regions import allowed_matrix, plan_regions, region_cost, region_plan
 from memplan.scratch import subproblem
 from memplan.solver.geometry import build_geometry

@@ -36,7 +36,8 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.registry import plan_with
 from memplan.scratch import plan_scratch, scratch_stats
 from memplan.solver.model import build_model
