@@ -5,13 +5,13 @@ planners: every operator also wants workspace (generated here, seeded), and
 the memory is a small fast SRAM plus a large slow DRAM. For each model the
 script reports what the heuristics and the exact planners reach:
 
-- *scratch* (one arena): the post-pass heuristic (`memplan.scratch`) against
-  the lexicographic exact planner (`memplan.solver.scratch`): peak, then the
+- *scratch* (one arena): the post-pass heuristic (`memplan.deploy.scratch`) against
+  the lexicographic exact planner (`memplan.deploy.scratch_exact`): peak, then the
   variable scratch granted (and, for the exact planner, the most that any
   plan at that peak could grant; -1 when not computed);
 - *regions* (SRAM + DRAM, scratch included): the fill-SRAM-first heuristic
-  (`memplan.regions`) against the exact region choice
-  (`memplan.solver.regions`): bytes in DRAM (the cost), SRAM and DRAM tops,
+  (`memplan.deploy.regions`) against the exact region choice
+  (`memplan.deploy.regions_exact`): bytes in DRAM (the cost), SRAM and DRAM tops,
   granted scratch.
 
 Every plan goes through the validator. Generated scratch, per operator step
@@ -30,12 +30,12 @@ import random
 import time
 
 from benchmarks.suites import onnx_light_dir
+from memplan.deploy.regions import plan_regions
+from memplan.deploy.regions_exact import plan_regions_exact
+from memplan.deploy.scratch import plan_scratch
+from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.frontends.onnx import from_onnx
 from memplan.problem import Buffer, Problem, Region
-from memplan.regions import plan_regions
-from memplan.scratch import plan_scratch
-from memplan.solver.regions import plan_regions_exact
-from memplan.solver.scratch import plan_scratch_exact
 from memplan.validate import check
 
 _ROUND = 16  # bytes: scratch sizes are multiples of this

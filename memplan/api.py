@@ -41,8 +41,8 @@ import numpy as np
 
 from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
+from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.multimodel import MultiModel, combine, stack
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
@@ -180,13 +180,13 @@ def _deployment_planners(problem: Problem) -> tuple[Callable, Callable] | None:
     and never return a plan worse than their warm start.
     """
     if problem.regions:
-        from memplan.regions import plan_regions
-        from memplan.solver.regions import plan_regions_exact
+        from memplan.deploy.regions import plan_regions
+        from memplan.deploy.regions_exact import plan_regions_exact
 
         return plan_regions, plan_regions_exact
     if (problem.max_sizes > problem.sizes).any():
-        from memplan.scratch import plan_scratch
-        from memplan.solver.scratch import plan_scratch_exact
+        from memplan.deploy.scratch import plan_scratch
+        from memplan.deploy.scratch_exact import plan_scratch_exact
 
         return plan_scratch, plan_scratch_exact
     return None
@@ -200,7 +200,7 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
     """`solve`, keeping every step's result (see the module docstring for the steps).
 
     Problems with memory regions or variable-size scratch go to their own
-    planners (`memplan.regions`, `memplan.scratch` and their exact versions);
+    planners (`memplan.deploy.regions`, `memplan.deploy.scratch` and their exact versions);
     those take no progress callback, stop event or exact planner options.
     """
     began = time.perf_counter()
@@ -279,13 +279,13 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
                  stop: threading.Event | None = None,
                  exact_options: Mapping[str, Any] | None = None,
                  **options: Any) -> tuple[MultiModel, SolveReport]:
-    """Several models in one arena (see `memplan.multimodel`), each step as in `solve`.
+    """Several models in one arena (see `memplan.deploy.multimodel`), each step as in `solve`.
 
     ``exclusive`` (never run together): one problem over the concatenated
     time axes, solved once. ``concurrent`` (may run together): each model
     solved alone, with an equal share of ``time_limit``, and the parts laid
-    end to end (`memplan.multimodel.stack`); the report's plans are the
-    stacked ones. ``MultiModel.split`` and `memplan.multimodel.report` give
+    end to end (`memplan.deploy.multimodel.stack`); the report's plans are the
+    stacked ones. ``MultiModel.split`` and `memplan.deploy.multimodel.report` give
     each model's share.
     """
     multi = combine(problems, mode, capacity=capacity)

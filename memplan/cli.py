@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from memplan import api
+from memplan.deploy.multimodel import MultiModel, flatten
+from memplan.deploy.multimodel import report as model_report
 from memplan.errors import InvalidPlanError, MemplanError
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
-from memplan.multimodel import MultiModel, flatten
-from memplan.multimodel import report as model_report
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver.options import ORDERS, ExactOptions

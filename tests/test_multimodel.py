@@ -7,12 +7,12 @@ import itertools
 import numpy as np
 import pytest
 
+from memplan.deploy.multimodel import combine, flatten, plan_models, report
+from memplan.deploy.replay import events, live_blocks, max_live_blocks
 from memplan.errors import ProblemError
-from memplan.multimodel import combine, flatten, plan_models, report
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners
-from memplan.replay import events, live_blocks, max_live_blocks
 from memplan.validate import check
 
 HEURISTIC = "greedy_by_size"

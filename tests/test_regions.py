@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json
 from memplan.problem import Alias, Buffer, Problem, Region
-from memplan.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.registry import planners
 from memplan.validate import check
 
@@ -121,7 +121,7 @@ TRAP = Problem(_chain([64, 32, 96, 16, 48, 80]) + [
 @needs_exact
 @pytest.mark.parametrize("problem", [CHAIN, TRAP], ids=["chain", "trap"])
 def test_exact_is_never_worse_than_the_heuristic(problem):
-    from memplan.solver.regions import plan_regions_exact
+    from memplan.deploy.regions_exact import plan_regions_exact
 
     heuristic = plan_regions(problem, planner="greedy_by_size")
     exact = plan_regions_exact(problem, time_limit=5)
@@ -132,7 +132,7 @@ def test_exact_is_never_worse_than_the_heuristic(problem):
 
 @needs_exact
 def test_exact_finds_the_cheapest_region_choice():
-    from memplan.solver.regions import plan_regions_exact
+    from memplan.deploy.regions_exact import plan_regions_exact
 
     exact = plan_regions_exact(TRAP, time_limit=5)
     check(TRAP, exact)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memplan.deploy.scratch import place_scratch, plan_scratch, post_pass_scratch
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners
-from memplan.scratch import place_scratch, plan_scratch, post_pass_scratch
 from memplan.validate import check
 
 needs_exact = pytest.mark.skipif("exact" not in planners(),
@@ -121,7 +121,7 @@ SCRATCH_NET = Problem([Buffer(f"t{i}", size, i, i + 2)
 
 @needs_exact
 def test_stage_two_grants_more_at_the_same_peak():
-    from memplan.solver.scratch import grow_scratch
+    from memplan.deploy.scratch_exact import grow_scratch
 
     heuristic = plan_scratch(SCRATCH_NET, planner="best")
     offsets, sizes, stats = grow_scratch(SCRATCH_NET, heuristic.offsets, heuristic.sizes.copy(),
@@ -137,7 +137,7 @@ def test_stage_two_grants_more_at_the_same_peak():
 @needs_exact
 @pytest.mark.parametrize("planner", ["greedy_by_size", "best"])
 def test_exact_is_never_worse_than_the_heuristic(planner):
-    from memplan.solver.scratch import plan_scratch_exact
+    from memplan.deploy.scratch_exact import plan_scratch_exact
 
     heuristic = plan_scratch(SCRATCH_NET, planner=planner)
     exact = plan_scratch_exact(SCRATCH_NET, time_limit=5)

@@ -110,7 +110,7 @@ def congruence(problem: Problem, members, rel) -> tuple[int, int]:
     return modulus, residue
 
 
-_congruence = congruence  # the old name, until memplan.solver.regions imports the new one
+_congruence = congruence  # the old name, until memplan.deploy.regions_exact imports the new one
 
 
 def sections(boxes) -> list[list[int]]:

@@ -40,11 +40,11 @@ from typing import Literal
 
 import numpy as np
 
+from memplan.deploy.replay import StepEvents, events, max_live_blocks
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Alias, Problem, Region
 from memplan.registry import plan_with
-from memplan.replay import StepEvents, events, max_live_blocks
 
 Mode = Literal["exclusive", "concurrent"]
 MODES: tuple[str, ...] = ("exclusive", "concurrent")

@@ -31,9 +31,9 @@ Steps of `plan_scratch`:
 
 Cost: O(n) per scratch lifetime to find the live buffers, plus
 O(k log k) for its k gaps: O(n * steps) in all. Known limits: one arena (no
-memory regions; `memplan.regions` plans each region with this); a gap is
+memory regions; `memplan.deploy.regions` plans each region with this); a gap is
 shared evenly, not by any benefit model. The exact version (peak first,
-then the most scratch at that peak) is `memplan.solver.scratch`.
+then the most scratch at that peak) is `memplan.deploy.scratch_exact`.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def plan_scratch(problem: Problem, *, planner: str = "best", time_limit: float |
     """
     if problem.regions:
         raise ProblemError("the scratch post-pass plans one arena; plan problems with memory "
-                           "regions through memplan.regions", file=problem.source)
+                           "regions through memplan.deploy.regions", file=problem.source)
     began = time.perf_counter()
     scratch = post_pass_scratch(problem)
     offsets = np.zeros(len(problem), np.int64)

@@ -8,7 +8,7 @@ while larger scratch only makes some operators faster::
 
 Steps of `plan_scratch_exact`:
 
-- warm start: the post-pass heuristic (`memplan.scratch.plan_scratch`);
+- warm start: the post-pass heuristic (`memplan.deploy.scratch.plan_scratch`);
 - stage 1: the registered ``exact`` planner on the problem as it stands
   (every variable scratch at its minimum), hinted with the heuristic plan;
 - stage 2: the solver's own model (`memplan.solver.model.build_model`) with
@@ -36,10 +36,10 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
-from memplan.scratch import plan_scratch, scratch_stats
 from memplan.solver.model import build_model
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}

@@ -1,11 +1,11 @@
 """Exact memory regions: choose a region per buffer and plan every region, in CP-SAT.
 
-The objective is the heuristic's (`memplan.regions`): the cost, every
+The objective is the heuristic's (`memplan.deploy.regions`): the cost, every
 buffer's bytes times its region's cost per byte, within each region's
 capacity; then, at that choice, each region as small as it can be::
 
     stage 1   minimise  sum(size[u] * weight[r] * in[u, r])     one model, all regions
-    stage 2   per region: `memplan.solver.scratch` (the exact planner's smallest
+    stage 2   per region: `memplan.deploy.scratch_exact` (the exact planner's smallest
               top, then the most variable scratch at that top)
 
 The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
@@ -38,13 +38,13 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
+from memplan.deploy.scratch import subproblem
+from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
-from memplan.regions import allowed_matrix, plan_regions, region_cost, region_plan
-from memplan.scratch import subproblem
 from memplan.solver.geometry import build_geometry
 from memplan.solver.model import _congruence as congruence  # asked to be public (notes)
-from memplan.solver.scratch import plan_scratch_exact
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 

@@ -30,7 +30,7 @@ Cost: O(n log n) for the assignment (one live-load array per region), plus
 one planner run per region and per eviction round. Known limits: optional
 aliases between buffers of different regions are simply not taken; the cost
 counts each buffer's minimum size. The exact version is
-`memplan.solver.regions`.
+`memplan.deploy.regions_exact`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import time
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
+from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
-from memplan.scratch import Layout, align, plan_scratch, subproblem
 
 _UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one
 
