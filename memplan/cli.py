@@ -13,7 +13,7 @@ Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
 traceback). The options that steer planning are built from the options
 dataclasses (`memplan.api.SolveOptions`, `memplan.frontends.onnx.OnnxOptions`,
-`memplan.solver.options.ExactOptions`): one option per field, its comment the
+`memplan.solver.exact_options.ExactOptions`): one option per field, its comment the
 help text. The live line and Ctrl-C handling are in `memplan.progress`.
 """
 
@@ -38,7 +38,7 @@ from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.solver.options import ORDERS, ExactOptions
+from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
 

@@ -349,3 +349,15 @@ def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray,
     resolved = [find(i) for i in range(n)]
     return (_readonly([r for r, _ in resolved]), _readonly([d for _, d in resolved]),
             _readonly(contradicting))
+
+
+def check_single_region(problem: Problem) -> None:
+    """Refuse a problem whose buffers may not go to region 0, for planners of one arena."""
+    if not problem.regions:
+        return
+    default = problem.regions[0].name
+    for idx, allowed in enumerate(problem.allowed_regions):
+        if allowed is not None and default not in allowed:
+            raise ProblemError(f"may not use region {default!r}, and this planner plans a "
+                               f"single region; use a regions-aware planner", file=problem.source,
+                               buffer=problem.ids[idx])

@@ -54,7 +54,7 @@ class LiveLine:
         self._live: Any = None
 
     def __call__(self, progress: Any) -> None:
-        """Take the planner's news (`memplan.solver.options.Progress`)."""
+        """Take the planner's news (`memplan.solver.exact_options.Progress`)."""
         self.incumbent = progress.arena_size
         self.bound = progress.best_bound
         self.began = time.perf_counter() - progress.seconds  # the planner's own clock

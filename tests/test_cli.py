@@ -229,7 +229,7 @@ def test_default_model_needs_no_argument(capsys):
 
 def test_live_line_text():
     from memplan.progress import LiveLine
-    from memplan.solver.options import Progress
+    from memplan.solver.exact_options import Progress
 
     line = LiveLine(10, enabled=False)
     assert str(line.line()).startswith("planning  0.0 s")

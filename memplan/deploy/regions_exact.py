@@ -41,10 +41,10 @@ from ortools.sat.python import cp_model
 from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
+from memplan.groups import group_congruence
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.geometry import build_geometry
-from memplan.solver.model import _congruence as congruence  # asked to be public (notes)
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -78,7 +78,7 @@ class RegionModel:
                 offset = cp.new_constant(pinned[0])
             else:
                 offset = cp.new_int_var(0, max(0, max(limit) - unit.extent), f"offset[{name}]")
-                modulus, residue = congruence(core, unit.members, unit.rel)
+                residue, modulus = group_congruence(core, unit.members, unit.rel)
                 if modulus > 1:
                     blocks = cp.new_int_var(0, max(limit) // modulus, f"blocks[{name}]")
                     cp.add(offset == modulus * blocks + residue)

@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from memplan.errors import NoPlanError
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
-from memplan.heuristics.options import parse_options
-from memplan.heuristics.presets import check_regions
-from memplan.heuristics.search import OrderSearch
+from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.units import Units
+from memplan.options import parse_options
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import Problem, check_single_region
 from memplan.registry import register
 from memplan.validate import validate
 
@@ -67,7 +66,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """The smallest valid plan of the fast heuristics (see the module doc)."""
     began = time.perf_counter()
     chosen = parse_options("best", DEFAULTS, options)
-    check_regions(problem)
+    check_single_region(problem)
     units = Units.build(problem)
     tried = []  # (arena, name, offsets, stats)
     for name, composition in candidates(chosen):

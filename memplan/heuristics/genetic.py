@@ -22,11 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.options import parse_options
-from memplan.heuristics.presets import check_regions
-from memplan.heuristics.search import OrderSearch
+from memplan.heuristics.order_search import OrderSearch
+from memplan.options import parse_options
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import Problem, check_single_region
 from memplan.registry import register
 
 
@@ -59,7 +58,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     chosen = parse_options("genetic", DEFAULTS, options)
     if chosen.population < 2 or not 0 <= chosen.elite < chosen.population:
         raise ValueError("genetic needs population >= 2 and 0 <= elite < population")
-    check_regions(problem)
+    check_single_region(problem)
     search = OrderSearch(problem, time_limit, began)
     rng = np.random.default_rng(seed)
     population = search.starts()  # (arena, offsets, order), best first

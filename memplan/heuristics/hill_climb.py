@@ -1,7 +1,7 @@
 """``hill_climb``: improve the best greedy order by moving the buffers that set the peak.
 
 Steps (simulated annealing over placement orders, decoded by best fit):
-- start from the best greedy order (`memplan.heuristics.search`);
+- start from the best greedy order (`memplan.heuristics.order_search`);
 - each iteration: take a unit whose top reaches the current peak (now and
   then any unit, to leave a plateau) and swap it with a unit placed before
   it, so that it gets an earlier, lower spot;
@@ -24,11 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.options import parse_options
-from memplan.heuristics.presets import check_regions
-from memplan.heuristics.search import OrderSearch
+from memplan.heuristics.order_search import OrderSearch
+from memplan.options import parse_options
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import Problem, check_single_region
 from memplan.registry import register
 
 
@@ -68,7 +67,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """Simulated annealing over orders (see the module doc); ``hint`` is unused."""
     began = time.perf_counter()
     chosen = parse_options("hill_climb", DEFAULTS, options)
-    check_regions(problem)
+    check_single_region(problem)
     search = OrderSearch(problem, time_limit, began)
     accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})

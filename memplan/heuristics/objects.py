@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.groups import combine_congruences
 from memplan.heuristics.placement import Placer, choose_gap
-from memplan.heuristics.units import Units, combine_congruences
+from memplan.heuristics.units import Units
 
 PREFERENCES = ("closest_size", "latest_free")
 

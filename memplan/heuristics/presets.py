@@ -5,7 +5,7 @@ and ``first_fit`` are one order-and-place pass with other defaults,
 ``pool_by_size`` and ``pool_by_lifetime`` one block assignment with another
 preference. `register_preset` registers such a name: it parses the options
 against the preset's defaults, refuses problems the heuristics cannot plan
-(`check_regions`), runs the algorithm and wraps its offsets into a `Plan`.
+(`check_single_region`), runs the algorithm and wraps its offsets into a `Plan`.
 """
 
 from __future__ import annotations
@@ -16,27 +16,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memplan.errors import ProblemError
-from memplan.heuristics.options import parse_options
 from memplan.heuristics.units import Units
+from memplan.options import parse_options
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import Problem, check_single_region
 from memplan.registry import register
 
 Options = TypeVar("Options")
 Algorithm = Callable[[Units, Any], tuple[np.ndarray, dict]]  # (offsets, stats)
-
-
-def check_regions(problem: Problem) -> None:
-    """Refuse a problem whose buffers may not go to region 0 (the heuristics plan one arena)."""
-    if not problem.regions:
-        return
-    default = problem.regions[0].name
-    for idx, allowed in enumerate(problem.allowed_regions):
-        if allowed is not None and default not in allowed:
-            raise ProblemError(f"may not use region {default!r}, and the heuristics plan a "
-                               f"single region; use a regions-aware planner", file=problem.source,
-                               buffer=problem.ids[idx])
 
 
 def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary: str):
@@ -46,7 +33,7 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
              hint: Plan | None = None, **options) -> Plan:
         began = time.perf_counter()
         chosen = parse_options(name, defaults, options)
-        check_regions(problem)
+        check_single_region(problem)
         offsets, stats = algorithm(Units.build(problem), chosen)
         return Plan.from_offsets(problem, offsets, planner=name,
                                  seconds=time.perf_counter() - began, stats=stats)

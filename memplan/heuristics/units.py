@@ -35,24 +35,13 @@ where everything overlaps everything needs O(n^2)).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.groups import group_congruence
 from memplan.problem import NO_OFFSET, Problem
-
-
-def combine_congruences(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int] | None:
-    """``x % m1 == r1`` and ``x % m2 == r2`` as one ``(residue, modulus)``, or None if none."""
-    (r1, m1), (r2, m2) = first, second
-    g = math.gcd(m1, m2)
-    if (r2 - r1) % g:
-        return None
-    lcm = m1 // g * m2
-    step = ((r2 - r1) // g * pow(m1 // g, -1, m2 // g)) % (m2 // g) if m2 // g > 1 else 0
-    return (r1 + m1 * step) % lcm, lcm
 
 
 def time_overlap_pairs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,14 +129,8 @@ class Units:
         lone = np.bincount(unit_of, minlength=count) == 1
         modulus[unit_of[lone[unit_of]]] = problem.alignments[lone[unit_of]]
         for unit in np.flatnonzero(~lone):
-            congruence = (0, 1)
-            for b in member_buffers[member_ptr[unit]:member_ptr[unit + 1]].tolist():
-                align = int(problem.alignments[b])
-                congruence = combine_congruences(congruence, (-int(rel[b]) % align, align))
-                if congruence is None:
-                    raise ProblemError("the alignments of its alias group cannot all hold",
-                                       file=problem.source, buffer=problem.ids[b])
-            residue[unit], modulus[unit] = congruence
+            members = member_buffers[member_ptr[unit]:member_ptr[unit + 1]]
+            residue[unit], modulus[unit] = group_congruence(problem, members, rel[members])
 
         pinned_base = np.full(count, NO_OFFSET, np.int64)
         held = np.flatnonzero(problem.pinned != NO_OFFSET)

@@ -6,6 +6,6 @@ model of one part, `search` runs it.
 """
 
 from memplan.solver import exact  # noqa: F401  (registers the planner "exact")
-from memplan.solver.options import ExactOptions, Progress
+from memplan.solver.exact_options import ExactOptions, Progress
 
 __all__ = ["ExactOptions", "Progress"]

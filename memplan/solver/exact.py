@@ -11,7 +11,7 @@ to the optimum. Steps:
   of the sizes, renumber time, split into independent parts;
 - for each part, smallest first, each with an equal share of the time left,
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
-  NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.search`):
+  NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.cp_search`):
   - to fit a capacity: one race of the MiniMalloc orders;
   - to minimise: fit at the lower bound first (most real problems end
     there), then bisect the peak between the floor and the best plan with
@@ -47,14 +47,13 @@ import numpy as np
 
 from memplan.bounds import lower_bound
 from memplan.errors import NoPlanError
-from memplan.heuristics.presets import check_regions
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.solver.cp_search import Outcome, search
+from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.model import build_model
-from memplan.solver.options import ExactOptions, Progress
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
-from memplan.solver.search import Outcome, search
 from memplan.validate import validate
 
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
@@ -219,7 +218,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """The exact planner; ``options`` are the fields of `ExactOptions`. See the module doc."""
     began = time.perf_counter()
     settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **options)
-    check_regions(problem)
+    check_single_region(problem)
     working = _single_region(problem)
     stats: dict = {}
     hint = _warm_start(working, hint, settings, stats)

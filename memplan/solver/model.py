@@ -38,7 +38,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.errors import ProblemError
-from memplan.heuristics.units import combine_congruences
+from memplan.groups import group_congruence
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.geometry import Geometry, build_geometry
 
@@ -96,23 +96,6 @@ class Model:
             cp.add_hint(self.peak, int((offsets + sizes).max()))
 
 
-def congruence(problem: Problem, members, rel) -> tuple[int, int]:
-    """``(modulus, residue)``: ``base % modulus == residue`` aligns every member; raises if none."""
-    residue, modulus = 0, 1
-    for idx, r in zip(members, rel, strict=True):
-        a = int(problem.alignments[idx])
-        combined = combine_congruences((residue, modulus), (-r % a, a))
-        if combined is None:
-            raise ProblemError(f"no offset aligns every buffer of its alias group "
-                               f"(alignment {a} at {r} bytes above the group's base)",
-                               buffer=problem.ids[idx])
-        residue, modulus = combined
-    return modulus, residue
-
-
-_congruence = congruence  # the old name, until memplan.deploy.regions_exact imports the new one
-
-
 def sections(boxes) -> list[list[int]]:
     """The maximal sets of boxes live at one time (the maximal cliques of their lifetimes).
 
@@ -139,7 +122,7 @@ def _stacked(problem: Problem, geometry: Geometry, congruences, pinned) -> np.nd
     """Offsets that share nothing: pinned units in place, every other unit above them all."""
     offsets = np.empty(len(problem), np.int64)
     floor = max([p + geometry.units[u].extent for u, p in pinned.items()], default=0)
-    for u, (unit, (modulus, residue)) in enumerate(zip(geometry.units, congruences,
+    for u, (unit, (residue, modulus)) in enumerate(zip(geometry.units, congruences,
                                                       strict=True)):
         if u in pinned:
             base = pinned[u]
@@ -191,13 +174,13 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     cp.name = problem.name or "memplan"
     geometry = build_geometry(problem)
     ids, sizes = problem.ids, problem.sizes
-    congruences = [congruence(problem, unit.members, unit.rel) for unit in geometry.units]
+    congruences = [group_congruence(problem, unit.members, unit.rel) for unit in geometry.units]
     pinned = {}
     for u, unit in enumerate(geometry.units):
         for idx, r in zip(unit.members, unit.rel, strict=True):
             if problem.pinned[idx] != NO_OFFSET:
                 pinned[u] = int(problem.pinned[idx]) - r
-                modulus, residue = congruences[u]
+                residue, modulus = congruences[u]
                 if pinned[u] % modulus != residue or pinned[u] < 0:
                     raise ProblemError("a pinned offset puts a buffer of its alias group "
                                        "below 0 or off its alignment", buffer=ids[idx])
@@ -211,7 +194,7 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     for u, unit in enumerate(geometry.units):
         name = ids[unit.members[0]] if len(unit.members) == 1 else "+".join(
             ids[i] for i in unit.members[:3])
-        modulus, residue = congruences[u]
+        residue, modulus = congruences[u]
         if u in pinned:
             variable = cp.new_constant(pinned[u])
             cp.add(variable + unit.extent <= top)

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.search.unit_order`
+ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.cp_search.unit_order`
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
+from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
-from memplan.solver.options import ExactOptions
 
 DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 
