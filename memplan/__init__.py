@@ -4,6 +4,8 @@ Every tensor gets an offset in one arena; the arena is as small as it can
 be, and memplan says how far from optimal each plan is.
 """
 
+import memplan.heuristics  # noqa: F401  (fills the registry)
+import memplan.solver  # noqa: F401
 from memplan.api import compare, from_onnx, load, solve, solve_report
 from memplan.bounds import live_bytes, load_profile, lower_bound
 from memplan.errors import (

@@ -6,7 +6,9 @@ Every planner has one signature::
 
 so the CLI, the notebooks, the benchmarks and the exact solver (which takes
 the best heuristic plan as its warm start ``hint``) can list and run them all.
-A module registers its planner with ``@register("name")``.
+A module registers its planner with ``@register("name")``. This module is
+only the table: importing ``memplan`` imports heuristics/ and solver/,
+which fill it (no import runs back up from here).
 """
 
 from __future__ import annotations
@@ -40,19 +42,12 @@ def register(name: str) -> Callable[[Planner], Planner]:
     return add
 
 
-def _load_all() -> None:
-    import memplan.heuristics  # noqa: F401  (registers on import)
-    import memplan.solver  # noqa: F401
-
-
 def planners() -> dict[str, Planner]:
     """All registered planners by name, sorted."""
-    _load_all()
     return dict(sorted(_PLANNERS.items()))
 
 
 def get_planner(name: str) -> Planner:
-    _load_all()
     try:
         return _PLANNERS[name]
     except KeyError:
