@@ -1,0 +1,431 @@
+"""Operator order: choose the schedule of an ONNX graph that lowers the peak.
+
+The order a model file lists its nodes in is one valid topological order of
+many. On graphs with branches (Inception blocks, dense blocks, skip
+connections, parallel heads) another order keeps far fewer bytes live at
+once, and every planner's lower bound is the live load *under the order*.
+`reorder` searches the orders, writes the model in the best one found, and
+returns the problem of that order for any planner.
+
+Steps:
+
+- analyse the model under the file's order (`frontends.onnx`): the runtime
+  steps (constant nodes are folded and stay first), which step must follow
+  which (a step reads what another writes; nodes of other domains and random
+  nodes keep their relative order), and the storage *blocks*: the alias
+  groups of the problem, each counted as its extent from its first write to
+  its last read (graph inputs from the start, outputs to the end);
+- **fast**: memory-aware list scheduling (at each step run the ready operator
+  that allocates the least minus what it frees; ties go to a successor of the
+  operator just run, then to the file's order; then the same with seeded
+  random ties), then local search that moves one operator anywhere between
+  its last predecessor and its first successor while the peak, then the
+  total live bytes x steps, do not grow; time-limited; the file's order is
+  kept unless the true lower bound of the new order is lower;
+- **exact**: CP-SAT over operator positions (all different, precedences)
+  with each block's lifetime the minimum and maximum of its steps' positions,
+  a cumulative of the block extents under the peak, and one offset per block
+  in a NoOverlap2D over the variable lifetimes (order and layout at once);
+  warm-started from the fast order. Its bound is proven over every order and
+  layout of the mandatory alias groups: a model planned without optional
+  in-place aliases (``inplace=False``). With in-place aliases its bound is
+  only reported, not claimed (a taken in-place alias saves bytes the model
+  does not count);
+- write the model with its runtime nodes in the new order and build its
+  problem; plan it with any planner (`memplan.plan_with`).
+
+Cost: the fast search is O(iterations * (n + b)) for n steps and b blocks
+(one numpy evaluation per move); the exact model has n position variables,
+2b lifetime variables and b offsets, and its search is exponential,
+bounded by the time limit. Limits: the nodes inside control-flow subgraphs
+keep their order (the node is one step).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from onnx import ModelProto
+from ortools.sat.python import cp_model
+
+from memplan.bounds import lower_bound
+from memplan.errors import ProblemError
+from memplan.frontends.onnx import OnnxOptions, from_onnx
+from memplan.frontends.onnx_graph import (
+    NONDETERMINISTIC,
+    STANDARD_DOMAINS,
+    analyze,
+    bind_dims,
+    describe,
+    infer,
+    load_model,
+)
+from memplan.groups import group_congruence
+from memplan.problem import Problem, alias_components
+
+METHODS = ("fast", "exact")
+FAST_SHARE = 0.2  # exact: of the time limit spent on the fast order (the warm start)
+RANDOM_STARTS = 8  # fast: list schedules with seeded random ties after the greedy one
+
+
+@dataclass(frozen=True, eq=False)
+class Dependencies:
+    """A model's runtime steps, their precedences and the blocks they start and end.
+
+    Step ``i`` is the ``i``-th runtime node in the file's order. A block
+    starts at the earliest position of its ``start`` steps and ends one past
+    the latest of its ``end`` steps (CSR arrays); the virtual steps ``n``
+    (position 0) and ``n + 1`` (position n - 1) pin graph inputs to the start
+    and outputs to the end.
+    """
+
+    labels: list[str]  # per step: the node, as errors name it
+    preds: list[list[int]]  # per step: the steps it must follow
+    succs: list[list[int]]
+    extent: np.ndarray  # per block: bytes
+    start_ptr: np.ndarray
+    start_steps: np.ndarray
+    end_ptr: np.ndarray
+    end_steps: np.ndarray
+    members: list[np.ndarray]  # per block: its buffers
+    rel: np.ndarray  # per buffer: offset above its block's base
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+    def lifetimes(self, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per block ``(start, end)`` under the order given as a position per step; O(n + b)."""
+        at = np.concatenate([position, [0, max(self.n - 1, 0)]])
+        start = np.minimum.reduceat(at[self.start_steps], self.start_ptr[:-1])
+        end = np.maximum.reduceat(at[self.end_steps], self.end_ptr[:-1]) + 1
+        return start, end
+
+    def step_bound(self) -> int:
+        """A bound of every order: the most bytes one step touches (its blocks meet there)."""
+        touched = np.zeros(self.n + 2, np.int64)
+        for b in range(len(self.extent)):
+            steps = np.union1d(self.start_steps[self.start_ptr[b]:self.start_ptr[b + 1]],
+                               self.end_steps[self.end_ptr[b]:self.end_ptr[b + 1]])
+            touched[steps] += self.extent[b]
+        return int(touched[:self.n].max()) if self.n else 0
+
+    def cost(self, order: np.ndarray) -> tuple[int, int]:
+        """``(peak, bytes x steps)`` of the blocks under ``order`` (steps in run order)."""
+        position = np.empty(self.n, np.int64)
+        position[order] = np.arange(self.n)
+        start, end = self.lifetimes(position)
+        change = np.bincount(start, self.extent, self.n + 1) - \
+            np.bincount(end, self.extent, self.n + 1)
+        return int(np.cumsum(change).max()), int((self.extent * (end - start)).sum())
+
+
+def dependencies(problem: Problem, graph, *, optional_taken: bool) -> Dependencies:
+    """The `Dependencies` of ``graph`` (`onnx_graph.Graph`) and its problem in file order.
+
+    Blocks are the alias groups, with the optional aliases taken
+    (``optional_taken``: the fast search's estimate, which is the lower
+    bound's view of them) or left out (the exact model's blocks, which it
+    can place exactly).
+    """
+    n = len(graph.steps)
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for name, readers in graph.readers.items():
+        if name in graph.producer:
+            for reader in readers:
+                preds[reader].add(graph.producer[name])
+    pinned = [s for s, node in enumerate(graph.steps)
+              if node.domain not in STANDARD_DOMAINS or node.op_type in NONDETERMINISTIC]
+    for before, after in zip(pinned, pinned[1:], strict=False):
+        preds[after].add(before)  # side effects and random streams keep their order
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for step, before in enumerate(preds):
+        for b in before:
+            succs[b].append(step)
+
+    order = np.argsort(problem.alias_optional, kind="stable") if optional_taken else \
+        np.flatnonzero(~problem.alias_optional)
+    root, delta, _ = alias_components(problem, order)
+    roots, block_of = np.unique(root, return_inverse=True)
+    low = np.full(len(roots), np.iinfo(np.int64).max)
+    np.minimum.at(low, block_of, delta)
+    rel = delta - low[block_of]
+    extent = np.zeros(len(roots), np.int64)
+    np.maximum.at(extent, block_of, rel + problem.sizes)
+    zero, last = n, n + 1
+    starts: list[set[int]] = [set() for _ in roots]
+    ends: list[set[int]] = [set() for _ in roots]
+    for idx, name in enumerate(problem.ids):
+        b = int(block_of[idx])
+        kind = problem.kinds[idx]
+        step = int(problem.starts[idx])  # file order: positions are step numbers
+        starts[b].add(zero if kind in ("input", "weight") else step)
+        ends[b].update(graph.readers.get(name, ()))
+        ends[b].add(step if kind != "input" else zero)
+        if kind in ("output", "weight"):
+            ends[b].add(last)
+    start_ptr, start_steps = _csr(starts)
+    end_ptr, end_steps = _csr(ends)
+    members = np.split(np.argsort(block_of, kind="stable"),
+                       np.cumsum(np.bincount(block_of, minlength=len(roots)))[:-1])
+    return Dependencies([describe(node, graph.positions[s]) for s, node in enumerate(graph.steps)],
+                        [sorted(p) for p in preds], succs, extent, start_ptr, start_steps,
+                        end_ptr, end_steps, members, rel)
+
+
+def _csr(sets: list[set[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(sets) + 1, np.int64)
+    np.cumsum([len(s) for s in sets], out=ptr[1:])
+    values = np.fromiter((v for s in sets for v in sorted(s)), np.int64, int(ptr[-1]))
+    return ptr, values
+
+
+def list_schedule(deps: Dependencies, rng: np.random.Generator | None = None) -> np.ndarray:
+    """One memory-aware topological order (steps in run order); O(n * ready * degree).
+
+    Runs, among the ready steps, the one whose new blocks need the fewest
+    bytes minus the bytes of the blocks it ends; ties: a successor of the step
+    just run (finish a branch before opening another), then the file's order,
+    or, with ``rng``, a random choice.
+    """
+    n = deps.n
+    started_by: list[list[int]] = [[] for _ in range(n + 2)]
+    ended_by: list[list[int]] = [[] for _ in range(n + 2)]
+    for b in range(len(deps.extent)):
+        for s in deps.start_steps[deps.start_ptr[b]:deps.start_ptr[b + 1]].tolist():
+            started_by[s].append(b)
+        for s in deps.end_steps[deps.end_ptr[b]:deps.end_ptr[b + 1]].tolist():
+            ended_by[s].append(b)
+    started = np.zeros(len(deps.extent), bool)
+    started[started_by[n]] = True
+    waiting = np.diff(deps.end_ptr).astype(np.int64)  # end steps not yet run, per block
+    held = np.zeros(len(deps.extent), bool)
+    held[ended_by[n + 1]] = True  # outputs never end
+    for b in ended_by[n]:
+        waiting[b] -= 1
+    missing = [len(p) for p in deps.preds]
+    ready = [s for s in range(n) if missing[s] == 0]
+    noise = rng.random(n) if rng is not None else np.arange(n) / max(n, 1)
+    order, last = [], -1
+    extent = deps.extent
+
+    def score(s: int, last: int) -> tuple:
+        grow = sum(int(extent[b]) for b in started_by[s] if not started[b])
+        free = sum(int(extent[b]) for b in ended_by[s] if waiting[b] == 1 and not held[b])
+        return (grow - free, 0 if last in deps.preds[s] else 1, noise[s])
+
+    while ready:
+        step = min(ready, key=lambda s, last=last: score(s, last))
+        ready.remove(step)
+        order.append(step)
+        last = step
+        started[started_by[step]] = True
+        for b in ended_by[step]:
+            waiting[b] -= 1
+        for s in deps.succs[step]:
+            missing[s] -= 1
+            if missing[s] == 0:
+                ready.append(s)
+    if len(order) != n:
+        raise ProblemError("the operators' dependencies form a cycle")
+    return np.array(order, np.int64)
+
+
+def improve(deps: Dependencies, order: np.ndarray, deadline: float, rng: np.random.Generator,
+            iterations: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """Local search: move one step within its window while (peak, area) does not grow."""
+    n = deps.n
+    best = deps.cost(order)
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+    moves = accepted = 0
+    while moves < iterations and time.perf_counter() < deadline and n > 1:
+        moves += 1
+        step = int(rng.integers(n))
+        lo = max((int(position[p]) + 1 for p in deps.preds[step]), default=0)
+        hi = min((int(position[s]) - 1 for s in deps.succs[step]), default=n - 1)
+        if hi <= lo:
+            continue
+        target = int(rng.integers(lo, hi + 1))
+        if target == position[step]:
+            continue
+        candidate = np.insert(np.delete(order, position[step]), target, step)
+        cost = deps.cost(candidate)
+        if cost <= best:
+            order, best = candidate, cost
+            position[order] = np.arange(n)
+            accepted += 1
+    return order, {"moves": moves, "accepted": accepted}
+
+
+def fast_order(deps: Dependencies, *, time_limit: float, seed: int,
+               iterations: int = 20000) -> tuple[np.ndarray, dict[str, Any]]:
+    """The best of the list schedules (and the file's order), improved by local search."""
+    began = time.perf_counter()
+    deadline = began + time_limit
+    rng = np.random.default_rng(seed)
+    candidates = [np.arange(deps.n), list_schedule(deps)]
+    for _ in range(RANDOM_STARTS):
+        if time.perf_counter() > began + time_limit / 4:
+            break
+        candidates.append(list_schedule(deps, rng))
+    costs = [deps.cost(c) for c in candidates]
+    order = candidates[costs.index(min(costs))]
+    order, stats = improve(deps, order, deadline, rng, iterations)
+    stats.update(starts=len(candidates), start_costs=[c[0] for c in costs])
+    return order, stats
+
+
+def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray, *, time_limit: float,
+                seed: int, workers: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+    """CP-SAT over positions and block offsets: ``(order, offsets or None, stats)``.
+
+    Minimises the peak of one NoOverlap2D of (variable lifetime x offset)
+    boxes, with a redundant cumulative of the extents; warm-started from
+    ``hint``. ``offsets`` (per buffer, when a layout was found) fit the
+    order and leave the optional aliases untaken.
+    """
+    n, blocks = deps.n, len(deps.extent)
+    hint_peak, _ = deps.cost(hint)
+    hint_position = np.empty(n, np.int64)
+    hint_position[hint] = np.arange(n)
+    hint_start, hint_end = deps.lifetimes(hint_position)
+    cp = cp_model.CpModel()
+    position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
+    cp.add_all_different(position)
+    for step, before in enumerate(deps.preds):
+        for b in before:
+            cp.add(position[b] < position[step])
+    at = [*position, cp.new_constant(0), cp.new_constant(max(n - 1, 0))]
+    peak = cp.new_int_var(deps.step_bound(), int(deps.extent.sum()), "peak")
+    spans, places = [], []
+    for b in range(blocks):
+        name = problem.ids[int(deps.members[b][0])]
+        firsts = [at[s] for s in deps.start_steps[deps.start_ptr[b]:deps.start_ptr[b + 1]]]
+        lasts = [at[s] + 1 for s in deps.end_steps[deps.end_ptr[b]:deps.end_ptr[b + 1]]]
+        start = cp.new_int_var(0, max(n - 1, 0), f"start[{name}]")
+        end = cp.new_int_var(1, max(n, 1), f"end[{name}]")
+        cp.add_min_equality(start, firsts)
+        cp.add_max_equality(end, lasts)
+        length = cp.new_int_var(1, max(n, 1), f"length[{name}]")
+        spans.append(cp.new_interval_var(start, length, end, f"lifetime[{name}]"))
+        extent = int(deps.extent[b])
+        residue, modulus = group_congruence(problem, deps.members[b],
+                                            deps.rel[deps.members[b]])
+        offset = cp.new_int_var(0, max(0, int(deps.extent.sum()) - extent), f"offset[{name}]")
+        if modulus > 1:
+            quotient = cp.new_int_var(0, int(deps.extent.sum()) // modulus, f"k[{name}]")
+            cp.add(offset == modulus * quotient + residue)
+        places.append(cp.new_fixed_size_interval_var(offset, extent, f"bytes[{name}]"))
+        cp.add(offset + extent <= peak)
+        cp.add_hint(start, int(hint_start[b]))
+        cp.add_hint(end, int(hint_end[b]))
+    cp.add_no_overlap_2d(spans, places)
+    cp.add_cumulative(spans, [int(e) for e in deps.extent], peak)
+    for step in range(n):
+        cp.add_hint(position[step], int(hint_position[step]))
+    cp.minimize(peak)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    solver.parameters.random_seed = seed
+    solver.parameters.num_workers = workers
+    status = solver.solve(cp)
+    stats = {"status": solver.status_name(status), "bound": int(solver.best_objective_bound),
+             "hint_peak": hint_peak, "branches": solver.num_branches}
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return hint, None, stats
+    order = np.argsort([solver.value(p) for p in position], kind="stable")
+    offsets = np.empty(len(problem), np.int64)
+    for b in range(blocks):
+        base = solver.value(places[b].start_expr())
+        offsets[deps.members[b]] = base + deps.rel[deps.members[b]]
+    stats["peak"] = int(solver.objective_value)
+    return order, offsets, stats
+
+
+@dataclass
+class Reordering:
+    """A model in a new operator order, its problem, and what the order saves."""
+
+    model: ModelProto  # the same nodes, runtime nodes in the new order
+    problem: Problem  # the problem of the new order (plan it with any planner)
+    original: Problem  # the problem of the file's order
+    order: list[int]  # node positions in the file, in the new run order (runtime nodes)
+    method: str
+    seconds: float
+    best_bound: int | None = None  # exact: proven bound of the peak over every order and layout
+    offsets: np.ndarray | None = None  # exact: a plan of ``problem`` found with the order
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def original_bound(self) -> int:
+        return lower_bound(self.original)
+
+    @property
+    def bound(self) -> int:
+        return lower_bound(self.problem)
+
+    @property
+    def saving(self) -> float:
+        """The share of the file order's lower bound that the new order saves."""
+        before = self.original_bound
+        return (before - self.bound) / before if before else 0.0
+
+
+def reordered_model(model: ModelProto, positions: list[int], constant: list[int]) -> ModelProto:
+    """``model`` with its constant nodes first (file order), then the runtime ``positions``."""
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    nodes = [model.graph.node[p] for p in [*constant, *positions]]
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
+def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fast",
+            time_limit: float = 10.0, seed: int = 0, workers: int = 0,
+            **onnx_options) -> Reordering:
+    """Choose the operator order of ``model`` that lowers the peak; see the module docstring.
+
+    ``onnx_options`` are those of `from_onnx` (dims, alignment, inplace, ...).
+    The result is never worse than the file's order: the new order is kept
+    only when its lower bound (or, exact, its proven layout) is smaller.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
+    began = time.perf_counter()
+    options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
+    proto, source = load_model(model)
+    inferred = infer(bind_dims(proto, options.dims, source), strict=options.strict, source=source)
+    graph = analyze(inferred, source=source)
+    original = from_onnx(proto, **vars(options)).replace(source=source)
+    fast_limit = time_limit * (FAST_SHARE if method == "exact" else 1.0)
+    deps = dependencies(original, graph, optional_taken=True)
+    order, stats = fast_order(deps, time_limit=fast_limit, seed=seed)
+    best_bound = offsets = None
+    if method == "exact":
+        exact_deps = dependencies(original, graph, optional_taken=False)
+        left = max(0.01, time_limit - (time.perf_counter() - began))
+        order, offsets, exact_stats = exact_order(exact_deps, original, order, time_limit=left,
+                                                  seed=seed, workers=workers)
+        stats["exact"] = exact_stats
+        if not original.alias_optional.any():
+            best_bound = exact_stats["bound"]
+    runtime = set(graph.positions)
+    constant = [p for p in range(len(proto.graph.node)) if p not in runtime]
+    positions = [graph.positions[s] for s in order.tolist()]
+    candidate = reordered_model(proto, positions, constant)
+    problem = from_onnx(candidate, **vars(options)).replace(source=source)
+    keep_file = lower_bound(problem) > lower_bound(original) and offsets is None
+    if offsets is not None:
+        ids = {name: i for i, name in enumerate(original.ids)}
+        offsets = offsets[[ids[name] for name in problem.ids]]
+    if keep_file:
+        positions, candidate, problem = list(graph.positions), proto, original
+        stats["kept_file_order"] = True
+    return Reordering(candidate, problem, original, positions, method,
+                      time.perf_counter() - began, best_bound, offsets, stats)
