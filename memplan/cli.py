@@ -36,6 +36,7 @@ from memplan.errors import InvalidPlanError, MemplanError
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
+from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver.exact_options import ORDERS, ExactOptions
@@ -148,11 +149,44 @@ def _load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = Tr
     """The model ``name`` (None: the bundled one) with the model options; ``--capacity``
     becomes its capacity unless ``own_capacity`` is False (models sharing one arena)."""
     path = Path(name) if name is not None else api.default_model()
-    problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
-                       **_onnx_options(path, args))
+    if getattr(args, "reorder", None):
+        problem = _reorder(path, args).problem
+    else:
+        problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
+                           **_onnx_options(path, args))
     if not own_capacity or not hasattr(args, "capacity"):  # the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
+
+
+def _reorder(path: Path, args: argparse.Namespace) -> Reordering:
+    """``--reorder``: the model in its best operator order found (kept in ``args.reordering``)."""
+    if path.suffix.lower() != ".onnx":
+        raise UsageError(f"{path}: --reorder: for ONNX models only")
+    if not args.reorder_time_limit > 0:
+        raise UsageError(f"--reorder-time-limit must be positive, got {args.reorder_time_limit}")
+    args.reordering = reorder(path, method=args.reorder_method,
+                              time_limit=args.reorder_time_limit,
+                              seed=getattr(args, "seed", 0), dims=_dims(args.dim),
+                              alignment=args.alignment, **_onnx_options(path, args))
+    return args.reordering
+
+
+def _order_summary(reordering: Reordering | None) -> dict[str, Any] | None:
+    if reordering is None:
+        return None
+    return {"method": reordering.method, "file_lower_bound": reordering.original_bound,
+            "lower_bound": reordering.bound, "saving": reordering.saving,
+            "best_bound": reordering.best_bound, "seconds": reordering.seconds,
+            "kept_file_order": bool(reordering.stats.get("kept_file_order"))}
+
+
+def _order_row(order: dict[str, Any]) -> tuple[str, str]:
+    proven = "" if order["best_bound"] is None else \
+        f", proven bound over all orders {human_bytes(order['best_bound'])}"
+    return ("operator order", f"{order['method']}: lower bound {human_bytes(order['lower_bound'])}"
+                              f" (file order {human_bytes(order['file_lower_bound'])}, saving "
+                              f"{order['saving']:.2%}{proven}), {order['seconds']:.2f} s")
 
 
 # ---------------------------------------------------------------- solve
@@ -248,6 +282,8 @@ def _print_summary(s: dict[str, Any]) -> None:
     rows += [(f"  {name}", f"from {human_bytes(m['base'])} to {human_bytes(m['arena_size'])}, "
                            f"at most {m['max_live_blocks']} blocks live")
              for name, m in (s["models"] or {}).items()]
+    if s.get("order"):
+        rows.append(_order_row(s["order"]))
     rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
     _print_rows(rows)
@@ -272,6 +308,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
     paths = args.models or [None]
+    if len(paths) > 1 and args.reorder:
+        raise UsageError("--reorder: give one ONNX model")
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
@@ -293,7 +331,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
         flatten(multi, report.plan)
     single = Path(paths[0]) if paths[0] else api.default_model()
     onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
+    reordering = getattr(args, "reordering", None)
+    if reordering is not None:
+        onnx_model = reordering.model  # -o model.onnx: the reordered model, with its plan
     summary = _summary(model, report, _write_outputs(args, problem, plan, onnx_model), multi)
+    summary["order"] = _order_summary(reordering)
     if args.json:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
@@ -365,6 +407,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- info, convert
 def cmd_info(args: argparse.Namespace) -> int:
     facts = api.info(_load(args.model, args), largest=args.largest)
+    facts["order"] = _order_summary(getattr(args, "reordering", None))
     if args.json:
         print(json.dumps(facts, indent=1))
         return OK
@@ -379,6 +422,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
             ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
             ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
+    if facts["order"]:
+        rows.append(_order_row(facts["order"]))
     _print_rows(rows)
     print("largest tensors:")
     for t in facts["largest"]:
@@ -409,6 +454,16 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--alignment", type=int, metavar="BYTES",
                        help="align every offset to this many bytes")
     add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
+    reordering = argparse.ArgumentParser(add_help=False)
+    order = reordering.add_argument_group("operator order (ONNX models)")
+    order.add_argument("--reorder", action="store_true",
+                       help="choose the operator order that lowers the peak, then plan it; "
+                            "-o model.onnx writes the reordered model")
+    order.add_argument("--reorder-method", choices=METHODS, default="fast",
+                       help="fast: list scheduling and local search (default); exact: CP-SAT "
+                            "over order and layout, warm-started by fast")
+    order.add_argument("--reorder-time-limit", type=float, default=5.0, metavar="S",
+                       help="seconds for the order search (default 5)")
     capacity = argparse.ArgumentParser(add_help=False)
     capacity.add_argument_group("problem options").add_argument(
         "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
@@ -420,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
         "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
         "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    solve = sub.add_parser("solve", parents=[common, model_parser, capacity],
+    solve = sub.add_parser("solve", parents=[common, model_parser, reordering, capacity],
                            help="plan a model (or several in one arena): heuristics, then "
                                 "the exact planner")
     solve.add_argument("models", nargs="*", metavar="MODEL",
@@ -466,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=cmd_validate)
 
-    describe = sub.add_parser("info", parents=[common, model_parser],
+    describe = sub.add_parser("info", parents=[common, model_parser, reordering],
                               help="buffers, lower bound, widths, aliases, largest tensors")
     describe.add_argument("model")
     describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")

@@ -20,7 +20,8 @@ Steps:
   operator just run, then to the file's order; then the same with seeded
   random ties), then local search that moves one operator anywhere between
   its last predecessor and its first successor while the peak, then the
-  total live bytes x steps, do not grow; time-limited; the file's order is
+  total live bytes x steps, do not grow, until the peak meets the most bytes
+  one step touches (no order goes lower); time-limited; the file's order is
   kept unless the true lower bound of the new order is lower;
 - **exact**: CP-SAT over operator positions (all different, precedences)
   with each block's lifetime the minimum and maximum of its steps' positions,
@@ -66,6 +67,7 @@ from memplan.frontends.onnx_graph import (
 )
 from memplan.groups import group_congruence
 from memplan.problem import Problem, alias_components
+from memplan.registry import plan_with
 
 METHODS = ("fast", "exact")
 FAST_SHARE = 0.2  # exact: of the time limit spent on the fast order (the warm start)
@@ -243,7 +245,8 @@ def improve(deps: Dependencies, order: np.ndarray, deadline: float, rng: np.rand
     position = np.empty(n, np.int64)
     position[order] = np.arange(n)
     moves = accepted = 0
-    while moves < iterations and time.perf_counter() < deadline and n > 1:
+    floor = deps.step_bound()  # no order has a lower peak; at it only the area could improve
+    while moves < iterations and time.perf_counter() < deadline and n > 1 and best[0] > floor:
         moves += 1
         step = int(rng.integers(n))
         lo = max((int(position[p]) + 1 for p in deps.preds[step]), default=0)
@@ -280,13 +283,15 @@ def fast_order(deps: Dependencies, *, time_limit: float, seed: int,
     return order, stats
 
 
-def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray, *, time_limit: float,
-                seed: int, workers: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
+                hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
+                workers: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """CP-SAT over positions and block offsets: ``(order, offsets or None, stats)``.
 
     Minimises the peak of one NoOverlap2D of (variable lifetime x offset)
-    boxes, with a redundant cumulative of the extents; warm-started from
-    ``hint``. ``offsets`` (per buffer, when a layout was found) fit the
+    boxes, with a redundant cumulative of the extents; warm-started from the
+    order ``hint`` and a plan of it (``hint_offsets``, per buffer of
+    ``problem``). ``offsets`` (per buffer, when a layout was found) fit the
     order and leave the optional aliases untaken.
     """
     n, blocks = deps.n, len(deps.extent)
@@ -321,6 +326,9 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray, *, time_
             quotient = cp.new_int_var(0, int(deps.extent.sum()) // modulus, f"k[{name}]")
             cp.add(offset == modulus * quotient + residue)
         places.append(cp.new_fixed_size_interval_var(offset, extent, f"bytes[{name}]"))
+        if hint_offsets is not None:
+            first = int(deps.members[b][0])
+            cp.add_hint(offset, int(hint_offsets[first] - deps.rel[first]))
         cp.add(offset + extent <= peak)
         cp.add_hint(start, int(hint_start[b]))
         cp.add_hint(end, int(hint_end[b]))
@@ -345,6 +353,14 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray, *, time_
         offsets[deps.members[b]] = base + deps.rel[deps.members[b]]
     stats["peak"] = int(solver.objective_value)
     return order, offsets, stats
+
+
+def _by_ids(values: np.ndarray, source: Problem, target: Problem) -> np.ndarray | None:
+    """Per-buffer ``values`` of ``source`` in ``target``'s buffer order (None if ids differ)."""
+    index = {name: i for i, name in enumerate(source.ids)}
+    if any(name not in index for name in target.ids):
+        return None  # control-flow scratch buffers are named by their step
+    return np.asarray(values)[[index[name] for name in target.ids]]
 
 
 @dataclass
@@ -407,23 +423,29 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     deps = dependencies(original, graph, optional_taken=True)
     order, stats = fast_order(deps, time_limit=fast_limit, seed=seed)
     best_bound = offsets = None
+    runtime = set(graph.positions)
+    constant = [p for p in range(len(proto.graph.node)) if p not in runtime]
+
+    def problem_of(order: np.ndarray) -> tuple[ModelProto, Problem]:
+        model = reordered_model(proto, [graph.positions[s] for s in order.tolist()], constant)
+        return model, from_onnx(model, **vars(options)).replace(source=source)
+
     if method == "exact":
         exact_deps = dependencies(original, graph, optional_taken=False)
+        fast_problem = problem_of(order)[1]
+        hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
+        hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
         left = max(0.01, time_limit - (time.perf_counter() - began))
-        order, offsets, exact_stats = exact_order(exact_deps, original, order, time_limit=left,
-                                                  seed=seed, workers=workers)
+        order, offsets, exact_stats = exact_order(exact_deps, original, order, hint_offsets,
+                                                  time_limit=left, seed=seed, workers=workers)
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]
-    runtime = set(graph.positions)
-    constant = [p for p in range(len(proto.graph.node)) if p not in runtime]
     positions = [graph.positions[s] for s in order.tolist()]
-    candidate = reordered_model(proto, positions, constant)
-    problem = from_onnx(candidate, **vars(options)).replace(source=source)
-    keep_file = lower_bound(problem) > lower_bound(original) and offsets is None
+    candidate, problem = problem_of(order)
     if offsets is not None:
-        ids = {name: i for i, name in enumerate(original.ids)}
-        offsets = offsets[[ids[name] for name in problem.ids]]
+        offsets = _by_ids(offsets, original, problem)
+    keep_file = lower_bound(problem) > lower_bound(original) and offsets is None
     if keep_file:
         positions, candidate, problem = list(graph.positions), proto, original
         stats["kept_file_order"] = True

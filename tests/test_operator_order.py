@@ -4,6 +4,7 @@ search never loses to the file's order, and the exact search equals an exhaustiv
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import onnx
@@ -120,3 +121,20 @@ def test_the_exact_order_equals_an_exhaustive_search(seed):
     assert validate(result.problem, plan) == []
     assert plan.arena_size == best
     assert plan_with("exact", result.problem, time_limit=10).arena_size == best
+
+
+def test_solve_reorder_writes_the_reordered_model_with_its_plan(tmp_path, capsys):
+    from memplan.cli import main
+    from memplan.export.onnx_metadata import read_plan
+
+    source, written = tmp_path / "inception.onnx", tmp_path / "planned.onnx"
+    onnx.save(breadth_first(MODELS["inception"]()), source)
+    assert main(["solve", str(source), "--reorder", "--reorder-time-limit", "1",
+                 "--time-limit", "5", "-o", str(written), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["order"]["lower_bound"] < summary["order"]["file_lower_bound"]
+    problem = from_onnx(str(written))
+    assert lower_bound(problem) == summary["order"]["lower_bound"] == summary["lower_bound"]
+    assert validate(problem, read_plan(str(written), problem)) == []
+    assert main(["solve", str(tmp_path / "x.csv"), "--reorder"]) == 2
+    assert "for ONNX models only" in capsys.readouterr().err
