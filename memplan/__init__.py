@@ -15,6 +15,7 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
+from memplan.operator_order import reorder
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import plan_with, planners, register
@@ -27,6 +28,7 @@ __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
     "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "compare",
     "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
-    "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
+    "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
+    "solve_report",
     "validate",
 ]

@@ -299,6 +299,14 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     hint_position = np.empty(n, np.int64)
     hint_position[hint] = np.arange(n)
     hint_start, hint_end = deps.lifetimes(hint_position)
+    floor = deps.step_bound()
+    if hint_offsets is not None:
+        first = np.array([m[0] for m in deps.members], np.int64)
+        hint_layout_peak = int((hint_offsets[first] - deps.rel[first] + deps.extent).max())
+        if hint_layout_peak <= floor:  # no order and layout can do better: proven at once
+            return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
+                                        "hint_peak": hint_peak, "branches": 0,
+                                        "peak": hint_layout_peak, "settled_by": "step bound"}
     cp = cp_model.CpModel()
     position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
     cp.add_all_different(position)
@@ -307,7 +315,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             cp.add(position[b] < position[step])
     at = [*position, cp.new_constant(0), cp.new_constant(max(n - 1, 0))]
     peak = cp.new_int_var(deps.step_bound(), int(deps.extent.sum()), "peak")
-    spans, places = [], []
+    spans, places, hint_top = [], [], 0
     for b in range(blocks):
         name = problem.ids[int(deps.members[b][0])]
         firsts = [at[s] for s in deps.start_steps[deps.start_ptr[b]:deps.start_ptr[b + 1]]]
@@ -328,24 +336,30 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
         places.append(cp.new_fixed_size_interval_var(offset, extent, f"bytes[{name}]"))
         if hint_offsets is not None:
             first = int(deps.members[b][0])
-            cp.add_hint(offset, int(hint_offsets[first] - deps.rel[first]))
+            base = int(hint_offsets[first] - deps.rel[first])
+            cp.add_hint(offset, base)
+            hint_top = max(hint_top, base + extent)
         cp.add(offset + extent <= peak)
         cp.add_hint(start, int(hint_start[b]))
         cp.add_hint(end, int(hint_end[b]))
+        cp.add_hint(length, int(hint_end[b] - hint_start[b]))
     cp.add_no_overlap_2d(spans, places)
     cp.add_cumulative(spans, [int(e) for e in deps.extent], peak)
     for step in range(n):
         cp.add_hint(position[step], int(hint_position[step]))
+    if hint_offsets is not None:
+        cp.add_hint(peak, hint_top)
     cp.minimize(peak)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
     status = solver.solve(cp)
-    stats = {"status": solver.status_name(status), "bound": int(solver.best_objective_bound),
+    proven = max(floor, int(solver.best_objective_bound))
+    stats = {"status": solver.status_name(status), "bound": proven,
              "hint_peak": hint_peak, "branches": solver.num_branches}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return hint, None, stats
+        return hint, hint_offsets, stats  # the warm start is still a layout of its order
     order = np.argsort([solver.value(p) for p in position], kind="stable")
     offsets = np.empty(len(problem), np.int64)
     for b in range(blocks):
