@@ -15,7 +15,6 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
-from memplan.operator_order import reorder
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import plan_with, planners, register
@@ -32,3 +31,12 @@ __all__ = [
     "solve_report",
     "validate",
 ]
+
+
+def __getattr__(name: str):
+    """``memplan.reorder``: imported on first use (the order search is not needed to plan)."""
+    if name == "reorder":
+        from memplan.operator_order import reorder
+
+        return reorder
+    raise AttributeError(f"module 'memplan' has no attribute {name!r}")
