@@ -41,7 +41,6 @@ from ortools.sat.python import cp_model
 from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
-from memplan.groups import group_congruence
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.geometry import build_geometry
@@ -69,16 +68,15 @@ class RegionModel:
         ceiling = int(sizes.sum())
         limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
         self.offset, self.inside = [], []
-        for unit in geometry.units:
+        groups = geometry.groups
+        for u, unit in enumerate(geometry.units):
             first = unit.members[0]
             name = ids[first]
-            pinned = [int(core.pinned[i]) - r for i, r in zip(unit.members, unit.rel, strict=True)
-                      if core.pinned[i] != NO_OFFSET]
-            if pinned:
-                offset = cp.new_constant(pinned[0])
+            if groups.pinned_base[u] != NO_OFFSET:
+                offset = cp.new_constant(int(groups.pinned_base[u]))
             else:
                 offset = cp.new_int_var(0, max(0, max(limit) - unit.extent), f"offset[{name}]")
-                residue, modulus = group_congruence(core, unit.members, unit.rel)
+                residue, modulus = int(groups.residue[u]), int(groups.modulus[u])
                 if modulus > 1:
                     blocks = cp.new_int_var(0, max(limit) // modulus, f"blocks[{name}]")
                     cp.add(offset == modulus * blocks + residue)

@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.errors import ProblemError
-from memplan.groups import group_congruence
-from memplan.problem import NO_OFFSET, Problem
+from memplan.problem import Problem
 from memplan.solver.geometry import Geometry, build_geometry
 
 
@@ -170,16 +168,18 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     ``by_section`` adds a redundant 1-D NoOverlap over the boxes of each
     `sections` set, whose propagation (edge finding) is stronger.
 
-    Steps (each a function below): `_add_variables` (a base per unit, its
-    alignment, the peak), `_add_links` (a ``take`` per link), `_add_boxes`
+    Steps (each a function below): the geometry (`build_geometry`: alias
+    units, links, boxes), `_add_variables` (a base per unit, its alignment,
+    the peak), `_add_links` (a ``take`` per link), `_add_boxes`
     (arrangements, boxes, NoOverlap2D), `_add_separations` (explicit
     conflicts and their cliques), then the objective.
     """
     cp = cp_model.CpModel()
     cp.name = problem.name or "memplan"
     geometry = build_geometry(problem)
-    congruences = [group_congruence(problem, unit.members, unit.rel) for unit in geometry.units]
-    pinned = _pinned_bases(problem, geometry, congruences)
+    groups = geometry.groups  # alignment and pinned base per unit, checked
+    congruences = list(zip(groups.residue.tolist(), groups.modulus.tolist(), strict=True))
+    pinned = {int(u): int(groups.pinned_base[u]) for u in groups.pinned}
     stacked = _stacked(problem, geometry, congruences, pinned)
     if upper_bound is None:
         upper_bound = int((stacked + problem.sizes).max())
@@ -194,20 +194,6 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     if peak is not None:
         cp.minimize(peak)
     return model
-
-
-def _pinned_bases(problem: Problem, geometry: Geometry, congruences) -> dict[int, int]:
-    """unit -> its base offset, for units with a pinned member (checked against alignment)."""
-    pinned = {}
-    for u, unit in enumerate(geometry.units):
-        for idx, r in zip(unit.members, unit.rel, strict=True):
-            if problem.pinned[idx] != NO_OFFSET:
-                pinned[u] = int(problem.pinned[idx]) - r
-                residue, modulus = congruences[u]
-                if pinned[u] % modulus != residue or pinned[u] < 0:
-                    raise ProblemError("a pinned offset puts a buffer of its alias group "
-                                       "below 0 or off its alignment", buffer=problem.ids[idx])
-    return pinned
 
 
 def _add_variables(cp: cp_model.CpModel, problem: Problem, geometry: Geometry, congruences,
