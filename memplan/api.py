@@ -43,7 +43,7 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.plan import Plan
+from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.validate import validate
@@ -156,16 +156,6 @@ def _checked(problem: Problem, plan: Plan) -> Plan:
     return plan
 
 
-def _rank(plan: Plan) -> tuple[bool, int]:
-    """Plans compare by this: one that fits the capacity first, then the smaller arena."""
-    return (not fits(plan), plan.arena_size)
-
-
-def fits(plan: Plan) -> bool:
-    """Whether ``plan`` is usable: within the capacity (``infeasible`` and ``unknown`` are not)."""
-    return plan.status in ("optimal", "feasible")
-
-
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
                    time_limit: float | None = 1.0) -> dict[str, Plan]:
     """Each named heuristic's validated plan, by name (``time_limit`` for each)."""
@@ -216,7 +206,7 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
-    heuristic = min(plans.values(), key=_rank)
+    heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
     if settings.exact and heuristic.status != "optimal":
@@ -232,7 +222,7 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact)
-            report.plan = min(exact, heuristic, key=_rank)
+            report.plan = min(exact, heuristic, key=lambda plan: plan_rank(problem, plan))
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
             report.interrupted = True
     report.seconds = time.perf_counter() - began
@@ -328,7 +318,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
         plans = run_heuristics(problem, [p for p in chosen if p != EXACT], seed=seed,
                                time_limit=heuristic_time_limit)
         if EXACT in chosen:
-            hint = min(plans.values(), key=_rank, default=None)
+            hint = min(plans.values(), key=lambda plan: plan_rank(problem, plan), default=None)
             extra = {} if workers is None else {"workers": workers}
             plans[EXACT] = _checked(problem, plan_with(EXACT, problem, time_limit=time_limit,
                                                        seed=seed, hint=hint, **extra))

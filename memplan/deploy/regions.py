@@ -43,7 +43,7 @@ from memplan.bounds import live_bytes, lower_bound
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
 from memplan.errors import ProblemError
 from memplan.groups import AliasUnits, alias_units
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
 
 _UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one
@@ -120,7 +120,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
             if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
     cost = region_cost(problem, regions)
     bound = max(cost_bound(problem), best_cost or 0.0)
-    status = "infeasible" if over else "optimal" if cost <= bound + 1e-9 else "feasible"
+    status = plan_status(cost, bound + 1e-9, fits=not over)
     bytes_bound = lower_bound(problem)
     info = dict(stats or {}, region_sizes=region_sizes, cost=cost, cost_bound=bound,
                 over_capacity=over)

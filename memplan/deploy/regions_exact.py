@@ -41,7 +41,7 @@ from ortools.sat.python import cp_model
 from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.geometry import build_geometry
 
@@ -153,10 +153,8 @@ class RegionModel:
         return offsets, regions
 
 
-def _rank(problem: Problem, plan: Plan) -> tuple[float, int, int]:
-    """Cost, then total top, then granted bytes (more is better): lower ranks better."""
-    granted = problem.sizes if plan.sizes is None else plan.sizes
-    return (region_cost(problem, plan.regions), plan.arena_size, -int(granted.sum()))
+def _rank(problem: Problem, plan: Plan) -> tuple[bool, float, int, int]:
+    return plan_rank(problem, plan, cost=region_cost(problem, plan.regions))
 
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,

@@ -47,7 +47,7 @@ import numpy as np
 
 from memplan.bounds import lower_bound
 from memplan.errors import NoPlanError
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
 from memplan.solver.cp_search import Outcome, search
@@ -283,8 +283,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
                                                  for o in outcomes])
     result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
-    if infeasible:
-        result.status = "infeasible"
-    elif capacity is not None and result.arena_size > capacity:
-        result.status = "unknown"  # no fitting plan found, none proven impossible
+    result.status = plan_status(result.arena_size, result.best_bound,
+                                fits=capacity is None or result.arena_size <= capacity,
+                                proven_infeasible=infeasible, searched=True)
     return result
