@@ -43,6 +43,7 @@ from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
+from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
 from memplan.solver.geometry import build_geometry
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -134,11 +135,8 @@ class RegionModel:
                 cp.add_hint(literal, int(regions[first]) == k)
 
     def solve(self, time_limit: float | None, seed: int, workers: int):
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
-        if time_limit is not None:
-            solver.parameters.max_time_in_seconds = max(0.1, time_limit)
+        solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
+                           else max(MIN_STAGE_SECONDS, time_limit))
         return solver, solver.solve(self.cp)
 
     def read(self, solver) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +163,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     model = RegionModel(problem)
     model.hint(heuristic.offsets, heuristic.regions)
     model.cp.minimize(model.cost)
-    half = None if time_limit is None else time_limit / 2
+    half = None if time_limit is None else time_limit * STAGE_SHARE
     solver, status = model.solve(half, seed, workers)
     stats: dict = {"cost_status": solver.status_name(status).lower()}
     proven_cost = None
@@ -182,7 +180,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         part = subproblem(problem, members, one_arena=True)
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
         left = None if time_limit is None else \
-            max(0.1, (began + time_limit - time.perf_counter()) / (len(used) - n))
+            max(MIN_STAGE_SECONDS, (began + time_limit - time.perf_counter()) / (len(used) - n))
         plan = plan_scratch_exact(part, time_limit=left, seed=seed, hint=start, workers=workers)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         stats[f"{problem.regions[k].name}_status"] = plan.status

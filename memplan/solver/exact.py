@@ -50,15 +50,12 @@ from memplan.errors import NoPlanError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS, WARM_START_SHARE
 from memplan.solver.cp_search import Outcome, search
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.model import build_model
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import validate
-
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
-DESCENT_SHARE = 0.75  # minimise: of a part's time spent bisecting by fit races
-DESCENT_STEP_SECONDS = 16.0  # minimise: most seconds one fit race of the bisection takes
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
