@@ -43,6 +43,7 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.options import option
 from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
@@ -59,12 +60,13 @@ DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no mo
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
-    time_limit: float | None = 10.0  # seconds for the exact planner ('none': until proven)
-    heuristic: str = "best"  # heuristic to start from: a planner name, or "all" of them
-    exact: bool = True  # run the exact planner after the heuristics
-    heuristic_time_limit: float = 1.0  # seconds each searching heuristic may take
-    workers: int | None = None  # CP-SAT worker threads (default: the exact planner's choice)
-    seed: int = 0  # random seed of every planner: same seed, same plan
+    time_limit: float | None = option(10.0, "seconds for the exact planner ('none': until proven)")
+    heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
+    exact: bool = option(True, "run the exact planner after the heuristics")
+    heuristic_time_limit: float = option(1.0, "seconds each searching heuristic may take")
+    workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
+                                       "choice)")
+    seed: int = option(0, "random seed of every planner: same seed, same plan")
 
 
 @dataclass
