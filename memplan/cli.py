@@ -248,10 +248,9 @@ def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem
 def cmd_solve(args: argparse.Namespace) -> int:
     from memplan.progress import LiveLine, on_terminal, stop_on_ctrl_c
 
-    exact_options = {name: getattr(args, name)
-                     for name in _changed(args, ExactOptions, EXACT_FLAGS)}
-    try:
-        ExactOptions.from_kwargs(**exact_options)  # refuse bad values before any work
+    try:  # refuse bad values before any work
+        exact_options = ExactOptions.from_kwargs(
+            **{name: getattr(args, name) for name in _changed(args, ExactOptions, EXACT_FLAGS)})
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
     paths = args.models or [None]
@@ -260,11 +259,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
                          "at the same time) or --concurrent (they may)")
     problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
     model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
-    options = _options_of(args, api.SolveOptions)
-    live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
+    options = api.SolveOptions(**_options_of(args, api.SolveOptions))
+    live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
     multi = None
     with live, stop_on_ctrl_c() as stop:
-        steps = dict(on_progress=live, stop=stop, exact_options=exact_options, **options)
+        steps = dict(options=options, on_progress=live, stop=stop, exact_options=exact_options)
         if len(problems) == 1:
             report = api.solve_report(problems[0], **steps)
         else:

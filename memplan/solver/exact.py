@@ -211,10 +211,27 @@ class _Run:
 
 @register("exact")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """The exact planner; ``options`` are the fields of `ExactOptions`. See the module doc."""
+         hint: Plan | None = None, options: ExactOptions | None = None, **keywords) -> Plan:
+    """The exact planner (see the module doc).
+
+    ``options`` is an `ExactOptions` record, which carries the time limit and
+    seed too (leave ``time_limit`` and ``seed`` unset then); without it, the
+    fields of `ExactOptions` come as keywords. `settings.time_limit` bounds
+    the whole run: the warm start's share, then each part's share of what is
+    left (`_Run.solve_part`), down to CP-SAT's ``max_time_in_seconds``
+    (`memplan.solver.cp_params.cp_solver`).
+    """
     began = time.perf_counter()
-    settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **options)
+    if options is None:
+        settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **keywords)
+    elif not isinstance(options, ExactOptions):
+        raise TypeError(f"planner 'exact' takes options=ExactOptions(...), "
+                        f"not {type(options).__name__}")
+    elif keywords or time_limit is not None or seed != 0:
+        raise TypeError("planner 'exact': give options=ExactOptions(...) or keyword options "
+                        "(time_limit, seed, ...), not both")
+    else:
+        settings = options
     check_single_region(problem)
     working = _single_region(problem)
     stats: dict = {}
