@@ -17,6 +17,13 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 - return the best plan. `solve_report` returns everything it learned on the
   way (the naive arena, the heuristic plan, the exact plan).
 
+Settings are records passed explicitly: `SolveOptions` for the pipeline
+(``solve(problem, SolveOptions(time_limit=5))``, or its fields as keywords)
+and `ExactOptions` for the exact planner (``exact_options=``). The time limit
+goes ``SolveOptions.time_limit`` -> `exact_settings` -> ``ExactOptions.time_limit``
+-> `memplan.solver.exact.plan` (each part's share) -> `memplan.solver.cp_search.search`
+(``seconds``) -> `memplan.solver.cp_params.cp_solver` (CP-SAT's ``max_time_in_seconds``).
+
 `solve_models` plans several models in one arena (exclusive or concurrent).
 `compare` runs every planner on several problems and returns one pandas
 table; `info` describes a problem. Each plan that `solve` or `compare` returns
@@ -43,9 +50,11 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.plan import Plan
+from memplan.options import option
+from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
+from memplan.solver.exact_options import ExactOptions
 from memplan.validate import validate
 
 if TYPE_CHECKING:
@@ -59,12 +68,13 @@ DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no mo
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
-    time_limit: float | None = 10.0  # seconds for the exact planner ('none': until proven)
-    heuristic: str = "best"  # heuristic to start from: a planner name, or "all" of them
-    exact: bool = True  # run the exact planner after the heuristics
-    heuristic_time_limit: float = 1.0  # seconds each searching heuristic may take
-    workers: int | None = None  # CP-SAT worker threads (default: the exact planner's choice)
-    seed: int = 0  # random seed of every planner: same seed, same plan
+    time_limit: float | None = option(10.0, "seconds for the exact planner ('none': until proven)")
+    heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
+    exact: bool = option(True, "run the exact planner after the heuristics")
+    heuristic_time_limit: float = option(1.0, "seconds each searching heuristic may take")
+    workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
+                                       "choice)")
+    seed: int = option(0, "random seed of every planner: same seed, same plan")
 
 
 @dataclass
@@ -156,16 +166,6 @@ def _checked(problem: Problem, plan: Plan) -> Plan:
     return plan
 
 
-def _rank(plan: Plan) -> tuple[bool, int]:
-    """Plans compare by this: one that fits the capacity first, then the smaller arena."""
-    return (not fits(plan), plan.arena_size)
-
-
-def fits(plan: Plan) -> bool:
-    """Whether ``plan`` is usable: within the capacity (``infeasible`` and ``unknown`` are not)."""
-    return plan.status in ("optimal", "feasible")
-
-
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
                    time_limit: float | None = 1.0) -> dict[str, Plan]:
     """Each named heuristic's validated plan, by name (``time_limit`` for each)."""
@@ -192,11 +192,44 @@ def _deployment_planners(problem: Problem) -> tuple[Callable, Callable] | None:
     return None
 
 
-def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
+def solve_options(options: SolveOptions | None = None, **fields: Any) -> SolveOptions:
+    """The pipeline's record: ``options`` as given, or built from its ``fields`` as keywords
+    (`TypeError` for both, or for a field `SolveOptions` lacks)."""
+    if options is None:
+        return SolveOptions(**fields)
+    if not isinstance(options, SolveOptions):
+        raise TypeError(f"options must be a SolveOptions, not {type(options).__name__}")
+    if fields:
+        raise TypeError(f"give options=SolveOptions(...) or its fields as keywords "
+                        f"({', '.join(sorted(fields))}), not both")
+    return options
+
+
+def exact_settings(settings: SolveOptions,
+                   exact_options: ExactOptions | Mapping[str, Any] | None = None, *,
+                   on_progress: Callable[..., Any] | None = None,
+                   stop: threading.Event | None = None) -> ExactOptions:
+    """The exact planner's record in the pipeline: ``exact_options`` (a record or its fields),
+    with the time limit, seed and workers of ``settings`` and the progress callback and stop
+    event of the call."""
+    record = exact_options if isinstance(exact_options, ExactOptions) else \
+        ExactOptions.from_kwargs(**dict(exact_options or {}))
+    extra: dict[str, Any] = {}
+    if settings.workers is not None:
+        extra["workers"] = settings.workers
+    if on_progress is not None:
+        extra["on_progress"] = on_progress
+    if stop is not None:
+        extra["stop"] = stop
+    return replace(record, time_limit=settings.time_limit, seed=settings.seed, **extra)
+
+
+def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | None = None, *,
+                 capacity: int | None = None,
                  on_progress: Callable[..., Any] | None = None,
                  stop: threading.Event | None = None,
-                 exact_options: Mapping[str, Any] | None = None,
-                 **options: Any) -> SolveReport:
+                 exact_options: ExactOptions | Mapping[str, Any] | None = None,
+                 **fields: Any) -> SolveReport:
     """`solve`, keeping every step's result (see the module docstring for the steps).
 
     Problems with memory regions or variable-size scratch go to their own
@@ -204,7 +237,7 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
     those take no progress callback, stop event or exact planner options.
     """
     began = time.perf_counter()
-    settings = SolveOptions(**options)
+    settings = solve_options(options, **fields)
     problem = as_problem(problem)
     if capacity is not None:
         problem = problem.replace(capacity=capacity)
@@ -216,23 +249,17 @@ def solve_report(problem: Problem | Iterable[Buffer], *, capacity: int | None = 
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
-    heuristic = min(plans.values(), key=_rank)
+    heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
     if settings.exact and heuristic.status != "optimal":
-        extra = dict(exact_options or {})
-        if settings.workers is not None:
-            extra["workers"] = settings.workers
-        for key, value in (("on_progress", on_progress), ("stop", stop)):
-            if value is not None:
-                extra[key] = value
+        record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
         try:
-            exact = plan_with(EXACT, problem, time_limit=settings.time_limit,
-                              seed=settings.seed, hint=heuristic, **extra)
+            exact = plan_with(EXACT, problem, hint=heuristic, options=record)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact)
-            report.plan = min(exact, heuristic, key=_rank)
+            report.plan = min(exact, heuristic, key=lambda plan: plan_rank(problem, plan))
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
             report.interrupted = True
     report.seconds = time.perf_counter() - began
@@ -255,30 +282,35 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     return report
 
 
-def solve(problem: Problem | Iterable[Buffer], *, capacity: int | None = None,
-          on_progress: Callable[..., Any] | None = None, stop: threading.Event | None = None,
-          **options: Any) -> Plan:
+def solve(problem: Problem | Iterable[Buffer], options: SolveOptions | None = None, *,
+          capacity: int | None = None, on_progress: Callable[..., Any] | None = None,
+          stop: threading.Event | None = None,
+          exact_options: ExactOptions | Mapping[str, Any] | None = None,
+          **fields: Any) -> Plan:
     """Plan ``problem``: heuristics, then the exact planner warm-started; the best plan.
 
-    ``problem`` is a `Problem` or a list of `Buffer`. ``capacity`` (bytes)
-    turns minimising into fitting. ``on_progress`` is called by the exact
-    planner with a `Progress` (``arena_size``, ``best_bound``, ``seconds``);
-    setting ``stop`` (from any thread) ends its search with the best plan so
-    far, as Ctrl-C does. ``options`` are the
-    fields of `SolveOptions`: ``time_limit`` (seconds, default 10),
-    ``heuristic`` (``"best"``, a planner name or ``"all"``), ``exact``,
-    ``heuristic_time_limit``, ``workers``, ``seed``. The plan's ``status``
+    ``problem`` is a `Problem` or a list of `Buffer`. ``options`` is a
+    `SolveOptions` record, or its fields come as keywords: ``time_limit``
+    (seconds, default 10), ``heuristic`` (``"best"``, a planner name or
+    ``"all"``), ``exact``, ``heuristic_time_limit``, ``workers``, ``seed``.
+    ``exact_options`` is an `ExactOptions` record (or its fields) for the
+    exact planner; its time limit, seed and workers come from ``options``.
+    ``capacity`` (bytes) turns minimising into fitting. ``on_progress`` is
+    called by the exact planner with a `Progress` (``arena_size``,
+    ``best_bound``, ``seconds``); setting ``stop`` (from any thread) ends its
+    search with the best plan so far, as Ctrl-C does. The plan's ``status``
     says whether it is proven optimal, and ``gap`` how far from it at most.
     """
-    return solve_report(problem, capacity=capacity, on_progress=on_progress, stop=stop,
-                        **options).plan
+    return solve_report(problem, options, capacity=capacity, on_progress=on_progress,
+                        stop=stop, exact_options=exact_options, **fields).plan
 
 
 def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
+                 options: SolveOptions | None = None,
                  capacity: int | None = None, on_progress: Callable[..., Any] | None = None,
                  stop: threading.Event | None = None,
-                 exact_options: Mapping[str, Any] | None = None,
-                 **options: Any) -> tuple[MultiModel, SolveReport]:
+                 exact_options: ExactOptions | Mapping[str, Any] | None = None,
+                 **fields: Any) -> tuple[MultiModel, SolveReport]:
     """Several models in one arena (see `memplan.deploy.multimodel`), each step as in `solve`.
 
     ``exclusive`` (never run together): one problem over the concatenated
@@ -290,11 +322,11 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
     """
     multi = combine(problems, mode, capacity=capacity)
     steps = dict(on_progress=on_progress, stop=stop, exact_options=exact_options)
+    settings = solve_options(options, **fields)
     if mode == "exclusive":
-        return multi, solve_report(multi.problem, **steps, **options)
-    settings = SolveOptions(**options)
+        return multi, solve_report(multi.problem, settings, **steps)
     share = None if settings.time_limit is None else settings.time_limit / len(multi.parts)
-    reports = [solve_report(part, **steps, **{**options, "time_limit": share})
+    reports = [solve_report(part, replace(settings, time_limit=share), **steps)
                for part in multi.parts]
     exact = None if all(r.exact is None for r in reports) else \
         stack(multi, [r.exact or r.heuristic for r in reports])
@@ -328,7 +360,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
         plans = run_heuristics(problem, [p for p in chosen if p != EXACT], seed=seed,
                                time_limit=heuristic_time_limit)
         if EXACT in chosen:
-            hint = min(plans.values(), key=_rank, default=None)
+            hint = min(plans.values(), key=lambda plan: plan_rank(problem, plan), default=None)
             extra = {} if workers is None else {"workers": workers}
             plans[EXACT] = _checked(problem, plan_with(EXACT, problem, time_limit=time_limit,
                                                        seed=seed, hint=hint, **extra))

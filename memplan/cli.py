@@ -13,17 +13,15 @@ Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
 traceback). The options that steer planning are built from the options
 dataclasses (`memplan.api.SolveOptions`, `memplan.frontends.onnx.OnnxOptions`,
-`memplan.solver.exact_options.ExactOptions`): one option per field, its comment the
+`memplan.solver.exact_options.ExactOptions`): one option per field, its metadata help the
 help text. The live line and Ctrl-C handling are in `memplan.progress`.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
-import re
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -37,6 +35,7 @@ from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
 from memplan.operator_order import METHODS, Reordering, reorder
+from memplan.options import option_help
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver.exact_options import ORDERS, ExactOptions
@@ -47,7 +46,6 @@ OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
 INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
-_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
 
 
 class UsageError(Exception):
@@ -69,37 +67,22 @@ def _optional_number(kind: type):
     return parse
 
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """The line comment of each field in ``cls``'s source, with its continuation lines."""
-    comments: dict[str, str] = {}
-    name = None
-    for line in inspect.getsource(cls).splitlines():
-        field = _COMMENT.match(line)
-        if field:
-            name, comments[field[1]] = field[1], field[2].strip()
-        elif name and line.strip().startswith("#"):
-            comments[name] += " " + line.strip().lstrip("#").strip()
-        else:
-            name = None
-    return comments
-
-
 def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                           only: tuple[str, ...] | None = None,
                           metavars: dict[str, str] | None = None,
                           choices: dict[str, tuple[str, ...]] | None = None) -> None:
-    """One option per field of the dataclass ``cls`` (or the fields ``only``), its comment the help.
+    """One option per field of the dataclass ``cls`` (or the fields ``only``); the help is
+    the field's ``metadata["help"]`` (`memplan.options.option`).
 
     A bool field that defaults to True becomes ``--no-NAME``, one that
     defaults to False ``--NAME``; ``X | None`` fields accept ``none``.
     """
-    comments = _field_comments(cls)
     for field in fields(cls):
         if only is not None and field.name not in only:
             continue
         flag = field.name.replace("_", "-")
         default = field.default if field.default is not MISSING else None
-        comment = comments.get(field.name, "")
+        comment = option_help(field)
         if field.type == "bool":
             parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
                                 action="store_false" if default else "store_true",
@@ -301,10 +284,9 @@ def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem
 def cmd_solve(args: argparse.Namespace) -> int:
     from memplan.progress import LiveLine, on_terminal, stop_on_ctrl_c
 
-    exact_options = {name: getattr(args, name)
-                     for name in _changed(args, ExactOptions, EXACT_FLAGS)}
-    try:
-        ExactOptions.from_kwargs(**exact_options)  # refuse bad values before any work
+    try:  # refuse bad values before any work
+        exact_options = ExactOptions.from_kwargs(
+            **{name: getattr(args, name) for name in _changed(args, ExactOptions, EXACT_FLAGS)})
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
     paths = args.models or [None]
@@ -315,11 +297,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
                          "at the same time) or --concurrent (they may)")
     problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
     model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
-    options = _options_of(args, api.SolveOptions)
-    live = LiveLine(options["time_limit"], enabled=not args.quiet and on_terminal())
+    options = api.SolveOptions(**_options_of(args, api.SolveOptions))
+    live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
     multi = None
     with live, stop_on_ctrl_c() as stop:
-        steps = dict(on_progress=live, stop=stop, exact_options=exact_options, **options)
+        steps = dict(options=options, on_progress=live, stop=stop, exact_options=exact_options)
         if len(problems) == 1:
             report = api.solve_report(problems[0], **steps)
         else:

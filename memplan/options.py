@@ -1,23 +1,46 @@
-"""Planner options: one frozen dataclass per planner, filled from keyword arguments.
+"""Planner options: one frozen dataclass per planner, passed as a record or as keywords.
 
-Every heuristic keeps its options in a frozen dataclass whose defaults are the
-best setting (STYLE.md 9), and hangs that default instance on its planner
-function as ``plan.options`` so that the CLI and the notebooks can list the
-fields, their defaults and their one-line comments. `parse_options` turns the
-keyword arguments a planner got into that dataclass, and names the planner and
-its valid options when one is unknown (a `TypeError`, like any bad keyword).
+Every planner keeps its options in a frozen dataclass whose defaults are the
+best setting, each field with its one-line help in ``metadata["help"]``, and
+hangs that default instance on its planner function as ``plan.options`` so
+that the CLI and the notebooks can list the fields, their defaults and their
+help. `parse_options` turns what a planner got into that dataclass: either
+the record itself (``options=GreedyOptions(...)``) or keyword arguments
+applied to the defaults; it names the planner and its valid options when one
+is unknown (a `TypeError`, like any bad keyword).
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import MISSING, Field, field, fields, replace
 from typing import Any, TypeVar
 
 Options = TypeVar("Options")
 
 
+def option(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING) -> Any:
+    """A dataclass field with its one-line ``help`` in its metadata (the CLI's help text)."""
+    return field(default=default, default_factory=default_factory, metadata={"help": help})
+
+
+def option_help(of: Field) -> str:
+    """The one-line help of an option field (empty when it has none)."""
+    return of.metadata.get("help", "")
+
+
 def parse_options(planner: str, defaults: Options, options: dict[str, Any]) -> Options:
-    """``defaults`` with ``options`` applied; `TypeError` for an option it lacks."""
+    """The record in ``options["options"]``, or ``defaults`` with the keyword ``options``
+    applied; `TypeError` for an option the record lacks, a record of another type, or a
+    record given together with keyword options."""
+    record = options.get("options")
+    if record is not None:
+        if not isinstance(record, type(defaults)):
+            raise TypeError(f"planner {planner!r} takes options={type(defaults).__name__}"
+                            f"(...), not {type(record).__name__}")
+        if len(options) > 1:
+            raise TypeError(f"planner {planner!r}: give options={type(defaults).__name__}"
+                            f"(...) or keyword options, not both")
+        return record
     valid = [f.name for f in fields(defaults)]
     unknown = sorted(set(options) - set(valid))
     if unknown:

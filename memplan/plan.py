@@ -2,7 +2,9 @@
 
 A plan is the answer every planner gives; it sits above `memplan.bounds`
 because wrapping offsets into a plan derives its status from the problem's
-lower bound (``optimal`` when the arena meets a proven bound).
+lower bound (``optimal`` when the arena meets a proven bound). Every planner
+decides a plan's status with `plan_status` and compares plans with
+`plan_rank`, so "optimal" and "better" mean one thing across the package.
 """
 
 from __future__ import annotations
@@ -58,12 +60,8 @@ class Plan:
         arena = int((offsets + used).max()) if len(problem) else 0
         bound = lower_bound(problem)
         proven = max(bound, best_bound or 0)
-        if problem.capacity is not None and arena > problem.capacity:
-            status = "infeasible"
-        elif arena <= proven:
-            status = "optimal"
-        else:
-            status = "feasible"
+        status = plan_status(arena, proven,
+                             fits=problem.capacity is None or arena <= problem.capacity)
         return cls(offsets, arena, bound, status, proven, planner, seconds, dict(stats or {}),
                    None if regions is None else np.asarray(regions, dtype=np.int64),
                    None if sizes is None else used)
@@ -79,3 +77,35 @@ class Plan:
     def __repr__(self) -> str:
         return (f"<Plan {self.planner}: arena {self.arena_size}, lower bound {self.lower_bound}, "
                 f"{self.status}, gap {self.gap:.2%}, {self.seconds:.3f} s>")
+
+
+def plan_status(value: float, bound: float, *, fits: bool = True, proven_infeasible: bool = False,
+                searched: bool = False) -> Status:
+    """The status of a plan whose objective (arena bytes, or a region plan's cost) is
+    ``value``, given the best proven lower ``bound`` on that objective.
+
+    - ``infeasible``: no layout fits (``proven_infeasible``), or the plan does
+      not ``fit`` the capacity and came from a planner that does not search
+      for a proof (a heuristic gives up at once);
+    - ``unknown``: the plan does not fit, and a ``searched`` (exact) planner
+      ran out of time before finding a fitting plan or a proof;
+    - ``optimal`` when ``value`` reaches ``bound``, else ``feasible``.
+    """
+    if proven_infeasible:
+        return "infeasible"
+    if not fits:
+        return "unknown" if searched else "infeasible"
+    return "optimal" if value <= bound else "feasible"
+
+
+def fits(plan: Plan) -> bool:
+    """Whether ``plan`` is usable: within the capacity (``infeasible`` and ``unknown`` are not)."""
+    return plan.status in ("optimal", "feasible")
+
+
+def plan_rank(problem: Problem, plan: Plan, *, cost: float = 0.0) -> tuple[bool, float, int, int]:
+    """Plans of ``problem`` compare by this, lower is better: a plan that `fits` first,
+    then the lower ``cost`` (a region plan's, see `memplan.deploy.regions.region_cost`),
+    the smaller arena, and the more bytes granted to variable-size scratch."""
+    granted = problem.sizes if plan.sizes is None else plan.sizes
+    return (not fits(plan), cost, plan.arena_size, -int(granted.sum()))

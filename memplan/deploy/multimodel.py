@@ -42,7 +42,7 @@ import numpy as np
 
 from memplan.deploy.replay import StepEvents, events, max_live_blocks
 from memplan.errors import ProblemError
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Alias, Problem, Region
 from memplan.registry import plan_with
 
@@ -191,8 +191,7 @@ def stack(multi: MultiModel, plans: Sequence[Plan]) -> Plan:
     offsets = np.concatenate([p.offsets for p in plans]) if plans else np.zeros(0, np.int64)
     regions = np.repeat(np.arange(len(plans)), [len(p) for p in multi.parts])
     capacity = multi.problem.capacity
-    status = ("infeasible" if capacity is not None and top > capacity
-              else "optimal" if top <= bound else "feasible")
+    status = plan_status(top, bound, fits=capacity is None or top <= capacity)
     stats = {"model_bases": bases, "model_status": [p.status for p in plans]}
     return Plan(offsets, top, sum(p.lower_bound for p in plans), status, bound,
                 plans[0].planner, sum(p.seconds for p in plans), stats, regions, sizes)

@@ -42,7 +42,8 @@ import numpy as np
 from memplan.bounds import live_bytes, lower_bound
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
 from memplan.errors import ProblemError
-from memplan.plan import Plan
+from memplan.groups import AliasUnits, alias_units
+from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
 
 _UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one
@@ -56,10 +57,10 @@ def allowed_matrix(problem: Problem) -> np.ndarray:
     for i, regions in enumerate(problem.allowed_regions):
         if regions is not None:
             allowed[i] = [name in regions for name in names]
-    root, _ = problem.alias_groups
-    together = np.ones((len(problem), len(names)), bool)
-    np.logical_and.at(together, root, allowed)
-    allowed = together[root]
+    unit_of = alias_units(problem).unit_of
+    together = np.ones((unit_of.max(initial=-1) + 1, len(names)), bool)
+    np.logical_and.at(together, unit_of, allowed)
+    allowed = together[unit_of]
     empty = ~allowed.any(axis=1)
     if empty.any():
         idx = int(np.flatnonzero(empty)[0])
@@ -119,7 +120,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
             if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
     cost = region_cost(problem, regions)
     bound = max(cost_bound(problem), best_cost or 0.0)
-    status = "infeasible" if over else "optimal" if cost <= bound + 1e-9 else "feasible"
+    status = plan_status(cost, bound + 1e-9, fits=not over)
     bytes_bound = lower_bound(problem)
     info = dict(stats or {}, region_sizes=region_sizes, cost=cost, cost_bound=bound,
                 over_capacity=over)
@@ -127,42 +128,40 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
                 seconds, info, regions, None if sizes is None else used)
 
 
-def _preference_order(problem: Problem, allowed: np.ndarray, costs: np.ndarray) -> np.ndarray:
-    """Units (alias roots) by benefit: preferred-region rank, bytes per step, size."""
-    root, _ = problem.alias_groups
-    roots = np.unique(root)
-    starts = np.full(len(problem), np.iinfo(np.int64).max)
-    ends = np.zeros(len(problem), np.int64)
-    np.minimum.at(starts, root, problem.starts)
-    np.maximum.at(ends, root, problem.ends)
-    extent = np.zeros(len(problem), np.int64)
-    np.add.at(extent, root, problem.sizes)
-    cheapest = np.where(allowed, costs, np.inf).argmin(axis=1)
+def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
+                      costs: np.ndarray) -> np.ndarray:
+    """Units by benefit: preferred-region rank, bytes per step, size."""
+    unit_of, count = units.unit_of, len(units)
+    starts = np.full(count, np.iinfo(np.int64).max)
+    ends = np.zeros(count, np.int64)
+    np.minimum.at(starts, unit_of, problem.starts)
+    np.maximum.at(ends, unit_of, problem.ends)
+    total = np.zeros(count, np.int64)  # the members' bytes
+    np.add.at(total, unit_of, problem.sizes)
+    first = units.first_member
+    cheapest = np.where(allowed[first], costs, np.inf).argmin(axis=1)
     names = [r.name for r in problem.regions]
-    rank = np.array([0 if regions is None or regions[0] == names[cheapest[i]] else 1
-                     for i, regions in enumerate(problem.allowed_regions)])
-    density = extent[roots] / (ends[roots] - starts[roots])  # bytes per step of lifetime
-    keys = (-extent[roots], -density, rank[roots])
-    return roots[np.lexsort(keys)]
+    rank = np.array([0 if problem.allowed_regions[i] is None
+                     or problem.allowed_regions[i][0] == names[cheapest[u]] else 1
+                     for u, i in enumerate(first.tolist())])
+    density = total / (ends - starts)  # bytes per step of lifetime
+    return np.lexsort((-total, -density, rank))
 
 
 def assign(problem: Problem, allowed: np.ndarray) -> np.ndarray:
     """Each unit to the cheapest allowed region whose live load still fits its capacity."""
     costs = np.array([r.cost for r in problem.regions], float)
     by_cost = np.argsort(costs, kind="stable")
-    root, _ = problem.alias_groups
-    members: dict[int, list[int]] = {}
-    for idx, r in enumerate(root.tolist()):
-        members.setdefault(r, []).append(idx)
+    units = alias_units(problem)
     load = np.zeros((len(problem.regions), problem.horizon + 1), np.int64)
     region = np.full(len(problem), -1, np.int64)
-    for unit in _preference_order(problem, allowed, costs).tolist():
-        group = members[unit]
-        choices = [r for r in by_cost.tolist() if allowed[unit, r]]
+    for unit in _preference_order(problem, units, allowed, costs).tolist():
+        group = units.members(unit)
+        choices = [r for r in by_cost.tolist() if allowed[group[0], r]]
         for r in choices:
             capacity = problem.regions[r].capacity
             extra = np.zeros(problem.horizon + 1, np.int64)
-            for i in group:
+            for i in group.tolist():
                 extra[problem.starts[i]:problem.ends[i]] += problem.sizes[i]
             if capacity is None or r == choices[-1] or (load[r] + extra).max() <= capacity:
                 load[r] += extra
@@ -180,15 +179,16 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     allowed = allowed_matrix(problem)
     region = assign(problem, allowed)
     costs = np.array([r.cost for r in problem.regions], float)
-    root, _ = problem.alias_groups
+    units = alias_units(problem)
+    unit_of, first = units.unit_of, units.first_member
     offsets = np.zeros(len(problem), np.int64)
     sizes = problem.sizes.copy()
     stale = set(range(len(problem.regions)))
-    benefit = _preference_order(problem, allowed, costs).tolist()
+    benefit = _preference_order(problem, units, allowed, costs).tolist()
 
     def _dearer(unit: int, r: int) -> list[int]:
         return [k for k in np.argsort(costs, kind="stable").tolist()
-                if allowed[unit, k] and (costs[k], k) > (costs[r], r)]
+                if allowed[first[unit], k] and (costs[k], k) > (costs[r], r)]
 
     rounds = 0
     while stale:
@@ -203,12 +203,12 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
         stale = set()
         for r, reg in enumerate(problem.regions):
             capacity = min(reg.capacity or _UNBOUNDED, problem.capacity or _UNBOUNDED)
-            over = set(root[(region == r) & (offsets + sizes > capacity)].tolist())
+            over = set(unit_of[(region == r) & (offsets + sizes > capacity)].tolist())
             movable = [unit for unit in benefit if unit in over and _dearer(unit, r)]
             if movable:  # the least beneficial goes one region up the cost order
                 unit = movable[-1]
                 target = _dearer(unit, r)[0]
-                region[root == unit] = target
+                region[unit_of == unit] = target
                 stale |= {r, target}
     moved = refill(problem, allowed, region, offsets, sizes)
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
@@ -227,11 +227,12 @@ def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: n
     that region's layout valid.
     """
     costs = np.array([r.cost for r in problem.regions], float)
-    root, _ = problem.alias_groups
-    free = (np.bincount(root, minlength=len(problem))[root] == 1) & (problem.pinned == NO_OFFSET)
+    units = alias_units(problem)
+    free = (np.bincount(units.unit_of)[units.unit_of] == 1) & (problem.pinned == NO_OFFSET)
     free[problem.conflicts.ravel()] = False
     moved = 0
-    for idx in _preference_order(problem, allowed, costs).tolist():
+    for unit in _preference_order(problem, units, allowed, costs).tolist():
+        idx = int(units.first_member[unit])
         if not free[idx]:
             continue
         for k in np.argsort(costs, kind="stable").tolist():

@@ -41,9 +41,9 @@ from ortools.sat.python import cp_model
 from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
-from memplan.groups import group_congruence
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
+from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
 from memplan.solver.geometry import build_geometry
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -69,16 +69,15 @@ class RegionModel:
         ceiling = int(sizes.sum())
         limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
         self.offset, self.inside = [], []
-        for unit in geometry.units:
+        groups = geometry.groups
+        for u, unit in enumerate(geometry.units):
             first = unit.members[0]
             name = ids[first]
-            pinned = [int(core.pinned[i]) - r for i, r in zip(unit.members, unit.rel, strict=True)
-                      if core.pinned[i] != NO_OFFSET]
-            if pinned:
-                offset = cp.new_constant(pinned[0])
+            if groups.pinned_base[u] != NO_OFFSET:
+                offset = cp.new_constant(int(groups.pinned_base[u]))
             else:
                 offset = cp.new_int_var(0, max(0, max(limit) - unit.extent), f"offset[{name}]")
-                residue, modulus = group_congruence(core, unit.members, unit.rel)
+                residue, modulus = int(groups.residue[u]), int(groups.modulus[u])
                 if modulus > 1:
                     blocks = cp.new_int_var(0, max(limit) // modulus, f"blocks[{name}]")
                     cp.add(offset == modulus * blocks + residue)
@@ -136,11 +135,8 @@ class RegionModel:
                 cp.add_hint(literal, int(regions[first]) == k)
 
     def solve(self, time_limit: float | None, seed: int, workers: int):
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
-        if time_limit is not None:
-            solver.parameters.max_time_in_seconds = max(0.1, time_limit)
+        solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
+                           else max(MIN_STAGE_SECONDS, time_limit))
         return solver, solver.solve(self.cp)
 
     def read(self, solver) -> tuple[np.ndarray, np.ndarray]:
@@ -155,10 +151,8 @@ class RegionModel:
         return offsets, regions
 
 
-def _rank(problem: Problem, plan: Plan) -> tuple[float, int, int]:
-    """Cost, then total top, then granted bytes (more is better): lower ranks better."""
-    granted = problem.sizes if plan.sizes is None else plan.sizes
-    return (region_cost(problem, plan.regions), plan.arena_size, -int(granted.sum()))
+def _rank(problem: Problem, plan: Plan) -> tuple[bool, float, int, int]:
+    return plan_rank(problem, plan, cost=region_cost(problem, plan.regions))
 
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
@@ -169,7 +163,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     model = RegionModel(problem)
     model.hint(heuristic.offsets, heuristic.regions)
     model.cp.minimize(model.cost)
-    half = None if time_limit is None else time_limit / 2
+    half = None if time_limit is None else time_limit * STAGE_SHARE
     solver, status = model.solve(half, seed, workers)
     stats: dict = {"cost_status": solver.status_name(status).lower()}
     proven_cost = None
@@ -186,7 +180,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         part = subproblem(problem, members, one_arena=True)
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
         left = None if time_limit is None else \
-            max(0.1, (began + time_limit - time.perf_counter()) / (len(used) - n))
+            max(MIN_STAGE_SECONDS, (began + time_limit - time.perf_counter()) / (len(used) - n))
         plan = plan_scratch_exact(part, time_limit=left, seed=seed, hint=start, workers=workers)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         stats[f"{problem.regions[k].name}_status"] = plan.status

@@ -40,6 +40,7 @@ from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
+from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
 from memplan.solver.model import build_model
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}
@@ -96,11 +97,8 @@ def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak:
     model.hint(offsets)
     for variable, value in hints:
         cp.add_hint(variable, value)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    if time_limit is not None:
-        solver.parameters.max_time_in_seconds = max(0.1, time_limit)
+    solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
+                       else max(MIN_STAGE_SECONDS, time_limit))
     status = solver.solve(cp)
     if status not in _STATUS:
         return offsets, sizes, {"scratch_status": "unknown"}
@@ -124,7 +122,7 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     began = time.perf_counter()
     heuristic = hint if hint is not None else plan_scratch(problem)
     heuristic_sizes = problem.sizes if heuristic.sizes is None else heuristic.sizes
-    half = None if time_limit is None else time_limit / 2
+    half = None if time_limit is None else time_limit * STAGE_SHARE
     start = Plan.from_offsets(problem, heuristic.offsets, planner="hint")
     peak_plan = plan_with("exact", problem, time_limit=half, seed=seed, hint=start,
                           minimize=True, workers=workers)
@@ -132,7 +130,8 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         offsets, sizes, peak = heuristic.offsets, heuristic_sizes, heuristic.arena_size
     else:
         offsets, sizes, peak = peak_plan.offsets, problem.sizes, peak_plan.arena_size
-    left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - began))
+    left = None if time_limit is None else max(MIN_STAGE_SECONDS,
+                                               time_limit - (time.perf_counter() - began))
     offsets, sizes, stats = grow_scratch(problem, offsets, sizes.copy(), peak, time_limit=left,
                                          seed=seed, workers=workers)
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):

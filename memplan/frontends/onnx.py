@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from onnx import ModelProto, NodeProto
 
@@ -58,6 +58,7 @@ from memplan.frontends.onnx_graph import (
     value_types,
 )
 from memplan.frontends.onnx_types import TensorType, tensor_type
+from memplan.options import option
 from memplan.problem import Buffer, Problem, Region
 
 WEIGHT_MODES = ("exclude", "region")
@@ -67,13 +68,15 @@ WEIGHT_MODES = ("exclude", "region")
 class OnnxOptions:
     """How `from_onnx` turns a model into a problem; defaults are the usual choice."""
 
-    dims: Mapping[str, int] = field(default_factory=dict)  # values of symbolic dims: {"batch": 1}
-    alignment: int = 1  # every buffer's offset is a multiple of this many bytes
-    inplace: bool = True  # offer element-wise outputs an optional alias over a dying input
-    concat_inplace: bool = False  # Concat inputs written straight into the output's slices
-    weights: str = "exclude"  # "exclude": not planned; "region": planned in region "weights"
-    strict: bool = True  # refuse a model whose shape inference finds an inconsistency
-    name: str | None = None  # the problem's name; default: the file's or the graph's name
+    dims: Mapping[str, int] = option(help="values of symbolic dims: {'batch': 1}",
+                                     default_factory=dict)
+    alignment: int = option(1, "every buffer's offset is a multiple of this many bytes")
+    inplace: bool = option(True, "offer element-wise outputs an optional alias over a dying input")
+    concat_inplace: bool = option(False, "Concat inputs written straight into the output's slices")
+    weights: str = option("exclude", "'exclude': not planned; 'region': planned in region "
+                          "'weights'")
+    strict: bool = option(True, "refuse a model whose shape inference finds an inconsistency")
+    name: str | None = option(None, "the problem's name; default: the file's or the graph's name")
 
     def __post_init__(self):
         if self.weights not in WEIGHT_MODES:

@@ -26,7 +26,7 @@ from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.units import Units
-from memplan.options import parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -39,10 +39,11 @@ ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 class BestOptions:
     """Options of ``best``."""
 
-    orders: tuple[str, ...] = ORDERS  # orders to try, each with every placement
-    placements: tuple[str, ...] = ("best_fit", "first_fit")  # placements to try
-    search_iterations: int = 100  # then hill climbing, unless a plan already meets the bound
-    search_max_buffers: int = 5000  # ... and only on problems up to this many buffers
+    orders: tuple[str, ...] = option(ORDERS, "orders to try, each with every placement")
+    placements: tuple[str, ...] = option(("best_fit", "first_fit"), "placements to try")
+    search_iterations: int = option(100, "then hill climbing, unless a plan already meets the "
+                                         "bound")
+    search_max_buffers: int = option(5000, "... and only on problems up to this many buffers")
 
 
 DEFAULTS = BestOptions()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.heuristics.order_search import OrderSearch
-from memplan.options import parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -33,11 +33,11 @@ from memplan.registry import register
 class GeneticOptions:
     """Options of ``genetic``."""
 
-    generations: int = 40  # generations bred after the first population
-    population: int = 16  # orders per generation
-    elite: int = 2  # best orders carried over unchanged
-    tournament: int = 3  # orders drawn to pick each parent
-    mutation: float = 0.5  # chance a child gets a peak swap
+    generations: int = option(40, "generations bred after the first population")
+    population: int = option(16, "orders per generation")
+    elite: int = option(2, "best orders carried over unchanged")
+    tournament: int = option(3, "orders drawn to pick each parent")
+    mutation: float = option(0.5, "chance a child gets a peak swap")
 
 
 DEFAULTS = GeneticOptions()

@@ -35,14 +35,16 @@ from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
+from memplan.options import option
 
 
 @dataclass(frozen=True)
 class GreedyOptions:
     """Options of the one-pass planners (defaults differ per preset)."""
 
-    order: str | Sequence[int | str] = "size"  # size, spatial, temporal, breadth, start, index
-    placement: str = "best_fit"  # best_fit, first_fit or stack
+    order: str | Sequence[int | str] = option("size", "size, spatial, temporal, breadth, start, "
+                                              "index")
+    placement: str = option("best_fit", "best_fit, first_fit or stack")
 
 
 PRESETS = {

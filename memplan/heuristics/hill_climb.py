@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.heuristics.order_search import OrderSearch
-from memplan.options import parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -35,9 +35,10 @@ from memplan.registry import register
 class HillClimbOptions:
     """Options of ``hill_climb``."""
 
-    iterations: int = 1000  # orders tried after the start (the search's own limit)
-    temperature: float = 0.005  # accept a worse arena with prob exp(-increase / (t * arena))
-    explore: float = 0.2  # chance to move any unit rather than one at the peak
+    iterations: int = option(1000, "orders tried after the start (the search's own limit)")
+    temperature: float = option(0.005, "accept a worse arena with prob exp(-increase / (t * "
+                                       "arena))")
+    explore: float = option(0.2, "chance to move any unit rather than one at the peak")
 
 
 DEFAULTS = HillClimbOptions()

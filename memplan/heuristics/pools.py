@@ -28,13 +28,14 @@ from memplan.heuristics.objects import assign_objects, lay_out
 from memplan.heuristics.order import order_units
 from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
+from memplan.options import option
 
 
 @dataclass(frozen=True)
 class PoolOptions:
     """Options of the pool planners (the default differs per planner)."""
 
-    prefer: str = "closest_size"  # which free block: closest_size or latest_free
+    prefer: str = option("closest_size", "which free block: closest_size or latest_free")
 
 
 def pool_offsets(units: Units, options: PoolOptions) -> tuple[np.ndarray, dict]:

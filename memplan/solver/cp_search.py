@@ -2,8 +2,8 @@
 
 Steps of `search`:
 
-- set CP-SAT's parameters from the options (workers, seed, time limit or
-  deterministic time, NoOverlap2D reasoning, chosen subsolvers);
+- set CP-SAT's parameters from the options (`memplan.solver.cp_params`: workers,
+  seed, time limit or deterministic time, NoOverlap2D reasoning, subsolvers);
 - with the ``lowest_offset`` strategy, add a decision strategy that takes the
   unit with the lowest possible offset (ties: the order's first) and puts it
   there: the canonical search MiniMalloc is built on. Orders follow MiniMalloc's
@@ -41,10 +41,9 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
+from memplan.solver.cp_params import DETERMINISTIC_SLICE, exact_solver
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
-
-DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 
 
 @dataclass
@@ -87,29 +86,6 @@ class _Reporter(cp_model.CpSolverSolutionCallback):
     def on_solution_callback(self):
         self.best = self.model.offsets(self)
         self.on_solution(self.best)
-
-
-def _parameters(solver: cp_model.CpSolver, options: ExactOptions, *, workers: int,
-                seconds: float | None):
-    """CP-SAT's parameters for one run of at most ``seconds`` (deterministic ones if asked)."""
-    params = solver.parameters
-    params.num_workers = workers
-    params.random_seed = options.seed
-    params.catch_sigint_signal = False  # Ctrl-C is ours: see `_Lane`
-    params.log_search_progress = options.log
-    params.use_timetabling_in_no_overlap_2d = options.timetabling
-    params.use_energetic_reasoning_in_no_overlap_2d = options.energetic
-    params.use_area_energetic_reasoning_in_no_overlap_2d = options.energetic
-    params.use_try_edge_reasoning_in_no_overlap_2d = options.try_edge
-    params.max_pairs_pairwise_reasoning_in_no_overlap_2d = options.pairwise_pairs
-    for name in options.subsolvers:
-        params.subsolvers.append(name)
-    if options.deterministic:
-        params.interleave_search = True
-        if seconds is not None:
-            params.max_deterministic_time = max(seconds, 0.0)
-    elif seconds is not None:
-        params.max_time_in_seconds = max(seconds, 0.0)
 
 
 class _Lane:
@@ -211,10 +187,9 @@ def _start(model: Model, state: _State, options: ExactOptions, task, workers: in
             [cp.get_int_var_from_proto_index(model.base[u].index)
              for u in unit_order(model, order)],
             cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
-    solver = cp_model.CpSolver()
     limits = [t for t in (left, slice_seconds) if t is not None]
-    _parameters(solver, options, workers=max(workers, 1),
-                seconds=min(limits) if limits else None)
+    solver = exact_solver(options, workers=max(workers, 1),
+                          seconds=min(limits) if limits else None)
     if state.minimize:
         solver.best_bound_callback = lambda value: on_bound(math.ceil(value - 1e-6))
     return _Lane(model, cp, solver, on_solution, task)

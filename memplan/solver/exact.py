@@ -47,18 +47,15 @@ import numpy as np
 
 from memplan.bounds import lower_bound
 from memplan.errors import NoPlanError
-from memplan.plan import Plan
+from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS, WARM_START_SHARE
 from memplan.solver.cp_search import Outcome, search
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.model import build_model
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import validate
-
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
-DESCENT_SHARE = 0.75  # minimise: of a part's time spent bisecting by fit races
-DESCENT_STEP_SECONDS = 16.0  # minimise: most seconds one fit race of the bisection takes
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -214,10 +211,27 @@ class _Run:
 
 @register("exact")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """The exact planner; ``options`` are the fields of `ExactOptions`. See the module doc."""
+         hint: Plan | None = None, options: ExactOptions | None = None, **keywords) -> Plan:
+    """The exact planner (see the module doc).
+
+    ``options`` is an `ExactOptions` record, which carries the time limit and
+    seed too (leave ``time_limit`` and ``seed`` unset then); without it, the
+    fields of `ExactOptions` come as keywords. `settings.time_limit` bounds
+    the whole run: the warm start's share, then each part's share of what is
+    left (`_Run.solve_part`), down to CP-SAT's ``max_time_in_seconds``
+    (`memplan.solver.cp_params.cp_solver`).
+    """
     began = time.perf_counter()
-    settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **options)
+    if options is None:
+        settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **keywords)
+    elif not isinstance(options, ExactOptions):
+        raise TypeError(f"planner 'exact' takes options=ExactOptions(...), "
+                        f"not {type(options).__name__}")
+    elif keywords or time_limit is not None or seed != 0:
+        raise TypeError("planner 'exact': give options=ExactOptions(...) or keyword options "
+                        "(time_limit, seed, ...), not both")
+    else:
+        settings = options
     check_single_region(problem)
     working = _single_region(problem)
     stats: dict = {}
@@ -283,8 +297,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
                                                  for o in outcomes])
     result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
-    if infeasible:
-        result.status = "infeasible"
-    elif capacity is not None and result.arena_size > capacity:
-        result.status = "unknown"  # no fitting plan found, none proven impossible
+    result.status = plan_status(result.arena_size, result.best_bound,
+                                fits=capacity is None or result.arena_size <= capacity,
+                                proven_infeasible=infeasible, searched=True)
     return result

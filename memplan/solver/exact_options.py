@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from memplan.options import option
+
 ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.cp_search.unit_order`
 
 
@@ -22,28 +24,35 @@ class Progress:
 class ExactOptions:
     """How the exact planner searches. Defaults are the best measured settings."""
 
-    time_limit: float | None = None  # wall seconds for the whole run; None = until proven
-    seed: int = 0  # CP-SAT's random seed
-    workers: int = 0  # CP-SAT search workers; 0 = one per core
-    deterministic: bool = False  # same plan every run: interleaved workers, time limit counted
-    #                              in CP-SAT's deterministic time instead of wall seconds
-    minimize: bool | None = None  # None: fit the capacity when there is one, else minimise
-    warm_start: str | None = "best"  # planner whose plan is the hint and upper bound; None = none
-    strategy: str = "lowest_offset"  # "lowest_offset": a worker puts buffers at their lowest
-    #                                  free offset in `orders` (MiniMalloc); "none": CP-SAT's own
-    orders: tuple[str, ...] = ("total", "lifetime", "area")  # unit orders for the strategy;
-    #   to fit, they race at once (one worker each); to minimise, the first one
-    slice_seconds: float = 8.0  # with one worker (or deterministic): the orders take turns,
-    #                             in slices of this many seconds, doubling every round
-    subsolvers: tuple[str, ...] = ()  # CP-SAT full-problem workers by name; () = CP-SAT's choice
-    sections: bool = True  # also a 1-D NoOverlap per time section (clique of live boxes)
-    timetabling: bool = False  # NoOverlap2D: timetabling reasoning
-    energetic: bool = False  # NoOverlap2D: energetic and area-energetic reasoning
-    try_edge: bool = False  # NoOverlap2D: try-edge reasoning
-    pairwise_pairs: int = 1250  # NoOverlap2D: most box pairs for pairwise reasoning (0 = off)
-    on_progress: Callable[[Progress], None] | None = None  # called on new plans and bounds
-    stop: threading.Event | None = None  # set it (from any thread) to stop with the best plan
-    log: bool = False  # print CP-SAT's search log
+    time_limit: float | None = option(None, "wall seconds for the whole run; None = until proven")
+    seed: int = option(0, "CP-SAT's random seed")
+    workers: int = option(0, "CP-SAT search workers; 0 = one per core")
+    deterministic: bool = option(False, "same plan every run: interleaved workers, time limit "
+                                 "counted in CP-SAT's deterministic time instead of wall seconds")
+    minimize: bool | None = option(None, "None: fit the capacity when there is one, else minimise")
+    warm_start: str | None = option("best", "planner whose plan is the hint and upper bound; "
+                                    "None = "
+                                    "none")
+    strategy: str = option("lowest_offset", "'lowest_offset': a worker puts buffers at their "
+                           "lowest "
+                           "free offset in `orders` (MiniMalloc); 'none': CP-SAT's own")
+    orders: tuple[str, ...] = option(("total", "lifetime", "area"), "unit orders for the strategy; "
+                                     "to fit, they race at once (one worker each); to minimise, "
+                                     "the first one")
+    slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
+                                  "in slices of this many seconds, doubling every round")
+    subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "
+                                         "choice")
+    sections: bool = option(True, "also a 1-D NoOverlap per time section (clique of live boxes)")
+    timetabling: bool = option(False, "NoOverlap2D: timetabling reasoning")
+    energetic: bool = option(False, "NoOverlap2D: energetic and area-energetic reasoning")
+    try_edge: bool = option(False, "NoOverlap2D: try-edge reasoning")
+    pairwise_pairs: int = option(1250, "NoOverlap2D: most box pairs for pairwise reasoning (0 = "
+                                 "off)")
+    on_progress: Callable[[Progress], None] | None = option(None, "called on new plans and bounds")
+    stop: threading.Event | None = option(None, "set it (from any thread) to stop with the best "
+                                          "plan")
+    log: bool = option(False, "print CP-SAT's search log")
 
     def __post_init__(self):
         unknown = set(self.orders) - set(ORDERS)

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memplan.problem import Problem
+from memplan.groups import AliasUnits, alias_units
+from memplan.problem import Problem, union_find
 
 MAX_ARRANGEMENTS = 64  # most arrangements modelled for one set of live units
 MAX_PATHS = 32  # most simple paths of links modelled between two units
@@ -100,6 +101,7 @@ class Geometry:
     unit_of: np.ndarray  # buffer -> unit
     links: list[Link]
     loose: list[int]  # optional aliases not modelled as links (sound, maybe not exact)
+    groups: AliasUnits  # the alias units behind ``units`` (alignment, pinned base)
     boxes: list[Box] = field(default_factory=list)
     arrangements: dict[tuple[int, ...], list[Arrangement]] = field(default_factory=dict)
     separations: list[tuple[int, int]] = field(default_factory=list)  # buffer pairs
@@ -185,19 +187,11 @@ class Crowded(Exception):
     """A link component with too many paths or arrangements to model exactly."""
 
 
-def _units(problem: Problem) -> tuple[list[Unit], np.ndarray]:
-    root, delta = problem.alias_groups
-    members: dict[int, list[int]] = {}
-    for idx, r in enumerate(root.tolist()):
-        members.setdefault(r, []).append(idx)
-    units, unit_of = [], np.empty(len(problem), np.int64)
-    for group in members.values():
-        base = min(int(delta[i]) for i in group)
-        rel = tuple(int(delta[i]) - base for i in group)
-        extent = max(r + int(problem.sizes[i]) for r, i in zip(rel, group, strict=True))
-        unit_of[group] = len(units)
-        units.append(Unit(tuple(group), rel, extent))
-    return units, unit_of
+def _units(groups: AliasUnits) -> list[Unit]:
+    """The alias units as tuples (the model reads them unit by unit)."""
+    return [Unit(tuple(members.tolist()), tuple(groups.rel[members].tolist()),
+                 int(groups.extent[u]))
+            for u, members in ((u, groups.members(u)) for u in range(len(groups)))]
 
 
 def _links(problem: Problem, units: list[Unit], unit_of: np.ndarray) -> list[Link]:
@@ -312,25 +306,17 @@ def _shape_boxes(problem: Problem, geometry: Geometry,
 
 
 def _link_components(n_units: int, links: list[Link]) -> list[int]:
-    parent = list(range(n_units))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for link in links:
-        parent[find(link.low)] = find(link.high)
-    return [find(u) for u in range(n_units)]
+    root, _, _ = union_find(n_units, ((link.low, link.high, 0) for link in links))
+    return root
 
 
 def build_geometry(problem: Problem) -> Geometry:
     """Units, links and boxes of ``problem``; see the module docstring."""
-    units, unit_of = _units(problem)
+    groups = alias_units(problem)
+    units, unit_of = _units(groups), groups.unit_of
     links, loose = _links(problem, units, unit_of), []
     while True:
-        geometry = Geometry(units, unit_of, links, loose)
+        geometry = Geometry(units, unit_of, links, loose, groups)
         geometry.component = _link_components(len(units), links)
         geometry.index_links()
         by_component: dict[int, list[int]] = {}

@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.errors import ProblemError
-from memplan.groups import group_congruence
-from memplan.problem import NO_OFFSET, Problem
+from memplan.problem import Problem
 from memplan.solver.geometry import Geometry, build_geometry
 
 
@@ -169,27 +167,40 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     upper_bound]``, and the capacity, if any, caps it too.
     ``by_section`` adds a redundant 1-D NoOverlap over the boxes of each
     `sections` set, whose propagation (edge finding) is stronger.
+
+    Steps (each a function below): the geometry (`build_geometry`: alias
+    units, links, boxes), `_add_variables` (a base per unit, its alignment,
+    the peak), `_add_links` (a ``take`` per link), `_add_boxes`
+    (arrangements, boxes, NoOverlap2D), `_add_separations` (explicit
+    conflicts and their cliques), then the objective.
     """
     cp = cp_model.CpModel()
     cp.name = problem.name or "memplan"
     geometry = build_geometry(problem)
-    ids, sizes = problem.ids, problem.sizes
-    congruences = [group_congruence(problem, unit.members, unit.rel) for unit in geometry.units]
-    pinned = {}
-    for u, unit in enumerate(geometry.units):
-        for idx, r in zip(unit.members, unit.rel, strict=True):
-            if problem.pinned[idx] != NO_OFFSET:
-                pinned[u] = int(problem.pinned[idx]) - r
-                residue, modulus = congruences[u]
-                if pinned[u] % modulus != residue or pinned[u] < 0:
-                    raise ProblemError("a pinned offset puts a buffer of its alias group "
-                                       "below 0 or off its alignment", buffer=ids[idx])
+    groups = geometry.groups  # alignment and pinned base per unit, checked
+    congruences = list(zip(groups.residue.tolist(), groups.modulus.tolist(), strict=True))
+    pinned = {int(u): int(groups.pinned_base[u]) for u in groups.pinned}
     stacked = _stacked(problem, geometry, congruences, pinned)
     if upper_bound is None:
-        upper_bound = int((stacked + sizes).max())
+        upper_bound = int((stacked + problem.sizes).max())
     top = upper_bound if problem.capacity is None else min(upper_bound, problem.capacity)
     peak = cp.new_int_var(lower_bound, max(lower_bound, top), "peak") if minimize else None
+    base, quotient = _add_variables(cp, problem, geometry, congruences, pinned, top, peak)
+    take = _add_links(cp, problem, geometry, base)
+    model = Model(cp, problem, geometry, base, quotient, take, peak, lower_bound, stacked)
+    joins = _Joins(model)
+    _add_boxes(model, joins, by_section)
+    _add_separations(model, joins)
+    if peak is not None:
+        cp.minimize(peak)
+    return model
 
+
+def _add_variables(cp: cp_model.CpModel, problem: Problem, geometry: Geometry, congruences,
+                   pinned: dict[int, int], top: int, peak: cp_model.IntVar | None):
+    """Per unit: ``base`` (a constant when pinned) in ``[0, top - extent]``, aligned by
+    ``base == modulus * k + residue``; ``base + extent <= peak``. Returns (base, quotient)."""
+    ids = problem.ids
     base, quotient = [], []
     for u, unit in enumerate(geometry.units):
         name = ids[unit.members[0]] if len(unit.members) == 1 else "+".join(
@@ -212,19 +223,35 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
         base.append(variable)
         if peak is not None:
             cp.add(variable + unit.extent <= peak)
+    return base, quotient
 
+
+def _add_links(cp: cp_model.CpModel, problem: Problem, geometry: Geometry,
+               base: list[cp_model.IntVar]) -> list[cp_model.IntVar]:
+    """Per link a Boolean ``take`` with ``take => base[high] == base[low] + shift``."""
     take = []
     for link in geometry.links:
         low, high = geometry.units[link.low], geometry.units[link.high]
-        literal = cp.new_bool_var(f"take[{ids[low.members[0]]}->{ids[high.members[0]]}]")
+        literal = cp.new_bool_var(
+            f"take[{problem.ids[low.members[0]]}->{problem.ids[high.members[0]]}]")
         cp.add(base[link.high] == base[link.low] + link.shift).only_enforce_if(literal)
         take.append(literal)
-    model = Model(cp, problem, geometry, base, quotient, take, peak, lower_bound, stacked)
+    return take
 
-    def combine(operands: list, every: bool, name: str):
+
+class _Joins:
+    """Literals for "taken links join these units", made once each and recorded for hints."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.paths: dict[tuple[int, ...], cp_model.IntVar] = {}
+        self.joined: dict[tuple[int, int, int | None], cp_model.IntVar] = {}
+
+    def combine(self, operands: list, every: bool, name: str):
         """A literal equal to all (``every``) or any of ``operands``."""
         if len(operands) == 1:
             return operands[0]
+        cp = self.model.cp
         literal = cp.new_bool_var(name)
         if every:
             cp.add_bool_and(operands).only_enforce_if(literal)
@@ -233,35 +260,37 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
             cp.add_bool_or(operands).only_enforce_if(literal)
             for o in operands:
                 cp.add_implication(o, literal)
-        model.derived.append((literal, every, operands))
+        self.model.derived.append((literal, every, operands))
         return literal
 
-    path_literals: dict[tuple[int, ...], cp_model.IntVar] = {}
-    joined: dict[tuple[int, int, int | None], cp_model.IntVar] = {}
-
-    def merged(u: int, v: int, shift: int | None = None) -> cp_model.IntVar:
+    def merged(self, u: int, v: int, shift: int | None = None) -> cp_model.IntVar:
         """True when taken links join unit v to unit u (at ``base[v] - base[u] == shift``)."""
-        if (u, v, shift) not in joined:
+        if (u, v, shift) not in self.joined:
             options = []
-            for path_shift, links in geometry.paths(u, v):
+            for path_shift, links in self.model.geometry.paths(u, v):
                 if shift is None or path_shift == shift:
-                    if links not in path_literals:
-                        path_literals[links] = combine([take[k] for k in links], True,
-                                                       f"path{list(links)}")
-                    options.append(path_literals[links])
-            joined[u, v, shift] = combine(options, False, f"merged[{u},{v},{shift}]")
-        return joined[u, v, shift]
+                    if links not in self.paths:
+                        self.paths[links] = self.combine([self.model.take[k] for k in links],
+                                                         True, f"path{list(links)}")
+                    options.append(self.paths[links])
+            self.joined[u, v, shift] = self.combine(options, False, f"merged[{u},{v},{shift}]")
+        return self.joined[u, v, shift]
 
+
+def _add_boxes(model: Model, joins: _Joins, by_section: bool) -> None:
+    """One arrangement per live set holds; a time x address interval per box (optional
+    where it belongs to an arrangement); one NoOverlap2D, plus a 1-D one per section."""
+    cp, geometry = model.cp, model.geometry
     present: dict[tuple[tuple[int, ...], int], cp_model.IntVar] = {}
     for live, arrangements in geometry.arrangements.items():
         literals = []
         for index, arrangement in enumerate(arrangements):
             where = {u: c for c, cls in enumerate(arrangement) for u, _ in cls}
-            conditions = [merged(cls[0][0], u, shift) for cls in arrangement
+            conditions = [joins.merged(cls[0][0], u, shift) for cls in arrangement
                           for u, shift in cls[1:]]
-            conditions += [~merged(u, v) for u in live for v in live
+            conditions += [~joins.merged(u, v) for u in live for v in live
                            if u < v and where[u] != where[v]]
-            literal = combine(conditions, True, f"arranged{arrangement}")
+            literal = joins.combine(conditions, True, f"arranged{arrangement}")
             present[live, index] = literal
             literals.append(literal)
         cp.add_exactly_one(literals)
@@ -269,7 +298,7 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
     times, addresses = [], []
     for n, box in enumerate(geometry.boxes):
         times.append(cp.new_fixed_size_interval_var(box.start, box.end - box.start, f"time{n}"))
-        start = base[box.unit] + box.low
+        start = model.base[box.unit] + box.low
         if box.live:
             addresses.append(cp.new_optional_fixed_size_interval_var(
                 start, box.high - box.low, present[box.live, box.arrangement], f"address{n}"))
@@ -281,8 +310,13 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
         for members in sections(geometry.boxes):
             cp.add_no_overlap([addresses[n] for n in members])
 
+
+def _add_separations(model: Model, joins: _Joins) -> None:
+    """Explicit conflicts: ``a below b or b below a`` (or merged by taken links), and a
+    redundant 1-D NoOverlap per clique of conflicts between different link components."""
+    cp, geometry, ids, sizes = model.cp, model.geometry, model.problem.ids, model.problem.sizes
     offset = {}
-    for unit, variable in zip(geometry.units, base, strict=True):
+    for unit, variable in zip(geometry.units, model.base, strict=True):
         for idx, r in zip(unit.members, unit.rel, strict=True):
             offset[idx] = variable + r
     for a, b in geometry.separations:
@@ -293,7 +327,7 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
         either = [a_below, b_below]
         ua, ub = int(geometry.unit_of[a]), int(geometry.unit_of[b])
         if geometry.component[ua] == geometry.component[ub]:
-            either.append(merged(ua, ub))
+            either.append(joins.merged(ua, ub))
         cp.add_bool_or(either)
         model.below += [(a_below, a, b), (b_below, b, a)]
     apart = [(a, b) for a, b in geometry.separations
@@ -302,6 +336,3 @@ def build_model(problem: Problem, *, lower_bound: int, upper_bound: int | None, 
         cp.add_no_overlap([cp.new_fixed_size_interval_var(offset[i], int(sizes[i]),
                                                           f"conflict[{ids[i]}]")
                            for i in members])
-    if peak is not None:
-        cp.minimize(peak)
-    return model

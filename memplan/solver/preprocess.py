@@ -28,12 +28,13 @@ Cost: O(n log n + a + c) for n buffers, a aliases and c conflicts.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.problem import NO_OFFSET, Alias, Problem, union_find
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,11 @@ def components(problem: Problem) -> list[np.ndarray]:
     new_block = np.r_[True, problem.starts[order][1:] >= ends_so_far[:-1]]
     block = np.empty(n, np.int64)
     block[order] = np.cumsum(new_block) - 1
-    parent = list(range(int(block.max()) + 1))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    links = [zip(problem.alias_src.tolist(), problem.alias_dst.tolist(), strict=True),
-             problem.conflicts.tolist()]
-    for pairs in links:
-        for a, b in pairs:
-            parent[find(int(block[a]))] = find(int(block[b]))
-    label = np.array([find(int(b)) for b in block])
+    pairs = itertools.chain(zip(problem.alias_src.tolist(), problem.alias_dst.tolist(),
+                                strict=True), problem.conflicts.tolist())
+    at = block.tolist()
+    root, _, _ = union_find(int(block.max()) + 1, ((at[a], at[b], 0) for a, b in pairs))
+    label = np.array(root)[block]
     groups: dict[int, list[int]] = {}
     for idx, root in enumerate(label.tolist()):
         groups.setdefault(root, []).append(idx)
