@@ -16,7 +16,7 @@ from memplan.errors import (
     UnknownPlannerError,
 )
 from memplan.plan import Plan
-from memplan.problem import Alias, Buffer, Problem, Region
+from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
-    "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "compare",
+    "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
     "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
     "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
     "validate",
