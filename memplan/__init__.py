@@ -15,6 +15,7 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
+from memplan.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
     "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
-    "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
+    "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
     "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
     "validate",
 ]
