@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
     "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
-    "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
-    "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
-    "validate",
+    "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
+    "planners", "plot_comparison", "plot_layout", "plot_memory", "register", "solve",
+    "solve_report", "validate",
 ]

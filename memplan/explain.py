@@ -113,8 +113,13 @@ def _gap(d: _Describer, plan: Plan, bound: int, live: np.ndarray) -> Gap | None:
     ends = plan.offsets + problem.sizes
     reaching = np.flatnonzero(ends > bound)
     reaching = reaching[np.lexsort((problem.starts[reaching], -ends[reaching]))]
+    holes, reach = [], 0  # free address ranges below the top at the step
+    for idx in sorted(d.live_at(step), key=lambda i: int(plan.offsets[i])):
+        if plan.offsets[idx] > reach:
+            holes.append((reach, int(plan.offsets[idx])))
+        reach = max(reach, int(ends[idx]))
     return Gap(plan.planner, plan.arena_size, bound, step, int(top[step]), int(live[step]),
-               d.operator(step), tuple(d.tensor(int(i)) for i in reaching))
+               d.operator(step), tuple(holes), tuple(d.tensor(int(i)) for i in reaching))
 
 
 def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float,
@@ -144,7 +149,8 @@ def _reason_text(d: _Describer, reason: Reason) -> str:
     if reason.kind == LIVE_LOAD:
         return (f"at {d.operator(reason.step)} {_exact(reason.live_bytes)} are live, more "
                 f"than the capacity {cap}; {n} of the {reason.live_count} tensors live there "
-                f"need more than that {'alone' if n == 1 else 'together'} (a minimal set)")
+                + ("needs more than that alone" if n == 1 else "need more than that together")
+                + " (a minimal set)")
     if reason.kind == PINNED:
         return f"buffer {d.problem.ids[reason.buffers[0]]!r} is pinned above the capacity {cap}"
     if reason.kind == PACKING:

@@ -78,6 +78,7 @@ class Gap:
     top_at_step: int  # the highest address used at ``step``
     live_at_step: int  # the bytes live at ``step``: the rest below the top are holes
     operator: Operator
+    holes: tuple[tuple[int, int], ...]  # free address ranges [low, high) below the top there
     tensors: tuple[Tensor, ...]  # buffers reaching above the bound, highest first
 
 
@@ -148,6 +149,12 @@ def _listed(tensors, *, offset: bool = False) -> list[str]:
     return lines
 
 
+def _change(saves: int) -> str:
+    if saves == 0:
+        return "no change"
+    return f"-{human_bytes(saves)}" if saves > 0 else f"+{human_bytes(-saves)}, worse"
+
+
 def render_text(e: Explanation) -> str:
     """The explanation as the command line prints it."""
     lines = [f"{e.problem or 'problem'}: {e.buffers} buffers, lower bound "
@@ -169,9 +176,11 @@ def render_text(e: Explanation) -> str:
         lines.append(f"gap: {g.planner} uses {human_bytes(g.arena_size)}, "
                      f"{human_bytes(g.arena_size - g.lower_bound)} above the bound: addresses "
                      f"[{g.lower_bound}, {g.arena_size})")
-        lines.append(f"  opens at {g.operator}: the plan reaches {g.top_at_step} while "
-                     f"{human_bytes(g.live_at_step)} are live there "
-                     f"({human_bytes(g.top_at_step - g.live_at_step)} of holes below)")
+        holes = ", ".join(f"[{low}, {high})" for low, high in g.holes[:4]) + \
+            (" ..." if len(g.holes) > 4 else "")
+        lines.append(f"  opens at {g.operator}: the plan reaches {human_bytes(g.top_at_step)} "
+                     f"while {human_bytes(g.live_at_step)} are live there: "
+                     f"{human_bytes(g.top_at_step - g.live_at_step)} of holes below, at {holes}")
         lines.append(f"  {len(g.tensors)} buffer{'s' if len(g.tensors) != 1 else ''} reach "
                      f"above the bound, highest first:")
         lines += _listed(g.tensors, offset=True)
@@ -184,8 +193,7 @@ def render_text(e: Explanation) -> str:
         lines.append("what would help (measured on the lower bound):")
         for r in e.remedies:
             lines.append(f"  {r.change:<12} {r.tensor}: bound {human_bytes(r.bound)} "
-                         f"({'-' + human_bytes(r.saves) if r.saves else 'no change'}); "
-                         f"{r.detail}")
+                         f"({_change(r.saves)}); {r.detail}")
     if e.alias_floor is not None and e.alias_remedies:
         helpful = [r for r in e.alias_remedies if r.saves > 0]
         lines.append(f"optional in-place aliases the plan did not take: {len(e.alias_remedies)}"

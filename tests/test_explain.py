@@ -114,6 +114,7 @@ def test_the_gap_of_greedy_by_size_on_densenet_is_located():
     first = min(int(problem.starts[problem.index(id)]) for id in above)
     assert gap.step == first  # before it no buffer reaches above the bound
     assert gap.live_at_step == live_bytes(problem)[gap.step] <= bound < gap.top_at_step
+    assert sum(high - low for low, high in gap.holes) == gap.top_at_step - gap.live_at_step
 
 
 def test_no_gap_for_a_plan_at_the_bound():
