@@ -38,7 +38,7 @@ of their group.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -71,7 +71,7 @@ def subproblem(problem: Problem, members, capacity: int | None) -> Problem:
     """The buffers ``members`` (indices) alone, with the aliases and conflicts among them."""
     keep = sorted(int(i) for i in members)
     ids = {problem.ids[i] for i in keep}
-    return Problem([problem.buffer(i) for i in keep],
+    return Problem([replace(problem.buffer(i), regions=None) for i in keep],
                    aliases=[a for a in problem.aliases if a.src in ids and a.dst in ids],
                    conflicts=[(problem.ids[a], problem.ids[b]) for a, b in problem.conflicts
                               if problem.ids[a] in ids and problem.ids[b] in ids],

@@ -55,6 +55,7 @@ from memplan.explanation import (
 )
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.registry import plan_with
 from memplan.viz import human_bytes, plan_usage
 from memplan.what_if import Remedy, alias_remedies, producers_and_readers, remedies
 
@@ -126,8 +127,9 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float
               workers: int) -> CapacityExplanation:
     problem = d.problem
     reason = pinned_reason(problem, capacity) or live_load_reason(problem, capacity)
-    if reason is None and plan is not None and plan.arena_size <= capacity \
-            and plan.regions is None:
+    if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
+        plan = plan_with("best", problem.replace(capacity=None, regions=()), seed=0)
+    if reason is None and plan.arena_size <= capacity and plan.regions is None:
         reason = Reason(FITS, capacity)
     if reason is None:
         reason = packing_reason(problem, capacity, time_limit=time_limit, workers=workers)
@@ -157,7 +159,9 @@ def _reason_text(d: _Describer, reason: Reason) -> str:
         start, end = reason.window
         return (f"every step's live load fits {cap}, but no layout of these {n} buffers does "
                 f"(steps [{start}, {end}), at most {human_bytes(reason.live_bytes)} live at "
-                f"once): their lifetimes force holes; proven by CP-SAT, "
+                f"once): their lifetimes "
+                + ("and explicit conflicts " if len(d.problem.conflicts) else "")
+                + "force holes; proven by CP-SAT, "
                 + ("a minimal set" if reason.minimal else "not proven minimal"))
     return f"undecided: CP-SAT found neither a layout within {cap} nor a proof in the time limit"
 

@@ -139,7 +139,7 @@ def _tensor_line(t: Tensor, *, offset: bool = False) -> str:
     where = f"at [{t.offset}, {t.offset + t.size})  " if offset and t.offset is not None else ""
     who = "; ".join(x for x in (writer, read) if x)
     return (f"  {human_bytes(t.size):>10}  [{t.start}, {t.end})  {t.kind:<10} {t.id}  {where}"
-            + (f"({who})" if who else ""))
+            + (f"({who})" if who else "")).rstrip()
 
 
 def _listed(tensors, *, offset: bool = False) -> list[str]:
@@ -157,8 +157,9 @@ def _change(saves: int) -> str:
 
 def render_text(e: Explanation) -> str:
     """The explanation as the command line prints it."""
+    exact = f" ({e.lower_bound} B)" if e.lower_bound >= 1024 else ""
     lines = [f"{e.problem or 'problem'}: {e.buffers} buffers, lower bound "
-             f"{human_bytes(e.lower_bound)} ({e.lower_bound} B)"]
+             f"{human_bytes(e.lower_bound)}{exact}"]
     if e.max_live != e.lower_bound:
         lines.append(f"  (the largest live load is {human_bytes(e.max_live)}; explicit "
                      f"conflicts raise the bound)")
@@ -219,7 +220,8 @@ def plot_explanation(e: Explanation, ax: Axes | None = None) -> Axes:
                     label="live bytes")
     for p in e.peaks:
         ax.axvspan(p.steps[0], p.steps[1], color="tab:red", alpha=0.25)
-        ax.annotate(f"{p.operator.name or p.operator.op or p.step}", (p.step, p.live_bytes),
+        label = " ".join(x for x in (p.operator.name, p.operator.op) if x) or f"step {p.step}"
+        ax.annotate(label, (p.step, p.live_bytes),
                     textcoords="offset points", xytext=(4, 4), fontsize=8, color="tab:red")
     top = max(e.lower_bound, int(live.max(initial=0)))
     if plan is not None and plan.regions is None and plan.sizes is None:
