@@ -15,8 +15,9 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
+from memplan.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.plan import Plan
-from memplan.problem import Alias, Buffer, Problem, Region
+from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
@@ -25,11 +26,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
-    "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "compare",
-    "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
-    "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
-    "solve_report",
-    "validate",
+    "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
+    "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
+    "planners", "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
+    "solve_report", "validate",
 ]
 
 

@@ -6,8 +6,10 @@
                                    (several models: one arena, --exclusive or --concurrent)
     memplan compare MODEL...       every planner on every model, one table
     memplan validate PROBLEM PLAN  check a plan file against its problem
-    memplan info MODEL             buffers, lower bound, widths, aliases, largest tensors
+    memplan info [MODEL]           buffers, lower bound, widths, aliases, largest tensors
     memplan convert MODEL -o F     a model as a problem file (.csv or .json)
+    memplan explain [MODEL]        where the peak comes from, a plan's gap, why a capacity
+                                   cannot be met, and what would help (`memplan.explain`)
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
@@ -31,6 +33,7 @@ from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.errors import InvalidPlanError, MemplanError
+from memplan.explain import capacity_line, explain
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
@@ -267,6 +270,7 @@ def _print_summary(s: dict[str, Any]) -> None:
              for name, m in (s["models"] or {}).items()]
     if s.get("order"):
         rows.append(_order_row(s["order"]))
+    rows += [("reason", s["reason"])] if s.get("reason") else []
     rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
     _print_rows(rows)
@@ -318,6 +322,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         onnx_model = reordering.model  # -o model.onnx: the reordered model, with its plan
     summary = _summary(model, report, _write_outputs(args, problem, plan, onnx_model), multi)
     summary["order"] = _order_summary(reordering)
+    summary["reason"] = capacity_line(report.problem, report.plan)
+    if summary["reason"]:
+        summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
+            f" --capacity {report.problem.capacity}' names the tensors"
     if args.json:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
@@ -425,6 +433,20 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    problem = _load(args.model, args)
+    plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)
+    found = explain(problem, plan, time_limit=args.time_limit, workers=args.workers)
+    if args.plot:
+        try:
+            found.plot().figure.savefig(args.plot, dpi=120)
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
+    print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+    fits = found.capacity is None or found.capacity.kind == "fits"
+    return OK if fits else FAILED
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -505,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     describe = sub.add_parser("info", parents=[common, model_parser, reordering],
                               help="buffers, lower bound, widths, aliases, largest tensors")
-    describe.add_argument("model")
+    describe.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
     describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")
     describe.add_argument("--json", action="store_true", help="print as JSON")
     describe.set_defaults(run=cmd_info)
@@ -515,6 +537,19 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("model")
     convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
     convert.set_defaults(run=cmd_convert)
+
+    why = sub.add_parser("explain", parents=[common, model_parser, capacity],
+                         help="where the peak comes from, a plan's gap, why a capacity "
+                              "cannot be met, and what would help")
+    why.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    why.add_argument("--planner", default="best", metavar="NAME|none",
+                     help="the plan whose gap to explain (default: best; none: no plan)")
+    why.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                     help="seconds for the CP-SAT checks of a capacity (default: 10)")
+    why.add_argument("--workers", type=int, default=1, help="CP-SAT threads (default: 1)")
+    why.add_argument("--plot", metavar="FILE.png", help="draw live bytes, peak, plan and capacity")
+    why.add_argument("--json", action="store_true", help="print as JSON")
+    why.set_defaults(run=cmd_explain)
     return parser
 
 

@@ -72,6 +72,22 @@ class Alias:
 
 
 @dataclass(frozen=True)
+class Step:
+    """What runs at one schedule step, when the frontend knows it (metadata, optional).
+
+    ``reads`` and ``writes`` name tensors: buffer ids where the tensor is a
+    buffer, any other name (a weight left out, a zero-size tensor) is kept but
+    means nothing to a planner. They give every buffer its producer and its
+    consumers (`memplan.explain`).
+    """
+
+    name: str = ""  # the operator's name (ONNX node name), "" when it has none
+    op: str = ""  # the operator's type: Conv, Relu, ...
+    reads: tuple[str, ...] = ()  # tensors the operator reads
+    writes: tuple[str, ...] = ()  # tensors the operator writes
+
+
+@dataclass(frozen=True)
 class Region:
     """A memory pool: on-chip SRAM, external DRAM. Region 0 is the default."""
 
@@ -100,7 +116,8 @@ class Problem:
     def __init__(self, buffers: Iterable[Buffer], *, aliases: Iterable[Alias] = (),
                  conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
                  widths: Sequence[int] | None = None, regions: Iterable[Region] = (),
-                 name: str = "", source: str | None = None):
+                 name: str = "", source: str | None = None,
+                 steps: Iterable[Step] | None = None):
         buffers = list(buffers)
         for buffer in buffers:
             if not isinstance(buffer, Buffer):
@@ -114,14 +131,15 @@ class Problem:
             max_sizes=[b.size if b.max_size is None else b.max_size for b in buffers],
             kinds=[b.kind for b in buffers], allowed_regions=[b.regions for b in buffers],
             aliases=aliases, conflicts=conflicts, capacity=capacity, widths=widths,
-            regions=regions, name=name, source=source,
+            regions=regions, name=name, source=source, steps=steps,
         )
 
     @classmethod
     def from_arrays(cls, sizes, starts, ends, *, ids: Sequence[str] | None = None,
                     alignments=None, pinned=None, aliases: Iterable[Alias] = (),
                     conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
-                    widths=None, name: str = "", source: str | None = None) -> Problem:
+                    widths=None, name: str = "", source: str | None = None,
+                    steps: Iterable[Step] | None = None) -> Problem:
         """Build a problem straight from arrays (ids default to "0", "1", ...); O(n)."""
         n = len(sizes)
         problem = cls.__new__(cls)
@@ -132,7 +150,7 @@ class Problem:
             pinned=np.full(n, NO_OFFSET, np.int64) if pinned is None else pinned,
             max_sizes=sizes, kinds=None, allowed_regions=None, aliases=aliases,
             conflicts=conflicts, capacity=capacity, widths=widths, regions=(), name=name,
-            source=source,
+            source=source, steps=steps,
         )
         return problem
 
@@ -148,7 +166,8 @@ class Problem:
         return cls(buffers, conflicts=conflicts, capacity=capacity, name=name)
 
     def _init(self, *, ids, sizes, starts, ends, alignments, pinned, max_sizes, kinds,
-              allowed_regions, aliases, conflicts, capacity, widths, regions, name, source):
+              allowed_regions, aliases, conflicts, capacity, widths, regions, name, source,
+              steps=None):
         self.name = name
         self.source = source
         self.ids: tuple[str, ...] = tuple(str(i) for i in ids)
@@ -169,6 +188,7 @@ class Problem:
         self.regions: tuple[Region, ...] = tuple(regions)
         self.capacity = None if capacity is None else int(capacity)
         self.widths = None if widths is None else _readonly(widths)
+        self.steps: tuple[Step, ...] | None = None if steps is None else _steps(steps, source)
         self._index = {id: idx for idx, id in enumerate(self.ids)}
         self._check_buffers()
         self.aliases: tuple[Alias, ...] = tuple(aliases)
@@ -305,9 +325,23 @@ class Problem:
         fields = dict(buffers=self.buffers, aliases=self.aliases,
                       conflicts=[(self.ids[a], self.ids[b]) for a, b in self.conflicts],
                       capacity=self.capacity, widths=self.widths, regions=self.regions,
-                      name=self.name, source=self.source)
+                      name=self.name, source=self.source, steps=self.steps)
         fields.update(changes)
         return Problem(**fields)
+
+
+def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
+    """The step metadata as a tuple of `Step`, every name a string (else `ProblemError`)."""
+    checked = []
+    for t, step in enumerate(steps):
+        if not isinstance(step, Step):
+            raise ProblemError(f"steps[{t}]: expected a Step, got {type(step).__name__}",
+                               file=source)
+        names = (step.name, step.op, *step.reads, *step.writes)
+        if not all(isinstance(x, str) for x in names):
+            raise ProblemError(f"steps[{t}]: names must be strings", file=source)
+        checked.append(Step(step.name, step.op, tuple(step.reads), tuple(step.writes)))
+    return tuple(checked)
 
 
 def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

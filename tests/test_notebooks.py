@@ -46,7 +46,9 @@ def test_quickstart_runs():
     text = outputs(notebook)
     assert "light_resnet50" in text and "exact planner" in text
     assert "overlap (r3, r6)" in text  # the broken plan is caught
-    assert images(notebook) == 3  # two layouts and the memory over time
+    assert "peak: " in text and "'n12' (Conv)" in text  # why is the peak here
+    assert "proven by CP-SAT, a minimal set" in text  # why 6 bytes cannot work
+    assert images(notebook) == 4  # two layouts, the memory over time, the peak explained
 
 
 def test_optimal_vs_heuristic_runs():

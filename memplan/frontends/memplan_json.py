@@ -9,7 +9,11 @@ A problem file (fields after ``size`` are optional, defaults shown)::
      "aliases": [{"src": "x", "dst": "y", "delta": 0, "optional": false}],
      "conflicts": [["x", "z"]],
      "regions": [{"name": "sram", "capacity": 262144, "cost": 0.0}],
-     "widths": null}
+     "widths": null,
+     "steps": [{"name": "conv1", "op": "Conv", "reads": ["x"], "writes": ["y"]}]}
+
+``steps`` (optional, written only when the problem has them) says what runs at
+each step: the operator's name and type and the tensors it reads and writes.
 
 A plan file: offsets by buffer id, and what the planner knows::
 
@@ -28,7 +32,7 @@ import numpy as np
 
 from memplan.errors import ProblemError
 from memplan.plan import Plan
-from memplan.problem import Alias, Buffer, Problem, Region
+from memplan.problem import Alias, Buffer, Problem, Region, Step
 
 VERSION = 1
 _BUFFER_DEFAULTS = {"alignment": 1, "offset": None, "regions": None, "kind": "activation",
@@ -44,7 +48,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             if value != default:
                 row[key] = list(value) if key == "regions" else value
         buffers.append(row)
-    return {
+    document = {
         "format": "memplan-problem", "version": VERSION, "name": problem.name,
         "capacity": problem.capacity, "buffers": buffers,
         "aliases": [{"src": a.src, "dst": a.dst, "delta": a.delta, "optional": a.optional}
@@ -54,6 +58,10 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
                     for r in problem.regions],
         "widths": None if problem.widths is None else problem.widths.tolist(),
     }
+    if problem.steps is not None:
+        document["steps"] = [{"name": s.name, "op": s.op, "reads": list(s.reads),
+                              "writes": list(s.writes)} for s in problem.steps]
+    return document
 
 
 class _Reader:
@@ -78,6 +86,13 @@ class _Reader:
             names = kinds.__name__ if isinstance(kinds, type) else \
                 " or ".join(k.__name__ for k in kinds)
             self.fail(where, f"field {key!r} must be {names}, got {value!r}")
+        return value
+
+    def names(self, entry: dict, key: str, where: str) -> list[str]:
+        """A list of tensor names (strings), empty when absent."""
+        value = self.field(entry, key, list, where, [])
+        if not all(isinstance(x, str) for x in value):
+            self.fail(where, f"field {key!r} must be a list of names, got {value!r}")
         return value
 
     def items(self, document: dict, key: str) -> list:
@@ -122,9 +137,13 @@ def problem_from_dict(document: dict[str, Any], *, source: str | None = None) ->
                for i, e in enumerate(r.items(document, "regions"))]
     capacity = r.field(document, "capacity", int, "problem", None)
     widths = r.field(document, "widths", list, "problem", None)
+    steps = None if document.get("steps") is None else [
+        Step(r.field(e, "name", str, f"steps[{t}]", ""), r.field(e, "op", str, f"steps[{t}]", ""),
+             tuple(r.names(e, "reads", f"steps[{t}]")), tuple(r.names(e, "writes", f"steps[{t}]")))
+        for t, e in enumerate(r.items(document, "steps"))]
     return Problem(buffers, aliases=aliases, conflicts=conflicts, capacity=capacity,
                    widths=widths, regions=regions, name=str(document.get("name") or ""),
-                   source=source)
+                   source=source, steps=steps)
 
 
 def plan_to_dict(problem: Problem, plan: Plan) -> dict[str, Any]:

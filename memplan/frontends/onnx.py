@@ -28,7 +28,9 @@ Steps (`from_onnx`):
   subgraphs capture, so they live across its step; its subgraphs' own
   tensors get one scratch buffer for that step, as large as all of them
   together (no reuse inside); a subgraph tensor of unknown size is refused;
-- the live bytes per step become the problem's operator ``widths``.
+- the live bytes per step become the problem's operator ``widths``, and
+  each step's node name, op type and the buffers it reads and writes its
+  ``steps`` metadata (producers and consumers, for `memplan.explain`).
 
 Cost: O(nodes + edges) plus shape inference, and the alias groups' union-find.
 Known limits: one schedule (the node order), no operator workspace besides
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onnx import ModelProto, NodeProto
 
@@ -54,12 +56,13 @@ from memplan.frontends.onnx_graph import (
     describe,
     infer,
     load_model,
+    reads_of,
     subgraphs,
     value_types,
 )
 from memplan.frontends.onnx_types import TensorType, tensor_type
 from memplan.options import option
-from memplan.problem import Buffer, Problem, Region
+from memplan.problem import Buffer, Problem, Region, Step
 
 WEIGHT_MODES = ("exclude", "region")
 
@@ -170,8 +173,16 @@ class _Builder:
             aliasing.add_concats()
         if self.options.inplace:
             aliasing.add_inplace()
+        steps = [Step(node.name, node.op_type,
+                      tuple(n for n in reads_of(node) if n in buffers),
+                      tuple(n for n in node.output if n in buffers))
+                 for node in graph.steps]
+        for name, buffer in buffers.items():  # subgraph workspaces: written by their step
+            if buffer.kind == "scratch":
+                steps[buffer.start] = replace(steps[buffer.start],
+                                              writes=(*steps[buffer.start].writes, name))
         problem = Problem(buffers.values(), aliases=aliasing.aliases, regions=regions,
-                          name=self.name, source=self.source)
+                          name=self.name, source=self.source, steps=steps)
         return problem.replace(widths=live_bytes(problem))
 
     def _subgraph_bytes(self, node: NodeProto, step: int) -> int:

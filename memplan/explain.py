@@ -1,0 +1,214 @@
+"""Why the arena is as large as it is: the peak, a plan's gap, and a capacity that cannot be met.
+
+A model engineer whose network does not fit asks *what makes the peak?*
+and *why does it not fit?*; `explain` answers both with named operators and
+tensors, and measures what would help. ``explain(problem, plan=None)``
+returns an `Explanation` (dataclasses of `memplan.explanation`) that prints as text
+(``str(explanation)``), converts to JSON (``to_dict()``) and draws itself
+(``plot()``). Steps:
+
+- **peak**: the live bytes per step (`memplan.bounds.live_bytes`); the steps
+  where they reach their maximum are where the lower bound comes from. For
+  the first step of each run of such steps: the operator running there and
+  every tensor live there, largest first, with its producer, readers and
+  lifetime (from the problem's ``steps`` metadata when the frontend gives
+  it): the certificate that no plan can be smaller;
+- **gap** (a plan above the bound): per step the highest address the plan
+  uses among the buffers live there; the address range ``[bound, arena)``,
+  the buffers reaching into it, the first step where the plan goes above
+  the bound (where the gap opens) and how many bytes are live there;
+- **capacity** (the problem's, or ``capacity=``): `memplan.capacity_reason`
+  finds why it cannot be met, as small as it can, and says whether that is
+  proven and minimal;
+- **what would help**: `memplan.what_if` measures the bound with each of the
+  few largest tensors at the peak ending a step earlier, recomputed or
+  split, and, for a plan, each optional in-place alias it did not take.
+
+Cost: O(n log n + sum of lifetimes) for peak and gap, a few lower bounds for
+the remedies (one per change), and the CP-SAT checks of the capacity reason
+only when the live load fits the capacity but no plan at hand does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memplan.bounds import live_bytes, lower_bound
+from memplan.capacity_reason import (
+    FITS,
+    LIVE_LOAD,
+    PACKING,
+    PINNED,
+    Reason,
+    live_load_reason,
+    packing_reason,
+    pinned_reason,
+)
+from memplan.explanation import (
+    CapacityExplanation,
+    Explanation,
+    Gap,
+    Operator,
+    Peak,
+    Tensor,
+    render_text,
+)
+from memplan.plan import Plan
+from memplan.problem import Problem
+from memplan.registry import plan_with
+from memplan.viz import human_bytes, plan_usage
+from memplan.what_if import Remedy, alias_remedies, producers_and_readers, remedies
+
+MOST_PEAKS = 3  # peak runs described in full
+MOST_REMEDIES = 3  # tensors at the peak whose changes are measured
+
+
+# ------------------------------------------------------------------ building
+class _Describer:
+    """Buffers and steps as `Tensor` and `Operator` records."""
+
+    def __init__(self, problem: Problem, plan: Plan | None):
+        self.problem, self.plan = problem, plan
+        self.producer, self.readers = producers_and_readers(problem)
+
+    def operator(self, step: int) -> Operator:
+        steps = self.problem.steps
+        if steps is None or not 0 <= step < len(steps):
+            return Operator(step)
+        return Operator(step, steps[step].name, steps[step].op)
+
+    def tensor(self, idx: int) -> Tensor:
+        p, id = self.problem, self.problem.ids[idx]
+        made = self.producer.get(id)
+        return Tensor(id, int(p.sizes[idx]), int(p.starts[idx]), int(p.ends[idx]), p.kinds[idx],
+                      None if made is None else self.operator(made),
+                      tuple(self.operator(t) for t in sorted(set(self.readers.get(id, ())))),
+                      None if self.plan is None else int(self.plan.offsets[idx]))
+
+    def live_at(self, step: int) -> list[int]:
+        p = self.problem
+        live = np.flatnonzero((p.starts <= step) & (p.ends > step))
+        return sorted(live.tolist(), key=lambda i: (-int(p.sizes[i]), p.ids[i]))
+
+
+def _peaks(d: _Describer, live: np.ndarray) -> tuple[tuple[int, ...], list[Peak]]:
+    if len(live) == 0:
+        return (), []
+    steps = np.flatnonzero(live == live.max())
+    runs = np.split(steps, np.flatnonzero(np.diff(steps) > 1) + 1)
+    peaks = [Peak(int(run[0]), (int(run[0]), int(run[-1]) + 1), int(live[run[0]]),
+                  d.operator(int(run[0])), tuple(d.tensor(i) for i in d.live_at(int(run[0]))))
+             for run in runs[:MOST_PEAKS]]
+    return tuple(steps.tolist()), peaks
+
+
+def _gap(d: _Describer, plan: Plan, bound: int, live: np.ndarray) -> Gap | None:
+    problem = d.problem
+    if plan.arena_size <= bound or plan.regions is not None or plan.sizes is not None:
+        return None
+    top = plan_usage(problem, plan)
+    above = np.flatnonzero(top > bound)
+    if len(above) == 0:
+        return None
+    step = int(above[0])
+    ends = plan.offsets + problem.sizes
+    reaching = np.flatnonzero(ends > bound)
+    reaching = reaching[np.lexsort((problem.starts[reaching], -ends[reaching]))]
+    holes, reach = [], 0  # free address ranges below the top at the step
+    for idx in sorted(d.live_at(step), key=lambda i: int(plan.offsets[i])):
+        if plan.offsets[idx] > reach:
+            holes.append((reach, int(plan.offsets[idx])))
+        reach = max(reach, int(ends[idx]))
+    return Gap(plan.planner, plan.arena_size, bound, step, int(top[step]), int(live[step]),
+               d.operator(step), tuple(holes), tuple(d.tensor(int(i)) for i in reaching))
+
+
+def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float,
+              workers: int) -> CapacityExplanation:
+    problem = d.problem
+    reason = pinned_reason(problem, capacity) or live_load_reason(problem, capacity)
+    if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
+        plan = plan_with("best", problem.replace(capacity=None, regions=()), seed=0)
+    if reason is None and plan.arena_size <= capacity and plan.regions is None:
+        reason = Reason(FITS, capacity)
+    if reason is None:
+        reason = packing_reason(problem, capacity, time_limit=time_limit, workers=workers)
+    tensors = tuple(sorted((d.tensor(i) for i in reason.buffers), key=lambda t: (-t.size, t.id)))
+    return CapacityExplanation(reason.kind, capacity, _reason_text(d, reason), reason.step,
+                               reason.window, reason.live_bytes, reason.proven, reason.minimal,
+                               tensors, reason.checks, reason.seconds)
+
+
+def _exact(value: int) -> str:
+    return human_bytes(value) + (f" ({value} B)" if value >= 1024 else "")
+
+
+def _reason_text(d: _Describer, reason: Reason) -> str:
+    cap = _exact(reason.capacity)
+    n = len(reason.buffers)
+    if reason.kind == FITS:
+        return f"fits: a layout within {cap} exists"
+    if reason.kind == LIVE_LOAD:
+        return (f"at {d.operator(reason.step)} {_exact(reason.live_bytes)} are live, more "
+                f"than the capacity {cap}; {n} of the {reason.live_count} tensors live there "
+                + ("needs more than that alone" if n == 1 else "need more than that together")
+                + " (a minimal set)")
+    if reason.kind == PINNED:
+        return f"buffer {d.problem.ids[reason.buffers[0]]!r} is pinned above the capacity {cap}"
+    if reason.kind == PACKING:
+        start, end = reason.window
+        return (f"every step's live load fits {cap}, but no layout of these {n} buffers does "
+                f"(steps [{start}, {end}), at most {human_bytes(reason.live_bytes)} live at "
+                f"once): their lifetimes "
+                + ("and explicit conflicts " if len(d.problem.conflicts) else "")
+                + "force holes; proven by CP-SAT, "
+                + ("a minimal set" if reason.minimal else "not proven minimal"))
+    return f"undecided: CP-SAT found neither a layout within {cap} nor a proof in the time limit"
+
+
+def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None = None,
+            time_limit: float = 10.0, workers: int = 1) -> Explanation:
+    """Where the peak comes from, where ``plan``'s extra bytes are, why ``capacity`` (default:
+    the problem's) cannot be met, and what would help; see the module docstring.
+
+    ``time_limit`` bounds the CP-SAT checks of a capacity reason (seconds).
+    """
+    capacity = problem.capacity if capacity is None else capacity
+    if plan is not None and len(plan.offsets) != len(problem):
+        raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
+    d = _Describer(problem, plan)
+    live = live_bytes(problem)
+    bound = lower_bound(problem)
+    peak_steps, peaks = _peaks(d, live)
+    first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
+    helped = remedies(problem, [t.id for t in first], bound=bound)
+    floor, aliases = (None, []) if plan is None or plan.regions is not None else \
+        alias_remedies(problem, plan)
+    return Explanation(
+        problem.name, len(problem), bound, int(live.max()) if len(live) else 0, peak_steps,
+        tuple(peaks), None if plan is None else _gap(d, plan, bound, live),
+        None if capacity is None else _capacity(d, capacity, plan, time_limit, workers),
+        tuple(helped), floor, tuple(sorted(aliases, key=lambda r: -r.saves)),
+        _plot=(problem, plan))
+
+
+def capacity_line(problem: Problem, plan: Plan) -> str | None:
+    """One line on why ``plan`` does not fit the problem's capacity (no CP-SAT), or None."""
+    capacity = problem.capacity
+    if capacity is None or plan.arena_size <= capacity:
+        return None
+    live = live_bytes(problem)
+    if len(live) and int(live.max()) > capacity:
+        step = int(np.argmax(live))
+        return (f"at {_Describer(problem, None).operator(step)} {human_bytes(int(live[step]))} "
+                f"are live, more than the capacity {human_bytes(capacity)}")
+    if plan.best_bound > capacity:
+        return (f"every step's live load fits (at most {human_bytes(int(live.max()))}), but "
+                f"no layout does: lifetimes force holes (proven bound "
+                f"{human_bytes(plan.best_bound)})")
+    return (f"every step's live load fits (at most {human_bytes(int(live.max()))}); no layout "
+            f"within {human_bytes(capacity)} was found in the time limit, and none was ruled out")
+
+
+__all__ = ["CapacityExplanation", "Explanation", "Gap", "Operator", "Peak", "Remedy", "Tensor",
+           "capacity_line", "explain", "render_text"]

@@ -1,0 +1,156 @@
+"""What would lower the peak: changes to one tensor or one alias, each measured on the bound.
+
+Nothing here is guessed: every figure is `memplan.bounds.lower_bound` of a
+changed copy of the problem, against the bound of the problem as it is.
+The changes, for a tensor live at the peak:
+
+- ``end_earlier``: its lifetime ends one step earlier (its last reader moved
+  up by one step in the schedule);
+- ``recompute``: it is freed after its first reader and computed again just
+  before each later reader (a copy live for that reader's step); the
+  producer's inputs must then live until the last recompute, and do;
+- ``split``: its producer and its readers work in two halves one after the
+  other (tiling), so only half of it is live at once; the producer's inputs
+  must live until the last reader has taken the first half, and do.
+
+The last two need to know the producer and the readers (the problem's
+``steps`` metadata); without it only ``end_earlier`` is measured.
+
+For a plan, an optional alias (an in-place output over a dying input) that
+the plan did not take is measured the same way: the bound with the plan's
+choices (the aliases it did not take removed) against the same bound with
+that one alias taken.
+
+Cost: one lower bound (O(n log n) plus the alias groups) per change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from memplan.bounds import lower_bound
+from memplan.plan import Plan
+from memplan.problem import Alias, Buffer, Problem
+
+CHANGES = ("end_earlier", "recompute", "split")
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One change and what it does to the bound (bytes; ``saves`` = before - after)."""
+
+    change: str  # end_earlier, recompute, split, or take_alias
+    tensor: str  # the tensor changed (for take_alias: the alias's target)
+    bound: int  # the bound after the change
+    saves: int  # bytes the bound drops by (0: no help)
+    detail: str  # what the change means for this tensor, in words
+
+
+def producers_and_readers(problem: Problem) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """From the ``steps`` metadata: the step writing each tensor, and the steps reading it."""
+    producer: dict[str, int] = {}
+    readers: dict[str, list[int]] = {}
+    for t, step in enumerate(problem.steps or ()):
+        for name in step.writes:
+            producer.setdefault(name, t)
+        for name in step.reads:
+            readers.setdefault(name, []).append(t)
+    return producer, readers
+
+
+def _changed(problem: Problem, changes: dict[str, list[Buffer]]) -> Problem:
+    """``problem`` with some buffers replaced by others (the first keeps the id and aliases)."""
+    buffers = []
+    for b in problem.buffers:
+        buffers.extend(changes.get(b.id, [b]))
+    return problem.replace(buffers=buffers, widths=None, steps=None)
+
+
+def _extend_inputs(problem: Problem, producer: int | None, until: int,
+                   changes: dict[str, list[Buffer]]) -> None:
+    """The buffers the producing step reads live until ``until`` (exclusive) at least."""
+    if producer is None or problem.steps is None:
+        return
+    for name in problem.steps[producer].reads:
+        if name in changes or name not in problem._index:
+            continue
+        b = problem.buffer(problem.index(name))
+        if b.end < until:
+            changes[name] = [replace(b, end=until)]
+
+
+def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None) -> list[Remedy]:
+    """Each change of `CHANGES` that applies to each of ``tensors``, measured."""
+    bound = lower_bound(problem) if bound is None else bound
+    producer, readers = producers_and_readers(problem)
+    found = []
+    for id in tensors:
+        b = problem.buffer(problem.index(id))
+        tried: list[tuple[str, dict[str, list[Buffer]], str]] = []
+        if b.end - b.start > 1:
+            tried.append(("end_earlier", {id: [replace(b, end=b.end - 1)]},
+                          f"lifetime [{b.start}, {b.end - 1}) instead of [{b.start}, {b.end})"))
+        reads = sorted(set(readers.get(id, [])))
+        made = producer.get(id)
+        first_end, later = (max(reads[0], b.start) + 1 if reads else b.end), []
+        for r in reads[1:]:
+            if r <= first_end:
+                first_end = r + 1  # read right after: stays live, nothing to recompute
+            else:
+                later.append(r)
+        if made is not None and later and b.end <= reads[-1] + 1:
+            pieces = [replace(b, end=first_end)]
+            pieces += [Buffer(f"{id}@recomputed{r}", b.size, r, r + 1, b.alignment,
+                              kind="activation") for r in later]
+            change = {id: pieces}
+            _extend_inputs(problem, made, later[-1] + 1, change)
+            tried.append(("recompute", change,
+                          f"freed after step {reads[0]}, computed again for step"
+                          f"{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}"))
+        if made is not None and reads and b.size > 1:
+            half = -(-b.size // 2)
+            change = {id: [replace(b, size=half)]}
+            _extend_inputs(problem, made, reads[-1] + 1, change)
+            tried.append(("split", change, f"two halves of {half} B, produced and read one "
+                                           f"after the other"))
+        for name, change, detail in tried:
+            after = lower_bound(_changed(problem, change))
+            found.append(Remedy(name, id, after, bound - after, detail))
+    return found
+
+
+def untaken_aliases(problem: Problem, plan: Plan) -> list[int]:
+    """The optional aliases (by number) whose offsets the plan does not honour."""
+    offsets = plan.offsets
+    return [k for k in np.flatnonzero(problem.alias_optional).tolist()
+            if offsets[problem.alias_dst[k]] != offsets[problem.alias_src[k]]
+            + problem.alias_delta[k]]
+
+
+def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200) -> tuple[int, list[Remedy]]:
+    """``(floor, remedies)``: the bound under the plan's alias choices, and per optional alias
+    the plan did not take (at most ``most`` of them) the floor if it took that one too."""
+    untaken = untaken_aliases(problem, plan)
+    if not untaken:
+        return lower_bound(problem), []
+    dropped = set(untaken)
+
+    def without(skip: set[int]) -> Problem:
+        aliases: list[Alias] = [a for k, a in enumerate(problem.aliases) if k not in skip]
+        return problem.replace(aliases=aliases, widths=None, steps=None)
+
+    floor = lower_bound(without(dropped))
+    found = []
+    for k in untaken[:most]:
+        after = lower_bound(without(dropped - {k}))
+        alias = problem.aliases[k]
+        found.append(Remedy("take_alias", alias.dst, after, floor - after,
+                            f"{alias.dst} in place over {alias.src}"
+                            + (f" (+{alias.delta} B)" if alias.delta else "")))
+    return floor, found
+
+
+__all__ = ["CHANGES", "Remedy", "alias_remedies", "producers_and_readers", "remedies",
+           "untaken_aliases"]

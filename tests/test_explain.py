@@ -1,0 +1,204 @@
+"""`memplan.explain`: the peak's certificate, a plan's gap, why a capacity fails, what helps."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import memplan
+from memplan import Alias, Buffer, Problem, Step, live_bytes, lower_bound, plan_with
+from memplan.capacity_reason import subproblem
+from memplan.cli import FAILED, OK, main
+from memplan.errors import ProblemError
+from memplan.explain import explain
+from memplan.frontends import memplan_json
+from memplan.plan import Plan
+
+from .conftest import light_models_dir
+
+# Every step's live load is at most 6, yet no layout fits 6: the buffers FRAGMENTED force a
+# hole (found by a random search; every one of them is needed, checked by brute force over
+# all subsets when this instance was found). Columns: id, size, start, end.
+FRAGMENTED = [("b0", 4, 0, 1), ("b1", 2, 0, 2), ("b3", 3, 1, 3), ("b2", 1, 1, 4),
+              ("b5", 1, 2, 4), ("b6", 4, 3, 8), ("b11", 2, 7, 8)]
+BYSTANDERS = [("b4", 1, 2, 3), ("b7", 1, 4, 5), ("b8", 1, 4, 6), ("b9", 1, 5, 7),
+              ("b10", 1, 6, 7),  # in the window, but not needed
+              ("late1", 3, 8, 11), ("late2", 2, 9, 12), ("late3", 1, 8, 10)]  # after it
+
+
+def _problem(rows, capacity=None) -> Problem:
+    return Problem([Buffer(id, size, start, end) for id, size, start, end in rows],
+                   capacity=capacity)
+
+
+def _infeasible_alone(problem: Problem, indices, capacity: int) -> bool:
+    alone = subproblem(problem, indices, capacity)
+    if lower_bound(alone) > capacity:
+        return True
+    plan = plan_with("exact", alone, time_limit=20, workers=1)
+    return plan.status == "infeasible" and plan.best_bound > capacity
+
+
+def test_a_step_whose_live_load_exceeds_the_capacity_is_named_with_its_buffers():
+    rows = [("x", 40, 0, 2), ("y", 40, 1, 3), ("z", 30, 1, 2), ("w", 10, 2, 4),
+            ("v", 50, 3, 5)]  # step 1: x + y + z = 110 > 100; every other step fits
+    problem = _problem(rows, capacity=100)
+    found = explain(problem).capacity
+    assert found.kind == "live_load" and found.step == 1 and found.live_bytes == 110
+    assert {t.id for t in found.tensors} == {"x", "y", "z"}
+    assert found.proven and found.minimal
+    assert _infeasible_alone(problem, [problem.index(t.id) for t in found.tensors], 100)
+    smaller = explain(problem, capacity=75).capacity  # x + y = 80 > 75 already
+    assert smaller.step == 1 and {t.id for t in smaller.tensors} == {"x", "y"}
+
+
+def test_a_packing_that_fits_the_live_load_but_not_the_capacity_is_shrunk_to_its_core():
+    problem = _problem(FRAGMENTED + BYSTANDERS, capacity=6)
+    assert live_bytes(problem).max() == 6  # the live load fits
+    found = explain(problem).capacity
+    assert found.kind == "packing" and found.proven and found.minimal
+    assert {t.id for t in found.tensors} == {row[0] for row in FRAGMENTED}
+    assert found.window == (0, 8)
+    indices = [problem.index(t.id) for t in found.tensors]
+    assert _infeasible_alone(problem, indices, 6)
+    for dropped in indices:  # minimal: without any one of them the rest fits
+        rest = [i for i in indices if i != dropped]
+        assert plan_with("exact", subproblem(problem, rest, 6), time_limit=20,
+                         workers=1).arena_size <= 6
+    assert explain(problem, capacity=7).capacity.kind == "fits"
+
+
+def test_a_pinned_buffer_above_the_capacity_is_the_reason():
+    problem = Problem([Buffer("a", 8, 0, 2), Buffer("io", 4, 1, 3, offset=20)], capacity=16)
+    found = explain(problem).capacity
+    assert found.kind == "pinned" and [t.id for t in found.tensors] == ["io"]
+
+
+@pytest.mark.parametrize("path", sorted(light_models_dir().glob("*.onnx")),
+                         ids=lambda p: p.stem)
+def test_every_light_model_names_a_peak_step_whose_live_bytes_are_the_bound(path):
+    problem = memplan.load(path)
+    found = explain(problem)
+    bound = lower_bound(problem)
+    live = live_bytes(problem)
+    assert found.lower_bound == bound and found.peaks
+    for peak in found.peaks:
+        assert peak.live_bytes == bound == live[peak.step]
+        assert peak.operator.op  # the ONNX op type of the node at that step
+        live_ids = {problem.ids[i] for i in np.flatnonzero(
+            (problem.starts <= peak.step) & (problem.ends > peak.step))}
+        assert {t.id for t in peak.tensors} == live_ids
+        assert [t.size for t in peak.tensors] == sorted((t.size for t in peak.tensors),
+                                                        reverse=True)
+        for t in peak.tensors:
+            if t.kind != "input":
+                assert t.producer is not None and t.producer.step == t.start
+            assert all(t.start <= r.step < t.end for r in t.readers)
+    assert set(found.peak_steps) == set(np.flatnonzero(live == bound).tolist())
+    json.dumps(found.to_dict())
+
+
+def test_the_gap_of_greedy_by_size_on_densenet_is_located():
+    problem = memplan.load(light_models_dir() / "light_densenet121.onnx")
+    plan = plan_with("greedy_by_size", problem)
+    bound = lower_bound(problem)
+    assert plan.arena_size > bound
+    gap = explain(problem, plan).gap
+    assert gap.arena_size == plan.arena_size and gap.lower_bound == bound
+    ends = plan.offsets + problem.sizes
+    above = {problem.ids[i] for i in np.flatnonzero(ends > bound)}
+    assert {t.id for t in gap.tensors} == above
+    assert gap.tensors[0].offset + gap.tensors[0].size == plan.arena_size
+    first = min(int(problem.starts[problem.index(id)]) for id in above)
+    assert gap.step == first  # before it no buffer reaches above the bound
+    assert gap.live_at_step == live_bytes(problem)[gap.step] <= bound < gap.top_at_step
+    assert sum(high - low for low, high in gap.holes) == gap.top_at_step - gap.live_at_step
+
+
+def test_no_gap_for_a_plan_at_the_bound():
+    problem = _problem([("a", 4, 0, 2), ("b", 4, 1, 3)])
+    assert explain(problem, plan_with("greedy_by_size", problem)).gap is None
+
+
+def test_remedies_are_measured_on_the_bound():
+    # x is read at steps 1 and 4: recomputing it for step 4 frees it over steps 2-3
+    steps = [Step("in", "Conv", ("input",), ("x",)), Step("a", "Relu", ("x",), ("y",)),
+             Step("b", "Relu", ("y",), ("z",)), Step("c", "Relu", ("z",), ("w",)),
+             Step("d", "Add", ("x", "w"), ("out",))]
+    problem = Problem([Buffer("input", 1, 0, 1, kind="input"), Buffer("x", 10, 0, 5),
+                       Buffer("y", 8, 1, 3), Buffer("z", 8, 2, 4), Buffer("w", 1, 3, 5),
+                       Buffer("out", 1, 4, 5, kind="output")], steps=steps)
+    assert lower_bound(problem) == 26  # step 2: x + y + z
+    found = {(r.change, r.tensor): r for r in explain(problem).remedies}
+    # x lives [0, 2) and a copy [4, 5); the input lives on to recompute it: step 1 has
+    # x + y + input = 19, step 2 y + z + input = 17
+    assert (found["recompute", "x"].bound, found["recompute", "x"].saves) == (19, 7)
+    # halves of 5 B, the input kept to step 4: step 2 has 5 + 8 + 8 + 1
+    assert (found["split", "x"].bound, found["split", "x"].saves) == (22, 4)
+    assert found["end_earlier", "x"].saves == 0  # x is still read at step 4 > the peak
+
+
+def test_an_optional_alias_the_plan_did_not_take_is_measured():
+    problem = Problem([Buffer("a", 10, 0, 2), Buffer("b", 10, 1, 3)],
+                      aliases=[Alias("a", "b", optional=True)])
+    apart = Plan.from_offsets(problem, [0, 10], planner="by hand")
+    found = explain(problem, apart)
+    assert found.alias_floor == 20
+    [remedy] = found.alias_remedies
+    assert remedy.tensor == "b" and remedy.bound == 10 and remedy.saves == 10
+    shared = Plan.from_offsets(problem, [0, 0], planner="by hand")
+    assert explain(problem, shared).alias_remedies == ()
+
+
+def test_text_json_and_plot():
+    problem = memplan.load(memplan.api.default_model()).replace(capacity=1_000_000)
+    found = explain(problem, plan_with("best", problem))
+    text = str(found)
+    assert "'n2' (MaxPool)" in text and "r1" in text and "capacity" in text
+    document = json.loads(json.dumps(found.to_dict()))
+    assert document["capacity"]["kind"] == "live_load"
+    assert document["peaks"][0]["operator"]["op"] == "MaxPool"
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    ax = found.plot()
+    assert ax.get_title().startswith("squeezenet")
+
+
+def test_problems_without_step_metadata_are_explained_too():
+    problem = _problem(FRAGMENTED)
+    found = explain(problem, plan_with("greedy_by_size", problem))
+    assert found.peaks[0].operator.name == "" and found.peaks[0].tensors[0].producer is None
+    assert {r.change for r in found.remedies} <= {"end_earlier"}
+    assert "step" in str(found)
+
+
+def test_steps_round_trip_through_json_and_bad_steps_are_refused(tmp_path):
+    problem = memplan.load(memplan.api.default_model())
+    assert problem.steps is not None and len(problem.steps) == problem.horizon
+    path = tmp_path / "p.json"
+    memplan_json.write_problem(path, problem)
+    assert memplan_json.read_problem(path).steps == problem.steps
+    plain = _problem(FRAGMENTED)
+    assert "steps" not in memplan_json.problem_to_dict(plain)
+    document = memplan_json.problem_to_dict(plain)
+    document["steps"] = [{"name": "n", "op": "Conv", "reads": [3]}]
+    with pytest.raises(ProblemError, match=r"steps\[0\].*reads"):
+        memplan_json.problem_from_dict(document)
+
+
+def test_cli_explain_solve_reason_and_info_default(capsys):
+    assert main(["explain"]) == OK
+    out = capsys.readouterr().out
+    assert "peak" in out and "MaxPool" in out
+    assert main(["explain", "--capacity", "1000000", "--json"]) == FAILED
+    document = json.loads(capsys.readouterr().out)
+    assert document["capacity"]["tensors"][0]["id"] == "r1"
+    assert main(["solve", "--capacity", "1000000", "--no-exact"]) == FAILED
+    out = capsys.readouterr().out
+    assert "reason" in out and "'n2' (MaxPool)" in out and "memplan explain" in out
+    assert main(["solve", "--capacity", "1000000", "--no-exact", "--json"]) == FAILED
+    assert "MaxPool" in json.loads(capsys.readouterr().out)["reason"]
+    assert main(["info"]) == OK
+    assert "squeezenet" in capsys.readouterr().out
