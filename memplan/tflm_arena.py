@@ -21,8 +21,11 @@ Steps (`prove`):
   16 bytes; it is larger only when kernels' scratch buffers (which TFLM
   places itself, around the offline plan) find no gap in it;
 - for each model, the smallest ``arena_size`` with which TFLM allocates and
-  invokes, found by bisection over whole bytes (failures are monotone in the
-  arena size: TFLM takes what it needs from both ends of one array).
+  invokes, found by bisection over whole bytes between the reported tail
+  and total (failures are monotone in the arena size: TFLM takes what it
+  needs from both ends of one array). Below the allocator's own objects
+  TFLM's Python interpreter crashes rather than fails, so no probe goes
+  under the tail.
 
 Cost: two interpreter runs, plus about log2(arena) interpreter constructions
 per bisection; TFLM prints its allocation report and its errors on the C
@@ -92,7 +95,7 @@ class TflmRun:
 def random_inputs(data: bytes, seed: int = 0) -> list[np.ndarray]:
     """One random array per graph input, in its dtype's range (floats: standard normal)."""
     interpreter = _interpreter(data, _generous_arena(data))
-    count = len(tflite.read_model(data).subgraphs[0].inputs or [])
+    count = len(tflite.indices(tflite.read_model(data).subgraphs[0].inputs))
     rng = np.random.default_rng(seed)
     arrays = []
     for index in range(count):
@@ -131,7 +134,7 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     for index, array in enumerate(inputs):
         interpreter.set_input(array, index)
     interpreter.invoke()
-    count = len(tflite.read_model(data).subgraphs[0].outputs or [])
+    count = len(tflite.indices(tflite.read_model(data).subgraphs[0].outputs))
     outputs = [np.array(interpreter.get_output(i)) for i in range(count)]
     sink: list[str] = []
     with _c_stderr(sink):
@@ -156,14 +159,22 @@ def works(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
     return True
 
 
-def smallest_arena(data: bytes, inputs: list[np.ndarray], start: int) -> int:
-    """The smallest ``arena_size`` that `works`, by bisection from a guess ``start``."""
-    high = max(int(start), 16)
+def smallest_arena(data: bytes, inputs: list[np.ndarray], start: int, floor: int) -> int:
+    """The smallest ``arena_size`` that `works`, by bisection between ``floor`` and ``start``.
+
+    ``floor`` must be an arena TFLM can at least try: the tail a run reported
+    holds the allocator's own objects, while an arena smaller than those makes
+    TFLM's Python interpreter crash instead of failing. The answer is never
+    below ``floor``.
+    """
+    high = max(int(start), int(floor))
     while not works(data, high, inputs):
         if high > 2 ** 31:
             raise RuntimeError("TFLM allocates the model in no arena up to 2 GiB")
         high *= 2
-    low = 0  # an arena of 0 bytes holds nothing
+    low = int(floor) - 1
+    if low < 0 or works(data, int(floor), inputs):
+        return int(floor)
     while high - low > 1:
         middle = (low + high) // 2
         if works(data, middle, inputs):
@@ -244,8 +255,8 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
                         buffers=len(problem), arena_size=int(plan.arena_size), tflm=own,
                         planned=ours, mismatches=mismatches)
     if bisect:
-        report.min_arena = smallest_arena(data, inputs, own.total)
-        report.planned_min_arena = smallest_arena(planned, inputs, ours.total)
+        report.min_arena = smallest_arena(data, inputs, own.total, own.tail)
+        report.planned_min_arena = smallest_arena(planned, inputs, ours.total, ours.tail)
     return report
 
 

@@ -70,7 +70,7 @@ def _used_buffers(tree: Any, skip: set[int]) -> set[int]:
     """Buffer indices that tensors or metadata entries (other than ``skip``) refer to."""
     used = {int(t.buffer) for sg in tree.subgraphs or [] for t in sg.tensors or []}
     used |= {int(m.buffer) for i, m in enumerate(tree.metadata or []) if i not in skip}
-    used |= {int(b) for b in tree.metadataBuffer or []}
+    used |= {int(b) for b in tflite.indices(tree.metadataBuffer)}
     return used
 
 

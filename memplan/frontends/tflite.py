@@ -162,23 +162,27 @@ def lifetimes(model: Any) -> tuple[list[int], list[int], int]:
     count = len(subgraph.tensors or [])
     first, last = [-1] * count, [-1] * count
     scope = 0
-    for t in _indices(subgraph.inputs):
+    for t in indices(subgraph.inputs):
         first[t] = 0 if first[t] == -1 else first[t]
         last[t] = scope
     for op in subgraph.operators or []:
         scope += 1
-        outputs = _indices(op.outputs)
+        outputs = indices(op.outputs)
         for t in outputs:
             first[t] = scope if first[t] == -1 else first[t]
-        for t in _indices(op.inputs) + outputs:
+        for t in indices(op.inputs) + outputs:
             last[t] = scope
-    for t in _indices(subgraph.outputs):
+    for t in indices(subgraph.outputs):
         first[t] = scope if first[t] == -1 else first[t]
         last[t] = scope
     return first, last, scope
 
 
-def _indices(values) -> list[int]:
+def indices(values) -> list[int]:
+    """Tensor indices of an index vector (None: none; -1, an omitted optional input, left out).
+
+    The schema gives numpy arrays, whose truth value is not their emptiness.
+    """
     return [] if values is None else [int(v) for v in values if int(v) >= 0]
 
 
@@ -197,11 +201,11 @@ def check_supported(model: Any, *, file: str | None = None) -> None:
     count = len(subgraph.tensors or [])
     ids = tensor_ids(model)
     for i, op in enumerate(subgraph.operators or []):
-        for t in [*_indices(op.inputs), *_indices(op.outputs), *_indices(op.intermediates)]:
+        for t in [*indices(op.inputs), *indices(op.outputs), *indices(op.intermediates)]:
             if t >= count:
                 raise ProblemError(f"operator {i} ({operator_name(model, op)}) names tensor "
                                    f"{t} of {count}", file=file)
-        for t in _indices(op.intermediates):
+        for t in indices(op.intermediates):
             if tensor_bytes(subgraph.tensors[t], file=file, id=ids[t]):
                 raise ProblemError(f"operator {i} ({operator_name(model, op)}) has an "
                                    "intermediate tensor of non-zero size (TFLite-Micro "
@@ -219,7 +223,7 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray, *, name: str | Non
     subgraph = tree.subgraphs[0]
     ids = tensor_ids(tree)
     first, last, final = lifetimes(tree)
-    inputs, outputs = set(_indices(subgraph.inputs)), set(_indices(subgraph.outputs))
+    inputs, outputs = set(indices(subgraph.inputs)), set(indices(subgraph.outputs))
     buffers = []
     for t, tensor in enumerate(subgraph.tensors or []):
         if is_constant(tree, tensor):
