@@ -21,14 +21,13 @@ Steps (`prove`):
   16 bytes; it is larger only when kernels' scratch buffers (which TFLM
   places itself, around the offline plan) find no gap in it;
 - for each model, the smallest ``arena_size`` with which TFLM allocates and
-  invokes, found by bisection over whole bytes between the reported tail
-  and total (failures are monotone in the arena size: TFLM takes what it
-  needs from both ends of one array). Below the allocator's own objects
-  TFLM's Python interpreter crashes rather than fails, so no probe goes
-  under the tail.
+  invokes, found by bisection over whole bytes (failures are monotone in
+  the arena size: TFLM takes what it needs from both ends of one array).
+  With some arenas too small, TFLM's Python interpreter crashes instead of
+  failing, so every try runs in a forked child process.
 
-Cost: two interpreter runs, plus about log2(arena) interpreter constructions
-per bisection; TFLM prints its allocation report and its errors on the C
+Cost: two interpreter runs, plus about log2(arena) forked interpreter
+constructions per bisection; TFLM prints its allocation report and its errors on the C
 stderr, which is read through a temporary file while they run.
 """
 
@@ -145,36 +144,53 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     return TflmRun(outputs, found["head"], found["tail"], found["total"])
 
 
-def works(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
-    """True when TFLM allocates the model in ``arena_size`` bytes and invokes it."""
-    sink: list[str] = []
+def _try(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
     try:
-        with _c_stderr(sink):
-            interpreter = runtime().Interpreter.from_bytes(data, arena_size=arena_size)
-            for index, array in enumerate(inputs):
-                interpreter.set_input(array, index)
-            interpreter.invoke()
+        interpreter = runtime().Interpreter.from_bytes(data, arena_size=arena_size)
+        for index, array in enumerate(inputs):
+            interpreter.set_input(array, index)
+        interpreter.invoke()
     except (RuntimeError, ValueError):
         return False
     return True
 
 
-def smallest_arena(data: bytes, inputs: list[np.ndarray], start: int, floor: int) -> int:
-    """The smallest ``arena_size`` that `works`, by bisection between ``floor`` and ``start``.
+def works(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
+    """True when TFLM allocates the model in ``arena_size`` bytes and invokes it.
 
-    ``floor`` must be an arena TFLM can at least try: the tail a run reported
-    holds the allocator's own objects, while an arena smaller than those makes
-    TFLM's Python interpreter crash instead of failing. The answer is never
-    below ``floor``.
+    Each try runs in a forked child (where the platform forks): with some
+    arenas too small, TFLM's interpreter crashes instead of failing, and a
+    crash counts as not working. TFLM's messages go nowhere.
     """
-    high = max(int(start), int(floor))
+    runtime()  # the missing extra is an error here, not a failed try
+    if not hasattr(os, "fork"):
+        sink: list[str] = []
+        with _c_stderr(sink):
+            return _try(data, arena_size, inputs)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit code only, never return into the caller
+        code = 1
+        try:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            code = 0 if _try(data, arena_size, inputs) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def smallest_arena(data: bytes, inputs: list[np.ndarray], start: int) -> int:
+    """The smallest ``arena_size`` that `works`, by bisection from a guess ``start``."""
+    high = max(int(start), 1)
     while not works(data, high, inputs):
         if high > 2 ** 31:
             raise RuntimeError("TFLM allocates the model in no arena up to 2 GiB")
         high *= 2
-    low = int(floor) - 1
-    if low < 0 or works(data, int(floor), inputs):
-        return int(floor)
+    low = 0  # an empty arena holds nothing
     while high - low > 1:
         middle = (low + high) // 2
         if works(data, middle, inputs):
@@ -255,8 +271,8 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
                         buffers=len(problem), arena_size=int(plan.arena_size), tflm=own,
                         planned=ours, mismatches=mismatches)
     if bisect:
-        report.min_arena = smallest_arena(data, inputs, own.total, own.tail)
-        report.planned_min_arena = smallest_arena(planned, inputs, ours.total, ours.tail)
+        report.min_arena = smallest_arena(data, inputs, own.total)
+        report.planned_min_arena = smallest_arena(planned, inputs, ours.total)
     return report
 
 
