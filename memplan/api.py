@@ -115,7 +115,7 @@ def from_onnx(model: Any, **options: Any) -> Problem:
 
 def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
          alignment: int | None = None, **options: Any) -> Problem:
-    """The problem in ``path`` (``.onnx``, ``.csv`` or ``.json``, by extension).
+    """The problem in ``path`` (``.onnx``, ``.tflite``, ``.csv`` or ``.json``, by extension).
 
     ``dims`` binds an ONNX model's symbolic dimensions (``{"batch": 1}``);
     ``alignment`` makes every offset a multiple of it (ONNX: the frontend's

@@ -176,20 +176,33 @@ def _order_row(order: dict[str, Any]) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- solve
-EXPORT_SUFFIXES = {".h": "c", ".csv": "csv", ".onnx": "onnx", ".json": "json", ".bin": "tflm"}
+EXPORT_SUFFIXES = {".h": "c", ".csv": "csv", ".onnx": "onnx", ".json": "json", ".bin": "tflm",
+                   ".tflite": "tflite"}
+MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into", "TFLite")}
 
 
 def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
-                   onnx_model: Path | None) -> dict[str, str]:
-    """-o (in the --export format), --csv and --plot; what was written, by option."""
+                   model: Path | None, reordered=None) -> dict[str, str]:
+    """-o (in the --export format), --csv and --plot; what was written, by option.
+
+    ``model`` is the one model file planned (None for several): the ``onnx`` and
+    ``tflite`` exports write the plan into it (into ``reordered``, the model in
+    its new operator order, after ``--reorder``), ``tflm`` takes a TFLite
+    model's tensor order from it."""
     from memplan.export import export
 
     written = {}
     if args.output:
         fmt = args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
-        if fmt == "onnx" and onnx_model is None:
-            raise UsageError("--export onnx annotates the model: give one ONNX model")
-        export(problem, plan, fmt, args.output, model=onnx_model if fmt == "onnx" else None)
+        suffix = model.suffix.lower() if model is not None else None
+        if fmt in MODEL_EXPORTS and suffix != f".{fmt}":
+            verb, kind = MODEL_EXPORTS[fmt]
+            raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
+        given = model if fmt in MODEL_EXPORTS or (fmt == "tflm" and suffix == ".tflite") \
+            else None
+        if given is not None and reordered is not None:
+            given = reordered
+        export(problem, plan, fmt, args.output, model=given)
         written[f"output ({fmt})"] = args.output
     if args.csv:
         export(problem, plan, "csv", args.csv)
@@ -316,11 +329,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem, plan = (report.problem, report.plan) if multi is None else \
         flatten(multi, report.plan)
     single = Path(paths[0]) if paths[0] else api.default_model()
-    onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
     reordering = getattr(args, "reordering", None)
-    if reordering is not None:
-        onnx_model = reordering.model  # -o model.onnx: the reordered model, with its plan
-    summary = _summary(model, report, _write_outputs(args, problem, plan, onnx_model), multi)
+    written = _write_outputs(args, problem, plan, single if len(paths) == 1 else None,
+                             None if reordering is None else reordering.model)
+    summary = _summary(model, report, written, multi)
     summary["order"] = _order_summary(reordering)
     summary["reason"] = capacity_line(report.problem, report.plan)
     if summary["reason"]:
@@ -499,10 +511,11 @@ def build_parser() -> argparse.ArgumentParser:
     output = solve.add_argument_group("output options")
     output.add_argument("-o", "--output", metavar="FILE",
                         help="write the plan (format: --export, else by suffix: .json, .h, "
-                             ".csv, .onnx, .bin)")
+                             ".csv, .onnx, .tflite, .bin)")
     output.add_argument("--export", choices=FORMATS,
                         help="format of -o: json (problem and plan), c (header), tflm "
-                             "(offline plan), csv (MiniMalloc), onnx (model metadata)")
+                             "(offline plan bytes), csv (MiniMalloc), onnx (model metadata), "
+                             "tflite (the model with its TFLM offline plan)")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
     output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")

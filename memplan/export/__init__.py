@@ -7,7 +7,9 @@
 - ``json``: memplan JSON, the problem and the plan in one document
   (``{"problem": ..., "plan": ...}``; `memplan.frontends.memplan_json` reads both);
 - ``csv``: a MiniMalloc CSV solution (granted sizes for variable-size scratch);
-- ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`).
+- ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`);
+- ``tflite``: the ``.tflite`` model with the plan as TFLite-Micro's offline plan
+  (``OfflineMemoryAllocation`` metadata; `tflite_model`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,20 @@ def _write_onnx(path, problem: Problem, plan: Plan, model=None) -> None:
 
 
 def _write_tflm(path, problem: Problem, plan: Plan, model=None, **options) -> None:
+    if isinstance(model, str | os.PathLike | bytes | bytearray):  # a .tflite model
+        from memplan.frontends.tflite import tensor_ids
+
+        model = tensor_ids(model)
     write_offline_plan(path, problem, plan, tensors=model, **options)
+
+
+def _write_tflite(path, problem: Problem, plan: Plan, model=None) -> None:
+    if model is None:
+        raise ValueError("the tflite export writes the plan into a model: pass model= "
+                         "(a .tflite path or its bytes)")
+    from memplan.export.tflite_model import write_planned_model
+
+    write_planned_model(path, model, problem, plan)
 
 
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
@@ -56,7 +71,7 @@ def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
 
 WRITERS: dict[str, Callable[..., None]] = {
     "c": _write_c, "tflm": _write_tflm, "json": _write_json, "csv": _write_csv,
-    "onnx": _write_onnx,
+    "onnx": _write_onnx, "tflite": _write_tflite,
 }
 FORMATS: tuple[str, ...] = tuple(WRITERS)
 
@@ -66,9 +81,10 @@ def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, mode
     """Write ``plan`` for ``problem`` to ``path`` in format ``fmt`` (one of `FORMATS`).
 
     ``model`` is the ONNX model to annotate for ``onnx`` (a path or
-    ``onnx.ModelProto``), and for ``tflm`` optionally the model's tensor names
-    in tensor-index order. ``options`` go to the writer: ``prefix`` for ``c``,
-    ``subgraph`` for ``tflm``.
+    ``onnx.ModelProto``), the ``.tflite`` model (a path or its bytes) for
+    ``tflite``, and for ``tflm`` optionally the model's tensor names in
+    tensor-index order, or the ``.tflite`` model they are read from.
+    ``options`` go to the writer: ``prefix`` for ``c``, ``subgraph`` for ``tflm``.
     """
     try:
         writer = WRITERS[fmt]

@@ -1,7 +1,8 @@
 """Frontends: models and files in, `Problem` out. They know nothing of planners.
 
-`load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.csv``
-(MiniMalloc's CSV), ``.json`` (memplan's own problem format).
+`load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.tflite``
+(a TensorFlow Lite model, as TFLite-Micro plans it), ``.csv`` (MiniMalloc's
+CSV), ``.json`` (memplan's own problem format).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from memplan.errors import ProblemError
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.problem import Problem
 
-READERS = (".onnx", ".csv", ".json")
+READERS = (".onnx", ".tflite", ".csv", ".json")
 
 
 def load(path: str | os.PathLike, **options) -> Problem:
@@ -27,5 +28,9 @@ def load(path: str | os.PathLike, **options) -> Problem:
         from memplan.frontends.onnx import from_onnx
 
         return from_onnx(path, **options)
+    if suffix == ".tflite":
+        from memplan.frontends.tflite import from_tflite
+
+        return from_tflite(path, **options)
     raise ProblemError(f"unknown file type {suffix or '(none)'!r}; memplan reads "
                        f"{', '.join(READERS)}", file=str(path))

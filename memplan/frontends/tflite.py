@@ -1,0 +1,243 @@
+"""TensorFlow Lite models (``.tflite``) in, `Problem` out, as TFLite-Micro plans them.
+
+Why: a model run by TensorFlow Lite Micro (TFLM) gets its arena from TFLM's
+own greedy planner at start-up, or from an offline plan stored in the model
+(`memplan.export.tflm`). For memplan's plan to be comparable with TFLM's, and
+to be usable as that offline plan, the problem must hold exactly the buffers
+TFLM plans, with TFLM's sizes and lifetimes.
+
+Steps (`from_tflite`):
+
+- parse the flatbuffer with the schema module that the ``tflite-micro``
+  package ships (the ``tflite`` extra); a file that is not a TFLite model
+  (no ``TFL3`` identifier, truncated, corrupt) is refused naming the file;
+- refuse what TFLM's planner or memplan cannot take: several subgraphs
+  (control flow: IF, WHILE, CALL_ONCE), a negative dimension (dynamic
+  shape), a type TFLM cannot size (strings, variants), an intermediate
+  tensor of non-zero size (TFLM refuses those as well);
+- one buffer per tensor that TFLM allocates: a tensor with no constant
+  data (its buffer is empty) and a non-zero byte length, that is
+  ``elements * type size``, rounded up to TFLM's 16-byte arena alignment
+  (TFLM's planner adds the rounded size); every offset 16-aligned;
+- lifetimes as TFLM's ``AllocationInfoBuilder`` marks them, in its
+  allocation scopes: graph inputs from scope 0, operator ``i`` at scope
+  ``i + 1`` creates its outputs and uses its inputs and outputs there,
+  graph outputs last until the final scope. TFLM's lifetimes are inclusive
+  ``[first_created, last_used]``; memplan's are half-open, so a buffer is
+  ``[first_created, last_used + 1)`` over ``len(operators) + 1`` steps.
+  A tensor TFLM never marks (scope -1) gets step 0, which conflicts with
+  no more than TFLM's own reading does;
+- variable tensors (``is_variable``: recurrent state) live the whole run;
+  TFLM keeps them in its persistent tail unless an offline plan places them,
+  which memplan's does;
+- no aliases: TFLM gives every tensor its own bytes (a Reshape copies).
+
+Buffer ids are the tensor names; an empty or repeated name gets ``#index``
+appended (`tensor_ids` gives every tensor's id in tensor order, the list an
+offline plan is written against). Kinds: ``input``, ``output``,
+``activation``. Cost: O(tensors + operator inputs and outputs).
+
+Not planned here: scratch buffers that kernels request at run time
+(``RequestScratchBufferInArena``: int8 MEAN, TRANSPOSE_CONV, ...); TFLM
+places those itself around an offline plan.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from memplan.bounds import live_bytes
+from memplan.errors import ProblemError
+from memplan.problem import Buffer, Problem
+
+EXTRA = "tflite"  # the optional extra that brings the parser: pip install 'memplan[tflite]'
+ALIGNMENT = 16  # TFLM's MicroArenaBufferAlignment(): offsets and planned sizes
+FILE_IDENTIFIER = b"TFL3"
+CONTROL_FLOW = ("IF", "WHILE", "CALL_ONCE", "CALL")
+
+# bytes per element of each TensorType name, as TFLM's TfLiteTypeSizeOf gives them
+TYPE_SIZES = {
+    "FLOAT16": 2, "BFLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "INT16": 2, "INT32": 4,
+    "UINT32": 4, "UINT8": 1, "UINT16": 2, "INT8": 1, "INT64": 8, "UINT64": 8, "BOOL": 1,
+    "RESOURCE": 4, "COMPLEX64": 8, "COMPLEX128": 16, "INT4": 1,
+}
+
+
+def schema():
+    """The TFLite flatbuffer schema module (from ``tflite-micro``), or a one-line error."""
+    try:
+        from tflite_micro.tensorflow.lite.micro.python import schema_py_generated
+    except ImportError:
+        raise ProblemError(f".tflite models need the {EXTRA!r} extra: "
+                           f"pip install 'memplan[{EXTRA}]'") from None
+    return schema_py_generated
+
+
+def model_bytes(model: str | os.PathLike | bytes | bytearray) -> tuple[bytes, str | None]:
+    """The flatbuffer's bytes and the file name (None for bytes given directly)."""
+    if isinstance(model, bytes | bytearray | memoryview):
+        return bytes(model), None
+    path = str(model)
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), path
+    except OSError as error:
+        raise ProblemError(error.strerror or "cannot read the file", file=path) from None
+
+
+def read_model(model: str | os.PathLike | bytes | bytearray, *, file: str | None = None):
+    """The model as the schema's object tree (``ModelT``); malformed input is refused."""
+    data, path = model_bytes(model)
+    file = file or path
+    fb = schema()
+    if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
+        raise ProblemError("not a TFLite model (no 'TFL3' file identifier)", file=file)
+    try:
+        return fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
+    except Exception as error:  # a corrupt flatbuffer fails anywhere inside the generated code
+        raise ProblemError(f"corrupt TFLite flatbuffer ({type(error).__name__}: {error})",
+                           file=file) from None
+
+
+def _names(enum_class) -> dict[int, str]:
+    return {value: name for name, value in vars(enum_class).items() if not name.startswith("_")}
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+def tensor_ids(model: Any) -> list[str]:
+    """The buffer id of every tensor of the (first) subgraph, in tensor order."""
+    model = model if hasattr(model, "subgraphs") else read_model(model)
+    ids, seen = [], set()
+    for index, tensor in enumerate(model.subgraphs[0].tensors or []):
+        name = _text(tensor.name)
+        id = name if name and name not in seen else f"{name}#{index}"
+        seen.add(id)
+        ids.append(id)
+    return ids
+
+
+def operator_name(model: Any, op: Any) -> str:
+    """The builtin operator's name (``CONV_2D``), or the custom code."""
+    code = model.operatorCodes[op.opcodeIndex]
+    builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+    if code.customCode:
+        return _text(code.customCode)
+    return _names(schema().BuiltinOperator).get(builtin, str(builtin))
+
+
+def is_constant(model: Any, tensor: Any) -> bool:
+    """True when the tensor's data is in the model (weights): TFLM never plans it."""
+    buffer = model.buffers[tensor.buffer] if 0 <= tensor.buffer < len(model.buffers) else None
+    if buffer is None:
+        return False
+    return (buffer.data is not None and len(buffer.data) > 0) or buffer.offset > 1
+
+
+def tensor_bytes(tensor: Any, *, file: str | None = None, id: str = "") -> int:
+    """Elements times type size, as TFLM's ``TfLiteEvalTensorByteLength`` (scalars: 1)."""
+    type_name = _names(schema().TensorType).get(tensor.type, str(tensor.type))
+    if type_name not in TYPE_SIZES:
+        raise ProblemError(f"tensor type {type_name} has no size in TFLite-Micro",
+                           file=file, buffer=id)
+    shape = [] if tensor.shape is None else [int(d) for d in tensor.shape]
+    if any(d < 0 for d in shape):
+        raise ProblemError(f"dynamic shape {shape}: TFLite-Micro needs static shapes",
+                           file=file, buffer=id)
+    return math.prod(shape) * TYPE_SIZES[type_name]
+
+
+def lifetimes(model: Any) -> tuple[list[int], list[int], int]:
+    """TFLM's ``(first_created, last_used)`` scope of every tensor, and the last scope.
+
+    Mirrors ``AllocationInfoBuilder::MarkAllocationLifetimes`` for one subgraph;
+    -1 where TFLM marks nothing.
+    """
+    subgraph = model.subgraphs[0]
+    count = len(subgraph.tensors or [])
+    first, last = [-1] * count, [-1] * count
+    scope = 0
+    for t in indices(subgraph.inputs):
+        first[t] = 0 if first[t] == -1 else first[t]
+        last[t] = scope
+    for op in subgraph.operators or []:
+        scope += 1
+        outputs = indices(op.outputs)
+        for t in outputs:
+            first[t] = scope if first[t] == -1 else first[t]
+        for t in indices(op.inputs) + outputs:
+            last[t] = scope
+    for t in indices(subgraph.outputs):
+        first[t] = scope if first[t] == -1 else first[t]
+        last[t] = scope
+    return first, last, scope
+
+
+def indices(values) -> list[int]:
+    """Tensor indices of an index vector (None: none; -1, an omitted optional input, left out).
+
+    The schema gives numpy arrays, whose truth value is not their emptiness.
+    """
+    return [] if values is None else [int(v) for v in values if int(v) >= 0]
+
+
+def check_supported(model: Any, *, file: str | None = None) -> None:
+    """Refuse, in one line, a model TFLM's planner or memplan cannot take as one problem."""
+    subgraphs = model.subgraphs or []
+    if not subgraphs:
+        raise ProblemError("the model has no subgraph", file=file)
+    flow = sorted({operator_name(model, op) for sg in subgraphs for op in sg.operators or []}
+                  & set(CONTROL_FLOW))
+    if len(subgraphs) > 1 or flow:
+        what = f" (control flow: {', '.join(flow)})" if flow else ""
+        raise ProblemError(f"{len(subgraphs)} subgraphs{what}: memplan plans models of "
+                           "one subgraph", file=file)
+    subgraph = subgraphs[0]
+    count = len(subgraph.tensors or [])
+    ids = tensor_ids(model)
+    for i, op in enumerate(subgraph.operators or []):
+        for t in [*indices(op.inputs), *indices(op.outputs), *indices(op.intermediates)]:
+            if t >= count:
+                raise ProblemError(f"operator {i} ({operator_name(model, op)}) names tensor "
+                                   f"{t} of {count}", file=file)
+        for t in indices(op.intermediates):
+            if tensor_bytes(subgraph.tensors[t], file=file, id=ids[t]):
+                raise ProblemError(f"operator {i} ({operator_name(model, op)}) has an "
+                                   "intermediate tensor of non-zero size (TFLite-Micro "
+                                   "refuses it)", file=file, buffer=ids[t])
+
+
+def from_tflite(model: str | os.PathLike | bytes | bytearray, *, name: str | None = None,
+                **options: Any) -> Problem:
+    """A ``.tflite`` model (a path or its bytes) as the problem TFLite-Micro plans."""
+    if options:
+        raise TypeError(f"from_tflite() takes no options {sorted(options)}")
+    data, file = model_bytes(model)
+    tree = read_model(data, file=file)
+    check_supported(tree, file=file)
+    subgraph = tree.subgraphs[0]
+    ids = tensor_ids(tree)
+    first, last, final = lifetimes(tree)
+    inputs, outputs = set(indices(subgraph.inputs)), set(indices(subgraph.outputs))
+    buffers = []
+    for t, tensor in enumerate(subgraph.tensors or []):
+        if is_constant(tree, tensor):
+            continue
+        size = tensor_bytes(tensor, file=file, id=ids[t])
+        if size == 0:
+            continue
+        if tensor.isVariable:
+            start, end = 0, final + 1
+        else:
+            start, end = max(first[t], 0), max(last[t], 0) + 1
+        kind = "input" if t in inputs else "output" if t in outputs else "activation"
+        buffers.append(Buffer(ids[t], -(-size // ALIGNMENT) * ALIGNMENT, start, end,
+                              alignment=ALIGNMENT, kind=kind))
+    label = name if name is not None else (Path(file).stem if file else "tflite")
+    problem = Problem(buffers, name=label, source=file)
+    return problem.replace(widths=live_bytes(problem)) if len(problem) else problem

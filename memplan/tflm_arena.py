@@ -1,0 +1,302 @@
+"""A plan proven inside TensorFlow Lite Micro's own interpreter, beside TFLM's own planner.
+
+Why: an embedded team trusts what TFLM itself reports. The validator checks a
+plan against its problem; this module checks that the problem tells the
+truth about the model, and measures both planners where they will run:
+TFLM's Python interpreter (the ``tflite-micro`` package, the ``tflite``
+extra), which allocates every tensor in one arena and plans it with its
+greedy planner, or takes the offline plan found in the model's metadata.
+
+Steps (`prove`):
+
+- the problem from the model (`memplan.frontends.tflite`) and a plan
+  (given, or `memplan.solve`), checked by the validator; the planned model
+  is the same model with the plan as ``OfflineMemoryAllocation`` metadata
+  (`memplan.export.tflite_model`);
+- both models run in TFLM on the same random inputs (seeded; every graph
+  input, its dtype's range); the outputs must be bit-identical;
+- TFLM's ``RecordingMicroAllocator`` reports the arena's head (the planned
+  tensors and scratch buffers) and tail (persistent data). With memplan's
+  plan, the head must equal memplan's arena size rounded up to TFLM's
+  16 bytes; it is larger only when kernels' scratch buffers (which TFLM
+  places itself, around the offline plan) find no gap in it;
+- for each model, the smallest ``arena_size`` with which TFLM allocates and
+  invokes, found by bisection over whole bytes (failures are monotone in
+  the arena size: TFLM takes what it needs from both ends of one array).
+  With some arenas too small, TFLM's Python interpreter crashes instead of
+  failing, so every try runs in a forked child process.
+
+Cost: two interpreter runs, plus about log2(arena) forked interpreter
+constructions per bisection; TFLM prints its allocation report and its errors on the C
+stderr, which is read through a temporary file while they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from memplan.errors import ProblemError
+from memplan.export.tflite_model import planned_model
+from memplan.frontends import tflite
+from memplan.plan import Plan
+from memplan.problem import Problem
+from memplan.validate import check
+
+_REPORT = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
+
+
+def runtime():
+    """TFLM's Python runtime module, or a one-line error naming the extra."""
+    try:
+        from tflite_micro import runtime as tflm_runtime
+    except ImportError:
+        raise ProblemError(f"running TFLite-Micro needs the {tflite.EXTRA!r} extra: "
+                           f"pip install 'memplan[{tflite.EXTRA}]'") from None
+    return tflm_runtime
+
+
+@contextmanager
+def _c_stderr(sink: list[str]) -> Iterator[None]:
+    """Send file descriptor 2 (where TFLM's MicroPrintf writes) to ``sink`` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            sink.append(capture.read().decode("utf-8", "replace"))
+
+
+@dataclass
+class TflmRun:
+    """One model in TFLM: its outputs and what the recording allocator reported."""
+
+    outputs: list[np.ndarray]
+    head: int  # bytes of the arena's head: planned tensors and scratch buffers
+    tail: int  # bytes of the tail: persistent data (and variable tensors TFLM places)
+    total: int
+
+
+def random_inputs(data: bytes, seed: int = 0) -> list[np.ndarray]:
+    """One random array per graph input, in its dtype's range (floats: standard normal)."""
+    interpreter = _interpreter(data, _generous_arena(data))
+    count = len(tflite.indices(tflite.read_model(data).subgraphs[0].inputs))
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for index in range(count):
+        details = interpreter.get_input_details(index)
+        shape, dtype = tuple(int(d) for d in details["shape"]), np.dtype(details["dtype"])
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.integers(0, 2, shape).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            arrays.append(rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype))
+    return arrays
+
+
+def _generous_arena(data: bytes) -> int:
+    """An arena that fits any plan: every tensor's bytes, twice, and 64 KiB more."""
+    tree = tflite.read_model(data)
+    total = sum(tflite.tensor_bytes(t) for t in tree.subgraphs[0].tensors or []
+                if not tflite.is_constant(tree, t))
+    return 2 * total + 65536
+
+
+def _interpreter(data: bytes, arena_size: int):
+    sink: list[str] = []
+    try:
+        with _c_stderr(sink):
+            return runtime().Interpreter.from_bytes(data, arena_size=arena_size)
+    except RuntimeError as error:
+        raise RuntimeError(f"{error}: {sink[-1].strip() if sink else ''}") from None
+
+
+def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) -> TflmRun:
+    """Run the model in TFLM once on ``inputs``; its outputs and the arena report."""
+    interpreter = _interpreter(data, arena_size or _generous_arena(data))
+    for index, array in enumerate(inputs):
+        interpreter.set_input(array, index)
+    interpreter.invoke()
+    count = len(tflite.indices(tflite.read_model(data).subgraphs[0].outputs))
+    outputs = [np.array(interpreter.get_output(i)) for i in range(count)]
+    sink: list[str] = []
+    with _c_stderr(sink):
+        interpreter.print_allocations()
+    found = {what: int(value) for what, value in _REPORT.findall("".join(sink))}
+    if set(found) != {"total", "head", "tail"}:
+        raise RuntimeError(f"no allocation report from TFLM: {''.join(sink)[:200]!r}")
+    return TflmRun(outputs, found["head"], found["tail"], found["total"])
+
+
+def _try(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
+    try:
+        interpreter = runtime().Interpreter.from_bytes(data, arena_size=arena_size)
+        for index, array in enumerate(inputs):
+            interpreter.set_input(array, index)
+        interpreter.invoke()
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+def works(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
+    """True when TFLM allocates the model in ``arena_size`` bytes and invokes it.
+
+    Each try runs in a forked child (where the platform forks): with some
+    arenas too small, TFLM's interpreter crashes instead of failing, and a
+    crash counts as not working. TFLM's messages go nowhere.
+    """
+    runtime()  # the missing extra is an error here, not a failed try
+    if not hasattr(os, "fork"):
+        sink: list[str] = []
+        with _c_stderr(sink):
+            return _try(data, arena_size, inputs)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit code only, never return into the caller
+        code = 1
+        try:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            code = 0 if _try(data, arena_size, inputs) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def smallest_arena(data: bytes, inputs: list[np.ndarray], start: int) -> int:
+    """The smallest ``arena_size`` that `works`, by bisection from a guess ``start``."""
+    high = max(int(start), 1)
+    while not works(data, high, inputs):
+        if high > 2 ** 31:
+            raise RuntimeError("TFLM allocates the model in no arena up to 2 GiB")
+        high *= 2
+    low = 0  # an empty arena holds nothing
+    while high - low > 1:
+        middle = (low + high) // 2
+        if works(data, middle, inputs):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@dataclass
+class TflmReport:
+    """TFLM's own planner beside memplan's plan, both run in TFLM."""
+
+    model: str
+    tensors: int  # tensors of the subgraph (weights included)
+    buffers: int  # tensors TFLM plans (the problem's buffers)
+    arena_size: int  # memplan's plan
+    tflm: TflmRun  # TFLM's own planner
+    planned: TflmRun  # memplan's offline plan
+    min_arena: int | None = None  # smallest arena_size TFLM runs with, its own planner
+    planned_min_arena: int | None = None  # ... with memplan's plan
+    mismatches: list[str] = field(default_factory=list)  # outputs that differ
+
+    @property
+    def expected_head(self) -> int:
+        """memplan's arena rounded up to TFLM's alignment."""
+        return -(-self.arena_size // tflite.ALIGNMENT) * tflite.ALIGNMENT
+
+    @property
+    def head_matches(self) -> bool:
+        return self.planned.head == self.expected_head
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and self.head_matches
+
+    def __str__(self) -> str:
+        lines = [f"{self.model}: {self.tensors} tensors, {self.buffers} planned by TFLM",
+                 f"  TFLM planner   head {self.tflm.head} B, tail {self.tflm.tail} B"
+                 + (f", smallest arena {self.min_arena} B" if self.min_arena else ""),
+                 f"  memplan plan   head {self.planned.head} B (memplan arena "
+                 f"{self.arena_size} B), tail {self.planned.tail} B"
+                 + (f", smallest arena {self.planned_min_arena} B"
+                    if self.planned_min_arena else ""),
+                 "  outputs        " + ("bit-identical" if not self.mismatches
+                                        else "DIFFER: " + ", ".join(self.mismatches))]
+        if not self.head_matches:
+            lines.append(f"  head           {self.planned.head} B != {self.expected_head} B: "
+                         "kernel scratch buffers outside memplan's plan")
+        return "\n".join(lines)
+
+
+def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
+          plan: Plan | None = None, *, seed: int = 0, bisect: bool = True,
+          time_limit: float = 10) -> TflmReport:
+    """Run ``model`` in TFLM with its own planner and with ``plan``; compare and measure.
+
+    ``problem`` defaults to the frontend's reading of the model, ``plan`` to
+    `memplan.solve` with ``time_limit``. ``bisect`` adds the smallest working
+    arena sizes.
+    """
+    data, file = tflite.model_bytes(model)
+    if problem is None:
+        problem = tflite.from_tflite(data, name=Path(file).stem if file else None)
+    if plan is None:
+        from memplan.api import solve
+
+        plan = solve(problem, time_limit=time_limit, seed=seed)
+    check(problem, plan)
+    planned = planned_model(data, problem, plan)
+    inputs = random_inputs(data, seed)
+    own, ours = run(data, inputs), run(planned, inputs)
+    mismatches = [f"output {i}" for i, (a, b) in enumerate(zip(own.outputs, ours.outputs,
+                                                              strict=True))
+                  if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()]
+    report = TflmReport(model=problem.name or (file or "model"),
+                        tensors=len(tflite.read_model(data).subgraphs[0].tensors or []),
+                        buffers=len(problem), arena_size=int(plan.arena_size), tflm=own,
+                        planned=ours, mismatches=mismatches)
+    if bisect:
+        report.min_arena = smallest_arena(data, inputs, own.total)
+        report.planned_min_arena = smallest_arena(planned, inputs, ours.total)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m memplan.tflm_arena",
+        description="Plan a .tflite model with memplan and prove the plan in TFLite-Micro "
+                    "beside TFLM's own planner.")
+    parser.add_argument("model", help="a .tflite model")
+    parser.add_argument("--time-limit", type=float, default=10,
+                        help="seconds for memplan's exact planner")
+    parser.add_argument("--seed", type=int, default=0, help="random inputs and planners")
+    parser.add_argument("--no-bisect", action="store_true",
+                        help="skip the search for the smallest working arena sizes")
+    args = parser.parse_args(argv)
+    try:
+        report = prove(args.model, seed=args.seed, bisect=not args.no_bisect,
+                       time_limit=args.time_limit)
+    except ProblemError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
