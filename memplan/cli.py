@@ -169,7 +169,7 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
         fmt = args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
         if fmt == "onnx" and onnx_model is None:
             raise UsageError("--export onnx annotates the model: give one ONNX model")
-        export(problem, plan, fmt, args.output, model=onnx_model if fmt == "onnx" else None)
+        export(problem, plan, fmt, args.output, model=onnx_model if fmt in ("onnx", "c") else None)
         written[f"output ({fmt})"] = args.output
     if args.csv:
         export(problem, plan, "csv", args.csv)

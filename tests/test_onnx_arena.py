@@ -203,7 +203,7 @@ def test_weights_in_external_data_are_refused_not_opened():
 def test_a_problem_of_another_model_is_refused():
     runner = ArenaRunner(small_model(), dims={"batch": 2})
     other = from_onnx(small_model(), dims={"batch": 4})
-    with pytest.raises(ProblemError, match="has 32 bytes, the problem planned 64"):
+    with pytest.raises(ProblemError, match=r"has 32 bytes \(float32 \[2, 4\]\), the problem planned 64"):
         runner.check(other, disjoint_plan(other))
     missing = Problem([Buffer("x", 32, 0, 1, kind="input")])
     with pytest.raises(ProblemError, match="'a' .* is not a buffer of the problem"):

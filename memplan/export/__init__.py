@@ -51,6 +51,10 @@ def _write_tflm(path, problem: Problem, plan: Plan, model=None, **options) -> No
 
 
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
+    if model is not None:  # the ONNX model: which inputs it also returns
+        from memplan.frontends.onnx_graph import load_model
+
+        options.setdefault("outputs", [v.name for v in load_model(model)[0].graph.output])
     write_c_header(path, problem, plan, **options)
 
 
@@ -66,8 +70,9 @@ def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, mode
     """Write ``plan`` for ``problem`` to ``path`` in format ``fmt`` (one of `FORMATS`).
 
     ``model`` is the ONNX model to annotate for ``onnx`` (a path or
-    ``onnx.ModelProto``), and for ``tflm`` optionally the model's tensor names
-    in tensor-index order. ``options`` go to the writer: ``prefix`` for ``c``,
+    ``onnx.ModelProto``), for ``c`` optionally the ONNX model whose outputs to
+    mark, and for ``tflm`` optionally the model's tensor names in tensor-index
+    order. ``options`` go to the writer: ``prefix`` for ``c``,
     ``subgraph`` for ``tflm``.
     """
     try:
