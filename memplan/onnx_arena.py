@@ -45,9 +45,7 @@ plus one normal run per input set; O(arena) memory per region.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -500,35 +498,3 @@ def _external_tensors(graph: GraphProto) -> Iterator[str]:
 def check_plan_on_model(model, problem: Problem, plan: Plan, **runner_options) -> ArenaReport:
     """Run ``model`` inside ``plan``'s arena; options as `ArenaRunner` (dims, inputs, seed, ...)."""
     return ArenaRunner(model, **runner_options).check(problem, plan)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m memplan.onnx_arena model.onnx``: plan a model, then run it in the arena."""
-    from memplan.frontends.onnx import from_onnx
-    from memplan.registry import plan_with
-
-    parser = argparse.ArgumentParser(prog="python -m memplan.onnx_arena", description=main.__doc__)
-    parser.add_argument("model", help="an .onnx file")
-    parser.add_argument("--planner", default="greedy_by_size", help="a registered planner")
-    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                        help="bind a symbolic dimension (repeatable)")
-    parser.add_argument("--concat-inplace", action="store_true",
-                        help="write Concat inputs into their slices of the output")
-    parser.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    args = parser.parse_args(argv)
-    dims = {}
-    for binding in args.dim:
-        symbol, _, value = binding.partition("=")
-        dims[symbol] = int(value)
-    problem = from_onnx(args.model, dims=dims, concat_inplace=args.concat_inplace)
-    plan = plan_with(args.planner, problem)
-    report = check_plan_on_model(args.model, problem, plan, dims=dims, seed=args.seed,
-                                 backend=args.backend)
-    print(f"{os.path.basename(args.model)}: {len(problem)} buffers, {plan}")
-    print(report)
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -260,7 +260,8 @@ def test_inplace_needs_the_outputs_shape_and_element_type_not_just_its_size():
 
 
 def test_a_graph_input_returned_as_an_output_stays_an_input_alive_to_the_end():
-    m = model([node("Relu", ["x"], ["y"])], [tensor("x", [4])], [tensor("y", [4]), tensor("x", [4])])
+    m = model([node("Relu", ["x"], ["y"])], [tensor("x", [4])],
+              [tensor("y", [4]), tensor("x", [4])])
     problem = from_onnx(m)
     x = problem.buffer(problem.index("x"))
     assert x.kind == "input" and x.lifetime == (0, problem.horizon)

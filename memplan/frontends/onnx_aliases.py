@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from onnx import NodeProto
