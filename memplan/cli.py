@@ -10,6 +10,7 @@
     memplan convert MODEL -o F     a model as a problem file (.csv or .json)
     memplan explain [MODEL]        where the peak comes from, a plan's gap, why a capacity
                                    cannot be met, and what would help (`memplan.explain`)
+    memplan prove MODEL PLAN.json  run an ONNX model in one arena at that plan's offsets
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -32,15 +34,17 @@ from typing import Any
 from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
-from memplan.errors import InvalidPlanError, MemplanError
+from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.explain import capacity_line, explain
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
+from memplan.onnx_arena import BACKENDS
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.prove import model_options, prove, prove_plan, with_model_options
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
@@ -49,6 +53,7 @@ OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
 INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
+_DIMS_HINT = re.compile(r"""dims=\{(['"])(.*?)\1: \.\.\.\}""")
 
 
 class UsageError(Exception):
@@ -135,11 +140,14 @@ def _load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = Tr
     """The model ``name`` (None: the bundled one) with the model options; ``--capacity``
     becomes its capacity unless ``own_capacity`` is False (models sharing one arena)."""
     path = Path(name) if name is not None else api.default_model()
-    if getattr(args, "reorder", None):
-        problem = _reorder(path, args).problem
-    else:
-        problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
-                           **_onnx_options(path, args))
+    try:
+        if getattr(args, "reorder", None):
+            problem = _reorder(path, args).problem
+        else:
+            problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
+                               **_onnx_options(path, args))
+    except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}
+        raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error))) from None
     if not own_capacity or not hasattr(args, "capacity"):  # the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
@@ -198,8 +206,8 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
         if fmt in MODEL_EXPORTS and suffix != f".{fmt}":
             verb, kind = MODEL_EXPORTS[fmt]
             raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
-        given = model if fmt in MODEL_EXPORTS or (fmt == "tflm" and suffix == ".tflite") \
-            else None
+        given = model if fmt in MODEL_EXPORTS or (fmt, suffix) in (("tflm", ".tflite"),
+                                                                   ("c", ".onnx")) else None
         if given is not None and reordered is not None:
             given = reordered
         export(problem, plan, fmt, args.output, model=given)
@@ -309,6 +317,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     paths = args.models or [None]
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
+    if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(".onnx")):
+        raise UsageError("--prove runs one ONNX model in the plan's arena: give one .onnx")
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
@@ -330,6 +340,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         flatten(multi, report.plan)
     single = Path(paths[0]) if paths[0] else api.default_model()
     reordering = getattr(args, "reordering", None)
+    onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
+    if onnx_model is not None:  # a plan file says how the model became its problem
+        plan = with_model_options(plan, _model_options(onnx_model, args))
     written = _write_outputs(args, problem, plan, single if len(paths) == 1 else None,
                              None if reordering is None else reordering.model)
     summary = _summary(model, report, written, multi)
@@ -342,7 +355,42 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
         _print_summary(summary)
+    if args.prove:
+        proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
+                           plan.stats["model_options"],
+                           plan_file=args.output or "the plan")
+        if not args.quiet:
+            print("\n".join(proof.lines()))
+        if not proof.ok:
+            return FAILED
     return OK if api.fits(report.plan) else FAILED  # plans come validated
+
+
+# ---------------------------------------------------------------- prove
+def _model_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The model options of the command line, all of them (defaults filled)."""
+    return model_options(dims=_dims(args.dim), alignment=args.alignment,
+                         **_onnx_options(path, args))
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    path = Path(args.model)
+    given = _onnx_options(path, args)
+    given.update({"dims": _dims(args.dim)} if args.dim else {})
+    given.update({"alignment": args.alignment} if args.alignment is not None else {})
+    proof = prove(path, args.plan, options=given, backend=args.backend, seed=args.seed)
+    if args.json:
+        report = proof.report
+        print(json.dumps({
+            "model": proof.model, "plan": proof.plan_file, "proven": proof.ok,
+            "model_options": proof.options, "backend": proof.backend,
+            "arena_bytes": report.arena_bytes, "violations": [str(v) for v in proof.violations],
+            "corruptions": [str(c) for c in report.corruptions],
+            "outputs": {name: {"bitwise": report.bitwise(name), "close": report.close(name)}
+                        for name in report.normal}}, indent=1))
+    else:
+        print("\n".join(proof.lines()))
+    return OK if proof.ok else FAILED
 
 
 # ---------------------------------------------------------------- compare
@@ -520,7 +568,21 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
     output.add_argument("--json", action="store_true", help="print the summary as JSON")
+    output.add_argument("--prove", action="store_true", help="run the ONNX model in one arena "
+                        "at the plan's offsets; exit 1 unless every output matches bit for bit")
     solve.set_defaults(run=cmd_solve)
+
+    proof = sub.add_parser("prove", parents=[common, model_parser],
+                           help="run an ONNX model in one arena at the offsets of a plan file; "
+                                "exit 1 unless every output matches a normal run bit for bit")
+    proof.add_argument("model", help="the .onnx model")
+    proof.add_argument("plan", help="its plan (memplan JSON, as 'memplan solve -o' writes); "
+                                    "the model options it stores apply")
+    proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",
+                       help="what runs the nodes (default: onnxruntime)")
+    proof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    proof.add_argument("--json", action="store_true", help="print the result as JSON")
+    proof.set_defaults(run=cmd_prove)
 
     compare = sub.add_parser("compare", parents=[common, model_parser, capacity],
                              help="every planner on every model, one table")

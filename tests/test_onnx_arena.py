@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, plan_with, planners, validate
 from memplan.frontends.onnx import from_onnx
-from memplan.onnx_arena import ArenaRunner, check_plan_on_model, main
+from memplan.onnx_arena import ArenaRunner, check_plan_on_model
 from tests.conftest import light_models_dir
 from tests.test_onnx_frontend import if_model, loop_model, to_external_data
 
@@ -142,11 +142,6 @@ def test_an_inplace_alias_over_a_live_input_is_caught(model):
     assert report.corruptions[0].overwritten_by == (dst,)
 
 
-def test_bundled_tool_plans_and_checks_a_model(capsys):
-    assert main([str(MODELS["squeezenet"]), "--concat-inplace"]) == 0
-    assert "ok: arena" in capsys.readouterr().out
-
-
 # ------------------------------------------------ small models: regions, backends
 def small_model():
     f = TensorProto.FLOAT
@@ -203,7 +198,8 @@ def test_weights_in_external_data_are_refused_not_opened():
 def test_a_problem_of_another_model_is_refused():
     runner = ArenaRunner(small_model(), dims={"batch": 2})
     other = from_onnx(small_model(), dims={"batch": 4})
-    with pytest.raises(ProblemError, match="has 32 bytes, the problem planned 64"):
+    with pytest.raises(ProblemError,
+                       match=r"has 32 bytes \(float32 \[2, 4\]\), the problem planned 64"):
         runner.check(other, disjoint_plan(other))
     missing = Problem([Buffer("x", 32, 0, 1, kind="input")])
     with pytest.raises(ProblemError, match="'a' .* is not a buffer of the problem"):
@@ -211,3 +207,129 @@ def test_a_problem_of_another_model_is_refused():
     stranger = Problem([Buffer("x", 32, 0, 1, kind="input"), Buffer("ghost", 8, 0, 1)])
     with pytest.raises(ProblemError, match="'ghost' is no tensor of this model"):
         runner.check(stranger, disjoint_plan(stranger))
+
+
+# ------------------------------------------------ the probe's defects (issue 19), each its model
+def graph_model(nodes, inputs, outputs, initializers=(), opset=18):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=8)
+
+
+def value(name, shape, elem_type=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def proven(model, **options):
+    problem = from_onnx(model, **options)
+    plan = plan_with("greedy_by_size", problem)
+    return checked(problem, plan, ArenaRunner(model, seed=3))
+
+
+def test_a_graph_input_the_model_returns_is_fed_and_read_back():
+    m = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [4])],
+                    [value("y", [4]), value("x", [4])])
+    report = proven(m)
+    assert report.ok, str(report)
+    assert report.outputs["x"].tobytes() == report.normal["x"].tobytes()
+
+
+def test_rank_zero_tensors_stay_rank_zero_and_bool_scalars_are_fed():
+    axes = helper.make_tensor("ax", TensorProto.INT64, [1], [0])
+    m = graph_model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                     helper.make_node("Unsqueeze", ["s", "ax"], ["u"]),
+                     helper.make_node("Concat", ["u", "x"], ["y"], axis=0)],
+                    [value("x", [4])], [value("y", [5])], [axes])
+    for concat_inplace in (False, True):
+        assert proven(m, concat_inplace=concat_inplace).ok
+    m = graph_model([helper.make_node("Not", ["c"], ["y"])], [value("c", [], TensorProto.BOOL)],
+                    [value("y", [], TensorProto.BOOL)])
+    report = proven(m)
+    assert report.ok and report.outputs["y"].shape == () and report.outputs["y"].dtype == bool
+
+
+def pow_model():
+    """Pow(x float32[2,64], e int64[64]): y has e's 512 bytes, not its elements."""
+    return graph_model([helper.make_node("Cast", ["z"], ["e"], to=TensorProto.INT64),
+                        helper.make_node("Pow", ["x", "e"], ["y"])],
+                       [value("x", [2, 64]), value("z", [64])], [value("y", [2, 64])])
+
+
+def over(problem: Problem, moved: str, onto: str, delta: int = 0) -> Plan:
+    """A disjoint plan, then ``moved`` placed ``delta`` bytes into ``onto`` (an alias)."""
+    aliased = problem.replace(aliases=[*problem.aliases, Alias(onto, moved, delta)])
+    return aliased, disjoint_plan(aliased)
+
+
+def test_an_output_over_an_input_of_other_elements_is_caught_as_an_inplace_kernel_runs_it():
+    problem, plan = over(from_onnx(pow_model()), "y", "e")
+    assert validate(problem, plan) == []  # the alias makes it valid: only running it tells
+    report = ArenaRunner(pow_model(), seed=0).check(problem, plan)
+    assert not report.ok
+    assert report.corruptions[0].tensor == "y" and "in place" in str(report.corruptions[0])
+    assert "MISMATCH" in report.output_lines()[0]
+    # the frontend never offers it, and what it offers runs clean
+    assert proven(pow_model()).ok
+
+
+def element_by_element_add(x: np.ndarray, b: np.ndarray, arena: np.ndarray, b_at: int,
+                           y_at: int) -> np.ndarray:
+    """The oracle: y[i] = x[i] + b[i % len(b)], b read from ``arena`` as y is written into it."""
+    for i in range(x.size):
+        at = b_at + 4 * (i % b.size)
+        seen = arena[at: at + 4].view(np.float32)[0]
+        total = np.array([x.reshape(-1)[i] + seen], np.float32)
+        arena[y_at + 4 * i: y_at + 4 * i + 4] = total.view(np.uint8)
+    return arena[y_at: y_at + 4 * x.size].view(np.float32).reshape(x.shape)
+
+
+@pytest.mark.parametrize(("b_shape", "delta", "safe"), [
+    ([16], 0, False), ([16], 40, False), ([16], -8, False),  # b broadcast: read 4 times
+    ([16], 64, True),  # y just after b: no shared byte
+    ([4, 16], 0, True), ([4, 16], -4, True),  # y's element i over b's i or i - 1: read first
+    ([4, 16], 4, False), ([4, 16], 130, False)])  # over b's i + 1, i + 32.5: written first
+def test_the_inplace_kernel_emulation_matches_an_element_by_element_loop(b_shape, delta, safe):
+    m = graph_model([helper.make_node("Relu", ["z"], ["b"]),
+                     helper.make_node("Add", ["x", "b"], ["y"])],
+                    [value("x", [4, 16]), value("z", b_shape)], [value("y", [4, 16])])
+    problem, plan = over(from_onnx(m, inplace=False), "y", "b", delta)
+    runner = ArenaRunner(m, seed=5)
+    report = runner.check(problem, plan)
+    b, x = runner.values["b"], runner.values["x"]
+    arena = np.zeros(plan.arena_size + 8, np.uint8)
+    b_at = int(plan.offsets[problem.index("b")])
+    arena[b_at: b_at + b.nbytes] = b.reshape(-1).view(np.uint8)
+    oracle = element_by_element_add(x, b.reshape(-1), arena, b_at,
+                                    int(plan.offsets[problem.index("y")]))
+    assert report.outputs["y"].tobytes() == oracle.tobytes()
+    assert report.ok == safe == (oracle.tobytes() == runner.values["y"].tobytes())
+
+
+def test_random_operators_replay_the_normal_runs_values():
+    m = graph_model([helper.make_node("RandomUniformLike", ["x"], ["r"], seed=1.0),
+                     helper.make_node("Add", ["x", "r"], ["y"])],
+                    [value("x", [4, 64])], [value("y", [4, 64])])
+    report = proven(m)
+    assert report.ok, str(report)
+    assert report.close("y") is None and "random operator" in report.output_lines()[0]
+    unseeded = graph_model([helper.make_node("RandomNormalLike", ["x"], ["r"]),
+                            helper.make_node("Mul", ["x", "r"], ["y"]),
+                            helper.make_node("Relu", ["x"], ["z"])],
+                           [value("x", [8])], [value("y", [8]), value("z", [8])])
+    report = proven(unseeded)
+    assert report.ok and report.random == {"y"} and report.close("z") is True
+
+
+def test_backend_failures_are_one_line_errors_naming_the_node():
+    m = graph_model([helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.5)],
+                    [value("x", [4])], [value("y", [4]), value("mask", [4])], opset=9)
+    problem = from_onnx(m)
+    with pytest.raises(ProblemError, match=r"'mask' .*bool \[4\].* the problem planned 16"):
+        ArenaRunner(m, backend="reference").check(problem, disjoint_plan(problem))
+    unknown = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [4])],
+                          [value("y", [4])])
+    unknown.graph.node[0].op_type = "NoSuchOp"
+    with pytest.raises(ProblemError, match=r"backend onnxruntime cannot run node .*NoSuchOp") \
+            as error:
+        ArenaRunner(unknown)
+    assert "\n" not in str(error.value)

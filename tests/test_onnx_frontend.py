@@ -8,6 +8,7 @@ from onnx import TensorProto, helper
 
 from memplan import ProblemError, lower_bound, plan_with, validate
 from memplan.bounds import live_bytes
+from memplan.deploy.regions import plan_regions
 from memplan.frontends import load
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_types import ELEMENT_BITS, tensor_bytes
@@ -238,6 +239,48 @@ def test_inplace_needs_equal_sizes_and_elementwise_operators():
              node("Softmax", ["b"], ["c"]), node("Relu", ["c"], ["y"])]
     m = model(nodes, [tensor("x", [2, 4]), tensor("bias", [4])], [tensor("y", [2, 4])])
     assert aliases(from_onnx(m)) == {("a", "b", 0, True), ("c", "y", 0, True)}
+
+
+def test_inplace_needs_the_outputs_shape_and_element_type_not_just_its_size():
+    # Pow(x float32[2,64], e int64[64]): y has e's 512 bytes, but element i of y lies over
+    # half of e's element i // 2, which an element-by-element kernel still has to read
+    nodes = [node("Cast", ["z"], ["e"], to=TensorProto.INT64), node("Pow", ["x", "e"], ["y"])]
+    m = model(nodes, [tensor("x", [2, 64]), tensor("z", [64])], [tensor("y", [2, 64])],
+              opset=18)
+    problem = from_onnx(m)
+    assert problem.sizes[problem.index("e")] == problem.sizes[problem.index("y")] == 512
+    assert aliases(problem) == set()
+    # Cast float32 -> int32 keeps the byte size, and no element type: no in place either
+    nodes = [node("Relu", ["x"], ["a"]), node("Cast", ["a"], ["y"], to=TensorProto.INT32)]
+    m = model(nodes, [tensor("x", [8])], [tensor("y", [8], TensorProto.INT32)])
+    assert aliases(from_onnx(m)) == set()
+    nodes = [node("Relu", ["x"], ["a"]), node("Cast", ["a"], ["y"], to=F)]  # same type: yes
+    m = model(nodes, [tensor("x", [8])], [tensor("y", [8])])
+    assert aliases(from_onnx(m)) == {("a", "y", 0, True)}
+
+
+def test_a_graph_input_returned_as_an_output_stays_an_input_alive_to_the_end():
+    m = model([node("Relu", ["x"], ["y"])], [tensor("x", [4])],
+              [tensor("y", [4]), tensor("x", [4])])
+    problem = from_onnx(m)
+    x = problem.buffer(problem.index("x"))
+    assert x.kind == "input" and x.lifetime == (0, problem.horizon)
+    assert problem.buffer(problem.index("y")).kind == "output"
+
+
+def test_a_view_of_a_weight_lives_in_the_weights_region():
+    nodes = [node("Shape", ["x"], ["shp"]), node("Reshape", ["W", "shp"], ["Wr"]),
+             node("Reshape", ["Wr", "shp"], ["Wr2"]), node("Add", ["x", "Wr2"], ["y"])]
+    w = helper.make_tensor("W", F, [256], np.arange(256, dtype=np.float32))
+    m = model(nodes, [tensor("x", [4, 64])], [tensor("y", [4, 64])], [w], opset=18)
+    problem = from_onnx(m, weights="region")
+    for name in ("W", "Wr", "Wr2"):
+        assert problem.buffer(problem.index(name)).regions == ("weights",)
+    assert problem.buffer(problem.index("y")).regions == ("activations",)
+    plan = plan_regions(problem)
+    assert validate(problem, plan) == []
+    assert len({int(plan.offsets[problem.index(n)]) for n in ("W", "Wr", "Wr2")}) == 1
+    assert {int(plan.regions[problem.index(n)]) for n in ("W", "Wr", "Wr2")} == {1}
 
 
 def test_no_inplace_over_a_tensor_whose_view_is_still_read():

@@ -66,6 +66,10 @@ def _write_tflite(path, problem: Problem, plan: Plan, model=None) -> None:
 
 
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
+    if model is not None:  # the ONNX model: which inputs it also returns
+        from memplan.frontends.onnx_graph import load_model
+
+        options.setdefault("outputs", [v.name for v in load_model(model)[0].graph.output])
     write_c_header(path, problem, plan, **options)
 
 
@@ -82,9 +86,10 @@ def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, mode
 
     ``model`` is the ONNX model to annotate for ``onnx`` (a path or
     ``onnx.ModelProto``), the ``.tflite`` model (a path or its bytes) for
-    ``tflite``, and for ``tflm`` optionally the model's tensor names in
-    tensor-index order, or the ``.tflite`` model they are read from.
-    ``options`` go to the writer: ``prefix`` for ``c``, ``subgraph`` for ``tflm``.
+    ``tflite``, for ``c`` optionally the ONNX model whose outputs to mark, and
+    for ``tflm`` optionally the model's tensor names in tensor-index order, or
+    the ``.tflite`` model they are read from. ``options`` go to the writer:
+    ``prefix`` for ``c``, ``subgraph`` for ``tflm``.
     """
     try:
         writer = WRITERS[fmt]

@@ -15,7 +15,8 @@ Steps:
   goes in front (so no name starts with a digit or a reserved ``_X``); ids
   that collide after this get their buffer index appended;
 - write the arena size, then per buffer its offset and its size (the granted
-  size for variable-size scratch);
+  size for variable-size scratch), its lifetime and kind in a comment (a graph
+  input the model also returns: ``input, output``);
 - with memory regions: each region's index and arena size, and per buffer
   its region index (``..._REGION``).
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -57,8 +59,14 @@ def _comment(text: str) -> str:
     return text.replace("*/", "* /")
 
 
-def c_header(problem: Problem, plan: Plan, *, prefix: str = "MEMPLAN") -> str:
-    """The header text for ``plan``; ``prefix`` starts every macro name and the include guard."""
+def c_header(problem: Problem, plan: Plan, *, prefix: str = "MEMPLAN",
+             outputs: Iterable[str] = ()) -> str:
+    """The header text for ``plan``; ``prefix`` starts every macro name and the include guard.
+
+    ``outputs`` names the model's outputs: a graph input the model also returns
+    (kind ``input``) is listed as ``input, output``.
+    """
+    outputs = set(outputs)
     if not _IDENTIFIER.fullmatch(prefix):
         raise ValueError(f"prefix {prefix!r} is not a C identifier starting with a letter")
     prefix = prefix.upper()
@@ -87,8 +95,11 @@ def c_header(problem: Problem, plan: Plan, *, prefix: str = "MEMPLAN") -> str:
     lines.append("")
     offsets = np.asarray(plan.offsets).tolist()
     for idx, name in enumerate(buffer_names(problem, prefix)):
+        kind = problem.kinds[idx]
+        if kind == "input" and problem.ids[idx] in outputs:
+            kind = "input, output"
         lines.append(f"/* {_comment(problem.ids[idx])!r}: lifetime [{problem.starts[idx]}, "
-                     f"{problem.ends[idx]}), {problem.kinds[idx]} */")
+                     f"{problem.ends[idx]}), {kind} */")
         lines.append(f"#define {name}_OFFSET {offsets[idx]}u")
         lines.append(f"#define {name}_SIZE {sizes[idx]}u")
         if region_of is not None:
@@ -98,9 +109,9 @@ def c_header(problem: Problem, plan: Plan, *, prefix: str = "MEMPLAN") -> str:
 
 
 def write_c_header(path: str | os.PathLike, problem: Problem, plan: Plan, *,
-                   prefix: str = "MEMPLAN") -> None:
+                   prefix: str = "MEMPLAN", outputs: Iterable[str] = ()) -> None:
     """Write `c_header` to ``path``; a negative offset (no plan) is refused."""
     if len(problem) and int(np.min(plan.offsets)) < 0:
         raise ProblemError("the plan has negative offsets; nothing to export", file=str(path))
     with open(path, "w") as handle:
-        handle.write(c_header(problem, plan, prefix=prefix))
+        handle.write(c_header(problem, plan, prefix=prefix, outputs=outputs))

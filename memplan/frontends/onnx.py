@@ -12,18 +12,21 @@ Steps (`from_onnx`):
   shapes, and walk the nodes in order (`onnx_graph`); constant nodes are
   folded, every other node is one step;
 - one buffer per runtime tensor of non-zero size (`onnx_types`), kind
-  ``input`` (graph inputs), ``output`` (graph outputs) or ``activation``.
+  ``input`` (graph inputs, also when the graph returns them), ``output``
+  (graph outputs) or ``activation``.
   Lifetimes are half-open: from the producing step (graph inputs: 0) to one
   past the last step that reads it (graph outputs: to the horizon, the
   number of steps). Zero-size tensors need no memory and are left out;
 - weights are left out (``weights="exclude"``), or planned in a separate
-  region ``"weights"``, alive the whole run (``weights="region"``);
+  region ``"weights"``, alive the whole run (``weights="region"``); a view
+  of a weight lives where its weight lives (region ``"weights"``);
 - aliases (`onnx_aliases`, where the exact rules are): views (Reshape,
   Flatten, Squeeze, Unsqueeze, Identity, Dropout at inference) are
   mandatory aliases with delta 0; with ``concat_inplace``, a Concat input
   that dies at the Concat is a mandatory alias into its slice of the
   output; an element-wise operator gets an optional alias of its output
-  over an input of equal size whose bytes nobody needs afterwards;
+  over an input of the output's shape and element type whose bytes nobody
+  needs afterwards;
 - a control-flow node (If, Loop, Scan) reads the outer tensors its
   subgraphs capture, so they live across its step; its subgraphs' own
   tensors get one scratch buffer for that step, as large as all of them
@@ -142,8 +145,9 @@ class _Builder:
 
     def problem(self) -> Problem:
         graph, horizon = self.graph, self.graph.horizon
-        kinds = {name: "input" for name in graph.inputs}
-        kinds.update((name, "output") for name in graph.outputs if name not in graph.constants)
+        outputs = {name for name in graph.outputs if name not in graph.constants}
+        kinds = {name: "output" for name in outputs}
+        kinds.update((name, "input") for name in graph.inputs)  # an input stays one when returned
         buffers: dict[str, Buffer] = {}
         for name in [*graph.inputs, *graph.producer]:
             size = self.type_of(name).size
@@ -151,7 +155,7 @@ class _Builder:
                 continue  # a zero-size tensor needs no memory
             start = graph.producer.get(name, 0)
             kind = kinds.get(name, "activation")
-            end = horizon if kind == "output" else max(graph.readers.get(name, [start])) + 1
+            end = horizon if name in outputs else max(graph.readers.get(name, [start])) + 1
             buffers[name] = self.buffer(name, size, start, end, kind)
         for step, node in enumerate(graph.steps):
             size = self._subgraph_bytes(node, step)
@@ -169,6 +173,8 @@ class _Builder:
                     buffers[name] = self.buffer(name, size, 0, horizon, "weight", ("weights",))
         aliasing = Aliasing(graph, buffers, self.type_of, self.options.alignment)
         aliasing.add_views()
+        if self.options.weights == "region":
+            aliasing.place_views_of_weights()
         if self.options.concat_inplace:
             aliasing.add_concats()
         if self.options.inplace:

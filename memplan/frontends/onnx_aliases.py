@@ -15,7 +15,10 @@ the rules below are deliberately narrow.
   byte-sized element type, when every dimension before the axis is 1 (so
   that the slices are contiguous) and the delta respects the alignment;
 - **in place** (optional, delta 0): an element-wise operator's output over
-  its first input of the same size whose *storage* dies at that step. The
+  its first input of the same shape and element type (so element i of the
+  output overwrites exactly element i of the input, which an element-by-
+  element kernel has read just before: no broadcast input, no type change)
+  whose *storage* dies at that step. The
   storage of a tensor is its group of mandatory aliases (a tensor and its
   views, a Concat and its slices): in place is offered only when no member of
   the group is read after the step or is a graph input, output or weight, and
@@ -31,6 +34,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from onnx import NodeProto
@@ -82,6 +86,13 @@ class Aliasing:
             if self._pair(node.input[0], node.output[0]):
                 self.aliases.append(Alias(node.input[0], node.output[0]))
 
+    def place_views_of_weights(self) -> None:
+        """A view of a weight (``Reshape(W, Shape(x))``) lives where the weight lives."""
+        for alias in self.aliases:  # views in node order: a view of a view follows its source
+            source, view = self.buffers[alias.src], self.buffers[alias.dst]
+            if source.regions != view.regions and "weights" in (source.regions or ()):
+                self.buffers[alias.dst] = replace(view, regions=source.regions)
+
     def add_concats(self) -> None:
         aliased = {name for alias in self.aliases for name in (alias.src, alias.dst)}
         for step, node in enumerate(self.graph.steps):
@@ -112,7 +123,8 @@ class Aliasing:
                 continue
             output = node.output[0]
             for name in dict.fromkeys(node.input):
-                if self._pair(name, output) and storage.dies_at(name, step, output):
+                if (self._pair(name, output) and self.type_of(name) == self.type_of(output)
+                        and storage.dies_at(name, step, output)):
                     self.aliases.append(Alias(name, output, 0, optional=True))
                     break
 
