@@ -8,6 +8,7 @@
     memplan validate PROBLEM PLAN  check a plan file against its problem
     memplan info MODEL             buffers, lower bound, widths, aliases, largest tensors
     memplan convert MODEL -o F     a model as a problem file (.csv or .json)
+    memplan sweep MODEL...         models x shapes x capacities x planners on Dask (sweep_cli)
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
@@ -478,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("model")
     convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
     convert.set_defaults(run=cmd_convert)
+
+    from memplan.sweep_cli import add_command as add_sweep
+
+    add_sweep(sub, [common])
     return parser
 
 
