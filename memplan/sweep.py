@@ -154,10 +154,16 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
                capacities: Sequence[int | str | None] | None = None,
                planners: Sequence[str] = ("best",), time_limit: float | None = 10.0,
                heuristic_time_limit: float = 1.0, seed: int = 0, threads: int = 1,
-               alignment: int | None = None) -> list[Task]:
+               alignment: int | None = None,
+               options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Task]:
     """The cross product, models outermost (see the module docstring)."""
     files = model_files(models)
     names = planner_names(planners)
+    options = dict(options or {})
+    stray = sorted(set(options) - set(names))
+    if stray:
+        raise ProblemError(f"options for planner {stray[0]!r}, which the sweep does not run "
+                           f"(planners: {', '.join(names)})")
     sizes = [parse_size(c) for c in (capacities if capacities is not None else [FROM_FILE])]
     dim_items = [[(name, int(v)) for v in values] for name, values in (dims or {}).items()]
     shapes = [tuple(combo) for combo in itertools.product(*dim_items)]
@@ -169,12 +175,13 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
                 combos if onnx else [(None, ())], sizes, names):
             tasks.append(Task(path, bound, batch, capacity, planner,
                               _settings(planner, time_limit, heuristic_time_limit, seed,
-                                        threads, alignment)))
+                                        threads, alignment, options.get(planner, {}))))
     return tasks
 
 
-def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignment):
-    """The options a planner's result depends on (part of its row's key)."""
+def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignment, extra):
+    """The options a planner's result depends on (part of its row's key); ``extra`` are
+    the planner's own options, passed to it as they are."""
     exact = planner in ("exact", SOLVE)
     settings: list[tuple[str, Any]] = [("time_limit", time_limit if exact else
                                         heuristic_time_limit), ("seed", seed)]
@@ -184,7 +191,7 @@ def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignmen
             settings.append(("heuristic_time_limit", heuristic_time_limit))
     if alignment is not None:
         settings.append(("alignment", alignment))
-    return tuple(settings)
+    return tuple(settings) + tuple(sorted(extra.items()))
 
 
 # ------------------------------------------------------------------ one task, on a worker
@@ -244,11 +251,12 @@ def _plan(task: Task, problem):
     settings = dict(task.settings)
     settings.pop("alignment", None)
     threads = settings.pop("threads", None)
+    if task.planner in (SOLVE, "exact"):  # CP-SAT threads, unless an option said otherwise
+        settings.setdefault("workers", threads)
     if task.planner == SOLVE:
-        plan = solve(problem, workers=threads, **settings)  # validated by solve
+        plan = solve(problem, **settings)  # validated by solve
     else:
-        extra = {"workers": threads} if task.planner == "exact" else {}
-        plan = plan_with(task.planner, problem, **settings, **extra)
+        plan = plan_with(task.planner, problem, **settings)
     violations = [v for v in validate(problem, plan)
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
@@ -316,7 +324,7 @@ def _engine(client, scheduler: str | None, workers: int | None):
             yield connected
         return
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                      processes=True, dashboard_address=None, silence_logs=logging.ERROR) \
+                      processes=True, dashboard_address=None, silence_logs=logging.CRITICAL) \
             as cluster, Client(cluster) as local:
         yield local
 
@@ -327,8 +335,9 @@ def sweep(models: Iterable[str | os.PathLike], *,
           capacities: Sequence[int | str | None] | None = None,
           planners: Sequence[str] = ("best",), time_limit: float | None = 10.0,
           heuristic_time_limit: float = 1.0, seed: int = 0, threads: int = 1,
-          alignment: int | None = None, client: Any = None, scheduler: str | None = None,
-          workers: int | None = None, out: str | os.PathLike | None = None, resume: bool = True,
+          alignment: int | None = None,
+          options: Mapping[str, Mapping[str, Any]] | None = None, client: Any = None,
+          scheduler: str | None = None, workers: int | None = None, out: str | os.PathLike | None = None, resume: bool = True,
           retries: int = 1, progress: Any = None,
           on_row: Callable[[dict[str, Any]], None] | None = None) -> pd.DataFrame:
     """Plan every combination as a Dask task; one row per task (see the module docstring).
@@ -338,7 +347,8 @@ def sweep(models: Iterable[str | os.PathLike], *,
     units (``"256KiB"``), None (minimise) or ``"file"`` (the file's own; the
     default). ``time_limit`` is the exact planner's (and ``solve``'s),
     ``heuristic_time_limit`` the searching heuristics'; ``threads`` CP-SAT
-    threads per exact task. The engine: ``client`` (a `distributed.Client`),
+    threads per exact task; ``options`` a planner's own options by planner name
+    (``{"hill_climb": {"iterations": 500}}``). The engine: ``client`` (a `distributed.Client`),
     else a cluster at ``scheduler`` (``tcp://host:port``), else a local
     cluster of ``workers`` processes (default: one per core). ``out`` (.csv or
     .parquet) gets the rows as they arrive; with ``resume`` the tasks whose
@@ -354,7 +364,7 @@ def sweep(models: Iterable[str | os.PathLike], *,
     tasks = make_tasks(models, dims=dims, batches=batches, capacities=capacities,
                        planners=planners, time_limit=time_limit,
                        heuristic_time_limit=heuristic_time_limit, seed=seed, threads=threads,
-                       alignment=alignment)
+                       alignment=alignment, options=options)
     writer = RowWriter(out) if out is not None else None
     earlier = writer.existing() if writer is not None and resume else {}
     todo = [task for task in tasks if task.key not in earlier]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memplan.errors import ProblemError
 from memplan.sweep import FROM_FILE, parse_size
 
 INTERRUPTED = 130
@@ -53,6 +54,29 @@ def _sizes(text: str) -> list:
         return [parse_size(v) for v in text.split(",") if v.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _value(text: str):
+    """An option's value: a number, true/false, none, a comma list (a tuple), else text."""
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    if "," in text:
+        return tuple(v for v in text.split(",") if v)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _option(text: str) -> tuple[str, str, object]:
+    planner, dot, rest = text.partition(".")
+    name, equals, value = rest.partition("=")
+    if not (planner and dot and name and equals):
+        raise argparse.ArgumentTypeError(f"expected PLANNER.NAME=VALUE, got {text!r}")
+    return planner, name, _value(value)
 
 
 def _limit(text: str) -> float | None:
@@ -91,6 +115,10 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
     plan.add_argument("--seed", type=int, default=0, help="random seed of every planner")
     plan.add_argument("--threads", type=_positive, default=1,
                       help="CP-SAT threads per exact task (default: 1; tasks run in parallel)")
+    plan.add_argument("--option", type=_option, action="append", default=[],
+                      metavar="PLANNER.NAME=VALUE",
+                      help="a planner's own option, e.g. hill_climb.iterations=500 or "
+                           "exact.orders=total,lifetime (repeatable)")
     engine = parser.add_argument_group("where it runs")
     engine.add_argument("--workers", type=_positive, metavar="N",
                         help="worker processes of the local cluster (default: one per core)")
@@ -116,11 +144,20 @@ def run(args: argparse.Namespace) -> int:
     from memplan.sweep import sweep
     from memplan.sweep_progress import SweepProgress, summary
 
+    if args.report:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ProblemError("--report needs matplotlib: pip install 'memplan[plot]'",
+                               file=args.report) from None
+    options: dict[str, dict] = {}
+    for planner, name, value in args.option:
+        options.setdefault(planner, {})[name] = value
     progress = SweepProgress() if not args.quiet and on_terminal() else None
     table = sweep(args.models, dims=dict(args.dim), batches=args.batch,
                   capacities=args.capacity, planners=args.planner.split(","),
                   time_limit=args.time_limit, heuristic_time_limit=args.heuristic_time_limit,
-                  seed=args.seed, threads=args.threads, alignment=args.alignment,
+                  seed=args.seed, threads=args.threads, alignment=args.alignment, options=options,
                   scheduler=args.scheduler, workers=args.workers, out=args.out,
                   resume=args.resume, retries=args.retries, progress=progress)
     if args.report:
