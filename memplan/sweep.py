@@ -337,7 +337,8 @@ def sweep(models: Iterable[str | os.PathLike], *,
           heuristic_time_limit: float = 1.0, seed: int = 0, threads: int = 1,
           alignment: int | None = None,
           options: Mapping[str, Mapping[str, Any]] | None = None, client: Any = None,
-          scheduler: str | None = None, workers: int | None = None, out: str | os.PathLike | None = None, resume: bool = True,
+          scheduler: str | None = None, workers: int | None = None,
+          out: str | os.PathLike | None = None, resume: bool = True,
           retries: int = 1, progress: Any = None,
           on_row: Callable[[dict[str, Any]], None] | None = None) -> pd.DataFrame:
     """Plan every combination as a Dask task; one row per task (see the module docstring).
