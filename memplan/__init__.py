@@ -18,6 +18,7 @@ from memplan.errors import (
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import plan_with, planners, register
+from memplan.sweep import sweep  # memplan.sweep is this function (from memplan.sweep import ...)
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
 
@@ -28,5 +29,5 @@ __all__ = [
     "ProblemError", "Region", "UnknownPlannerError", "Violation", "check", "compare",
     "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
     "plot_comparison", "plot_layout", "plot_memory", "register", "solve", "solve_report",
-    "validate",
+    "sweep", "validate",
 ]
