@@ -19,6 +19,7 @@ from memplan.explain import explain  # the function: memplan.explain(problem, pl
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
+from memplan.sweep import sweep  # memplan.sweep is this function (from memplan.sweep import ...)
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
 
@@ -29,7 +30,7 @@ __all__ = [
     "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
     "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
     "planners", "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
-    "solve_report", "validate",
+    "solve_report", "sweep", "validate",
 ]
 
 

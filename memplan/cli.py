@@ -11,6 +11,7 @@
     memplan explain [MODEL]        where the peak comes from, a plan's gap, why a capacity
                                    cannot be met, and what would help (`memplan.explain`)
     memplan prove MODEL PLAN.json  run an ONNX model in one arena at that plan's offsets
+    memplan sweep MODEL...         models x shapes x capacities x planners on Dask (sweep_cli)
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
 input, with one line naming the file and what is wrong (``--debug`` shows the
@@ -625,6 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--plot", metavar="FILE.png", help="draw live bytes, peak, plan and capacity")
     why.add_argument("--json", action="store_true", help="print as JSON")
     why.set_defaults(run=cmd_explain)
+    from memplan.sweep_cli import add_command as add_sweep
+
+    add_sweep(sub, [common])
     return parser
 
 

@@ -58,3 +58,13 @@ def test_optimal_vs_heuristic_runs():
     text = outputs(notebook)
     assert "20 problems" in text and "MiniMalloc fitted into 1 MiB" in text
     assert images(notebook) == 2  # the bar charts and the layouts side by side
+
+
+def test_sweep_runs():
+    pytest.importorskip("distributed")
+    notebook = execute("sweep.ipynb")
+    text = outputs(notebook)
+    assert "216 of 216" in text and "validated   216 of 216 plans" in text
+    assert "smallest tested capacity that fits every model: 32 MiB" in text
+    assert "proven: needs >= 24.5 MiB" in text  # VGG-19 at 8 and 16 MiB, by the exact planner
+    assert images(notebook) == 3  # arena vs batch, planners vs the optimum, capacities

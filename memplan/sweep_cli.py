@@ -1,0 +1,180 @@
+"""``memplan sweep``: the command line of `memplan.sweep.sweep`.
+
+::
+
+    memplan sweep models/ --batch 1,2,4,8 --capacity none,256KiB,1MiB \\
+        --planner best,exact --time-limit 60 --workers 2 --out rows.csv --report report.html
+
+Lists are comma-separated; ``--dim NAME=V1,V2`` is repeatable. The rows go
+to ``--out`` as they finish (the same command again resumes); without
+``--out`` the table is printed. A progress bar on a terminal, a summary at
+the end, ``--report`` an HTML page of figures (`memplan.sweep_report`).
+Exit codes: 0 every task ran (infeasible capacities are answers, not
+failures); 1 some task failed (its row says why); 2 bad usage or input;
+130 interrupted (the finished rows are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memplan.errors import ProblemError
+from memplan.sweep import FROM_FILE, parse_size
+
+INTERRUPTED = 130
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, "
+                                         f"got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _dim(text: str) -> tuple[str, list[int]]:
+    name, _, values = text.partition("=")
+    if not name or not values:
+        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,..., got {text!r}")
+    return name, _ints(values)
+
+
+def _sizes(text: str) -> list:
+    try:
+        return [parse_size(v) for v in text.split(",") if v.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _value(text: str):
+    """An option's value: a number, true/false, none, a comma list (a tuple), else text."""
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    if "," in text:
+        return tuple(v for v in text.split(",") if v)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _option(text: str) -> tuple[str, str, object]:
+    planner, dot, rest = text.partition(".")
+    name, equals, value = rest.partition("=")
+    if not (planner and dot and name and equals):
+        raise argparse.ArgumentTypeError(f"expected PLANNER.NAME=VALUE, got {text!r}")
+    return planner, name, _value(value)
+
+
+def _limit(text: str) -> float | None:
+    if text.lower() in ("none", "inf", "unlimited"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'none', got {text!r}") from None
+
+
+def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
+    """The ``sweep`` subcommand, under the parser's subcommands ``sub``."""
+    parser = sub.add_parser("sweep", parents=parents,
+                            help="plan many models x shapes x capacities x planners, on Dask")
+    parser.add_argument("models", nargs="+", metavar="MODEL",
+                        help="ONNX, CSV or JSON files, or folders holding them")
+    grid = parser.add_argument_group("what to sweep (comma-separated lists)")
+    grid.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=V1,V2",
+                      help="values of a symbolic ONNX dimension (repeatable)")
+    grid.add_argument("--batch", type=_ints, metavar="B1,B2",
+                      help="re-batch ONNX models: the leading dimension of the graph inputs")
+    grid.add_argument("--capacity", type=_sizes, default=[FROM_FILE], metavar="C1,C2",
+                      help="capacities: bytes or with a unit (256KiB, 1MiB), 'none' to "
+                           "minimise, 'file' for the file's own (default)")
+    grid.add_argument("--planner", default="best", metavar="P1,P2",
+                      help="registered planners, 'solve' (heuristics then exact), 'all' "
+                           "(every heuristic and exact) (default: best)")
+    grid.add_argument("--alignment", type=int, metavar="BYTES",
+                      help="align every offset to this many bytes")
+    plan = parser.add_argument_group("planner options")
+    plan.add_argument("--time-limit", type=_limit, default=10.0, metavar="S",
+                      help="seconds for each exact (or solve) task (default: 10; 'none')")
+    plan.add_argument("--heuristic-time-limit", type=float, default=1.0, metavar="S",
+                      help="seconds for each searching heuristic (default: 1)")
+    plan.add_argument("--seed", type=int, default=0, help="random seed of every planner")
+    plan.add_argument("--threads", type=_positive, default=1,
+                      help="CP-SAT threads per exact task (default: 1; tasks run in parallel)")
+    plan.add_argument("--option", type=_option, action="append", default=[],
+                      metavar="PLANNER.NAME=VALUE",
+                      help="a planner's own option, e.g. hill_climb.iterations=500 or "
+                           "exact.orders=total,lifetime (repeatable)")
+    engine = parser.add_argument_group("where it runs")
+    engine.add_argument("--workers", type=_positive, metavar="N",
+                        help="worker processes of the local cluster (default: one per core)")
+    engine.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                        help="run on this existing Dask cluster instead")
+    engine.add_argument("--retries", type=int, default=1,
+                        help="re-runs of a task that raised (a dead worker's tasks are "
+                             "always re-run)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--out", metavar="ROWS.csv|.parquet",
+                        help="write rows as they finish; the same command again resumes")
+    output.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="run every task even when --out has its row")
+    output.add_argument("--report", metavar="REPORT.html",
+                        help="an HTML page of figures: arena vs batch, planners vs the "
+                             "optimum, the smallest capacity that fits every model")
+    output.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from memplan.progress import on_terminal
+    from memplan.sweep import sweep
+    from memplan.sweep_progress import SweepProgress, summary
+
+    if args.report:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ProblemError("--report needs matplotlib: pip install 'memplan[plot]'",
+                               file=args.report) from None
+    options: dict[str, dict] = {}
+    for planner, name, value in args.option:
+        options.setdefault(planner, {})[name] = value
+    progress = SweepProgress() if not args.quiet and on_terminal() else None
+    table = sweep(args.models, dims=dict(args.dim), batches=args.batch,
+                  capacities=args.capacity, planners=args.planner.split(","),
+                  time_limit=args.time_limit, heuristic_time_limit=args.heuristic_time_limit,
+                  seed=args.seed, threads=args.threads, alignment=args.alignment, options=options,
+                  scheduler=args.scheduler, workers=args.workers, out=args.out,
+                  resume=args.resume, retries=args.retries, progress=progress)
+    if args.report:
+        from memplan.sweep_report import write_report
+
+        write_report(table, args.report)
+    if not args.out and not args.quiet:
+        shown = table.drop(columns=["task", "path", "settings", "worker"])
+        print(shown.to_string(index=False))
+    if not args.quiet:
+        lines = summary(table, out=args.out)
+        if args.report:
+            lines.append(f"wrote       {args.report}")
+        print("\n".join(lines), file=sys.stderr if not args.out else sys.stdout)
+    if table.attrs.get("interrupted"):
+        return INTERRUPTED
+    return 1 if (table["status"] == "error").any() else 0
+
+
+__all__ = ["add_command", "run"]

@@ -1,0 +1,173 @@
+"""A sweep's rows on disk: one fixed set of columns, CSV appended, Parquet rewritten.
+
+A sweep can run for hours and be stopped at any moment (Ctrl-C, a lost
+machine), so every finished row must already be on disk, and a later run
+must be able to read them back to skip those tasks (resume):
+
+- CSV (``.csv``, no dependency): the header once, then one line per row,
+  flushed as the row arrives. A line cut short by a crash is dropped when
+  the file is read back (its task simply runs again);
+- Parquet (``.parquet``/``.pq``, needs pyarrow: ``pip install 'memplan[parquet]'``):
+  the format has no append, so the whole table is written to a temporary
+  file and renamed over the old one (atomic), at most every
+  `PARQUET_EVERY` seconds and when the writer closes. A crash loses at most
+  those seconds of rows, never the file;
+- reading back checks the columns: a file written by something else is
+  refused rather than mixed with a sweep's rows.
+
+Cost: CSV O(1) per row; Parquet O(rows) per rewrite, throttled.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from memplan.errors import ProblemError
+
+# name -> pandas dtype; the order is the order of the columns in files and tables
+COLUMNS: dict[str, str] = {
+    "model": "string",  # the file's stem
+    "bindings": "string",  # the shape planned: "batch=8,seq=128" ('' as in the file)
+    "batch": "Int64",  # the batch size it was re-batched to (empty: as in the file)
+    "capacity": "Int64",  # the capacity planned under, bytes (empty: minimise)
+    "planner": "string",  # a registered planner, or "solve" (the memplan.solve pipeline)
+    "buffers": "Int64",
+    "lower_bound": "Int64",  # max live bytes: no plan is smaller
+    "arena_size": "Int64",
+    "best_bound": "Int64",  # the bound the planner proved (exact: may exceed lower_bound)
+    "status": "string",  # optimal | feasible | infeasible | unknown | error
+    "gap": "Float64",  # (arena_size - best_bound) / arena_size: proven distance from optimal
+    "seconds": "Float64",  # the planner's wall time
+    "total_seconds": "Float64",  # on the worker: load + plan + validate
+    "peak_memory": "Int64",  # the worker process's peak resident bytes during the task
+    "valid": "boolean",  # the plan passed memplan.validate on its worker
+    "winner": "string",  # the composition a composite planner ("best") kept
+    "error": "string",  # 'ProblemError: model.onnx: ...' when the task failed
+    "worker": "string",  # where it ran
+    "settings": "string",  # the planner options ("time_limit=10,seed=0,threads=1")
+    "path": "string",  # the model file as named
+    "task": "string",  # the row's key: path|bindings|capacity|planner|settings
+}
+PARQUET_EVERY = 5.0  # seconds between rewrites of a Parquet output
+SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def finish_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every column, in order (missing ones None)."""
+    return {name: row.get(name) for name in COLUMNS}
+
+
+class RowWriter:
+    """Rows of one sweep into ``path`` (.csv or .parquet), as they come."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.format = SUFFIXES.get(self.path.suffix.lower())
+        if self.format is None:
+            raise ProblemError(f"the sweep's output must end in "
+                               f"{', '.join(SUFFIXES)}", file=str(path))
+        if self.format == "parquet":
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise ProblemError("Parquet output needs pyarrow: pip install "
+                                   "'memplan[parquet]' (or write .csv)", file=str(path)) from None
+        self._rows: list[dict[str, Any]] = []  # Parquet: every row, rewritten together
+        self._written = 0.0
+        self._file = None
+        self._csv = None
+
+    def existing(self) -> dict[str, dict[str, Any]]:
+        """The rows already in the file, by task key (empty when there is no file)."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return {}
+        table = read_rows(self.path)
+        rows = {row["task"]: row for row in table.to_dict("records")}
+        if self.format == "parquet":
+            self._rows = list(rows.values())
+        return rows
+
+    def append(self, row: dict[str, Any]) -> None:
+        if self.format == "csv":
+            self._append_csv(row)
+            return
+        self._rows.append(row)
+        if time.monotonic() - self._written >= PARQUET_EVERY:
+            self._write_parquet()
+
+    def _append_csv(self, row: dict[str, Any]) -> None:
+        if self._file is None:
+            fresh = not self.path.exists() or self.path.stat().st_size == 0
+            if not fresh:
+                self._repair_tail()
+            self._file = open(self.path, "a", newline="")
+            self._csv = csv.writer(self._file)
+            if fresh:
+                self._csv.writerow(COLUMNS)
+        self._csv.writerow(["" if row[name] is None else row[name] for name in COLUMNS])
+        self._file.flush()
+
+    def _repair_tail(self) -> None:
+        """End the file with a newline: a line cut short by a crash stays alone on its line."""
+        with open(self.path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+
+    def _write_parquet(self) -> None:
+        import pandas as pd
+
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        table = pd.DataFrame(self._rows, columns=list(COLUMNS)).astype(COLUMNS)
+        table.to_parquet(temporary, index=False)
+        os.replace(temporary, self.path)
+        self._written = time.monotonic()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.format == "parquet" and self._rows:
+            self._write_parquet()
+
+
+def read_rows(path: str | os.PathLike):
+    """A sweep's output file as a DataFrame with `COLUMNS` (broken CSV lines dropped)."""
+    import pandas as pd
+
+    path = Path(path)
+    if SUFFIXES.get(path.suffix.lower()) == "parquet":
+        table = pd.read_parquet(path)
+    else:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, on_bad_lines="skip")
+    missing = [name for name in COLUMNS if name not in table.columns]
+    if missing:
+        raise ProblemError(f"not a memplan sweep's rows (no column {missing[0]!r}); write "
+                           f"to another file", file=str(path))
+    table = table[list(COLUMNS)]
+    if SUFFIXES.get(path.suffix.lower()) != "parquet":
+        table = _typed_csv(table, path)
+    return table.astype(COLUMNS)
+
+
+def _typed_csv(table, path: Path):
+    """CSV text to the columns' types; a row that does not parse (cut short) is dropped."""
+    import pandas as pd
+
+    table = table[table["task"].str.len() > 0].copy()
+    for name, dtype in COLUMNS.items():
+        if dtype == "string":
+            continue
+        text = table[name].replace("", None)
+        if dtype == "boolean":
+            table[name] = text.map({"True": True, "False": False, None: None})
+        else:
+            table[name] = pd.to_numeric(text, errors="coerce")
+    return table
+
+
+__all__ = ["COLUMNS", "RowWriter", "finish_row", "read_rows"]
