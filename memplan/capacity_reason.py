@@ -15,8 +15,11 @@ Two kinds of reason, tried in this order:
   capacity``; a group whose assumption is dropped may sit above the
   capacity, which is as good as removing it. Steps:
 
-  - solve with all assumptions; INFEASIBLE gives
-    ``sufficient_assumptions_for_infeasibility``: a core of groups;
+  - solve with all assumptions, first for the buffers of a time window
+    around one of the most loaded steps (widened by doubling, a few seconds
+    each: a window that cannot fit is a proof for the whole), then for the
+    whole problem; INFEASIBLE gives ``sufficient_assumptions_for_infeasibility``:
+    a core of groups;
   - check the core *alone* (a new model of just those buffers, pinned groups
     added) and shrink it by deletion filtering: remove a
     block of groups (farthest in time from the core's most loaded step,
@@ -129,8 +132,9 @@ class _Checker:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def check(self, groups: set[int]) -> tuple[str, set[int]]:
-        """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``."""
+    def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
+        """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
+        within ``seconds`` (default: all the time left)."""
         if self.left() <= 0:
             return "unknown", set()
         self.checks += 1
@@ -147,7 +151,7 @@ class _Checker:
             fits.append(literal)
         cp.add_assumptions(fits)
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.01, self.left())
+        solver.parameters.max_time_in_seconds = max(0.01, min(self.left(), seconds or 1e9))
         solver.parameters.num_workers = self.workers
         solver.parameters.catch_sigint_signal = False
         status = solver.solve(cp)
@@ -180,7 +184,7 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
     began = time.monotonic()
     checker = _Checker(problem, capacity, time_limit, workers)
     every = set(range(len(checker.groups)))
-    status, core = checker.check(every)
+    status, core = _windowed(checker, every, time_limit)
     if status != "infeasible":
         return Reason(FITS if status == "feasible" else UNDECIDED, capacity,
                       checks=checker.checks, seconds=time.monotonic() - began)
@@ -197,6 +201,31 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
                   checker.window(current), int(load.max()), len(members), proven=True,
                   minimal=minimal,
                   checks=checker.checks, seconds=time.monotonic() - began)
+
+
+def _windowed(checker: _Checker, every: set[int], time_limit: float) -> tuple[str, set[int]]:
+    """The first infeasible check among time windows around the most loaded steps, widened
+    by doubling (a few seconds each), then the whole problem with the time left."""
+    problem = checker.problem
+    load = live_bytes(problem)
+    tops = [int(t) for t in np.argsort(-load, kind="stable")[:3]]
+    starts = np.array([problem.starts[g].min() for g in checker.groups])
+    ends = np.array([problem.ends[g].max() for g in checker.groups])
+    seen: set[frozenset[int]] = set()
+    width = 1
+    while width < problem.horizon:
+        for t in tops:
+            inside = frozenset(np.flatnonzero((starts < t + width) & (ends > t - width + 1))
+                               .tolist())
+            if len(inside) < 2 or inside in seen or inside == every:
+                continue
+            seen.add(inside)
+            status, core = checker.check(set(inside) | checker.pinned,
+                                         seconds=max(1.0, time_limit / 10))
+            if status == "infeasible":
+                return status, core
+        width *= 2
+    return checker.check(every)
 
 
 def _shrink(checker: _Checker, current: set[int]) -> tuple[set[int], bool]:

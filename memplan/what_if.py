@@ -19,7 +19,8 @@ The last two need to know the producer and the readers (the problem's
 For a plan, an optional alias (an in-place output over a dying input) that
 the plan did not take is measured the same way: the bound with the plan's
 choices (the aliases it did not take removed) against the same bound with
-that one alias taken.
+that one alias taken. An alias whose two groups are not both live at the
+step where that floor is reached cannot lower it, and is not recomputed.
 
 Cost: one lower bound (O(n log n) plus the alias groups) per change.
 """
@@ -30,9 +31,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from memplan.bounds import lower_bound
+from memplan.bounds import live_bytes, lower_bound
 from memplan.plan import Plan
-from memplan.problem import Alias, Buffer, Problem
+from memplan.problem import Alias, Buffer, Problem, alias_components
 
 CHANGES = ("end_earlier", "recompute", "split")
 
@@ -141,10 +142,19 @@ def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200) -> tuple[in
         aliases: list[Alias] = [a for k, a in enumerate(problem.aliases) if k not in skip]
         return problem.replace(aliases=aliases, widths=None, steps=None)
 
-    floor = lower_bound(without(dropped))
+    chosen = without(dropped)
+    floor = lower_bound(chosen)
+    # taking alias k can lower the floor only if it lowers the load at a step where the
+    # floor is reached: both its groups must have a member live there
+    load = live_bytes(chosen)
+    peak = int(np.argmax(load)) if len(load) else 0
+    root = alias_components(chosen, np.arange(len(chosen.aliases)))[0]
+    live_roots = set(root[(chosen.starts <= peak) & (chosen.ends > peak)].tolist())
     found = []
     for k in untaken[:most]:
-        after = lower_bound(without(dropped - {k}))
+        both = {int(root[problem.alias_src[k]]), int(root[problem.alias_dst[k]])}
+        after = lower_bound(without(dropped - {k})) if both <= live_roots and \
+            int(load[peak]) == floor else floor
         alias = problem.aliases[k]
         found.append(Remedy("take_alias", alias.dst, after, floor - after,
                             f"{alias.dst} in place over {alias.src}"
