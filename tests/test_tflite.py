@@ -9,6 +9,7 @@ without it.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -231,6 +232,22 @@ def test_cli_writes_the_planned_model_and_the_raw_bytes(tmp_path, capsys):
 
 
 # --------------------------------------------------------------- inside TFLM
+def test_cli_proves_a_tflite_plan_in_tflm(tmp_path, capsys):
+    model, plan_file = tmp_path / "chain.tflite", tmp_path / "plan.json"
+    model.write_bytes(chain())
+    assert main(["solve", str(model), "-o", str(plan_file), "--prove"]) == 0
+    assert "bit-identical" in capsys.readouterr().out
+    assert main(["prove", str(model), str(plan_file), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["proven"] and result["planned_head"] == result["arena_size"] == 144
+    assert result["planned_min_arena"] <= result["tflm_min_arena"]
+    document = json.loads(plan_file.read_text())
+    document["plan"]["offsets"] = {id: 0 for id in document["plan"]["offsets"]}
+    plan_file.write_text(json.dumps(document))
+    assert main(["prove", str(model), str(plan_file)]) == 1  # the validator refuses it
+    assert main(["prove", str(model), str(plan_file), "--dim", "batch=1"]) == 2
+
+
 def test_proof_in_tflm_chain():
     data = chain()
     report = prove(data, time_limit=5)
