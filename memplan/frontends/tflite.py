@@ -37,8 +37,9 @@ Steps (`from_tflite`):
   int16 TRANSPOSE_CONV, int4 filters of CONV_2D, DEPTHWISE_CONV_2D and
   FULLY_CONNECTED): kind ``scratch``, alive for their operator's step.
   TFLM places these itself around an offline plan (they are -1 in it), in
-  the lowest gap that fits, so the gap memplan keeps for them bounds TFLM's
-  arena by memplan's. ``scratch=False`` leaves them out.
+  the lowest gap that fits: a step's only scratch buffer lands at or below
+  the gap memplan kept for it (several at one step usually do too), so
+  TFLM's arena is memplan's. ``scratch=False`` leaves them out.
 
 Buffer ids are the tensor names; an empty or repeated name gets ``#index``
 appended (`tensor_ids` gives every tensor's id in tensor order, the list an
