@@ -21,7 +21,8 @@ The models (inputs small enough for a microcontroller, as in MLPerf Tiny):
 classification, 32x32), ``ds_cnn`` (MLPerf Tiny keyword spotting, 49x10
 MFCC), ``vww`` (MLPerf Tiny visual wake words: MobileNet v1 0.25, 96x96, two
 classes), ``autoencoder`` (MLPerf Tiny anomaly detection, 640 inputs),
-``unet`` (a small U-Net, 64x64, three levels). The ``.tflite`` files go to
+``unet`` (a small U-Net, 64x64, three levels, transposed convolutions up: Keras'
+UpSampling2D converts to TILE, which TFLM lacks). All with batch 1. The ``.tflite`` files go to
 ``--out`` (default ``build/tflite_models``, not committed) and are reused
 when present.
 
@@ -53,17 +54,22 @@ def build_keras(name: str):
     tf, keras = _keras()
     keras.utils.set_random_seed(0)
     layers = keras.layers
+    # batch 1 everywhere: static shapes, as on a microcontroller; the applications end in
+    # logits (a softmax over random-weight logits overflows TFLM's int8 softmax parameters)
     if name == "mobilenet_v1":
-        return keras.applications.MobileNet(input_shape=(128, 128, 3), alpha=0.25,
-                                            weights=None, classes=10)
+        return keras.applications.MobileNet(
+            input_tensor=keras.Input((128, 128, 3), batch_size=1), alpha=0.25, weights=None,
+            classes=10, classifier_activation=None)
     if name == "mobilenet_v2":
-        return keras.applications.MobileNetV2(input_shape=(96, 96, 3), alpha=0.35,
-                                              weights=None, classes=10)
+        return keras.applications.MobileNetV2(
+            input_tensor=keras.Input((96, 96, 3), batch_size=1), alpha=0.35, weights=None,
+            classes=10, classifier_activation=None)
     if name == "vww":
-        return keras.applications.MobileNet(input_shape=(96, 96, 3), alpha=0.25,
-                                            weights=None, classes=2)
+        return keras.applications.MobileNet(
+            input_tensor=keras.Input((96, 96, 3), batch_size=1), alpha=0.25, weights=None,
+            classes=2, classifier_activation=None)
     if name == "resnet8":
-        inputs = keras.Input((32, 32, 3))
+        inputs = keras.Input((32, 32, 3), batch_size=1)
         x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(16, 3, padding="same")(inputs)))
         for filters, stride in ((16, 1), (32, 2), (64, 2)):
             y = layers.Conv2D(filters, 3, strides=stride, padding="same")(x)
@@ -75,7 +81,7 @@ def build_keras(name: str):
         x = layers.GlobalAveragePooling2D()(x)
         return keras.Model(inputs, layers.Dense(10, activation="softmax")(x), name=name)
     if name == "ds_cnn":
-        inputs = keras.Input((49, 10, 1))
+        inputs = keras.Input((49, 10, 1), batch_size=1)
         x = layers.Conv2D(64, (10, 4), strides=2, padding="same")(inputs)
         x = layers.ReLU()(layers.BatchNormalization()(x))
         for _ in range(4):
@@ -86,13 +92,13 @@ def build_keras(name: str):
         x = layers.Flatten()(x)
         return keras.Model(inputs, layers.Dense(12, activation="softmax")(x), name=name)
     if name == "autoencoder":
-        inputs = keras.Input((640,))
+        inputs = keras.Input((640,), batch_size=1)
         x = inputs
         for units in (128, 128, 128, 128, 8, 128, 128, 128, 128):
             x = layers.ReLU()(layers.BatchNormalization()(layers.Dense(units)(x)))
         return keras.Model(inputs, layers.Dense(640)(x), name=name)
     if name == "unet":
-        inputs = keras.Input((64, 64, 1))
+        inputs = keras.Input((64, 64, 1), batch_size=1)
         skips, x = [], inputs
         for filters in (8, 16, 32):
             x = layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
@@ -101,7 +107,7 @@ def build_keras(name: str):
             x = layers.MaxPooling2D()(x)
         x = layers.Conv2D(64, 3, padding="same", activation="relu")(x)
         for filters, skip in zip((32, 16, 8), reversed(skips), strict=True):
-            x = layers.UpSampling2D()(x)
+            x = layers.Conv2DTranspose(filters, 2, strides=2, padding="same")(x)
             x = layers.Concatenate()([x, skip])
             x = layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
         return keras.Model(inputs, layers.Conv2D(1, 1, activation="sigmoid")(x), name=name)

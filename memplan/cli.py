@@ -11,6 +11,7 @@
     memplan explain [MODEL]        where the peak comes from, a plan's gap, why a capacity
                                    cannot be met, and what would help (`memplan.explain`)
     memplan prove MODEL PLAN.json  run an ONNX model in one arena at that plan's offsets
+                                   (a .tflite model: in TFLite-Micro, beside TFLM's planner)
     memplan sweep MODEL...         models x shapes x capacities x planners on Dask (sweep_cli)
 
 Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
@@ -318,8 +319,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     paths = args.models or [None]
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
-    if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(".onnx")):
-        raise UsageError("--prove runs one ONNX model in the plan's arena: give one .onnx")
+    if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(
+            (".onnx", ".tflite"))):
+        raise UsageError("--prove runs one ONNX model in the plan's arena, or one TFLite "
+                         "model in TFLite-Micro: give one .onnx or .tflite")
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
@@ -356,7 +359,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=1))
     elif not args.quiet:
         _print_summary(summary)
-    if args.prove:
+    if args.prove and single.suffix.lower() == ".tflite":
+        from memplan.tflm_arena import prove as prove_in_tflm
+
+        tflm = prove_in_tflm(single, problem, plan, seed=args.seed or 0, bisect=False)
+        if not args.quiet:
+            print(tflm)
+        if not tflm.ok:
+            return FAILED
+    elif args.prove:
         proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
                            plan.stats["model_options"],
                            plan_file=args.output or "the plan")
@@ -374,8 +385,30 @@ def _model_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
                          **_onnx_options(path, args))
 
 
+def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
+    """``memplan prove model.tflite plan.json``: both planners inside TFLite-Micro."""
+    from memplan.tflm_arena import prove_plan_file
+
+    _onnx_options(path, args)  # refuses ONNX-only flags
+    if args.dim or args.alignment is not None:
+        raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is TFLM's")
+    report = prove_plan_file(path, args.plan, seed=args.seed)
+    if args.json:
+        print(json.dumps({
+            "model": str(path), "plan": args.plan, "proven": report.ok,
+            "outputs_identical": not report.mismatches, "arena_size": report.arena_size,
+            "tflm_head": report.tflm.head, "planned_head": report.planned.head,
+            "tail": report.planned.tail, "tflm_min_arena": report.min_arena,
+            "planned_min_arena": report.planned_min_arena}, indent=1))
+    else:
+        print(report)
+    return OK if report.ok else FAILED
+
+
 def cmd_prove(args: argparse.Namespace) -> int:
     path = Path(args.model)
+    if path.suffix.lower() == ".tflite":
+        return _prove_tflite(path, args)
     given = _onnx_options(path, args)
     given.update({"dims": _dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
@@ -570,13 +603,15 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
     output.add_argument("--json", action="store_true", help="print the summary as JSON")
     output.add_argument("--prove", action="store_true", help="run the ONNX model in one arena "
-                        "at the plan's offsets; exit 1 unless every output matches bit for bit")
+                        "at the plan's offsets (a .tflite model: in TFLite-Micro with the plan "
+                        "and with TFLM's own); exit 1 unless every output matches bit for bit")
     solve.set_defaults(run=cmd_solve)
 
     proof = sub.add_parser("prove", parents=[common, model_parser],
-                           help="run an ONNX model in one arena at the offsets of a plan file; "
+                           help="run an ONNX model in one arena at the offsets of a plan file (a "
+                                ".tflite model: in TFLite-Micro, beside TFLM's own planner); "
                                 "exit 1 unless every output matches a normal run bit for bit")
-    proof.add_argument("model", help="the .onnx model")
+    proof.add_argument("model", help="the .onnx or .tflite model")
     proof.add_argument("plan", help="its plan (memplan JSON, as 'memplan solve -o' writes); "
                                     "the model options it stores apply")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",

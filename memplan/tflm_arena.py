@@ -276,6 +276,16 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
     return report
 
 
+def prove_plan_file(model: str | os.PathLike, plan_file: str | os.PathLike, *, seed: int = 0,
+                    bisect: bool = True) -> TflmReport:
+    """`prove` with the plan of a memplan JSON file (``memplan solve model.tflite -o
+    plan.json``): it must place every buffer the model's problem has."""
+    from memplan.frontends.memplan_json import read_plan
+
+    problem = tflite.from_tflite(model)
+    return prove(model, problem, read_plan(plan_file, problem), seed=seed, bisect=bisect)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m memplan.tflm_arena",

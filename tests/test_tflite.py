@@ -9,6 +9,7 @@ without it.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -127,6 +128,20 @@ def test_variable_unused_zero_size_and_repeated_names():
         ["out#3", "empty", "#5"]
 
 
+def test_known_kernels_scratch_is_planned_for_their_step():
+    mean, int8 = fb.BuiltinOperator.MEAN, fb.TensorType.INT8
+    tensors = [("x", [1, 4, 4, 8], int8), ("axes", [2], INT32), ("m", [1, 1, 1, 8], int8),
+               ("y", [1, 1, 1, 8], int8)]
+    ops = [(mean, [0, 1], [2]), (RELU, [2], [3])]
+    data = build(tensors, ops, [0], [3], {1: np.array([1, 2], "<i4").tobytes()})
+    problem = from_tflite(data)
+    # TFLM's int8 MEAN: int32 sums per output element, the input's rank, the axes
+    assert [(b.id, b.size, b.start, b.end) for b in problem.buffers if b.kind == "scratch"] == [
+        ("MEAN@1:scratch0", 32, 1, 2), ("MEAN@1:scratch1", 16, 1, 2),
+        ("MEAN@1:scratch2", 16, 1, 2)]
+    assert len(from_tflite(data, scratch=False)) == len(problem) - 3
+
+
 def test_refusals_name_the_file_and_the_reason(tmp_path):
     tensors = [("x", [1, 4], FLOAT32), ("y", [1, 4], FLOAT32)]
     cases = {
@@ -217,6 +232,22 @@ def test_cli_writes_the_planned_model_and_the_raw_bytes(tmp_path, capsys):
 
 
 # --------------------------------------------------------------- inside TFLM
+def test_cli_proves_a_tflite_plan_in_tflm(tmp_path, capsys):
+    model, plan_file = tmp_path / "chain.tflite", tmp_path / "plan.json"
+    model.write_bytes(chain())
+    assert main(["solve", str(model), "-o", str(plan_file), "--prove"]) == 0
+    assert "bit-identical" in capsys.readouterr().out
+    assert main(["prove", str(model), str(plan_file), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["proven"] and result["planned_head"] == result["arena_size"] == 144
+    assert result["planned_min_arena"] <= result["tflm_min_arena"]
+    document = json.loads(plan_file.read_text())
+    document["plan"]["offsets"] = {id: 0 for id in document["plan"]["offsets"]}
+    plan_file.write_text(json.dumps(document))
+    assert main(["prove", str(model), str(plan_file)]) == 1  # the validator refuses it
+    assert main(["prove", str(model), str(plan_file), "--dim", "batch=1"]) == 2
+
+
 def test_proof_in_tflm_chain():
     data = chain()
     report = prove(data, time_limit=5)
@@ -244,7 +275,8 @@ def test_a_wrong_plan_changes_the_outputs_in_tflm():
 
 @pytest.fixture(scope="module")
 def keras_models(tmp_path_factory):
-    """A small Keras CNN with a residual add, converted float32 and int8 (tensorflow-cpu)."""
+    """A small Keras CNN with a residual add and a transposed convolution, converted float32
+    and int8 (tensorflow-cpu). TFLM's int8 TRANSPOSE_CONV asks for int32 scratch."""
     tf = pytest.importorskip("tensorflow", reason="the tflite extra is not installed")
     keras = tf.keras
     inputs = keras.Input((12, 12, 3), batch_size=1)
@@ -253,6 +285,7 @@ def keras_models(tmp_path_factory):
     y = keras.layers.Conv2D(8, 1)(y)
     z = keras.layers.Add()([x, y])
     z = keras.layers.MaxPooling2D()(z)
+    z = keras.layers.Conv2DTranspose(16, 2, strides=2, padding="same")(z)
     z = keras.layers.Flatten()(z)
     outputs = keras.layers.Dense(4, activation="softmax")(z)
     model = keras.Model(inputs, outputs)
@@ -282,3 +315,15 @@ def test_proof_in_tflm_converted_keras_model(keras_models, kind):
     assert report.planned.head == report.arena_size <= report.tflm.head
     assert report.planned_min_arena <= report.min_arena
     assert report.planned_min_arena - report.planned.head == report.min_arena - report.tflm.head
+    scratch = [b for b in problem.buffers if b.kind == "scratch"]
+    assert [(b.id, b.size, b.end - b.start) for b in scratch] == \
+        ([("TRANSPOSE_CONV@6:scratch0", 4 * 12 * 12 * 16, 1)] if kind == "int8" else [])
+
+
+def test_without_its_scratch_the_plan_is_not_what_tflm_uses(keras_models):
+    """TFLM fits the int8 TRANSPOSE_CONV's scratch around the plan: the arena grows past it."""
+    problem = from_tflite(keras_models["int8"], scratch=False)
+    report = prove(keras_models["int8"], problem, memplan.solve(problem, time_limit=5),
+                   bisect=False)
+    assert not report.mismatches and not report.head_matches
+    assert report.planned.head > report.arena_size

@@ -30,16 +30,25 @@ Steps (`from_tflite`):
 - variable tensors (``is_variable``: recurrent state) live the whole run;
   TFLM keeps them in its persistent tail unless an offline plan places them,
   which memplan's does;
-- no aliases: TFLM gives every tensor its own bytes (a Reshape copies).
+- no aliases: TFLM gives every tensor its own bytes (a Reshape copies);
+- the scratch buffers that TFLM's reference kernels request in their
+  Prepare (``RequestScratchBufferInArena``), where the size follows from the
+  shapes (`scratch_requests`: MEAN and SUM, REDUCE_MAX/MIN/ALL, int8 and
+  int16 TRANSPOSE_CONV, int4 filters of CONV_2D, DEPTHWISE_CONV_2D and
+  FULLY_CONNECTED): kind ``scratch``, alive for their operator's step.
+  TFLM places these itself around an offline plan (they are -1 in it), in
+  the lowest gap that fits: a step's only scratch buffer lands at or below
+  the gap memplan kept for it (several at one step usually do too), so
+  TFLM's arena is memplan's. ``scratch=False`` leaves them out.
 
 Buffer ids are the tensor names; an empty or repeated name gets ``#index``
 appended (`tensor_ids` gives every tensor's id in tensor order, the list an
 offline plan is written against). Kinds: ``input``, ``output``,
 ``activation``. Cost: O(tensors + operator inputs and outputs).
 
-Not planned here: scratch buffers that kernels request at run time
-(``RequestScratchBufferInArena``: int8 MEAN, TRANSPOSE_CONV, ...); TFLM
-places those itself around an offline plan.
+Not planned here: the scratch of kernels not listed (ADD_N, MIRROR_PAD,
+SVDF, LSTM, DETECTION_POSTPROCESS, and optimised kernel libraries' own, e.g.
+CMSIS-NN's): TFLM still places those, around the plan.
 """
 
 from __future__ import annotations
@@ -152,6 +161,46 @@ def tensor_bytes(tensor: Any, *, file: str | None = None, id: str = "") -> int:
     return math.prod(shape) * TYPE_SIZES[type_name]
 
 
+def scratch_requests(model: Any, op: Any) -> list[int]:
+    """Bytes of each scratch buffer TFLM's reference kernel for ``op`` requests in Prepare.
+
+    Mirrors the kernels' ``RequestScratchBufferInArena`` calls for the
+    operators whose request follows from shapes and types alone (see the
+    module docstring); [] for every other operator.
+    """
+    tensors = model.subgraphs[0].tensors
+    ins, outs = indices(op.inputs), indices(op.outputs)
+    name = operator_name(model, op)
+    types = _names(schema().TensorType)
+
+    def count(t: int) -> int:
+        shape = tensors[t].shape
+        return 1 if shape is None else math.prod(int(d) for d in shape)
+
+    def rank(t: int) -> int:
+        return 0 if tensors[t].shape is None else len(tensors[t].shape)
+
+    def type_of(t: int) -> str:
+        return types.get(tensors[t].type, "")
+
+    if name in ("MEAN", "SUM") and len(ins) >= 2 and outs:
+        wide = [4 * count(outs[0])] if type_of(ins[0]) in ("INT8", "INT16") else []
+        return [*wide, 4 * rank(ins[0]), 4 * count(ins[1])]
+    if name in ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL") and len(ins) >= 2:
+        return [4 * rank(ins[0]), 4 * count(ins[1])]
+    if name == "TRANSPOSE_CONV" and len(ins) >= 3 and outs:
+        kind = type_of(ins[2])  # inputs: output shape, weights, input, bias
+        if kind == "INT8":
+            return [4 * count(outs[0])]
+        if kind == "INT16":
+            bias = [8 * count(ins[3])] if len(ins) > 3 and type_of(ins[3]) == "INT16" else []
+            return [*bias, 8 * count(outs[0])]
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED") and len(ins) >= 2 \
+            and type_of(ins[1]) == "INT4":
+        return [count(ins[1])]
+    return []
+
+
 def lifetimes(model: Any) -> tuple[list[int], list[int], int]:
     """TFLM's ``(first_created, last_used)`` scope of every tensor, and the last scope.
 
@@ -176,6 +225,10 @@ def lifetimes(model: Any) -> tuple[list[int], list[int], int]:
         first[t] = scope if first[t] == -1 else first[t]
         last[t] = scope
     return first, last, scope
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGNMENT) * ALIGNMENT
 
 
 def indices(values) -> list[int]:
@@ -213,8 +266,11 @@ def check_supported(model: Any, *, file: str | None = None) -> None:
 
 
 def from_tflite(model: str | os.PathLike | bytes | bytearray, *, name: str | None = None,
-                **options: Any) -> Problem:
-    """A ``.tflite`` model (a path or its bytes) as the problem TFLite-Micro plans."""
+                scratch: bool = True, **options: Any) -> Problem:
+    """A ``.tflite`` model (a path or its bytes) as the problem TFLite-Micro plans.
+
+    ``scratch`` adds the scratch buffers of the kernels `scratch_requests` knows.
+    """
     if options:
         raise TypeError(f"from_tflite() takes no options {sorted(options)}")
     data, file = model_bytes(model)
@@ -236,8 +292,18 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray, *, name: str | Non
         else:
             start, end = max(first[t], 0), max(last[t], 0) + 1
         kind = "input" if t in inputs else "output" if t in outputs else "activation"
-        buffers.append(Buffer(ids[t], -(-size // ALIGNMENT) * ALIGNMENT, start, end,
-                              alignment=ALIGNMENT, kind=kind))
+        buffers.append(Buffer(ids[t], _aligned(size), start, end, alignment=ALIGNMENT,
+                              kind=kind))
+    taken = set(ids)
+    for step, op in enumerate(subgraph.operators or [], start=1) if scratch else ():
+        for k, size in enumerate(scratch_requests(tree, op)):
+            if size:
+                id = f"{operator_name(tree, op)}@{step}:scratch{k}"
+                while id in taken:
+                    id += "'"
+                taken.add(id)
+                buffers.append(Buffer(id, _aligned(size), step, step + 1, alignment=ALIGNMENT,
+                                      kind="scratch"))
     label = name if name is not None else (Path(file).stem if file else "tflite")
     problem = Problem(buffers, name=label, source=file)
     return problem.replace(widths=live_bytes(problem)) if len(problem) else problem
