@@ -9,7 +9,9 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 
 `solve` is the pipeline that the command line and the notebooks share:
 
-- run the heuristics (``best``: the fast ones, the smallest plan kept);
+- run the heuristics (``best``: the fast ones, the smallest plan kept; to
+  fit a capacity with the exact planner's canonical search, one ``best_fit``
+  pass: the search settles the question sooner than ``best`` would);
 - stop there when that plan reaches the lower bound (it is optimal);
 - otherwise run the exact planner for ``time_limit`` seconds, warm-started
   with the heuristic plan (its hint and upper bound), reporting incumbent and
@@ -54,6 +56,7 @@ from memplan.options import option
 from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
+from memplan.solver.exact import canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.validate import validate
 
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
+FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -247,6 +251,10 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         report.seconds = time.perf_counter() - began
         return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
+    if settings.exact and settings.heuristic == "best" and canonical_first(
+            problem, ExactOptions.from_kwargs(**{k: v for k, v in (exact_options or {}).items()
+                                                 if k not in ("on_progress", "stop")})):
+        names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))

@@ -120,9 +120,11 @@ class Race:
     """
 
     def __init__(self, problem: Problem, capacity: int, *, orders=ORDERS,
-                 node_budget: int | None = None):
+                 node_budget: int | None = None, widths=None):
         self.problem, self.capacity = problem, int(capacity)
         self.node_budget = node_budget  # total nodes over all turns (deterministic mode)
+        # widths: lifetimes in the caller's time units, for the orders (a part's times are ranks)
+        widths = problem.ends - problem.starts if widths is None else widths
         unknown = sorted(set(orders) - set(KEYS))
         if unknown or not orders:
             raise ValueError(f"unknown order(s) {unknown}; valid: {', '.join(KEYS)}")
@@ -130,11 +132,11 @@ class Race:
         n = len(problem)
         self._arrays = [np.ascontiguousarray(a, np.int64).tobytes() for a in
                         (problem.sizes, first, end, problem.alignments,
-                         problem.ends - problem.starts)]
+                         widths)]
         self._turns = ((order, n * FIRST_NODES << turn) for turn in itertools.count()
                        for order in orders)
         self._lock = threading.Lock()
-        self._flag = bytearray(1)  # the kernel's stop flag
+        self._flags: list[bytearray] = []  # per thread: the kernel's stop flag
         self.settled = threading.Event()  # set once the verdict is in (or the race ended)
         self.verdict: Verdict | None = None
         self.nodes = self.turns = 0
@@ -149,13 +151,15 @@ class Race:
         for _ in range(max(threads, 0)):
             with self._lock:
                 self._active += 1
-            thread = threading.Thread(target=self._work, name="memplan-canonical", daemon=True)
+                self._flags.append(bytearray(1))
+            thread = threading.Thread(target=self._work, args=(self._flags[-1],),
+                                      name="memplan-canonical", daemon=True)
             self._threads.append(thread)
             thread.start()
 
-    def _next(self):
+    def _next(self, flag: bytearray):
         with self._lock:
-            if self.settled.is_set():
+            if self.settled.is_set() or flag[0]:
                 return None
             if self.node_budget is not None and self.nodes >= self.node_budget:
                 return None
@@ -164,15 +168,15 @@ class Race:
                 limit = min(limit, self.node_budget - self.nodes)
             return order, limit
 
-    def _work(self):
+    def _work(self, flag: bytearray):
         try:
-            while (turn := self._next()) is not None:
+            while (turn := self._next(flag)) is not None:
                 order, limit = turn
                 left = -1.0 if self._deadline is None else self._deadline - time.perf_counter()
                 if self._deadline is not None and left <= 0:
                     break
                 code, raw, nodes = _kernel.search(*self._arrays, KEYS[order], self.capacity,
-                                                  limit, left, self._flag)
+                                                  limit, left, flag)
                 with self._lock:
                     self.nodes += nodes
                     self.turns += 1
@@ -183,7 +187,8 @@ class Race:
                     offsets = np.frombuffer(raw, np.int64).copy() if code == FOUND else None
                     self.verdict = Verdict("feasible" if code == FOUND else "infeasible",
                                            offsets, {"settled_by": (order, limit)})
-                    self._flag[0] = 1
+                    for other in self._flags:
+                        other[0] = 1
                     self.settled.set()
         except BaseException as error:  # noqa: BLE001  (re-raised by wait)
             self._error = error
@@ -196,9 +201,17 @@ class Race:
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
+    def narrow(self, threads: int):
+        """Keep only the first ``threads`` threads running (the others stop at once)."""
+        with self._lock:
+            for flag in self._flags[threads:]:
+                flag[0] = 1
+
     def cancel(self):
-        """Stop every turn (the kernel polls the flag) and wait for the threads."""
-        self._flag[0] = 1
+        """Stop every turn (the kernel polls the flags) and wait for the threads."""
+        with self._lock:
+            for flag in self._flags:
+                flag[0] = 1
         for thread in self._threads:
             thread.join()
         self.settled.set()
@@ -210,6 +223,17 @@ class Race:
         verdict = self.verdict or Verdict("unknown", None)
         verdict.stats.update(nodes=self.nodes, turns=self.turns)
         return verdict
+
+
+def stacked(problem: Problem) -> np.ndarray:
+    """A layout that shares nothing: every buffer above the previous one, aligned."""
+    offsets = np.empty(len(problem), np.int64)
+    top = 0
+    for b, (size, alignment) in enumerate(zip(problem.sizes.tolist(),
+                                              problem.alignments.tolist(), strict=True)):
+        offsets[b] = top + (-top % alignment)
+        top = int(offsets[b]) + size
+    return offsets
 
 
 def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> bool:
