@@ -251,7 +251,8 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         report.seconds = time.perf_counter() - began
         return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
-    if settings.exact and settings.heuristic == "best" and canonical_first(
+    if settings.exact and settings.heuristic == "best" and problem.capacity is not None and \
+            canonical_first(
             problem, ExactOptions.from_kwargs(**{k: v for k, v in (exact_options or {}).items()
                                                  if k not in ("on_progress", "stop")})):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner

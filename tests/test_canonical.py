@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 
-from memplan import Plan, Problem, validate
+from memplan import Plan, Problem, lower_bound, validate
 from memplan.solver import canonical
 
 pytestmark = pytest.mark.skipif(not canonical.available(),
@@ -123,3 +123,18 @@ def test_refuses_problems_it_cannot_model():
     assert not canonical.plain(problem)
     with pytest.raises(ValueError, match="pinned"):
         canonical.fit(problem, 8)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_descend_reaches_the_exhaustive_optimum_and_proves_it(deterministic):
+    for seed in range(8):
+        problem = random_problem(200 + seed, 6, aligned=seed % 2 == 0)
+        optimum = exhaustive_optimum(problem)
+        floors = []
+        outcome = canonical.descend(problem, lower_bound(problem), None, seconds=30, threads=1,
+                                    deterministic=deterministic, on_floor=floors.append)
+        assert outcome.status == "optimal"
+        assert int((outcome.offsets + problem.sizes).max()) == optimum == outcome.bound
+        plan = Plan.from_offsets(problem, outcome.offsets, planner="canonical")
+        assert validate(problem, plan) == []
+        assert all(f <= optimum for f in floors)

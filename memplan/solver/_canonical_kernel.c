@@ -45,7 +45,9 @@ typedef struct {
     int64_t nkeys;
     int64_t *rank;                /* each buffer's rank in its partition's static order */
     int64_t *ov_begin, *ov;       /* CSR: buffers overlapping each buffer */
-    int64_t *sec_begin, *sec;     /* CSR: buffers live in each section */
+    int64_t *sec_begin, *sec;     /* CSR: buffers live in each section, unplaced ones first */
+    int64_t *unplaced;            /* per section: how many of its buffers are unplaced */
+    int64_t *span_base, *where;   /* where[span_base[b] + t - start[b]]: b's slot in sec */
     int64_t *offset;              /* -1 while unplaced */
     int64_t *solution;            /* offsets of the last placements (the answer when found) */
     int64_t *minoff;              /* lowest offset an unplaced buffer can still take */
@@ -212,14 +214,21 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             ++nf;
             s->floor[t] = top;
             s->total[t] -= s->size[b];
+            /* move b behind the section's unplaced buffers (undone by counting back up) */
+            int64_t *slot = s->where + s->span_base[b] + (t - s->start[b]);
+            int64_t last = s->sec_begin[t] + --s->unplaced[t], other = s->sec[last];
+            s->sec[*slot] = other;
+            s->where[s->span_base[other] + (t - s->start[other])] = *slot;
+            s->sec[last] = b;
+            *slot = last;
         }
         for (int64_t t = lo; t < hi; ++t) {  /* a section's floor: its lowest unplaced offset */
             if (s->stamp[t] != s->visit) continue;
             /* no unplaced buffer of the section lies below its floor: stop at one on it */
             int64_t low = INT64_MAX, level = s->floor[t];
-            for (int64_t j = s->sec_begin[t]; j < s->sec_begin[t + 1]; ++j) {
+            for (int64_t j = s->sec_begin[t]; j < s->sec_begin[t] + s->unplaced[t]; ++j) {
                 int64_t u = s->sec[j];
-                if (s->offset[u] < 0 && s->minoff[u] < low) {
+                if (s->minoff[u] < low) {
                     low = s->minoff[u];
                     if (low <= level) break;
                 }
@@ -252,7 +261,10 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             for (int64_t t = first; t + 1 < last; ++t) ++s->cuts[t];
         }
         for (int64_t j = nf - 1; j >= 0; --j) s->floor[floors[2 * j]] = floors[2 * j + 1];
-        for (int64_t t = s->start[b]; t < s->end[b]; ++t) s->total[t] += s->size[b];
+        for (int64_t t = s->start[b]; t < s->end[b]; ++t) {
+            s->total[t] += s->size[b];
+            ++s->unplaced[t];  /* b is still right behind the unplaced ones */
+        }
         for (int64_t j = nr - 1; j >= 0; --j) s->minoff[raised[2 * j]] = raised[2 * j + 1];
         s->offset[b] = -1;
         if (code == NOT_FOUND && hats == 0) break;  /* nothing above b: others add nothing */
@@ -305,9 +317,16 @@ static int run(Search *s) {
     for (int64_t t = 0; t < T; ++t) s->sec_begin[t + 1] = s->sec_begin[t] + live[t];
     s->sec = malloc(sizeof(int64_t) * (size_t)(s->sec_begin[T] + 1));
     memset(live, 0, sizeof(int64_t) * (size_t)(T + 1));
+    s->unplaced = calloc((size_t)T + 1, sizeof(int64_t));
+    s->span_base = calloc((size_t)n + 1, sizeof(int64_t));
+    for (int64_t b = 0; b < n; ++b) s->span_base[b + 1] = s->span_base[b] + s->end[b] - s->start[b];
+    s->where = malloc(sizeof(int64_t) * (size_t)(s->span_base[n] + 1));
     for (int64_t b = 0; b < n; ++b)
-        for (int64_t t = s->start[b]; t < s->end[b]; ++t)
+        for (int64_t t = s->start[b]; t < s->end[b]; ++t) {
+            s->where[s->span_base[b] + t - s->start[b]] = s->sec_begin[t] + live[t];
             s->sec[s->sec_begin[t] + live[t]++] = b;
+        }
+    memcpy(s->unplaced, live, sizeof(int64_t) * (size_t)(T + 1));
     /* overlaps: pairs of buffers live in one section (sweep in start order) */
     int64_t pairs = 0;
     for (int pass = 0; pass < 2; ++pass) {
@@ -339,7 +358,7 @@ static int run(Search *s) {
     }
     if (T == 0) code = FOUND;
     free(live); free(s->floor); free(s->total); free(s->cuts); free(s->stamp);
-    free(s->sec_begin); free(s->sec); free(s->ov_begin); free(s->ov);
+    free(s->sec_begin); free(s->sec); free(s->unplaced); free(s->span_base); free(s->where); free(s->ov_begin); free(s->ov);
     free(s->rank); free(s->offset); free(s->minoff);
     return code;
 }

@@ -46,11 +46,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memplan.problem import NO_OFFSET, Problem
+from memplan.solver.outcome import Outcome
 
 try:
-    from memplan.solver import _canonical_kernel as _kernel
+    from memplan.solver._canonical_kernel import search as _kernel_search
 except ImportError:  # no C compiler at install time: the exact planner uses CP-SAT alone
-    _kernel = None
+    _kernel_search = None
 
 FOUND, NOT_FOUND, ABORTED, STOPPED = 1, 0, -1, -2
 KEYS = {  # static orders: the kernel's key letters, most significant first (largest first):
@@ -63,11 +64,14 @@ KEYS = {  # static orders: the kernel's key letters, most significant first (lar
 ORDERS = ("lifetime", "total", "total_lifetime")  # the turns, in this order, every round
 FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
+PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
+PROBE_NODES = 100_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
+NODES_PER_SECOND = 200_000  # deterministic mode: nodes counted as one second
 
 
 def available() -> bool:
     """Whether the compiled kernel is installed."""
-    return _kernel is not None
+    return _kernel_search is not None
 
 
 def plain(problem: Problem) -> bool:
@@ -175,7 +179,7 @@ class Race:
                 left = -1.0 if self._deadline is None else self._deadline - time.perf_counter()
                 if self._deadline is not None and left <= 0:
                     break
-                code, raw, nodes = _kernel.search(*self._arrays, KEYS[order], self.capacity,
+                code, raw, nodes = _kernel_search(*self._arrays, KEYS[order], self.capacity,
                                                   limit, left, flag)
                 with self._lock:
                     self.nodes += nodes
@@ -274,3 +278,84 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
     verdict = race.result()
     verdict.stats["interrupted"] = interrupted
     return verdict
+
+
+def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
+            threads: int, stop: threading.Event | None = None, widths=None,
+            deterministic: bool = False, on_better=None, on_floor=None) -> Outcome:
+    """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
+
+    Steps:
+    - without a layout, one dive at a capacity that anything fits (the first
+      leaf is the canonical order's greedy layout);
+    - probe ``(given up + best) // 2``, where "given up" is the highest
+      target not yet fitted: a layout lowers the best peak to its own, a
+      proof raises the floor (every target below it is infeasible), a probe
+      that runs out of time gives the target up;
+    - when every target between the floor and the best peak is given up,
+      start again from the floor with probes twice as long (from
+      `PROBE_SECONDS`).
+
+    Deterministic mode: one thread, probes limited by nodes
+    (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
+    `NODES_PER_SECOND` nodes. ``on_better(offsets)`` and ``on_floor(floor)``
+    report progress. Returns ``optimal`` when the best peak meets the floor.
+    """
+    began = time.perf_counter()
+    sizes = problem.sizes
+    budget = None if seconds is None or not deterministic else int(seconds * NODES_PER_SECOND)
+    spent = probes = 0
+    interrupted = False
+
+    def peak(offsets) -> int:
+        return int((offsets + sizes).max())
+
+    def left() -> float | None:
+        if deterministic:
+            return None if budget is None else budget - spent
+        return None if seconds is None else seconds - (time.perf_counter() - began)
+
+    def probe(target: int, step: float) -> Verdict:
+        nonlocal spent, probes, interrupted
+        limit = left()
+        nodes = None
+        if deterministic:
+            nodes = int(step / PROBE_SECONDS * PROBE_NODES)
+            nodes = nodes if limit is None else min(nodes, int(limit))
+        race = Race(problem, target, widths=widths, node_budget=nodes)
+        race.start(1 if deterministic else threads,
+                   None if deterministic else step if limit is None else min(step, limit))
+        interrupted = wait(race, None, stop)
+        race.cancel()
+        verdict = race.result()
+        spent += verdict.stats["nodes"]
+        probes += 1
+        return verdict
+
+    if best is None:
+        verdict = probe(int(sizes.sum()), PROBE_SECONDS)
+        best = verdict.offsets
+    if best is None:
+        return Outcome("unknown", None, floor, interrupted, {"probes": probes})
+    top = peak(best)
+    hard, step = floor - 1, PROBE_SECONDS
+    while top > floor and not interrupted:
+        rest = left()
+        if rest is not None and rest <= 0:
+            break
+        if hard + 1 >= top:
+            hard, step = floor - 1, 2 * step
+        target = (hard + top) // 2
+        verdict = probe(target, step)
+        if verdict.status == "feasible":
+            best, top = verdict.offsets, peak(verdict.offsets)
+            if on_better is not None:
+                on_better(best)
+        elif verdict.status == "infeasible":
+            floor = hard = target + 1
+            if on_floor is not None:
+                on_floor(floor)
+        elif not interrupted:
+            hard = target
+    stats = {"probes": probes, "nodes": spent, "probe_seconds": step}
+    return Outcome("optimal" if top <= floor else "feasible", best, floor, interrupted, stats)

@@ -60,7 +60,6 @@ from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import validate
 
 HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
-NODES_PER_SECOND = 200_000  # deterministic mode: the canonical search's nodes per second
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -131,7 +130,28 @@ class _Run:
         seconds = None if left is None else max(left, 0) / parts_left
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
+        if self.options.canonical and scaled.capacity is None and canonical.plain(scaled):
+            return self._descend(i, floor, hinted, seconds)
         return self._minimise(i, floor, hinted, seconds)
+
+    def _descend(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
+        """The smallest peak by canonical probes (`canonical.descend`), reporting progress."""
+        part, options = self.parts[i], self.options
+
+        def on_better(offsets):
+            self.tops[i] = self._top(part, offsets)
+            self.report()
+
+        def on_floor(bound):
+            self.bounds[i] = max(self.bounds[i], bound * part.scale)
+            self.report()
+
+        original = self.problem
+        return canonical.descend(
+            part.problem, floor, hinted, seconds=seconds, stop=options.stop,
+            threads=options.workers or os.cpu_count() or 1,
+            widths=original.ends[part.buffers] - original.starts[part.buffers],
+            deterministic=options.deterministic, on_better=on_better, on_floor=on_floor)
 
     def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
         """The smallest peak: fit at the floor, then bisect by fit races, then minimise.
@@ -206,7 +226,7 @@ class _Run:
                                                 HEAD_START_SECONDS[1], seconds)
         budget = None
         if options.deterministic:
-            budget = int(NODES_PER_SECOND * (HEAD_START_SECONDS[1] if seconds is None
+            budget = int(canonical.NODES_PER_SECOND * (HEAD_START_SECONDS[1] if seconds is None
                                              else max(seconds * share, HEAD_START_SECONDS[0])))
         original = self.problem
         race = canonical.Race(part.problem, top, node_budget=budget,
@@ -327,7 +347,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     working = _single_region(problem)
     stats: dict = {}
     if hint is None and canonical_first(working, settings):
-        stats["warm_start"] = "skipped: the canonical search fits the capacity"
+        stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
         hint = _warm_start(working, hint, settings, stats)
     run = _Run(working, settings, hint, began)
@@ -357,14 +377,15 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
 
 
 def canonical_first(problem: Problem, options: ExactOptions | None = None) -> bool:
-    """Whether a fit of ``problem`` starts with the canonical search (no warm start needed).
+    """Whether ``problem`` starts with the canonical search (no warm start needed).
 
     In fit mode the warm start only matters if it fits; on the problems the
-    canonical search takes, that search settles the question sooner.
+    canonical search takes, that search settles the question sooner. To
+    minimise (no capacity), its first dive is a layout as good to start from.
     """
     options = options or ExactOptions()
-    return (problem.capacity is not None and not options.minimize and options.canonical
-            and canonical.plain(problem))
+    fit = problem.capacity is not None and not options.minimize
+    return options.canonical and canonical.plain(problem) and (fit or problem.capacity is None)
 
 
 def _single_region(problem: Problem) -> Problem:
@@ -385,6 +406,8 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
         offsets = None if outcome is None else outcome.offsets
         if offsets is None and run.hint is not None:
             offsets = part_offsets(part, run.hint.offsets)
+        if offsets is None and canonical.plain(part.problem):  # no warm start was needed
+            offsets = canonical.stacked(part.problem)
         if offsets is None:
             raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
                               f"plan for {len(part.buffers)} buffers (give it a warm start or "
