@@ -251,10 +251,9 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         report.seconds = time.perf_counter() - began
         return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
-    if settings.exact and settings.heuristic == "best" and problem.capacity is not None and \
-            canonical_first(
-            problem, ExactOptions.from_kwargs(**{k: v for k, v in (exact_options or {}).items()
-                                                 if k not in ("on_progress", "stop")})):
+    record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
+    if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
+            and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
@@ -262,7 +261,6 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
     if settings.exact and heuristic.status != "optimal":
-        record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
         try:
             exact = plan_with(EXACT, problem, hint=heuristic, options=record)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(

@@ -41,11 +41,9 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
 from memplan.problem import NO_OFFSET, Problem
-from memplan.solver.model import build_model
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
 
@@ -131,6 +129,10 @@ class _Checker:
 
     def check(self, groups: set[int]) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``."""
+        from ortools.sat.python import cp_model  # imported on first use: it costs a second
+
+        from memplan.solver.model import build_model
+
         if self.left() <= 0:
             return "unknown", set()
         self.checks += 1

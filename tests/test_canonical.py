@@ -138,3 +138,24 @@ def test_descend_reaches_the_exhaustive_optimum_and_proves_it(deterministic):
         plan = Plan.from_offsets(problem, outcome.offsets, planner="canonical")
         assert validate(problem, plan) == []
         assert all(f <= optimum for f in floors)
+
+
+def test_fitting_a_csv_from_the_command_line_never_imports_cp_sat(tmp_path):
+    # importing CP-SAT (and pandas with it) costs about a second: the canonical search
+    # settles this fit before CP-SAT is needed, so the command must not pay for it
+    import subprocess
+    import sys
+
+    from memplan.frontends.minimalloc_csv import write_csv
+
+    problem = random_problem(5, 6)
+    optimum = exhaustive_optimum(problem)
+    path = tmp_path / f"p.{optimum}.csv"
+    write_csv(path, problem)
+    script = ("import sys; from memplan.cli import main; code = main(['solve', sys.argv[1], "
+              "'--csv', sys.argv[2], '--quiet']); "
+              "print(code, 'ortools' in sys.modules, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "out.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["0", "False", "False"], done.stderr[-2000:]
+    assert (tmp_path / "out.csv").is_file()
