@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     peers.add_argument("--mode", choices=MODES, default="fit")
     peers.add_argument("--time-limit", type=float, default=60.0, help="seconds for every peer")
     peers.add_argument("--repeat", type=int, default=3, help="runs per peer; medians")
+    peers.add_argument("--omnimalloc-time-limit", type=float,
+                       help="seconds for SuperMalloc and tabu (default: --time-limit)")
     peers.add_argument("--minimalloc", help="MiniMalloc's binary (default: "
                                             "$MEMPLAN_MINIMALLOC)")
     peers.add_argument("--out", type=Path, default=Path("benchmarks/results/peers"))

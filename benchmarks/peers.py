@@ -164,7 +164,7 @@ def run_one(peer: str, problem: Problem, path: Path, out: Path, limit: float, *,
 
 def run(suite: str, problems: tuple[str, ...], variants: tuple[str, ...], peers: tuple[str, ...],
         *, mode: str, limit: float, repeat: int, minimalloc: str | None, out_dir: Path,
-        progress=print) -> list[dict[str, Any]]:
+        omnimalloc_limit: float | None = None, progress=print) -> list[dict[str, Any]]:
     """Every (problem, variant) x repetition x peer; one row per run (see the module doc)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     missing = {"minimalloc": None if minimalloc else
@@ -190,7 +190,9 @@ def run(suite: str, problems: tuple[str, ...], variants: tuple[str, ...], peers:
                         result = dict(status="missing", seconds=None, arena=None,
                                       note=missing[peer])
                     else:
-                        result = run_one(peer, problem, path, out_dir / f"{peer}.csv", limit,
+                        seconds = limit if peer in ("memplan", "minimalloc") or \
+                            omnimalloc_limit is None else omnimalloc_limit
+                        result = run_one(peer, problem, path, out_dir / f"{peer}.csv", seconds,
                                          minimise=mode == "minimise", minimalloc=minimalloc)
                     result.update(problem=label, peer=peer, run=run_index, mode=mode,
                                   capacity=int(base.capacity), buffers=len(problem))
@@ -278,7 +280,8 @@ def main(args) -> int:
     before = report.machine()[load]
     rows = run(args.suite, args.problem, args.variant, args.peer, mode=args.mode,
                limit=args.time_limit, repeat=args.repeat, minimalloc=minimalloc,
-               out_dir=args.out, progress=lambda line: print(line, file=sys.stderr))
+               out_dir=args.out, omnimalloc_limit=args.omnimalloc_time_limit,
+               progress=lambda line: print(line, file=sys.stderr))
     summary = summarise(rows, args.peer)
     table = markdown(summary, args.peer, fit=args.mode == "fit")
     info = report.machine()
@@ -286,7 +289,10 @@ def main(args) -> int:
     text = (f"Run {stamp} at commit {info['memplan commit']}; load average (1, 5, 15 min) "
             f"before {before}, after {info[load]}; {args.repeat} run(s) per peer and problem, "
             f"medians of whole-process wall seconds; mode {args.mode}, time limit "
-            f"{args.time_limit:g} s.\n\n" + table)
+            f"{args.time_limit:g} s"
+            + ("" if args.omnimalloc_time_limit is None else
+               f" ({args.omnimalloc_time_limit:g} s for omnimalloc's planners)")
+            + ".\n\n" + table)
     (args.out / "results.md").write_text(text)
     print(text)
     if args.section:
