@@ -5,6 +5,7 @@
     python -m benchmarks list
     python -m benchmarks regenerate --section minimalloc   # rerun a section's own command
     python -m benchmarks machine --section machine
+    python -m benchmarks peers --problem A,J --minimalloc PATH --repeat 3  # side by side
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -67,6 +68,25 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder for raw.jsonl, results.csv, results.md")
     run.add_argument("--section", help="also replace this generated section of the doc")
     run.add_argument("--doc", type=Path, default=report.DOC, help="default: BENCHMARKS.md")
+    peers = commands.add_parser("peers", help="memplan side by side with other planners, "
+                                              "whole processes (see benchmarks.peers)")
+    peers.add_argument("--suite", default="minimalloc", help="a suite (default minimalloc)")
+    peers.add_argument("--problem", type=_names, default=(), help="only these problems")
+    peers.add_argument("--variant", type=_names, default=("original",),
+                       help="original, reversed (time mirrored), relabelled (rows shuffled)")
+    peers.add_argument("--peer", type=_names, default=("memplan", "minimalloc", "supermalloc",
+                                                       "tabu"),
+                       help="memplan, minimalloc, supermalloc, tabu (default: all)")
+    peers.add_argument("--mode", choices=MODES, default="fit")
+    peers.add_argument("--time-limit", type=float, default=60.0, help="seconds for every peer")
+    peers.add_argument("--repeat", type=int, default=3, help="runs per peer; medians")
+    peers.add_argument("--omnimalloc-time-limit", type=float,
+                       help="seconds for SuperMalloc and tabu (default: --time-limit)")
+    peers.add_argument("--minimalloc", help="MiniMalloc's binary (default: "
+                                            "$MEMPLAN_MINIMALLOC)")
+    peers.add_argument("--out", type=Path, default=Path("benchmarks/results/peers"))
+    peers.add_argument("--section", help="also replace this generated section of the doc")
+    peers.add_argument("--doc", type=Path, default=report.DOC)
     listing = commands.add_parser("list", help="the suites, their problems, the planners")
     listing.add_argument("--suite", type=_names, default=tuple(SUITES))
     again = commands.add_parser("regenerate", help="rerun the commands behind the doc's "
@@ -156,6 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, argv)
         except (KeyError, FileNotFoundError) as error:  # unknown suite, problem or planner
             sys.exit(f"error: {error.args[0]}")
+    if args.command == "peers":
+        from benchmarks import peers
+
+        unknown = sorted(set(args.peer) - set(peers.PEERS)) + sorted(
+            set(args.variant) - set(peers.VARIANTS))
+        if unknown:
+            sys.exit(f"error: unknown peer or variant {unknown[0]!r}; peers: "
+                     f"{', '.join(peers.PEERS)}; variants: {', '.join(peers.VARIANTS)}")
+        args.argv = argv
+        return peers.main(args)
     if args.command == "list":
         from memplan.registry import planners
 

@@ -157,3 +157,39 @@ def conflict_graph(n_buffers: int, density: float, seed: int = 0, *,
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
              if rng.random() < density]
     return Problem.from_conflicts(sizes, pairs, name=f"conflicts-{n_buffers}-d{density}-s{seed}")
+
+
+def pinwheel(n_buffers: int, seed: int = 0, *, height: int = 1 << 20,
+             horizon: int = 1 << 20) -> Problem:
+    """A perfect tiling of time x address by nested pinwheels; capacity = ``height``.
+
+    Every step is exactly full, so the lower bound is the capacity and the
+    only fitting layout is the tiling itself (up to symmetries): adversarial
+    for searches that place buffers bottom-up, since no straight cut splits a
+    pinwheel::
+
+        +-----+--------+      five pieces around a centre; the largest
+        |  4  |   3    |      piece is split again the same way until
+        |     +----+---+      there are n_buffers = 1 + 4k pieces
+        |     | 5  |   |
+        +-----+----+ 2 |
+        |     1    |   |
+        +----------+---+
+
+    Seeded (`random.Random`); n_buffers is rounded down to 1 + 4k.
+    """
+    rng = random.Random(seed)
+    pieces = [(0, horizon, 0, height)]  # (t0, t1, a0, a1)
+    while len(pieces) + 4 <= n_buffers:
+        pieces.sort(key=lambda p: (p[1] - p[0]) * (p[3] - p[2]))
+        t0, t1, a0, a1 = pieces.pop()
+        if t1 - t0 < 3 or a1 - a0 < 3:
+            pieces.append((t0, t1, a0, a1))
+            break
+        x1, x2 = sorted(rng.sample(range(t0 + 1, t1), 2))
+        y1, y2 = sorted(rng.sample(range(a0 + 1, a1), 2))
+        pieces += [(t0, x2, a0, y1), (x2, t1, a0, y2), (x1, t1, y2, a1), (t0, x1, y1, a1),
+                   (x1, x2, y1, y2)]
+    sizes = [a1 - a0 for _, _, a0, a1 in pieces]
+    return Problem.from_arrays(sizes, [p[0] for p in pieces], [p[1] for p in pieces],
+                               capacity=height, name=f"pinwheel-{len(pieces)}-s{seed}")

@@ -9,7 +9,9 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 
 `solve` is the pipeline that the command line and the notebooks share:
 
-- run the heuristics (``best``: the fast ones, the smallest plan kept);
+- run the heuristics (``best``: the fast ones, the smallest plan kept; to
+  fit a capacity with the exact planner's canonical search, one ``best_fit``
+  pass: the search settles the question sooner than ``best`` would);
 - stop there when that plan reaches the lower bound (it is optimal);
 - otherwise run the exact planner for ``time_limit`` seconds, warm-started
   with the heuristic plan (its hint and upper bound), reporting incumbent and
@@ -54,6 +56,7 @@ from memplan.options import option
 from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
+from memplan.solver.exact import canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.validate import validate
 
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
+FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -247,13 +251,16 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         report.seconds = time.perf_counter() - began
         return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
+    record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
+    if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
+            and canonical_first(problem, record):
+        names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=settings.heuristic_time_limit)
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
     if settings.exact and heuristic.status != "optimal":
-        record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
         try:
             exact = plan_with(EXACT, problem, hint=heuristic, options=record)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(

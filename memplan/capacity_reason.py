@@ -44,11 +44,9 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
 from memplan.problem import NO_OFFSET, Problem
-from memplan.solver.model import build_model
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
 
@@ -135,6 +133,10 @@ class _Checker:
     def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
         within ``seconds`` (default: all the time left)."""
+        from ortools.sat.python import cp_model  # imported on first use: it costs a second
+
+        from memplan.solver.model import build_model
+
         if self.left() <= 0:
             return "unknown", set()
         self.checks += 1

@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 from onnx import ModelProto
-from ortools.sat.python import cp_model
 
 from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
@@ -307,6 +306,8 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
+    from ortools.sat.python import cp_model  # imported on first use: it costs a second
+
     cp = cp_model.CpModel()
     position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
     cp.add_all_different(position)

@@ -6,6 +6,7 @@ neither on which planners exist yet nor on how fast they are.
 """
 
 import csv
+import json
 import textwrap
 
 import numpy as np
@@ -102,3 +103,32 @@ def test_conflict_problems():
     graph = conflict_graph(10, 0.5, seed=1)
     assert len(graph) == 10 and len(graph.conflicts) > 0
     assert fit_five().capacity == 12
+
+
+def test_peers_side_by_side_on_variants(tmp_path, monkeypatch):
+    from benchmarks import peers
+
+    monkeypatch.delenv(peers.MINIMALLOC_ENV, raising=False)
+    out = tmp_path / "peers"
+    code = main(["peers", "--suite", "tiny", "--problem", "fit-five", "--peer",
+                 "memplan,minimalloc", "--variant", "original,reversed,relabelled",
+                 "--repeat", "1", "--time-limit", "5", "--out", str(out)])
+    assert code == 0
+    table = (out / "results.md").read_text()
+    for label in ("fit-five", "fit-five-reversed", "fit-five-relabelled"):
+        assert f"| {label} | 5 |" in table
+    assert table.count("| fits |") == 3  # memplan fits each copy (capacity = lower bound)
+    assert "MiniMalloc binary not given" in table
+    rows = [json.loads(line) for line in (out / "raw.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in rows if r["peer"] == "minimalloc"} == {"missing"}
+
+
+def test_variants_keep_the_problem():
+    from benchmarks import peers
+    from memplan import lower_bound
+
+    problem = network_like(60, 2)
+    for name in peers.VARIANTS:
+        copy = peers.variant(problem, name)
+        assert len(copy) == len(problem) and lower_bound(copy) == lower_bound(problem)
+        assert sorted(copy.sizes.tolist()) == sorted(problem.sizes.tolist())

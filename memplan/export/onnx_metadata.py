@@ -13,21 +13,23 @@ to; no side file can get out of step. Keys written (values are strings, as
 
 Writing replaces earlier ``memplan.*`` entries and keeps every other entry.
 Steps: copy the model, drop old ``memplan.*`` props, append the two keys.
-Cost O(n) plus the model copy.
+Cost O(n) plus the model copy. ``onnx`` is imported when first used (it
+costs a quarter of a second, which a command that plans a CSV file need not pay).
 """
 
 from __future__ import annotations
 
 import json
 import os
-
-import onnx
-from google.protobuf.message import DecodeError
+from typing import TYPE_CHECKING
 
 from memplan.errors import ProblemError
 from memplan.frontends.memplan_json import plan_from_dict, plan_to_dict
 from memplan.plan import Plan
 from memplan.problem import Problem
+
+if TYPE_CHECKING:
+    import onnx
 
 PLAN_KEY = "memplan.plan"
 ARENA_KEY = "memplan.arena_size"
@@ -35,6 +37,9 @@ _PREFIX = "memplan."
 
 
 def _model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    import onnx
+    from google.protobuf.message import DecodeError
+
     if isinstance(model, onnx.ModelProto):
         return model
     try:
@@ -46,6 +51,8 @@ def _model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
 def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
              plan: Plan) -> onnx.ModelProto:
     """A copy of ``model`` whose metadata_props carry ``plan`` (see the module doc)."""
+    import onnx
+
     annotated = onnx.ModelProto()
     annotated.CopyFrom(_model(model))
     kept = [(p.key, p.value) for p in annotated.metadata_props if not p.key.startswith(_PREFIX)]
@@ -59,6 +66,8 @@ def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
 
 def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> Plan:
     """The plan stored in ``model`` by `annotate`, for ``problem``."""
+    import onnx
+
     proto = _model(model)
     props = {p.key: p.value for p in proto.metadata_props}
     if PLAN_KEY not in props:
@@ -70,4 +79,6 @@ def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> P
 def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike,
                     problem: Problem, plan: Plan) -> None:
     """Save the annotated model to ``path``, weights included."""
+    import onnx
+
     onnx.save(annotate(model, problem, plan), os.fspath(path))

@@ -35,7 +35,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -44,17 +43,7 @@ from memplan.bounds import live_bytes
 from memplan.solver.cp_params import DETERMINISTIC_SLICE, exact_solver
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
-
-
-@dataclass
-class Outcome:
-    """What the search of one part ended with (sizes in the part's scaled units)."""
-
-    status: str  # optimal, feasible, infeasible (proven) or unknown
-    offsets: np.ndarray | None  # the best plan found, or None
-    bound: int  # proven lower bound on the part's peak
-    interrupted: bool = False  # stopped by ``stop`` or Ctrl-C
-    stats: dict = field(default_factory=dict)
+from memplan.solver.outcome import Outcome
 
 
 def unit_order(model: Model, order: str) -> list[int]:

@@ -40,7 +40,10 @@ the lower bound on large problems (MiniMalloc's D and J).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+import threading
 import time
 
 import numpy as np
@@ -50,18 +53,21 @@ from memplan.errors import NoPlanError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
-from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS, WARM_START_SHARE
-from memplan.solver.cp_search import Outcome, search
+from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions, Progress
-from memplan.solver.model import build_model
+from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import validate
+
+HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
                 stats: dict) -> Plan | None:
     """The hint (the caller's or the warm-start planner's), if it is a valid plan."""
     if hint is None and options.warm_start is not None:
+        from memplan.solver.cp_params import WARM_START_SHARE  # (imports CP-SAT)
+
         limit = None if options.time_limit is None else options.time_limit * WARM_START_SHARE
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed)
         stats["warm_start"] = options.warm_start
@@ -124,7 +130,28 @@ class _Run:
         seconds = None if left is None else max(left, 0) / parts_left
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
+        if self.options.canonical and scaled.capacity is None and canonical.plain(scaled):
+            return self._descend(i, floor, hinted, seconds)
         return self._minimise(i, floor, hinted, seconds)
+
+    def _descend(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
+        """The smallest peak by canonical probes (`canonical.descend`), reporting progress."""
+        part, options = self.parts[i], self.options
+
+        def on_better(offsets):
+            self.tops[i] = self._top(part, offsets)
+            self.report()
+
+        def on_floor(bound):
+            self.bounds[i] = max(self.bounds[i], bound * part.scale)
+            self.report()
+
+        original = self.problem
+        return canonical.descend(
+            part.problem, floor, hinted, seconds=seconds, stop=options.stop,
+            threads=options.workers or os.cpu_count() or 1,
+            widths=original.ends[part.buffers] - original.starts[part.buffers],
+            deterministic=options.deterministic, on_better=on_better, on_floor=on_floor)
 
     def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
         """The smallest peak: fit at the floor, then bisect by fit races, then minimise.
@@ -136,6 +163,8 @@ class _Run:
         left. The rest of the time goes to CP-SAT's minimisation, the only one
         that proves bounds between the floor and the best peak.
         """
+        from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
+
         began = time.perf_counter()
         sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity
         step = DESCENT_STEP_SECONDS if seconds is None else min(DESCENT_STEP_SECONDS,
@@ -177,6 +206,66 @@ class _Run:
         part, options = self.parts[i], self.options
         if seconds is not None and seconds <= 0:
             return Outcome("unknown", None, floor)
+        if not minimize and options.canonical and canonical.plain(part.problem):
+            return self._fit_race(i, floor, top, seconds)
+        return self._cp_search(i, floor, top, hinted, seconds, minimize=minimize)
+
+    def _fit_race(self, i: int, floor: int, top: int, seconds: float | None) -> Outcome:
+        """Fit part ``i`` under ``top``: the canonical search alone, then racing CP-SAT.
+
+        The canonical search runs on every core for its head start (a share of
+        the time); if it has not settled the question by then, CP-SAT joins
+        (one canonical thread goes on) and the first verdict ends both. In
+        deterministic mode the canonical search has a node budget instead,
+        on one thread, and CP-SAT gets the rest of the time after it.
+        """
+        part, options = self.parts[i], self.options
+        began = time.perf_counter()
+        share = options.canonical_share
+        head = None if seconds is None else min(max(seconds * share, HEAD_START_SECONDS[0]),
+                                                HEAD_START_SECONDS[1], seconds)
+        budget = None
+        if options.deterministic:
+            budget = int(canonical.NODES_PER_SECOND * (HEAD_START_SECONDS[1] if seconds is None
+                                             else max(seconds * share, HEAD_START_SECONDS[0])))
+        original = self.problem
+        race = canonical.Race(part.problem, top, node_budget=budget,
+                              widths=original.ends[part.buffers] - original.starts[part.buffers])
+        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        race.start(threads, seconds)
+        interrupted = canonical.wait(race, None if options.deterministic else head, options.stop)
+        outcome = None
+        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        if not (race.settled.is_set() or interrupted) and (left is None or left > 0):
+            race.narrow(0 if options.deterministic else 1)
+            joint = _Joint(race, options.stop)
+            outcome = self._cp_search(i, floor, top, None, left, minimize=False,
+                                      options=dataclasses.replace(options, stop=joint.event))
+            joint.close()
+            interrupted = outcome.interrupted and not race.settled.is_set()
+        race.cancel()
+        verdict = race.result()
+        stats = {"canonical": verdict.stats}
+        if verdict.status == "feasible":
+            outcome = Outcome("feasible", verdict.offsets, floor, stats=stats)
+        elif verdict.status == "infeasible":
+            outcome = Outcome("infeasible", None, max(floor, top + 1), stats=stats)
+        elif outcome is None:
+            outcome = Outcome("unknown", None, floor, stats=stats)
+        else:
+            outcome.stats["canonical"] = verdict.stats
+        outcome.interrupted = interrupted
+        if outcome.offsets is None and not self.minimize:
+            outcome.offsets = self._fallback(i, None)
+        return outcome
+
+    def _cp_search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None,
+                   *, minimize: bool, options: ExactOptions | None = None) -> Outcome:
+        """One CP-SAT search of part ``i`` (see `_search`)."""
+        from memplan.solver.cp_search import search  # CP-SAT: imported when first needed
+        from memplan.solver.model import build_model
+
+        part, options = self.parts[i], options or self.options
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,
                             minimize=minimize, by_section=options.sections)
@@ -206,7 +295,29 @@ class _Run:
         """Some layout of part ``i`` (over its capacity): the hint's, or one sharing nothing."""
         if self.hint is not None:
             return part_offsets(self.parts[i], self.hint.offsets)
+        if model is None:
+            return canonical.stacked(self.parts[i].problem)
         return model.stacked
+
+
+class _Joint:
+    """One stop event for CP-SAT: set by the caller's ``stop`` or by the canonical verdict."""
+
+    def __init__(self, race: canonical.Race, stop):
+        self.event = threading.Event()
+        self._closed = threading.Event()
+        self._race, self._stop = race, stop
+        threading.Thread(target=self._watch, name="memplan-joint", daemon=True).start()
+
+    def _watch(self):
+        while not self._closed.wait(0.02):
+            if (self._race.settled.is_set() and self._race.verdict is not None) or \
+                    (self._stop is not None and self._stop.is_set()):
+                self.event.set()
+                return
+
+    def close(self):
+        self._closed.set()
 
 
 @register("exact")
@@ -235,7 +346,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     check_single_region(problem)
     working = _single_region(problem)
     stats: dict = {}
-    hint = _warm_start(working, hint, settings, stats)
+    if hint is None and canonical_first(working, settings):
+        stats["warm_start"] = "skipped: the canonical search starts at once"
+    else:
+        hint = _warm_start(working, hint, settings, stats)
     run = _Run(working, settings, hint, began)
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
@@ -262,6 +376,18 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     return _plan(problem, run, stats, time.perf_counter() - began)
 
 
+def canonical_first(problem: Problem, options: ExactOptions | None = None) -> bool:
+    """Whether ``problem`` starts with the canonical search (no warm start needed).
+
+    In fit mode the warm start only matters if it fits; on the problems the
+    canonical search takes, that search settles the question sooner. To
+    minimise (no capacity), its first dive is a layout as good to start from.
+    """
+    options = options or ExactOptions()
+    fit = problem.capacity is not None and not options.minimize
+    return options.canonical and canonical.plain(problem) and (fit or problem.capacity is None)
+
+
 def _single_region(problem: Problem) -> Problem:
     """The problem with region 0's capacity as its own (the exact planner plans one arena)."""
     if not problem.regions or problem.regions[0].capacity is None:
@@ -280,6 +406,8 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
         offsets = None if outcome is None else outcome.offsets
         if offsets is None and run.hint is not None:
             offsets = part_offsets(part, run.hint.offsets)
+        if offsets is None and canonical.plain(part.problem):  # no warm start was needed
+            offsets = canonical.stacked(part.problem)
         if offsets is None:
             raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
                               f"plan for {len(part.buffers)} buffers (give it a warm start or "

@@ -39,6 +39,11 @@ class ExactOptions:
     orders: tuple[str, ...] = option(("total", "lifetime", "area"), "unit orders for the strategy; "
                                      "to fit, they race at once (one worker each); to minimise, "
                                      "the first one")
+    canonical: bool = option(True, "fit mode, or minimise without a capacity, on problems "
+                             "without aliases, pins or conflicts: the canonical search "
+                             "(memplan.solver.canonical) first, then racing CP-SAT")
+    canonical_share: float = option(0.25, "of a fit search's time, the share the canonical "
+                                    "search has alone before CP-SAT joins")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
                                   "in slices of this many seconds, doubling every round")
     subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "

@@ -1,0 +1,361 @@
+"""The canonical search: a fast complete search for "does it fit", racing CP-SAT.
+
+CP-SAT's lowest-offset strategy explores every layout; most of them are the
+same layout in another order. This search explores only *canonical* layouts
+(the pruning published with MiniMalloc, Moffitt 2023; the code is memplan's
+own, in the C kernel ``_canonical_kernel.c``):
+
+- buffers are placed one at a time in increasing ``(offset, rank)`` order
+  (rank: the buffer's position in a static order), each at the lowest
+  aligned offset above the placed buffers it overlaps in time. Every layout
+  that fits can be pushed down into such a one, so nothing is lost;
+- **dominance**: a buffer is not placed at or above the top of an unplaced
+  buffer's lowest slot (that buffer would fit in the gap below);
+- **section floors**: per time section, the lowest offset still free and the
+  bytes still to place there; a section whose floor (raised to the offset of
+  the last placement, and to the lowest offset its unplaced buffers can take)
+  plus those bytes exceeds the capacity ends the branch;
+- **nothing overhead**: a buffer that overlaps no unplaced buffer is placed
+  and the other choices at that node are not tried;
+- **decomposition**: once no unplaced buffer spans a time point, both sides
+  are searched apart.
+
+Orders: the static orders (``"lifetime"``, then area, then ``"total"``,
+the largest live load the buffer sees; total, area, lifetime; total,
+lifetime, area) take turns in
+rounds with a node limit that doubles every round, as MiniMalloc does; on
+several cores the turns run side by side (one thread each: the kernel
+releases the GIL), and the first one that settles the question wins. A turn
+that ends below its node limit without a layout proves that none fits.
+
+Use: problems with fixed lifetimes, sizes and alignments only (no aliases,
+pinned offsets or explicit conflicts: `plain`), to fit a capacity. The exact
+planner gives it a head start, then races it against CP-SAT (`memplan.solver
+.exact`). Cost: exponential in the worst case; each node costs
+O(n + d * s) for n buffers, d overlapping buffers and s sections.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memplan.problem import NO_OFFSET, Problem
+from memplan.solver.outcome import Outcome
+
+try:
+    from memplan.solver._canonical_kernel import search as _kernel_search
+except ImportError:  # no C compiler at install time: the exact planner uses CP-SAT alone
+    _kernel_search = None
+
+FOUND, NOT_FOUND, ABORTED, STOPPED = 1, 0, -1, -2
+KEYS = {  # static orders: the kernel's key letters, most significant first (largest first):
+    "lifetime": "WAT",  # W: lifetime, A: area (size x lifetime), T: the largest live load of
+    "total": "TAW",  # the buffer's sections (bytes still to place, in a sub-problem);
+    "total_lifetime": "TWA",  # Z: size, L/U: start/end, C: sections, O: overlapping buffers
+    "area": "AWT",
+    "size": "ZWA",
+}
+ORDERS = ("lifetime", "total", "total_lifetime")  # the turns, in this order, every round
+FIRST_NODES = 2  # the first round's node limit, times the number of buffers
+MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
+PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
+PROBE_NODES = 100_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
+NODES_PER_SECOND = 200_000  # deterministic mode: nodes counted as one second
+
+
+def available() -> bool:
+    """Whether the compiled kernel is installed."""
+    return _kernel_search is not None
+
+
+def plain(problem: Problem) -> bool:
+    """Whether the canonical search can plan ``problem`` (see the module doc)."""
+    return (available() and 0 < len(problem) <= MAX_BUFFERS and not len(problem.alias_src)
+            and not len(problem.conflicts) and not bool((problem.pinned != NO_OFFSET).any()))
+
+
+@dataclass
+class Verdict:
+    """What a canonical search ended with."""
+
+    status: str  # "feasible" (offsets fit), "infeasible" (proven), "unknown" (time, stop)
+    offsets: np.ndarray | None  # the fitting layout, or None
+    stats: dict = field(default_factory=dict)  # nodes, turns, settled_by
+
+
+def sections(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's time sections: ``(first, end, totals)``.
+
+    A section is a maximal set of buffers live together: the step between a
+    point where some buffer starts and the next point, where some buffer ends
+    (the live sets in between are subsets of these, so they prune nothing
+    more). Buffer ``b`` spans sections ``first[b] .. end[b] - 1``; ``totals``
+    are the sections' live bytes. O(n log n).
+    """
+    n = len(problem)
+    points, inverse = np.unique(np.r_[problem.starts, problem.ends], return_inverse=True)
+    begin, finish = inverse[:n], inverse[n:]
+    starts_here = np.zeros(len(points), bool)
+    ends_here = np.zeros(len(points), bool)
+    starts_here[begin] = True
+    ends_here[finish] = True
+    kept = np.flatnonzero(starts_here[:-1] & ends_here[1:])
+    first = np.searchsorted(kept, begin).astype(np.int64)
+    end = np.searchsorted(kept, finish).astype(np.int64)
+    delta = np.zeros(len(kept) + 1, np.int64)
+    np.add.at(delta, first, problem.sizes)
+    np.add.at(delta, end, -problem.sizes)
+    return first, end, np.cumsum(delta)[:-1]
+
+
+class Race:
+    """A canonical search of one problem under ``capacity``, run in helper threads.
+
+    ``start(threads)`` begins (or widens) it; ``wait`` blocks until it settles,
+    ``cancel`` ends it. Turns are handed out in a fixed sequence (rounds of
+    node limits doubling, every order in each round); with one thread the
+    outcome depends on nothing but the problem and the node budget.
+    """
+
+    def __init__(self, problem: Problem, capacity: int, *, orders=ORDERS,
+                 node_budget: int | None = None, widths=None):
+        self.problem, self.capacity = problem, int(capacity)
+        self.node_budget = node_budget  # total nodes over all turns (deterministic mode)
+        # widths: lifetimes in the caller's time units, for the orders (a part's times are ranks)
+        widths = problem.ends - problem.starts if widths is None else widths
+        unknown = sorted(set(orders) - set(KEYS))
+        if unknown or not orders:
+            raise ValueError(f"unknown order(s) {unknown}; valid: {', '.join(KEYS)}")
+        first, end, _ = sections(problem)
+        n = len(problem)
+        self._arrays = [np.ascontiguousarray(a, np.int64).tobytes() for a in
+                        (problem.sizes, first, end, problem.alignments,
+                         widths)]
+        self._turns = ((order, n * FIRST_NODES << turn) for turn in itertools.count()
+                       for order in orders)
+        self._lock = threading.Lock()
+        self._flags: list[bytearray] = []  # per thread: the kernel's stop flag
+        self.settled = threading.Event()  # set once the verdict is in (or the race ended)
+        self.verdict: Verdict | None = None
+        self.nodes = self.turns = 0
+        self._threads: list[threading.Thread] = []
+        self._active = 0  # threads still taking turns
+        self._deadline: float | None = None
+        self._error: BaseException | None = None
+
+    def start(self, threads: int, seconds: float | None):
+        """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass."""
+        self._deadline = None if seconds is None else time.perf_counter() + seconds
+        for _ in range(max(threads, 0)):
+            with self._lock:
+                self._active += 1
+                self._flags.append(bytearray(1))
+            thread = threading.Thread(target=self._work, args=(self._flags[-1],),
+                                      name="memplan-canonical", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _next(self, flag: bytearray):
+        with self._lock:
+            if self.settled.is_set() or flag[0]:
+                return None
+            if self.node_budget is not None and self.nodes >= self.node_budget:
+                return None
+            order, limit = next(self._turns)
+            if self.node_budget is not None:
+                limit = min(limit, self.node_budget - self.nodes)
+            return order, limit
+
+    def _work(self, flag: bytearray):
+        try:
+            while (turn := self._next(flag)) is not None:
+                order, limit = turn
+                left = -1.0 if self._deadline is None else self._deadline - time.perf_counter()
+                if self._deadline is not None and left <= 0:
+                    break
+                code, raw, nodes = _kernel_search(*self._arrays, KEYS[order], self.capacity,
+                                                  limit, left, flag)
+                with self._lock:
+                    self.nodes += nodes
+                    self.turns += 1
+                    if self.settled.is_set() or code in (ABORTED, STOPPED):
+                        if code == STOPPED:
+                            break
+                        continue
+                    offsets = np.frombuffer(raw, np.int64).copy() if code == FOUND else None
+                    self.verdict = Verdict("feasible" if code == FOUND else "infeasible",
+                                           offsets, {"settled_by": (order, limit)})
+                    for other in self._flags:
+                        other[0] = 1
+                    self.settled.set()
+        except BaseException as error:  # noqa: BLE001  (re-raised by wait)
+            self._error = error
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self.settled.set()  # the last thread out: no verdict if none came
+
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def narrow(self, threads: int):
+        """Keep only the first ``threads`` threads running (the others stop at once)."""
+        with self._lock:
+            for flag in self._flags[threads:]:
+                flag[0] = 1
+
+    def cancel(self):
+        """Stop every turn (the kernel polls the flags) and wait for the threads."""
+        with self._lock:
+            for flag in self._flags:
+                flag[0] = 1
+        for thread in self._threads:
+            thread.join()
+        self.settled.set()
+
+    def result(self) -> Verdict:
+        """The verdict (``unknown`` when none came); raises a helper thread's error."""
+        if self._error is not None:
+            raise self._error
+        verdict = self.verdict or Verdict("unknown", None)
+        verdict.stats.update(nodes=self.nodes, turns=self.turns)
+        return verdict
+
+
+def stacked(problem: Problem) -> np.ndarray:
+    """A layout that shares nothing: every buffer above the previous one, aligned."""
+    offsets = np.empty(len(problem), np.int64)
+    top = 0
+    for b, (size, alignment) in enumerate(zip(problem.sizes.tolist(),
+                                              problem.alignments.tolist(), strict=True)):
+        offsets[b] = top + (-top % alignment)
+        top = int(offsets[b]) + size
+    return offsets
+
+
+def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> bool:
+    """Wait up to ``seconds`` for ``race`` to settle; True if ``stop`` or Ctrl-C interrupted."""
+    end = None if seconds is None else time.perf_counter() + seconds
+    try:
+        while not race.settled.is_set():
+            step = 0.02 if end is None else min(0.02, end - time.perf_counter())
+            if step <= 0:
+                return False
+            race.settled.wait(step)
+            if stop is not None and stop.is_set():
+                return True
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None = None,
+        threads: int = 0, stop: threading.Event | None = None,
+        node_budget: int | None = None) -> Verdict:
+    """Search ``problem`` for a layout under ``capacity`` (default: the problem's).
+
+    ``threads`` (0: one per core) run the turns side by side; ``node_budget``
+    caps the nodes of all turns (a deterministic limit). Interrupted by
+    ``stop`` or Ctrl-C: status ``unknown`` with ``stats["interrupted"]``.
+    """
+    if not plain(problem):
+        raise ValueError("the canonical search takes problems without aliases, pinned offsets "
+                         "or explicit conflicts (and needs its compiled kernel)")
+    capacity = problem.capacity if capacity is None else capacity
+    if capacity is None:
+        raise ValueError("the canonical search fits a capacity: give one")
+    race = Race(problem, capacity, node_budget=node_budget)
+    race.start(threads or os.cpu_count() or 1, seconds)
+    interrupted = wait(race, None, stop)
+    race.cancel()
+    verdict = race.result()
+    verdict.stats["interrupted"] = interrupted
+    return verdict
+
+
+def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
+            threads: int, stop: threading.Event | None = None, widths=None,
+            deterministic: bool = False, on_better=None, on_floor=None) -> Outcome:
+    """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
+
+    Steps:
+    - without a layout, one dive at a capacity that anything fits (the first
+      leaf is the canonical order's greedy layout);
+    - probe ``(given up + best) // 2``, where "given up" is the highest
+      target not yet fitted: a layout lowers the best peak to its own, a
+      proof raises the floor (every target below it is infeasible), a probe
+      that runs out of time gives the target up;
+    - when every target between the floor and the best peak is given up,
+      start again from the floor with probes twice as long (from
+      `PROBE_SECONDS`).
+
+    Deterministic mode: one thread, probes limited by nodes
+    (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
+    `NODES_PER_SECOND` nodes. ``on_better(offsets)`` and ``on_floor(floor)``
+    report progress. Returns ``optimal`` when the best peak meets the floor.
+    """
+    began = time.perf_counter()
+    sizes = problem.sizes
+    budget = None if seconds is None or not deterministic else int(seconds * NODES_PER_SECOND)
+    spent = probes = 0
+    interrupted = False
+
+    def peak(offsets) -> int:
+        return int((offsets + sizes).max())
+
+    def left() -> float | None:
+        if deterministic:
+            return None if budget is None else budget - spent
+        return None if seconds is None else seconds - (time.perf_counter() - began)
+
+    def probe(target: int, step: float) -> Verdict:
+        nonlocal spent, probes, interrupted
+        limit = left()
+        nodes = None
+        if deterministic:
+            nodes = int(step / PROBE_SECONDS * PROBE_NODES)
+            nodes = nodes if limit is None else min(nodes, int(limit))
+        race = Race(problem, target, widths=widths, node_budget=nodes)
+        race.start(1 if deterministic else threads,
+                   None if deterministic else step if limit is None else min(step, limit))
+        interrupted = wait(race, None, stop)
+        race.cancel()
+        verdict = race.result()
+        spent += verdict.stats["nodes"]
+        probes += 1
+        return verdict
+
+    if best is None:
+        verdict = probe(int(sizes.sum()), PROBE_SECONDS)
+        best = verdict.offsets
+    if best is None:
+        return Outcome("unknown", None, floor, interrupted, {"probes": probes})
+    top = peak(best)
+    hard, step = floor - 1, PROBE_SECONDS
+    while top > floor and not interrupted:
+        rest = left()
+        if rest is not None and rest <= 0:
+            break
+        if hard + 1 >= top:
+            hard, step = floor - 1, 2 * step
+        target = (hard + top) // 2
+        verdict = probe(target, step)
+        if verdict.status == "feasible":
+            best, top = verdict.offsets, peak(verdict.offsets)
+            if on_better is not None:
+                on_better(best)
+        elif verdict.status == "infeasible":
+            floor = hard = target + 1
+            if on_floor is not None:
+                on_floor(floor)
+        elif not interrupted:
+            hard = target
+    stats = {"probes": probes, "nodes": spent, "probe_seconds": step}
+    return Outcome("optimal" if top <= floor else "feasible", best, floor, interrupted, stats)
