@@ -533,7 +533,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     found = explain(problem, plan, time_limit=args.time_limit, workers=args.workers)
     if args.plot:
         try:
-            found.plot().figure.savefig(args.plot, dpi=120)
+            (found.plot_gap() if found.gap else found.plot()).figure.savefig(args.plot, dpi=120)
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
     print(json.dumps(found.to_dict(), indent=1) if args.json else found)
@@ -658,7 +658,8 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                      help="seconds for the CP-SAT checks of a capacity (default: 10)")
     why.add_argument("--workers", type=int, default=1, help="CP-SAT threads (default: 1)")
-    why.add_argument("--plot", metavar="FILE.png", help="draw live bytes, peak, plan and capacity")
+    why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
+                     "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
     why.set_defaults(run=cmd_explain)
     from memplan.sweep_cli import add_command as add_sweep

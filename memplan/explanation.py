@@ -128,6 +128,11 @@ class Explanation:
         """Live bytes per step, the peak steps marked, and the plan's top and capacity."""
         return plot_explanation(self, ax)
 
+    def plot_gap(self, ax: Axes | None = None) -> Axes:
+        """The plan's own layout with the gap marked: the addresses above the bound shaded,
+        the buffers reaching into them outlined, the step where the gap opens."""
+        return plot_gap(self, ax)
+
 
 # ------------------------------------------------------------------ rendering
 def _tensor_line(t: Tensor, *, offset: bool = False) -> str:
@@ -246,5 +251,36 @@ def plot_explanation(e: Explanation, ax: Axes | None = None) -> Axes:
     return ax
 
 
+def plot_gap(e: Explanation, ax: Axes | None = None) -> Axes:
+    """`memplan.viz.plot_layout` of the explained plan, with its gap drawn over it."""
+    from matplotlib.patches import Rectangle
+
+    from memplan.viz import plot_layout
+
+    problem, plan = e._plot
+    if e.gap is None:
+        raise ValueError("no gap to draw: the plan is at the lower bound, or none was explained")
+    g = e.gap
+    ax = plot_layout(problem, plan, ax=ax, labels=False,
+                     title=f"{e.problem or 'problem'}: {g.planner}, "
+                           f"{human_bytes(g.arena_size - g.lower_bound)} above the bound")
+    ax.axhspan(g.lower_bound, g.arena_size, color="tab:red", alpha=0.12, zorder=0)
+    ax.axvline(g.step, color="tab:red", linestyle=":", linewidth=1.2)
+    for low, high in g.holes:
+        ax.add_patch(Rectangle((g.step, low), 1, high - low, fill=False, edgecolor="tab:red",
+                               linewidth=1.5, linestyle="--"))
+    for t in g.tensors:
+        ax.add_patch(Rectangle((t.start, t.offset), t.end - t.start, t.size, fill=False,
+                               edgecolor="tab:red", linewidth=1.5))
+    ax.text(0.01, 0.02, f"gap opens at {g.operator} (dotted); outlined: the buffers above the "
+            f"bound, dashed: the holes below the plan's top there", transform=ax.transAxes,
+            fontsize=8, color="tab:red", backgroundcolor="white")
+    first = min([g.step, *(t.start for t in g.tensors)])
+    last = max([g.step + 1, *(t.end for t in g.tensors)])
+    pad = max(2, (last - first) // 2)
+    ax.set_xlim(max(0, first - pad), min(max(problem.horizon, 1), last + pad))  # the gap, near
+    return ax
+
+
 __all__ = ["CapacityExplanation", "Explanation", "Gap", "Operator", "Peak", "Tensor",
-           "plot_explanation", "render_text"]
+           "plot_explanation", "plot_gap", "render_text"]

@@ -115,11 +115,19 @@ def test_the_gap_of_greedy_by_size_on_densenet_is_located():
     assert gap.step == first  # before it no buffer reaches above the bound
     assert gap.live_at_step == live_bytes(problem)[gap.step] <= bound < gap.top_at_step
     assert sum(high - low for low, high in gap.holes) == gap.top_at_step - gap.live_at_step
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    ax = explain(problem, plan).plot_gap()
+    low, high = ax.get_xlim()
+    assert low <= gap.step < high and high - low < problem.horizon  # zoomed on the gap
 
 
 def test_no_gap_for_a_plan_at_the_bound():
     problem = _problem([("a", 4, 0, 2), ("b", 4, 1, 3)])
-    assert explain(problem, plan_with("greedy_by_size", problem)).gap is None
+    found = explain(problem, plan_with("greedy_by_size", problem))
+    assert found.gap is None
+    with pytest.raises(ValueError, match="no gap"):
+        found.plot_gap()
 
 
 def test_remedies_are_measured_on_the_bound():

@@ -48,7 +48,8 @@ def test_quickstart_runs():
     assert "overlap (r3, r6)" in text  # the broken plan is caught
     assert "peak: " in text and "'n12' (Conv)" in text  # why is the peak here
     assert "proven by CP-SAT, a minimal set" in text  # why 6 bytes cannot work
-    assert images(notebook) == 4  # two layouts, the memory over time, the peak explained
+    assert "opens at step 65 'n89' (Conv)" in text  # the DenseNet gap
+    assert images(notebook) == 5  # two layouts, memory over time, the peak, the gap
 
 
 def test_optimal_vs_heuristic_runs():
