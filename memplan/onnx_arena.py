@@ -277,7 +277,7 @@ class ArenaRunner:
     # ------------------------------------------------------------ the arena
     def check(self, problem: Problem, plan: Plan) -> ArenaReport:
         """Run the model inside ``plan``'s arena; see the module docstring."""
-        arena = _Arena(problem, plan)
+        arena = _Arena(problem, plan, f"backend {self.backend}", self.source)
         strangers = [name for name in arena.place if name not in self.values]
         if strangers:
             raise ProblemError(f"buffer {strangers[0]!r} is no tensor of this model: the "
@@ -355,7 +355,9 @@ class ArenaRunner:
 class _Arena:
     """The byte arenas of one plan; who wrote what where, and which reads found other bytes."""
 
-    def __init__(self, problem: Problem, plan: Plan):
+    def __init__(self, problem: Problem, plan: Plan, backend: str = "",
+                 source: str | None = None):
+        self.backend, self.source = backend, source  # for errors
         offsets = np.asarray(plan.offsets, np.int64)
         regions = np.zeros(len(problem), np.int64) if plan.regions is None else plan.regions
         tops = offsets + problem.sizes
@@ -423,9 +425,9 @@ class _Arena:
         value = np.asarray(value, order="C")  # not ascontiguousarray: it makes rank 0 rank 1
         region, offset, size = self.place[name]
         if value.nbytes != size:
-            raise ProblemError(f"tensor {name!r} (written by {where}) has {value.nbytes} bytes "
-                               f"({value.dtype} {list(value.shape)}), the problem planned "
-                               f"{size}", buffer=name)
+            raise ProblemError(f"tensor {name!r} (written by {where}, {self.backend}) has "
+                               f"{value.nbytes} bytes ({value.dtype} {list(value.shape)}), the "
+                               f"problem planned {size}", file=self.source)
         self._bytes(name)[:] = value.reshape(-1).view(np.uint8)
         digest = hashlib.blake2b(value.data, digest_size=16).digest()
         self.written[name] = (len(self.log), digest, value.dtype, value.shape)
