@@ -1,6 +1,7 @@
 """Prove many plans on real ONNX models: how often the arena run finds a mismatch, and its cost.
 
 ``python -m benchmarks.onnx_proof [--models light_squeezenet,...] [--planners a,b]``
+``python -m benchmarks.onnx_proof --random 200``
 
 For every light model of the onnx package (random inputs, seed 0), every
 setting (the frontend's defaults; Concat in place; 64-byte alignment without
@@ -12,6 +13,16 @@ mismatch is a bug in the frontend or a planner), the optional aliases taken,
 the nodes whose output shares bytes with an input (run as an in-place kernel
 would), and the seconds per proof. Weights in a region are planned by
 `memplan.deploy.regions.plan_regions`, whatever the planner list says.
+
+``--random N``: N random chains of element-wise nodes (broadcast inputs,
+Cast to types of the same and of other widths, Pow with an int64 exponent)
+on tensors of equal byte sizes, planned by every planner named twice: as
+the frontend offers in place (output over an input of its shape and type),
+and with the old rule added (over any dying input of equal byte size). The
+first must prove clean; the second counts the plans that took an alias the
+frontend now refuses, and how many of those the arena run caught (the rest
+are harmless for these values, e.g. a Cast between types of one width).
+
 Cost: one node-by-node run of the model per plan.
 """
 
@@ -23,10 +34,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 from memplan.deploy.regions import plan_regions
 from memplan.frontends.onnx import from_onnx
 from memplan.onnx_arena import ArenaRunner
+from memplan.problem import Alias
 from memplan.prove import Proof, model_options
 from memplan.registry import plan_with
 from memplan.validate import validate
@@ -51,11 +64,102 @@ def shared_bytes(problem, plan) -> int:
     return int(np.count_nonzero(taken))
 
 
+def random_chain(rng: np.random.Generator, index: int) -> onnx.ModelProto:
+    """Element-wise nodes over x[2, 64] float32 and z[64] float32, every tensor 512 or 256 B."""
+    f, i64, i32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
+    nodes = [helper.make_node("Cast", ["z"], ["e0"], to=i64)]  # int64[64]: 512 B, like x
+    full, wide = ["x"], ["e0"]  # float32[2, 64] tensors; int64[64] tensors
+    half = ["z"]  # float32[64]
+    for k in range(int(rng.integers(3, 8))):
+        name = f"t{k}"
+        choice = int(rng.integers(0, 6))
+        if choice == 0:
+            nodes.append(helper.make_node("Pow", [rng.choice(full), rng.choice(wide)], [name]))
+        elif choice == 1:
+            op = str(rng.choice(["Add", "Mul", "Sub", "Max"]))
+            nodes.append(helper.make_node(op, [rng.choice(full), rng.choice(half)], [name]))
+        elif choice == 2:
+            op = str(rng.choice(["Relu", "Neg", "Abs", "Sigmoid"]))
+            nodes.append(helper.make_node(op, [rng.choice(full)], [name]))
+        elif choice == 3:  # same width, other type, and back
+            nodes += [helper.make_node("Cast", [rng.choice(full)], [name + "i"], to=i32),
+                      helper.make_node("Cast", [name + "i"], [name], to=f)]
+        elif choice == 4:
+            nodes.append(helper.make_node("Cast", [rng.choice(half)], [name], to=i64))
+            wide.append(name)
+            continue
+        else:
+            nodes.append(helper.make_node("Add", [rng.choice(half), rng.choice(half)], [name]))
+            half.append(name)
+            continue
+        full.append(name)
+    last = full[-1]
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    for n, node in enumerate(nodes):
+        node.name = f"n{n}_{node.op_type}"
+    graph = helper.make_graph(nodes, f"chain{index}",
+                              [helper.make_tensor_value_info("x", f, [2, 64]),
+                               helper.make_tensor_value_info("z", f, [64])],
+                              [helper.make_tensor_value_info("y", f, [2, 64])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def size_only_aliases(problem, model: onnx.ModelProto) -> list[Alias]:
+    """The old rule: an element-wise output over any dying activation of its byte size."""
+    aliased = {a.dst for a in problem.aliases}
+    found = []
+    for step, node in enumerate(model.graph.node):
+        out = node.output[0]
+        if node.op_type == "Identity" or out not in problem.ids or out in aliased:
+            continue
+        for name in node.input:
+            if (name in problem.ids and problem.kinds[problem.index(name)] == "activation"
+                    and problem.ends[problem.index(name)] == step + 1
+                    and problem.sizes[problem.index(name)] == problem.sizes[problem.index(out)]
+                    and not any(a.src == name or a.dst == name for a in problem.aliases)):
+                found.append(Alias(name, out, 0, optional=True))
+                break
+    return found
+
+
+def random_probe(count: int, planners: list[str]) -> int:
+    rng = np.random.default_rng(19)
+    rows = {"frontend": [0, 0, 0, 0], "size-only": [0, 0, 0, 0]}  # plans, took, caught, ok
+    for index in range(count):
+        model = random_chain(rng, index)
+        runner = ArenaRunner(model, seed=index)
+        problem = from_onnx(model)
+        added = size_only_aliases(problem, model)
+        refused = {(a.src, a.dst) for a in added}  # the frontend offers no other
+        for rule, aliased in (("frontend", problem),
+                              ("size-only", problem.replace(
+                                  aliases=[*problem.aliases, *added]))):
+            for name in planners:
+                plan = plan_with(name, aliased)
+                took = any(plan.offsets[aliased.index(s)] == plan.offsets[aliased.index(d)]
+                           for s, d in refused) if rule == "size-only" else False
+                report = runner.check(aliased, plan)
+                row = rows[rule]
+                row[0] += 1
+                row[1] += took
+                row[2] += took and not report.ok
+                row[3] += report.ok
+    print("| rule | plans | took an alias the frontend refuses | caught by the arena run "
+          "| proven |")
+    print("|---|---|---|---|---|")
+    for rule, (plans, took, caught, ok) in rows.items():
+        print(f"| {rule} | {plans} | {took} | {caught} | {ok} |")
+    return 0 if rows["frontend"][3] == rows["frontend"][0] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.onnx_proof")
     parser.add_argument("--models", help="comma-separated stems (default: every light model)")
     parser.add_argument("--planners", default=",".join(PLANNERS))
+    parser.add_argument("--random", type=int, metavar="N", help="N random element-wise chains")
     args = parser.parse_args(argv)
+    if args.random:
+        return random_probe(args.random, args.planners.split(","))
     paths = light_models()
     if args.models:
         paths = [p for p in paths if p.stem in args.models.split(",")]
