@@ -355,26 +355,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if summary["reason"]:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    elif not args.quiet:
-        _print_summary(summary)
-    if args.prove and single.suffix.lower() == ".tflite":
+    proof = tflm = None
+    if args.prove and onnx_model is not None:
+        proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
+                           plan.stats["model_options"], plan_file=args.output or "the plan")
+    elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
         from memplan.tflm_arena import prove as prove_in_tflm
 
         tflm = prove_in_tflm(single, problem, plan, seed=args.seed or 0, bisect=False)
-        if not args.quiet:
-            print(tflm)
-        if not tflm.ok:
-            return FAILED
-    elif args.prove:
-        proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
-                           plan.stats["model_options"],
-                           plan_file=args.output or "the plan")
-        if not args.quiet:
-            print("\n".join(proof.lines()))
-        if not proof.ok:
-            return FAILED
+    if args.json:
+        proven = proof.to_dict() if proof else tflm and {"proven": tflm.ok, "report": str(tflm)}
+        print(json.dumps({**summary, "proof": proven}, indent=1))
+    elif not args.quiet:
+        _print_summary(summary)
+        if proof is not None or tflm is not None:
+            print("\n".join(proof.lines()) if proof else tflm)
+    if (proof is not None and not proof.ok) or (tflm is not None and not tflm.ok):
+        return FAILED
     return OK if api.fits(report.plan) else FAILED  # plans come validated
 
 
@@ -413,17 +410,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     given.update({"dims": _dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
     proof = prove(path, args.plan, options=given, backend=args.backend, seed=args.seed)
-    if args.json:
-        report = proof.report
-        print(json.dumps({
-            "model": proof.model, "plan": proof.plan_file, "proven": proof.ok,
-            "model_options": proof.options, "backend": proof.backend,
-            "arena_bytes": report.arena_bytes, "violations": [str(v) for v in proof.violations],
-            "corruptions": [str(c) for c in report.corruptions],
-            "outputs": {name: {"bitwise": report.bitwise(name), "close": report.close(name)}
-                        for name in report.normal}}, indent=1))
-    else:
-        print("\n".join(proof.lines()))
+    print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
     return OK if proof.ok else FAILED
 
 

@@ -16,6 +16,14 @@ a runtime with that plan would, and compares:
   bytes from the arena and writes its outputs as bytes to the arena, so
   aliased buffers really share bytes: a view rewrites the very bytes its
   input already holds, an in-place output overwrites its input;
+- an element-wise node whose output shares bytes with one of its inputs is
+  also run as an in-place kernel runs it: element i reads its inputs (as
+  broadcast), then writes, in order; where it reads bytes an earlier element
+  already wrote, the node is rerun on what it reads until that settles, and
+  a result other than the normal one is a `Corruption` (a broadcast or
+  retyped input under its output);
+- random operators (RandomUniformLike, ...) write their values of the normal
+  run: the same random stream in both runs;
 - every read is compared bit for bit with what was last written to that
   tensor (a digest per write), and the graph outputs are read from the arena
   after the last step. A changed or never-written tensor is a `Corruption`
@@ -24,7 +32,9 @@ a runtime with that plan would, and compares:
   output (the light models' uniform weights make their softmax constant);
 - the graph outputs are compared with a normal run (the same one-node
   sessions on a plain dictionary: bit for bit) and with one run of the whole
-  model (with a tolerance: this checks the node-by-node machinery itself).
+  model (with a tolerance: this checks the node-by-node machinery itself;
+  not for outputs computed from a random operator). `memplan.prove` runs
+  this on a plan file (``memplan prove``).
 
 It never opens a file named inside the model: a model whose weights are in
 external data is refused. Tensors that are not buffers of the problem
@@ -34,13 +44,18 @@ the tensor must be empty), else the problem does not describe this model and
 `ProblemError` says so. Scratch buffers are not used: the evaluators keep
 their workspace (and control-flow subgraphs) to themselves.
 
-Limits: it reads all of a node's inputs before writing its outputs, so it
-proves lifetimes and aliases, not that a kernel tolerates writing over its
-own input (the frontend offers in place to element-wise operators only);
-types that numpy stores unpacked (int4, float4, ...) do not match their
-packed sizes and are refused, and so is the ReferenceEvaluator's bool mask
-of an opset 7-9 Dropout (its spec says float). Cost: one model run per plan
-plus one normal run per input set; O(arena) memory per region.
+Limits: only element-wise nodes are run as in-place kernels (other nodes
+read all their inputs before writing; the frontend offers in place to
+element-wise operators only), and an input of BatchNormalization other than
+X is read whole first; a backend that fails is a one-line `ProblemError`
+naming the node; types that numpy stores unpacked (int4, float4, ...) do
+not match their packed sizes and are refused, and so is the
+ReferenceEvaluator's bool mask of an opset 7-9 Dropout (its spec says
+float). Cost: one model run per plan plus one normal run per input set;
+O(arena) memory per region; an in-place kernel's emulation takes
+O(elements x bytes per element) memory and one rerun of the node per round
+(at most `IN_PLACE_ROUNDS`), only where an output overlaps an input other
+than element over element.
 """
 
 from __future__ import annotations
@@ -277,7 +292,7 @@ class ArenaRunner:
     # ------------------------------------------------------------ the arena
     def check(self, problem: Problem, plan: Plan) -> ArenaReport:
         """Run the model inside ``plan``'s arena; see the module docstring."""
-        arena = _Arena(problem, plan)
+        arena = _Arena(problem, plan, f"backend {self.backend}", self.source)
         strangers = [name for name in arena.place if name not in self.values]
         if strangers:
             raise ProblemError(f"buffer {strangers[0]!r} is no tensor of this model: the "
@@ -355,7 +370,9 @@ class ArenaRunner:
 class _Arena:
     """The byte arenas of one plan; who wrote what where, and which reads found other bytes."""
 
-    def __init__(self, problem: Problem, plan: Plan):
+    def __init__(self, problem: Problem, plan: Plan, backend: str = "",
+                 source: str | None = None):
+        self.backend, self.source = backend, source  # for errors
         offsets = np.asarray(plan.offsets, np.int64)
         regions = np.zeros(len(problem), np.int64) if plan.regions is None else plan.regions
         tops = offsets + problem.sizes
@@ -423,9 +440,9 @@ class _Arena:
         value = np.asarray(value, order="C")  # not ascontiguousarray: it makes rank 0 rank 1
         region, offset, size = self.place[name]
         if value.nbytes != size:
-            raise ProblemError(f"tensor {name!r} (written by {where}) has {value.nbytes} bytes "
-                               f"({value.dtype} {list(value.shape)}), the problem planned "
-                               f"{size}", buffer=name)
+            raise ProblemError(f"tensor {name!r} (written by {where}, {self.backend}) has "
+                               f"{value.nbytes} bytes ({value.dtype} {list(value.shape)}), the "
+                               f"problem planned {size}", file=self.source)
         self._bytes(name)[:] = value.reshape(-1).view(np.uint8)
         digest = hashlib.blake2b(value.data, digest_size=16).digest()
         self.written[name] = (len(self.log), digest, value.dtype, value.shape)

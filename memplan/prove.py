@@ -82,6 +82,17 @@ class Proof:
     def ok(self) -> bool:
         return not self.violations and self.report.ok
 
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as JSON: per output, bitwise agreement and closeness (None: random)."""
+        report = self.report
+        return {"model": self.model, "plan": self.plan_file, "proven": self.ok,
+                "model_options": self.options, "backend": self.backend,
+                "arena_bytes": report.arena_bytes, "notes": self.notes,
+                "violations": [str(v) for v in self.violations],
+                "corruptions": [str(c) for c in report.corruptions],
+                "outputs": {name: {"bitwise": report.bitwise(name), "close": report.close(name)}
+                            for name in report.normal}}
+
     def lines(self) -> list[str]:
         """The verdict, then one line per output (and what went wrong)."""
         verdict = "PROVEN" if self.ok else "MISMATCH"

@@ -143,3 +143,29 @@ def test_the_c_header_lists_an_input_the_model_returns_as_both(capsys, mlp, tmp_
     text = header.read_text()
     assert "'x': lifetime [0, 5), input, output */" in text
     assert "'y': lifetime [4, 5), output */" in text
+
+
+def test_a_backend_that_cannot_run_the_model_is_one_line_exit_2(capsys, tmp_path):
+    nodes = [helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.5),
+             helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(nodes, "d9", [helper.make_tensor_value_info("x", F, [4])],
+                              [helper.make_tensor_value_info("z", F, [4]),
+                               helper.make_tensor_value_info("mask", F, [4])])
+    model = tmp_path / "dropout9.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=8),
+         str(model))
+    code, out, err = run(capsys, "solve", model, "--prove", "-o", tmp_path / "p.json")
+    assert code == OK and "output mask: bit for bit equal" in out, out + err
+    code, out, err = run(capsys, "prove", model, tmp_path / "p.json", "--backend", "reference")
+    assert code == BAD_INPUT and err.count("\n") == 1
+    assert "'mask' (written by node #0 (Dropout), backend reference) has 4 bytes (bool" in err
+
+
+def test_solve_prove_json_is_one_json_document(capsys, mlp):
+    code, out, err = run(capsys, "solve", mlp, "--dim", "N=2", "--prove", "--json",
+                         "--time-limit", "1")
+    summary = json.loads(out)
+    assert code == OK and summary["proof"]["proven"] and summary["plan"]["arena_size"] > 0
+    assert summary["proof"]["outputs"]["y"] == {"bitwise": True, "close": True}
+    code, out, _ = run(capsys, "solve", mlp, "--dim", "N=2", "--json", "--time-limit", "1")
+    assert json.loads(out)["proof"] is None
