@@ -8,8 +8,8 @@ data folder or a slow generator only touches the runs that need it.
 Suites:
 - ``onnx-light``: the nine light models shipped inside the onnx package, read
   by `memplan.frontends.onnx.from_onnx`;
-- ``minimalloc``: MiniMalloc's eleven challenging problems, in
-  ``../shared/benchmarks/minimalloc-challenging/`` next to the repository,
+- ``minimalloc``: MiniMalloc's eleven challenging problems, shipped in
+  ``benchmarks/data/minimalloc/`` (Apache-2.0; licence and source beside them),
   capacity 1048576 (``fit`` mode) or none (``minimise`` mode);
 - ``conflict-graph``: explicit-conflict problems without lifetimes: the
   eight-operator example of issue 4 and seeded random graphs;
@@ -28,7 +28,7 @@ from benchmarks.generate import conflict_graph, network_like
 from memplan.problem import Problem
 
 REPO = Path(__file__).resolve().parents[1]
-MINIMALLOC_DIR = REPO.parent / "shared" / "benchmarks" / "minimalloc-challenging"
+MINIMALLOC_DIR = REPO / "benchmarks" / "data" / "minimalloc"
 MODES = ("fit", "minimise")
 MIB = 1 << 20
 
@@ -76,9 +76,6 @@ def _onnx_light() -> list[Case]:
 def _minimalloc() -> list[Case]:
     from memplan.frontends.minimalloc_csv import read_problem
 
-    if not MINIMALLOC_DIR.is_dir():
-        raise FileNotFoundError(f"the minimalloc suite needs {MINIMALLOC_DIR} (the shared "
-                                f"benchmark data next to the repository)")
     paths = sorted(p for p in MINIMALLOC_DIR.glob("*.csv") if not p.name.startswith("example"))
     return [Case("minimalloc", path.name.split(".")[0], partial(read_problem, path), True)
             for path in paths]

@@ -1,4 +1,4 @@
-"""Shared test fixtures: where the shared benchmark data and the light ONNX models live."""
+"""Test fixtures: where the benchmark data (inside the repository) and the light ONNX models live."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-CHALLENGING = SHARED / "benchmarks" / "minimalloc-challenging"
+CHALLENGING = REPO / "benchmarks" / "data" / "minimalloc"  # shipped with the repository
 
 
 def light_models_dir() -> Path:
@@ -19,7 +18,5 @@ def light_models_dir() -> Path:
 
 @pytest.fixture
 def challenging() -> Path:
-    """The folder of MiniMalloc's challenging problems (skips when ../shared is absent)."""
-    if not CHALLENGING.is_dir():
-        pytest.skip(f"shared benchmark data not found at {CHALLENGING}")
+    """The folder of MiniMalloc's challenging problems (benchmarks/data/minimalloc)."""
     return CHALLENGING

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import CHALLENGING, REPO
+from .conftest import REPO
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -53,8 +53,6 @@ def test_quickstart_runs():
 
 
 def test_optimal_vs_heuristic_runs():
-    if not CHALLENGING.is_dir():
-        pytest.skip(f"shared benchmark data not found at {CHALLENGING}")
     notebook = execute("optimal_vs_heuristic.ipynb")
     text = outputs(notebook)
     assert "20 problems" in text and "MiniMalloc fitted into 1 MiB" in text
