@@ -248,6 +248,23 @@ def test_rank_zero_tensors_stay_rank_zero_and_bool_scalars_are_fed():
     assert report.ok and report.outputs["y"].shape == () and report.outputs["y"].dtype == bool
 
 
+def test_an_if_on_a_rank_zero_bool_graph_input_runs_inside_the_arena():
+    then_graph = helper.make_graph([helper.make_node("Neg", ["a"], ["t"])], "then", [],
+                                   [value("t", [4])])
+    else_graph = helper.make_graph([helper.make_node("Abs", ["a"], ["e"])], "else", [],
+                                   [value("e", [4])])
+    m = graph_model([helper.make_node("Relu", ["x"], ["a"]),
+                     helper.make_node("If", ["c"], ["y"], then_branch=then_graph,
+                                      else_branch=else_graph)],
+                    [value("x", [4]), value("c", [], TensorProto.BOOL)], [value("y", [4])])
+    problem = from_onnx(m)
+    assert problem.sizes[problem.index("c")] == 1
+    for seed in range(4):  # both branches
+        plan = plan_with("greedy_by_size", problem)
+        report = checked(problem, plan, ArenaRunner(m, seed=seed))
+        assert report.ok, str(report)
+
+
 def pow_model():
     """Pow(x float32[2,64], e int64[64]): y has e's 512 bytes, not its elements."""
     return graph_model([helper.make_node("Cast", ["z"], ["e"], to=TensorProto.INT64),

@@ -77,7 +77,8 @@ class OnnxOptions:
     dims: Mapping[str, int] = option(help="values of symbolic dims: {'batch': 1}",
                                      default_factory=dict)
     alignment: int = option(1, "every buffer's offset is a multiple of this many bytes")
-    inplace: bool = option(True, "offer element-wise outputs an optional alias over a dying input")
+    inplace: bool = option(True, "offer element-wise outputs an optional alias over a dying "
+                           "input of their shape and element type")
     concat_inplace: bool = option(False, "Concat inputs written straight into the output's slices")
     weights: str = option("exclude", "'exclude': not planned; 'region': planned in region "
                           "'weights'")
