@@ -339,7 +339,7 @@ class ArenaRunner:
         Such a kernel reads element ``b(i)`` of each input (``b``: broadcasting),
         then writes output element ``i``, for ``i = 0, 1, ...``. Where an input
         byte it reads was written by an earlier output element, it reads that
-        instead. The outputs element ``i`` depends only on elements before it, so
+        instead. Output element ``i`` depends only on the elements before it, so
         rerunning the node on the inputs as seen (expanded to the output's
         shape) settles after at most as many rounds as the longest such chain.
         A `Corruption` is noted when the kernel's output differs from ``result``.
