@@ -152,7 +152,7 @@ def test_sweep_on_a_local_cluster(zoo, client, tmp_path):
     (tmp_path / "bad.csv").write_text("id,lower,upper,size\nb1,0,3,four\n")
     out = tmp_path / "rows.csv"
     table = sweep([zoo, tmp_path / "bad.csv"], batches=[1, 2], capacities=["none", "300B"],
-                  planners=["greedy_by_size", "exact", "solve"], time_limit=5, client=client,
+                  planners=["greedy_by_size", "exact", "solve"], time_limit=60, client=client,
                   out=out)
     assert len(table) == (2 + 1 + 1 + 1) * 2 * 3  # (tiny x 2 batches, frag, chain, bad) x 2 x 3
     bad = table[table["model"] == "bad"]
