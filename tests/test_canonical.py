@@ -140,6 +140,19 @@ def test_descend_reaches_the_exhaustive_optimum_and_proves_it(deterministic):
         assert all(f <= optimum for f in floors)
 
 
+def test_descend_without_a_layout_starts_from_the_aligned_stack():
+    """Aligned buffers may not fit in the sum of their sizes: the first dive must still fit."""
+    from memplan import Buffer, plan_with
+
+    problem = Problem([Buffer("a", 3, 0, 2, alignment=4), Buffer("b", 3, 1, 3, alignment=4),
+                       Buffer("c", 2, 0, 3)])  # live load 8; a, b at 0 and 4: c fits no hole
+    outcome = canonical.descend(problem, lower_bound(problem), None, seconds=10, threads=1)
+    assert outcome.status == "optimal" and int((outcome.offsets + problem.sizes).max()) == 9
+    plan = plan_with("exact", problem)
+    assert (plan.status, plan.arena_size, plan.best_bound) == ("optimal", 9, 9)
+    assert validate(problem, plan) == []
+
+
 def test_fitting_a_csv_from_the_command_line_never_imports_cp_sat(tmp_path):
     # importing CP-SAT (and pandas with it) costs about a second: the canonical search
     # settles this fit before CP-SAT is needed, so the command must not pay for it

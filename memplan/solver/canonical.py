@@ -286,8 +286,9 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
 
     Steps:
-    - without a layout, one dive at a capacity that anything fits (the first
-      leaf is the canonical order's greedy layout);
+    - without a layout, one dive at the top of the aligned stack, which
+      anything fits (the first leaf is the canonical order's greedy layout;
+      the stack itself if the dive finds none in time);
     - probe ``(given up + best) // 2``, where "given up" is the highest
       target not yet fitted: a layout lowers the best peak to its own, a
       proof raises the floor (every target below it is infeasible), a probe
@@ -332,11 +333,9 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
         probes += 1
         return verdict
 
-    if best is None:
-        verdict = probe(int(sizes.sum()), PROBE_SECONDS)
-        best = verdict.offsets
-    if best is None:
-        return Outcome("unknown", None, floor, interrupted, {"probes": probes})
+    if best is None:  # a dive at a top that the aligned stack proves fits
+        verdict = probe(peak(stacked(problem)), PROBE_SECONDS)
+        best = verdict.offsets if verdict.offsets is not None else stacked(problem)
     top = peak(best)
     hard, step = floor - 1, PROBE_SECONDS
     while top > floor and not interrupted:
