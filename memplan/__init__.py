@@ -2,6 +2,18 @@
 
 Every tensor gets an offset in one arena; the arena is as small as it can
 be, and memplan says how far from optimal each plan is.
+
+The package is a stack of layers; a module imports only layers below its own
+(tests/test_architecture.py checks it, also for imports inside functions)::
+
+    4  api, cli, viz, explain, ... (top level)     the user's entry points
+    3  deploy/   export/                            deployments, plan writers
+    2  heuristics/   solver/   frontends/           side by side, never each other
+    1  bounds, plan, groups, validate, options, registry
+    0  errors, problem                              the vocabulary
+
+This ``__init__`` is the top: it may import anything, and imports the
+planner packages so that the registry is full.
 """
 
 import memplan.heuristics  # noqa: F401  (fills the registry)

@@ -135,6 +135,7 @@ class _Checker:
         within ``seconds`` (default: all the time left)."""
         from ortools.sat.python import cp_model  # imported on first use: it costs a second
 
+        from memplan.solver.cp_params import cp_solver
         from memplan.solver.model import build_model
 
         if self.left() <= 0:
@@ -152,10 +153,8 @@ class _Checker:
             cp.add(model.base[u] + unit.extent <= self.capacity).only_enforce_if(literal)
             fits.append(literal)
         cp.add_assumptions(fits)
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.01, min(self.left(), seconds or 1e9))
-        solver.parameters.num_workers = self.workers
-        solver.parameters.catch_sigint_signal = False
+        solver = cp_solver(workers=self.workers, seed=0, ctrl_c=False,
+                           seconds=max(0.01, min(self.left(), seconds or 1e9)))
         status = solver.solve(cp)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "feasible", set()

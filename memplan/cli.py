@@ -529,7 +529,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
+def _parents() -> tuple[argparse.ArgumentParser, ...]:
+    """The option groups several commands share: (common, model, reordering, capacity)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     model_parser = argparse.ArgumentParser(add_help=False)
@@ -553,13 +554,11 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument_group("problem options").add_argument(
         "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
         help="fit under this many bytes ('none': minimise, ignoring a capacity the file gives)")
+    return common, model_parser, reordering, capacity
 
-    parser = argparse.ArgumentParser(
-        prog="memplan", description="Ahead-of-time memory planning for neural networks: "
-        "every tensor an offset in one arena, as small as it can be, with a proof of how "
-        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
-        "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
+    """``memplan solve``: its models, sharing mode, planning, exact and output options."""
     solve = sub.add_parser("solve", parents=[common, model_parser, reordering, capacity],
                            help="plan a model (or several in one arena): heuristics, then "
                                 "the exact planner")
@@ -594,6 +593,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "and with TFLM's own); exit 1 unless every output matches bit for bit")
     solve.set_defaults(run=cmd_solve)
 
+
+def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None:
+    """``memplan prove``, ``compare``, ``validate``, ``info``, ``convert``, ``explain``
+    and ``sweep``."""
     proof = sub.add_parser("prove", parents=[common, model_parser],
                            help="run an ONNX model in one arena at the offsets of a plan file (a "
                                 ".tflite model: in TFLite-Micro, beside TFLM's own planner); "
@@ -652,6 +655,19 @@ def build_parser() -> argparse.ArgumentParser:
     from memplan.sweep_cli import add_command as add_sweep
 
     add_sweep(sub, [common])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``memplan`` parser: one sub-command per task, options from the options records."""
+    shared = _parents()  # (common, model, reordering, capacity)
+    parser = argparse.ArgumentParser(
+        prog="memplan", description="Ahead-of-time memory planning for neural networks: "
+        "every tensor an offset in one arena, as small as it can be, with a proof of how "
+        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
+        "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_solve(sub, *shared)
+    _add_other_commands(sub, *shared)
     return parser
 
 

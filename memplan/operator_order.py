@@ -308,6 +308,8 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
     from ortools.sat.python import cp_model  # imported on first use: it costs a second
 
+    from memplan.solver.cp_params import cp_solver
+
     cp = cp_model.CpModel()
     position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
     cp.add_all_different(position)
@@ -351,10 +353,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     if hint_offsets is not None:
         cp.add_hint(peak, hint_top)
     cp.minimize(peak)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit)
-    solver.parameters.random_seed = seed
-    solver.parameters.num_workers = workers
+    solver = cp_solver(workers=workers, seed=seed, seconds=max(0.01, time_limit))
     status = solver.solve(cp)
     proven = max(floor, int(solver.best_objective_bound))
     stats = {"status": solver.status_name(status), "bound": proven,

@@ -1,4 +1,4 @@
-"""Test fixtures: where the benchmark data (inside the repository) and the light ONNX models live."""
+"""Test fixtures: where the benchmark data (in the repository) and the light ONNX models live."""
 
 from __future__ import annotations
 

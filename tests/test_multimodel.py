@@ -7,12 +7,12 @@ import itertools
 import numpy as np
 import pytest
 
-from memplan.deploy.multimodel import combine, flatten, plan_models, report
+from memplan.deploy.multimodel import combine, flatten, report, stack
 from memplan.deploy.replay import events, live_blocks, max_live_blocks
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
-from memplan.registry import planners
+from memplan.registry import plan_with, planners
 from memplan.validate import check
 
 HEURISTIC = "greedy_by_size"
@@ -26,6 +26,15 @@ def _chain(name: str, sizes: list[int], alignment: int = 1) -> Problem:
 
 A = _chain("a", [64, 32, 96, 16])  # peak 128 at step 2 (32 + 96)
 B = _chain("b", [48, 48, 8])  # peak 96 at step 1
+
+
+def plan_models(problems, mode: str, planner: str, **options):
+    """Combine the models and plan them with ``planner``: the combined problem at once
+    (exclusive), or each model alone, stacked (concurrent)."""
+    multi = combine(problems, mode)
+    if mode == "exclusive":
+        return multi, plan_with(planner, multi.problem, **options)
+    return multi, stack(multi, [plan_with(planner, part, **options) for part in multi.parts])
 
 
 def _disjoint_across_models(multi, offsets, sizes) -> bool:

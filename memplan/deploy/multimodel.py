@@ -44,7 +44,6 @@ from memplan.deploy.replay import StepEvents, events, max_live_blocks
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Alias, Problem, Region
-from memplan.registry import plan_with
 
 Mode = Literal["exclusive", "concurrent"]
 MODES: tuple[str, ...] = ("exclusive", "concurrent")
@@ -195,21 +194,6 @@ def stack(multi: MultiModel, plans: Sequence[Plan]) -> Plan:
     stats = {"model_bases": bases, "model_status": [p.status for p in plans]}
     return Plan(offsets, top, sum(p.lower_bound for p in plans), status, bound,
                 plans[0].planner, sum(p.seconds for p in plans), stats, regions, sizes)
-
-
-def plan_models(problems: Mapping[str, Problem] | Sequence[Problem], mode: Mode = "exclusive",
-                planner: str = "best", *, capacity: int | None = None,
-                **options) -> tuple[MultiModel, Plan]:
-    """Combine the models and plan them with the registered ``planner``.
-
-    Exclusive: one plan of the combined problem. Concurrent: each model
-    planned alone (in its own region, offsets relative to it) and stacked;
-    ``MultiModel.arena_offsets`` gives the offsets in the one arena.
-    """
-    multi = combine(problems, mode, capacity=capacity)
-    if mode == "exclusive":
-        return multi, plan_with(planner, multi.problem, **options)
-    return multi, stack(multi, [plan_with(planner, part, **options) for part in multi.parts])
 
 
 def flatten(multi: MultiModel, plan: Plan) -> tuple[Problem, Plan]:

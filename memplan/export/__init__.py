@@ -10,6 +10,9 @@
 - ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`);
 - ``tflite``: the ``.tflite`` model with the plan as TFLite-Micro's offline plan
   (``OfflineMemoryAllocation`` metadata; `tflite_model`).
+
+Layer 3: may import layers 0-2 (the vocabulary, frontends/ to write the
+formats they read); never deploy/ or the top-level modules.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 `load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.tflite``
 (a TensorFlow Lite model, as TFLite-Micro plans it), ``.csv`` (MiniMalloc's
 CSV), ``.json`` (memplan's own problem format).
+
+Layer 2: may import layers 0-1 (errors, problem, plan, groups, options,
+...); never heuristics/, solver/, deploy/, export/ or the top level.
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 `units` (alias groups and conflicting pairs), `order` and `placement` are the
 parts; the planner modules compose them and register themselves on import.
+
+Layer 2: may import layers 0-1 (errors, problem, bounds, plan, groups,
+validate, options, registry); never solver/, frontends/, deploy/, export/
+or the top-level modules.
 """
 
 from memplan.heuristics import (  # noqa: F401  (each module registers its planners)

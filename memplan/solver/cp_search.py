@@ -12,10 +12,9 @@ Steps of `search`:
 - to fit a capacity with several orders, the orders *race*: each runs at
   once in its own *lane* (one CP-SAT worker), and the first plan that fits
   (or a proof that none does) ends the race. One order tends to win by far
-  (on MiniMalloc's problems A by lifetime, D by area, I and J by total, each
-  in a few seconds, where the others take minutes), and a lane that is never
-  restarted keeps what it learnt: measured faster than MiniMalloc's round
-  robin of orders with doubling slices, which stays as the fallback when the
+  on a given problem, and a lane that is never restarted keeps what it
+  learnt, so racing beats MiniMalloc's round robin of orders with doubling
+  slices (figures: BENCHMARKS.md), which stays as the fallback when the
   orders must take turns (one worker, or deterministic mode);
 - to minimise, one run with every worker and the first order: CP-SAT's own
   portfolio finds plans and proves bounds, from the hint;
