@@ -264,7 +264,8 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
-    if settings.exact and heuristic.status != "optimal":
+    report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
+    if settings.exact and heuristic.status != "optimal" and not report.interrupted:
         try:
             # the exact plan is checked too (as long as the heuristic's check): time kept for it
             check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)

@@ -12,7 +12,8 @@ Steps:
   first, within ``time_limit`` if one is given: a pass under way when the
   time runs out is cut (its remaining units stacked, still a valid plan) and
   named in ``stats["cut"]``; passes not started are named in
-  ``stats["skipped"]``. No
+  ``stats["skipped"]``; Ctrl-C ends the passes with the plans so far
+  (``stats["interrupted"]``). No
   one composition wins everywhere: first fit beats best fit on half of the
   MiniMalloc problems, start order wins some, breadth wins on large networks;
 - keep the plans from the smallest arena up, and return the first that the
@@ -99,42 +100,52 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return bool(tried) and deadline is not None and (time.perf_counter() > deadline
                                                          or bool(cut))
 
-    sweepable = chosen.sweep
-    if sweepable:
-        sweep_units = Units.build(problem, pairs=False)
-        for placement in chosen.placements:
-            if out_of_time():
-                skipped.append(f"time_sweep(placement={placement!r})")
-                continue
-            offsets, stats = sweep_offsets(sweep_units, placement, deadline)
-            keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
     pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
-    compositions = candidates(chosen)
-    if sweepable and pairs > chosen.max_pairs:
-        skipped += [name for name, _ in compositions]
-        compositions = []
-    units = None
-    for name, composition in compositions:
-        if out_of_time():
-            skipped.append(name)
-            continue
-        units = units or Units.build(problem)
-        offsets, stats = greedy_offsets(units, composition, deadline)
-        keep(name, offsets, stats, stats["cut"])
-    left = None if deadline is None else deadline - time.perf_counter()
-    if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
-            and units is not None and (left is None or left > 0)):
-        search = OrderSearch(problem, left, time.perf_counter(), units)
-        decoded = [(arena, offsets, stats["order"]) for arena, _, offsets, stats in tried
-                   if stats.get("placement") == "best_fit" and stats.get("order") in ORDERS
-                   and not stats.get("cut") and "optional_aliases_taken" in stats]
-        if decoded and min(arena for arena, _, _, _ in tried) > search.bound:
-            arena, offsets, order = min(decoded, key=lambda d: d[0])
-            search.best_arena, search.best_offsets = arena, offsets
-            climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed,
-                  (arena, offsets, order_units(units, order)))
-            keep("hill_climb", search.best_offsets, {"evaluations": search.evaluations},
-                 search.cut)
+
+    def passes() -> None:
+        sweepable = chosen.sweep
+        if sweepable:
+            sweep_units = Units.build(problem, pairs=False)
+            for placement in chosen.placements:
+                if out_of_time():
+                    skipped.append(f"time_sweep(placement={placement!r})")
+                    continue
+                offsets, stats = sweep_offsets(sweep_units, placement, deadline)
+                keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
+        compositions = candidates(chosen)
+        if sweepable and pairs > chosen.max_pairs:
+            skipped.extend(name for name, _ in compositions)
+            compositions = []
+        units = None
+        for name, composition in compositions:
+            if out_of_time():
+                skipped.append(name)
+                continue
+            units = units or Units.build(problem)
+            offsets, stats = greedy_offsets(units, composition, deadline)
+            keep(name, offsets, stats, stats["cut"])
+        left = None if deadline is None else deadline - time.perf_counter()
+        if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
+                and units is not None and (left is None or left > 0)):
+            search = OrderSearch(problem, left, time.perf_counter(), units)
+            decoded = [(arena, offsets, stats["order"]) for arena, _, offsets, stats in tried
+                       if stats.get("placement") == "best_fit" and stats.get("order") in ORDERS
+                       and not stats.get("cut") and "optional_aliases_taken" in stats]
+            if decoded and min(arena for arena, _, _, _ in tried) > search.bound:
+                arena, offsets, order = min(decoded, key=lambda d: d[0])
+                search.best_arena, search.best_offsets = arena, offsets
+                climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed,
+                      (arena, offsets, order_units(units, order)))
+                keep("hill_climb", search.best_offsets, {"evaluations": search.evaluations},
+                     search.cut)
+
+    interrupted = False
+    try:
+        passes()
+    except KeyboardInterrupt:  # Ctrl-C: the plans so far, the best of them validated
+        if not tried:
+            raise
+        interrupted = True
     arenas = {name: arena for arena, name, _, _ in tried}
     for arena, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
         draft = Plan(offsets, arena, 0, "unknown", 0, name)  # the bound comes once, below
@@ -143,6 +154,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                                      seconds=time.perf_counter() - began,
                                      stats={"winner": name, "arenas": arenas, **stats,
                                             "cut": cut, "skipped": skipped,
+                                            "interrupted": interrupted,
                                             "pairs": pairs})
     raise NoPlanError(f"no heuristic found a valid plan for {problem.name or 'the problem'}; "
                       f"arenas tried: {arenas}")

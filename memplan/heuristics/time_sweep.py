@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.heuristics.units import Units
-from memplan.options import parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -56,7 +56,8 @@ _TOP = np.iinfo(np.int64).max
 class SweepOptions:
     """Options of ``time_sweep``."""
 
-    placement: str = "best_fit"  # best_fit: the smallest free gap that fits; first_fit: lowest
+    placement: str = option("best_fit", "best_fit: the smallest free gap that fits; "
+                                        "first_fit: the lowest")
 
 
 class FreeList:
