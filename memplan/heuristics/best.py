@@ -9,7 +9,9 @@ Steps:
   units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first
   fit): ten one-pass plans, the registered presets among them, most useful
-  first, within ``time_limit`` if one is given: a pass under way when the
+  first (on problems over ``breadth_first_buffers``, the breadth order
+  first: measured best on large decoders and network-like schedules, see
+  BENCHMARKS.md), within ``time_limit`` if one is given: a pass under way when the
   time runs out is cut (its remaining units stacked, still a valid plan) and
   named in ``stats["cut"]``; passes not started are named in
   ``stats["skipped"]``; Ctrl-C ends the passes with the plans so far
@@ -60,6 +62,8 @@ class BestOptions:
                                          "bound")
     search_max_buffers: int = option(5000, "... and only on problems up to this many buffers")
     sweep: bool = option(True, "first the O(n log n) time sweep")
+    breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
+                                              "(it gave the smallest plans there)")
     max_pairs: int = option(8_000_000, "more overlapping pairs: only the sweep (pair lists "
                                        "too big)")
 
@@ -113,6 +117,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                 offsets, stats = sweep_offsets(sweep_units, placement, deadline)
                 keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
         compositions = candidates(chosen)
+        if len(problem) > chosen.breadth_first_buffers:  # breadth wins there: first
+            compositions.sort(key=lambda named: named[1].order != "breadth")
         if sweepable and pairs > chosen.max_pairs:
             skipped.extend(name for name, _ in compositions)
             compositions = []
