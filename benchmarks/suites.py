@@ -14,6 +14,10 @@ Suites:
 - ``conflict-graph``: explicit-conflict problems without lifetimes: the
   eight-operator example of issue 4 and seeded random graphs;
 - ``scale``: `benchmarks.generate.network_like` at 1k, 10k and 100k buffers;
+- ``large``: realistic problems of 1k, 3k, 10k, 30k and 100k buffers from
+  seeded generators (`benchmarks.large`): ONNX transformer decoders with KV
+  caches read by the ONNX frontend (``decoder-*``), unrolled training steps
+  (``training-*``), and `network_like` (``network-*``);
 - ``tiny``: three small problems for the smoke test.
 """
 
@@ -25,6 +29,7 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks.generate import conflict_graph, network_like
+from benchmarks.large import training_step, transformer_decoder
 from memplan.problem import Problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,6 +107,17 @@ def _scale() -> list[Case]:
             for label, n in (("1k", 1_000), ("10k", 10_000), ("100k", 100_000))]
 
 
+LARGE_SIZES = (("1k", 1_000), ("3k", 3_000), ("10k", 10_000), ("30k", 30_000),
+               ("100k", 100_000))
+LARGE_KINDS = (("decoder", transformer_decoder), ("training", training_step),
+               ("network", network_like))
+
+
+def _large() -> list[Case]:
+    return [Case("large", f"{kind}-{label}", partial(make, n, 0))
+            for label, n in LARGE_SIZES for kind, make in LARGE_KINDS]
+
+
 def fit_five() -> Problem:
     """Five buffers that fit exactly in capacity 12 (the live load peaks at 12)."""
     return Problem.from_arrays([4, 8, 4, 8, 4], [0, 0, 1, 2, 3], [2, 1, 3, 4, 5], capacity=12,
@@ -116,7 +132,7 @@ def _tiny() -> list[Case]:
 
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "onnx-light": _onnx_light, "minimalloc": _minimalloc, "conflict-graph": _conflict_graph,
-    "scale": _scale, "tiny": _tiny,
+    "scale": _scale, "large": _large, "tiny": _tiny,
 }
 
 

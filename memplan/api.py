@@ -72,10 +72,12 @@ DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no mo
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
-    time_limit: float | None = option(10.0, "seconds for the exact planner ('none': until proven)")
+    time_limit: float | None = option(10.0, "seconds for the whole solve, heuristics included "
+                                            "('none': until proven)")
     heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
     exact: bool = option(True, "run the exact planner after the heuristics")
-    heuristic_time_limit: float = option(1.0, "seconds each searching heuristic may take")
+    heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
+                                                "a quarter of the time limit, at least 1 s")
     workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
@@ -163,10 +165,12 @@ def heuristic_names() -> list[str]:
 
 def _checked(problem: Problem, plan: Plan) -> Plan:
     """``plan`` once the validator accepts it; one that does not `fits` may exceed the capacity."""
+    began = time.perf_counter()
     violations = [v for v in validate(problem, plan)
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
         raise InvalidPlanError(violations)
+    plan.stats["validate_seconds"] = time.perf_counter() - began
     return plan
 
 
@@ -256,13 +260,19 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     plans = run_heuristics(problem, names, seed=settings.seed,
-                           time_limit=settings.heuristic_time_limit)
+                           time_limit=heuristic_seconds(settings))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
     report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
-    if settings.exact and heuristic.status != "optimal":
+    report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
+    if settings.exact and heuristic.status != "optimal" and not report.interrupted:
         try:
-            exact = plan_with(EXACT, problem, hint=heuristic, options=record)
+            # the exact plan is checked too (as long as the heuristic's check): time kept for it
+            check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)
+            left = None if settings.time_limit is None else max(
+                0.0, settings.time_limit - (time.perf_counter() - began) - check)
+            exact = plan_with(EXACT, problem, hint=heuristic,
+                              options=replace(record, time_limit=left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact)
@@ -273,12 +283,21 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     return report
 
 
+def heuristic_seconds(settings: SolveOptions) -> float:
+    """Seconds for each heuristic: the option, or a quarter of the time limit (>= 1 s)."""
+    if settings.heuristic_time_limit is not None:
+        return settings.heuristic_time_limit
+    if settings.time_limit is None:
+        return 1.0
+    return max(1.0, min(settings.time_limit, settings.time_limit / 4))
+
+
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
                       exact_planner: Callable) -> SolveReport:
     """`solve_report` for regions or variable scratch: their heuristic, then their exact."""
     planner = "best" if settings.heuristic == "all" else settings.heuristic
     heuristic = _checked(problem, heuristic_planner(
-        problem, planner=planner, time_limit=settings.heuristic_time_limit, seed=settings.seed))
+        problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
     if settings.exact and heuristic.status != "optimal":

@@ -15,4 +15,5 @@ from memplan.heuristics import (  # noqa: F401  (each module registers its plann
     hill_climb,
     pools,
     shared_objects,
+    time_sweep,
 )

@@ -1,10 +1,21 @@
 """``best``: run the fast heuristics and keep the smallest valid plan (XLA's ChooseBestHeap).
 
 Steps:
-- build the units once and run every composition of the fast orders (size,
+- first the time sweep (`memplan.heuristics.time_sweep`, both placements):
+  O(n log n), so a plan
+  exists early whatever the size; on training graphs, where lifetimes overlap
+  so much that the pair lists below would take gigabytes, it is the plan;
+- unless the problem has more than ``max_pairs`` overlapping pairs, build the
+  units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first
   fit): ten one-pass plans, the registered presets among them, most useful
-  first, within ``time_limit`` if one is given (the first always runs). No
+  first (on problems over ``breadth_first_buffers``, the breadth order
+  first: measured best on large decoders and network-like schedules, see
+  BENCHMARKS.md), within ``time_limit`` if one is given: a pass under way when the
+  time runs out is cut (its remaining units stacked, still a valid plan) and
+  named in ``stats["cut"]``; passes not started are named in
+  ``stats["skipped"]``; Ctrl-C ends the passes with the plans so far
+  (``stats["interrupted"]``). No
   one composition wins everywhere: first fit beats best fit on half of the
   MiniMalloc problems, start order wins some, breadth wins on large networks;
 - keep the plans from the smallest arena up, and return the first that the
@@ -13,7 +24,9 @@ Steps:
   to ``stats["arenas"]``.
 
 The exact solver takes this plan as its warm start. Cost: the sum of the
-candidates (a few times one greedy pass) plus one validation.
+candidates (a few times one greedy pass, O(n log n + E log L) each) plus one
+validation; the time limit is kept up to the validation and one check of the
+clock in `memplan.heuristics.placement` (every few dozen units).
 """
 
 from __future__ import annotations
@@ -21,11 +34,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from memplan.errors import NoPlanError
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
+from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.units import Units
+from memplan.heuristics.time_sweep import sweep_offsets
+from memplan.heuristics.units import Units, time_overlap_count
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -44,6 +61,11 @@ class BestOptions:
     search_iterations: int = option(100, "then hill climbing, unless a plan already meets the "
                                          "bound")
     search_max_buffers: int = option(5000, "... and only on problems up to this many buffers")
+    sweep: bool = option(True, "first the O(n log n) time sweep")
+    breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
+                                              "(it gave the smallest plans there)")
+    max_pairs: int = option(8_000_000, "more overlapping pairs: only the sweep (pair lists "
+                                       "too big)")
 
 
 DEFAULTS = BestOptions()
@@ -68,28 +90,78 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     began = time.perf_counter()
     chosen = parse_options("best", DEFAULTS, options)
     check_single_region(problem)
-    units = Units.build(problem)
+    deadline = None if time_limit is None else began + time_limit
     tried = []  # (arena, name, offsets, stats)
-    for name, composition in candidates(chosen):
-        if tried and time_limit is not None and time.perf_counter() - began > time_limit:
-            break
-        offsets, stats = greedy_offsets(units, composition)
+    cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
+    skipped: list[str] = []  # passes the deadline left no time for
+
+    def keep(name: str, offsets: np.ndarray, stats: dict, stacked: int) -> None:
         tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
-    left = None if time_limit is None else time_limit - (time.perf_counter() - began)
-    if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
-            and (left is None or left > 0)):
-        search = OrderSearch(problem, left, time.perf_counter(), units)
-        if min(arena for arena, _, _, _ in tried) > search.bound:
-            climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed)
-            tried.append((search.best_arena, "hill_climb", search.best_offsets,
-                          {"evaluations": search.evaluations}))
+        if stacked:
+            cut[name] = stacked
+
+    def out_of_time() -> bool:  # a pass cut once: the next ones would be cut too
+        return bool(tried) and deadline is not None and (time.perf_counter() > deadline
+                                                         or bool(cut))
+
+    pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
+
+    def passes() -> None:
+        sweepable = chosen.sweep
+        if sweepable:
+            sweep_units = Units.build(problem, pairs=False)
+            for placement in chosen.placements:
+                if out_of_time():
+                    skipped.append(f"time_sweep(placement={placement!r})")
+                    continue
+                offsets, stats = sweep_offsets(sweep_units, placement, deadline)
+                keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
+        compositions = candidates(chosen)
+        if len(problem) > chosen.breadth_first_buffers:  # breadth wins there: first
+            compositions.sort(key=lambda named: named[1].order != "breadth")
+        if sweepable and pairs > chosen.max_pairs:
+            skipped.extend(name for name, _ in compositions)
+            compositions = []
+        units = None
+        for name, composition in compositions:
+            if out_of_time():
+                skipped.append(name)
+                continue
+            units = units or Units.build(problem)
+            offsets, stats = greedy_offsets(units, composition, deadline)
+            keep(name, offsets, stats, stats["cut"])
+        left = None if deadline is None else deadline - time.perf_counter()
+        if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
+                and units is not None and (left is None or left > 0)):
+            search = OrderSearch(problem, left, time.perf_counter(), units)
+            decoded = [(arena, offsets, stats["order"]) for arena, _, offsets, stats in tried
+                       if stats.get("placement") == "best_fit" and stats.get("order") in ORDERS
+                       and not stats.get("cut") and "optional_aliases_taken" in stats]
+            if decoded and min(arena for arena, _, _, _ in tried) > search.bound:
+                arena, offsets, order = min(decoded, key=lambda d: d[0])
+                search.best_arena, search.best_offsets = arena, offsets
+                climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed,
+                      (arena, offsets, order_units(units, order)))
+                keep("hill_climb", search.best_offsets, {"evaluations": search.evaluations},
+                     search.cut)
+
+    interrupted = False
+    try:
+        passes()
+    except KeyboardInterrupt:  # Ctrl-C: the plans so far, the best of them validated
+        if not tried:
+            raise
+        interrupted = True
     arenas = {name: arena for arena, name, _, _ in tried}
     for arena, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
         draft = Plan(offsets, arena, 0, "unknown", 0, name)  # the bound comes once, below
         if not [v for v in validate(problem, draft) if v.kind != "capacity"]:
             return Plan.from_offsets(problem, offsets, planner="best",
                                      seconds=time.perf_counter() - began,
-                                     stats={"winner": name, "arenas": arenas, **stats})
+                                     stats={"winner": name, "arenas": arenas, **stats,
+                                            "cut": cut, "skipped": skipped,
+                                            "interrupted": interrupted,
+                                            "pairs": pairs})
     raise NoPlanError(f"no heuristic found a valid plan for {problem.name or 'the problem'}; "
                       f"arenas tried: {arenas}")
 

@@ -57,16 +57,22 @@ PRESETS = {
 }
 
 
-def greedy_offsets(units: Units, options: GreedyOptions) -> tuple[np.ndarray, dict]:
-    """Order and place ``units`` as ``options`` say: (buffer offsets, stats)."""
+def greedy_offsets(units: Units, options: GreedyOptions,
+                   deadline: float | None = None) -> tuple[np.ndarray, dict]:
+    """Order and place ``units`` as ``options`` say: (buffer offsets, stats).
+
+    Past ``deadline`` (a `time.perf_counter` value) the units left are stacked:
+    ``stats["cut"]`` counts them (0: the pass ran to its end).
+    """
     placer = Placer(units)
-    offsets = placer.place(order_units(units, options.order), options.placement)
+    offsets = placer.place(order_units(units, options.order), options.placement,
+                           deadline=deadline)
     order = options.order if isinstance(options.order, str) else "custom"
     return offsets, {"order": order, "placement": options.placement,
-                     "optional_aliases_taken": placer.taken}
+                     "optional_aliases_taken": placer.taken, "cut": placer.cut}
 
 
 for _name, _defaults in PRESETS.items():
     register_preset(_name, _defaults, greedy_offsets,
                     f"order {_defaults.order!r}, placement {_defaults.placement!r} "
-                    f"(see memplan.heuristics.greedy)")
+                    f"(see memplan.heuristics.greedy)", timed=True)

@@ -44,9 +44,11 @@ class HillClimbOptions:
 DEFAULTS = HillClimbOptions()
 
 
-def climb(search: OrderSearch, options: HillClimbOptions, seed: int) -> int:
-    """Run the annealing from the search's best start; the search keeps the best. Accepted moves."""
-    arena, offsets, order = search.starts()[0]
+def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
+          start: tuple[int, np.ndarray, np.ndarray] | None = None) -> int:
+    """Run the annealing from ``start`` (arena, offsets, order: a best-fit plan already
+    decoded) or the search's best start; the search keeps the best. Accepted moves."""
+    arena, offsets, order = start if start is not None else search.starts()[0]
     rng = np.random.default_rng(seed)
     accepted = 0
     for iteration in range(options.iterations):

@@ -51,6 +51,7 @@ class OrderSearch:
         self.best_offsets: np.ndarray | None = None
         self.start_name = ""
         self.start_arena = 0
+        self.cut = 0  # units the best plan's pass stacked because the time limit passed
 
     def evaluate(self, order: np.ndarray, parent: tuple[np.ndarray, int] | None = None
                  ) -> tuple[int, np.ndarray]:
@@ -59,15 +60,18 @@ class OrderSearch:
         ``parent``: (offsets, prefix) of a decoded order that shares its first
         ``prefix`` units with this one; only the rest is placed again.
         """
+        deadline = None if self.deadline == float("inf") else self.deadline
         if parent is not None and parent[1] and not self.placer.has_optional:
-            offsets = self.placer.place(order, "best_fit", reuse=parent[0], prefix=parent[1])
+            offsets = self.placer.place(order, "best_fit", reuse=parent[0], prefix=parent[1],
+                                        deadline=deadline)
         else:
-            offsets = self.placer.place(order, "best_fit")
+            offsets = self.placer.place(order, "best_fit", deadline=deadline)
         tops = offsets + self.problem.sizes
         arena = int(tops.max()) if len(tops) else 0
         self.evaluations += 1
         if arena < self.best_arena:
             self.best_arena, self.best_offsets = arena, offsets
+            self.cut = self.placer.cut
         return arena, offsets
 
     def starts(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -110,4 +114,5 @@ class OrderSearch:
         return Plan.from_offsets(self.problem, self.best_offsets, planner=planner,
                                  seconds=time.perf_counter() - self.began,
                                  stats={"start": self.start_name, "start_arena": self.start_arena,
-                                        "evaluations": self.evaluations, **stats})
+                                        "evaluations": self.evaluations, "cut": self.cut,
+                                        **stats})

@@ -32,10 +32,16 @@ Steps of `Placer.place`:
 Cost: O(sum over units of k log k) for k placed partners, i.e.
 O(E log L) for E conflicting pairs and L buffers live at once; a few numpy
 calls per unit (about 20 us).
+
+A ``deadline`` (a `time.perf_counter` value) makes the pass keep a time
+limit: once it passes, the units not placed yet are *stacked* on top of
+everything placed (O(1) each), so the pass still returns a valid plan, and
+`Placer.cut` says how many units it stacked (0: the pass ran to the end).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -46,6 +52,7 @@ from memplan.heuristics.units import Units
 PLACEMENTS = ("best_fit", "first_fit", "stack")
 _NEVER = np.iinfo(np.int64).max
 SMALL = 40  # up to this many intervals, a plain loop beats numpy's per-call cost
+CLOCK_EVERY = 64  # units placed between two looks at the clock (when there is a deadline)
 
 
 def choose_gap(forbid_lo: np.ndarray, forbid_hi: np.ndarray, residue: int, modulus: int,
@@ -121,6 +128,7 @@ class Placer:
         self.pair_reach = units.rel[member] + sizes[member] - 1  # rel + size - 1 of the member
         self.pair_shift = sizes[other] - units.rel[member]  # partner's size - rel of the member
         self.taken = 0  # optional aliases taken by the last `place`
+        self.cut = 0  # units the last `place` stacked because its deadline had passed
         self.has_optional = any(units.optional)  # then `place` cannot reuse a prefix
 
     def forbidden(self, unit: int, offsets: np.ndarray, placed: np.ndarray):
@@ -134,13 +142,15 @@ class Placer:
         return at - self.pair_reach[a:b][mask], at + self.pair_shift[a:b][mask], other
 
     def place(self, order: Iterable[int], placement: str = "best_fit", *,
-              reuse: np.ndarray | None = None, prefix: int = 0) -> np.ndarray:
+              reuse: np.ndarray | None = None, prefix: int = 0,
+              deadline: float | None = None) -> np.ndarray:
         """Buffer offsets: pinned units first, then ``order`` (unit indices) by ``placement``.
 
         ``reuse``: the offsets an earlier call gave an order that starts with the
         same ``prefix`` units (same placement, no optional aliases in the
         problem): those units keep them and only the rest is placed again, which
-        is what makes an order search's small moves cheap.
+        is what makes an order search's small moves cheap. ``deadline``: past
+        it, the remaining units are stacked (see the module doc, `cut`).
         """
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
@@ -150,7 +160,7 @@ class Placer:
         placed = np.zeros(len(problem), bool)
         groups = HonouredGroups(len(units))
         peak = 0
-        self.taken = 0
+        self.taken = self.cut = 0
         best = placement == "best_fit"
 
         single = np.diff(units.member_ptr) == 1
@@ -191,8 +201,19 @@ class Placer:
             offsets[kept], placed[kept] = reuse[kept], True
             peak = max(peak, int((reuse + problem.sizes)[kept].max(initial=0)))
             order = order[prefix:]
-        for unit in order:
+        for count, unit in enumerate(order):
+            if self.cut:
+                peak = put(unit, units.aligned(unit, peak))
+                continue
+            if deadline is not None and count % CLOCK_EVERY == 0 \
+                    and time.perf_counter() > deadline:
+                self.cut = len(order) - count
+                peak = put(unit, units.aligned(unit, peak))
+                continue
             residue, modulus = int(units.residue[unit]), int(units.modulus[unit])
+            if placement == "stack" and not (units.optional[unit] and units.has_pairs):
+                peak = put(unit, units.aligned(unit, peak))
+                continue
             lo, hi, other = self.forbidden(unit, offsets, placed)
             if placement == "stack":
                 base = units.aligned(unit, peak)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memplan.heuristics.units import Units
+from memplan.heuristics.units import Units, time_overlap_count
 from memplan.options import parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -26,20 +26,44 @@ Options = TypeVar("Options")
 Algorithm = Callable[[Units, Any], tuple[np.ndarray, dict]]  # (offsets, stats)
 
 
-def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary: str):
-    """Register ``algorithm`` with ``defaults`` as the planner ``name``."""
+STACK_PAIRS = 1_000_000  # stacking looks at pairs only to take optional aliases, up to this
+
+
+def _needs_pairs(problem: Problem, chosen) -> bool:
+    """Whether the pass needs the pair lists: stacking (naive) only for optional aliases,
+    and not when there are so many pairs that their lists would cost more than they save."""
+    if getattr(chosen, "placement", None) != "stack":
+        return True
+    return bool(problem.alias_optional.any()) and \
+        time_overlap_count(problem.starts, problem.ends) <= STACK_PAIRS
+
+
+def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary: str, *,
+                    timed: bool = False):
+    """Register ``algorithm`` with ``defaults`` as the planner ``name``.
+
+    ``timed``: the algorithm takes a ``deadline`` (a `time.perf_counter` value)
+    and keeps it (cutting its pass, saying so in its stats), so the planner
+    keeps its ``time_limit``.
+    """
 
     def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
              hint: Plan | None = None, **options) -> Plan:
         began = time.perf_counter()
         chosen = parse_options(name, defaults, options)
         check_single_region(problem)
-        offsets, stats = algorithm(Units.build(problem), chosen)
+        units = Units.build(problem, pairs=_needs_pairs(problem, chosen))
+        if timed:
+            deadline = None if time_limit is None else began + time_limit
+            offsets, stats = algorithm(units, chosen, deadline)
+        else:
+            offsets, stats = algorithm(units, chosen)
         return Plan.from_offsets(problem, offsets, planner=name,
                                  seconds=time.perf_counter() - began, stats=stats)
 
     plan.__name__ = name
-    plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: time_limit, seed and hint "
-                    f"are unused.")
+    plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: seed and hint are unused" +
+                    ("; past time_limit the units left are stacked (stats['cut'])." if timed
+                     else ", and so is time_limit."))
     plan.options = defaults
     return register(name)(plan)

@@ -34,6 +34,13 @@ from memplan.groups import AliasUnits, alias_units
 from memplan.problem import Problem
 
 
+def time_overlap_count(starts: np.ndarray, ends: np.ndarray) -> int:
+    """How many pairs of half-open intervals intersect, without listing them; O(n log n)."""
+    order = np.argsort(starts, kind="stable")
+    last = np.searchsorted(starts[order], ends[order], side="left")  # first that starts after
+    return int(np.maximum(last - np.arange(len(order)) - 1, 0).sum())
+
+
 def time_overlap_pairs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every intersecting pair ``(a, b)`` of half-open intervals, once; O(n log n + E)."""
     order = np.argsort(starts, kind="stable")
@@ -57,9 +64,12 @@ class Units(AliasUnits):
     pair_member: np.ndarray  # a member of the unit ...
     pair_other: np.ndarray  # ... and a buffer of another unit it must not share bytes with
     optional: list[list[tuple[int, int]]]  # per unit: (partner buffer, c): base = off[p] + c
+    has_pairs: bool = True  # False: built without the pair lists (`build(pairs=False)`)
 
     @classmethod
-    def build(cls, problem: Problem) -> Units:
+    def build(cls, problem: Problem, *, pairs: bool = True) -> Units:
+        """The units of ``problem``; ``pairs=False`` skips the pair lists (O(n log n) then),
+        for planners that never ask which placed buffers a unit must avoid (`time_sweep`)."""
         groups = alias_units(problem)
         unit_of, rel, count = groups.unit_of, groups.rel, len(groups)
         start = np.full(count, np.iinfo(np.int64).max)
@@ -67,7 +77,10 @@ class Units(AliasUnits):
         end = np.zeros(count, np.int64)
         np.maximum.at(end, unit_of, problem.ends)
 
-        a, b = time_overlap_pairs(problem.starts, problem.ends)
+        if pairs:
+            a, b = time_overlap_pairs(problem.starts, problem.ends)
+        else:
+            a = b = np.zeros(0, np.int64)
         a = np.concatenate([a, problem.conflicts[:, 0]])
         b = np.concatenate([b, problem.conflicts[:, 1]])
         keep = unit_of[a] != unit_of[b]
@@ -89,4 +102,4 @@ class Units(AliasUnits):
             arr.flags.writeable = False
         return cls(**{f.name: getattr(groups, f.name) for f in fields(AliasUnits)},
                    start=start, end=end, pair_ptr=pair_ptr, pair_member=pair_member,
-                   pair_other=pair_other, optional=optional)
+                   pair_other=pair_other, optional=optional, has_pairs=pairs)

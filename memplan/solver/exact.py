@@ -9,7 +9,10 @@ to the optimum. Steps:
   (minimise mode) is the answer, at once;
 - **preprocess** (`memplan.solver.preprocess`): divide by the common divisor
   of the sizes, renumber time, split into independent parts;
-- for each part, smallest first, each with an equal share of the time left,
+- a part of more than ``lns_buffers`` buffers is improved from the warm
+  start by **large-neighbourhood search** (`memplan.solver.lns`: windows of a
+  few hundred buffers re-solved by CP-SAT), never modelled whole;
+- for each other part, smallest first, each with an equal share of the time left,
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
   NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.cp_search`):
   - to fit a capacity: one race of the MiniMalloc orders;
@@ -128,6 +131,8 @@ class _Run:
             return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
         left = self.seconds_left()
         seconds = None if left is None else max(left, 0) / parts_left
+        if hinted is not None and len(part.buffers) > self.options.lns_buffers:
+            return self._neighbourhoods(i, floor, hinted, seconds)
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
         if self.options.canonical and scaled.capacity is None and canonical.plain(scaled):
@@ -152,6 +157,34 @@ class _Run:
             threads=options.workers or os.cpu_count() or 1,
             widths=original.ends[part.buffers] - original.starts[part.buffers],
             deterministic=options.deterministic, on_better=on_better, on_floor=on_floor)
+
+    def _neighbourhoods(self, i: int, floor: int, hinted: np.ndarray,
+                        seconds: float | None) -> Outcome:
+        """A large part: its warm start improved window by window (`memplan.solver.lns`).
+
+        To minimise, down to the floor; to fit, until the plan fits the capacity.
+        """
+        from memplan.solver.lns import improve  # imports CP-SAT: only when it is used
+
+        part = self.parts[i]
+        capacity = part.problem.capacity
+        goal = floor if self.minimize else max(floor, capacity)
+
+        def on_solution(offsets):
+            new = self._top(part, offsets)
+            if self.tops[i] is None or new < self.tops[i]:
+                self.tops[i] = new
+                self.report()
+
+        found = improve(part.problem, hinted, floor=goal, seconds=seconds,
+                        options=self.options, on_solution=on_solution)
+        top = int((found.offsets + part.problem.sizes).max())
+        if self.minimize:
+            status = "optimal" if top <= floor else "feasible"
+        else:
+            status = "feasible" if top <= capacity else "unknown"
+        return Outcome(status, found.offsets, floor, found.interrupted,
+                       {"lns": found.stats, "units": len(part.buffers)})
 
     def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
         """The smallest peak: fit at the floor, then bisect by fit races, then minimise.

@@ -48,6 +48,8 @@ class ExactOptions:
                                   "in slices of this many seconds, doubling every round")
     subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "
                                          "choice")
+    lns_buffers: int = option(3000, "parts with more buffers: large-neighbourhood search from the "
+                              "warm start (memplan.solver.lns), not one model of the whole part")
     sections: bool = option(True, "also a 1-D NoOverlap per time section (clique of live boxes)")
     timetabling: bool = option(False, "NoOverlap2D: timetabling reasoning")
     energetic: bool = option(False, "NoOverlap2D: energetic and area-energetic reasoning")

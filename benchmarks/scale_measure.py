@@ -1,0 +1,131 @@
+"""``python -m benchmarks.scale_measure``: the ``large`` suite timed as a user runs it.
+
+The runner (`benchmarks.runner`) times planners; this times the command a
+user types, ``memplan solve FILE --time-limit T --json``, in a fresh process,
+so that its wall clock (file loading included), its peak resident memory and
+its plan are what a user gets. Steps:
+
+- write each chosen problem of the ``large`` suite to a memplan JSON file
+  (``--work``, built once and reused: the generators are seeded);
+- run ``memplan solve`` under ``/usr/bin/time`` (peak RSS) for each time
+  limit; read its JSON summary: arena, lower bound, status, solve seconds;
+  the loading time is the wall clock less the solve seconds;
+- optionally the peer, omnimalloc's SuperMalloc (``pip install omnimalloc``),
+  on the same buffers with the same time limit and 2 threads, in a process
+  of its own; its plan is checked by memplan's validator (aliases and
+  alignment aside: omnimalloc has neither, so it may share less and align
+  nothing);
+- print one JSON line per run and a markdown table, with the load average.
+
+    python -m benchmarks.scale_measure --time-limit 5,60 --problems network-10k,training-10k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.suites import REPO, cases
+
+PEER = """
+import json, sys, time
+import numpy as np
+from memplan.frontends.memplan_json import read_problem
+from memplan.plan import Plan
+from memplan.validate import validate
+from omnimalloc import Allocation, allocate
+from omnimalloc.allocators import SupermallocAllocator
+problem = read_problem(sys.argv[1])
+began = time.perf_counter()
+allocations = [Allocation(i, int(s), int(a), int(b)) for i, (s, a, b) in
+               enumerate(zip(problem.sizes, problem.starts, problem.ends))]
+placed = allocate(allocations, SupermallocAllocator(timeout=float(sys.argv[2]), num_threads=2))
+seconds = time.perf_counter() - began
+offsets = np.zeros(len(problem), np.int64)
+for a in placed:
+    offsets[a.id] = a.offset
+plan = Plan.from_offsets(problem, offsets, planner="supermalloc")
+kinds = sorted({v.kind for v in validate(problem, plan)})
+print(json.dumps(dict(arena=plan.arena_size, seconds=seconds, violations=kinds)))
+"""
+
+
+def _problem_file(work: Path, name: str) -> Path:
+    from memplan.frontends.memplan_json import write_problem
+
+    path = work / f"{name}.json"
+    if not path.exists():
+        case = next(c for c in cases("large") if c.name == name)
+        write_problem(path, case.build())
+    return path
+
+
+def _solve(path: Path, limit: float) -> dict:
+    memplan = Path(sys.executable).with_name("memplan")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", str(memplan), "solve", str(path),
+                           "--time-limit", str(limit), "--json"],
+                          capture_output=True, text=True, cwd=REPO)
+    wall, rss_kb = proc.stderr.strip().splitlines()[-1].split()
+    summary = json.loads(proc.stdout)
+    bound = summary["lower_bound"]
+    return dict(buffers=summary["buffers"], wall=float(wall), solve_s=summary["seconds"],
+                load_s=float(wall) - summary["seconds"], rss_mb=int(rss_kb) // 1024,
+                heuristic=summary["heuristic"]["arena_size"] / bound,
+                ratio=summary["plan"]["arena_size"] / bound, status=summary["plan"]["status"],
+                lower_bound=bound)
+
+
+def _peer(path: Path, limit: float, bound: int) -> dict:
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", PEER, str(path), str(limit)],
+                          capture_output=True, text=True, cwd=REPO)
+    if proc.returncode:
+        return dict(peer_error=proc.stderr.strip().splitlines()[-1])
+    found = json.loads(proc.stdout)
+    return dict(peer_ratio=found["arena"] / bound, peer_s=found["seconds"],
+                peer_wall=time.perf_counter() - began, peer_violations=found["violations"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_measure",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--time-limit", default="60", help="comma-separated seconds")
+    parser.add_argument("--problems", required=True, help="comma-separated large-suite names")
+    parser.add_argument("--peer", action="store_true", help="also omnimalloc's SuperMalloc")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/memplan-large"))
+    parser.add_argument("--out", type=Path, help="append the JSON lines to this file")
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.problems.split(","):
+        path = _problem_file(args.work, name)
+        for limit in (float(t) for t in args.time_limit.split(",")):
+            row = dict(problem=name, limit=limit, **_solve(path, limit))
+            if args.peer:
+                row.update(_peer(path, limit, row["lower_bound"]))
+            row["load_average"] = os.getloadavg()[0]
+            rows.append(row)
+            line = json.dumps(row)
+            print(line, flush=True)
+            if args.out:
+                with args.out.open("a") as out:
+                    out.write(line + "\n")
+    print("\n| problem | buffers | limit s | wall s (load s) | arena / bound | heuristic | "
+          "status | peak RSS MB | SuperMalloc | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        peer = f"{r['peer_ratio']:.5f} in {r['peer_s']:.1f} s" if "peer_ratio" in r else "-"
+        print(f"| {r['problem']} | {r['buffers']} | {r['limit']:g} | {r['wall']:.1f} "
+              f"({r['load_s']:.1f}) | {r['ratio']:.5f} | {r['heuristic']:.5f} | {r['status']} | "
+              f"{r['rss_mb']} | {peer} | {r['load_average']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

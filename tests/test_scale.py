@@ -1,0 +1,131 @@
+"""Large problems: the time sweep, passes cut by their deadline, large-neighbourhood search.
+
+Correctness only (every plan through the validator, never worse than its start,
+cuts reported); how fast and how good at 10k-100k buffers is in BENCHMARKS.md.
+"""
+
+import numpy as np
+import pytest
+
+from benchmarks.generate import network_like
+from benchmarks.large import decoder_model, training_step, transformer_decoder
+from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
+from memplan.frontends.onnx import from_onnx
+from memplan.heuristics.time_sweep import FreeList
+from memplan.solver.exact_options import ExactOptions
+from memplan.solver.lns import improve
+
+
+def test_free_list_best_and_first_fit_and_merging():
+    free = FreeList([(0, 16)])  # 0..16 reserved (a pinned unit)
+    assert (free.lo, free.hi[:-1]) == ([16], [])
+    a = free.take(32, 0, 16, best=True)
+    b = free.take(8, 0, 8, best=True)
+    c = free.take(64, 0, 16, best=True)
+    assert (a, b, c) == (16, 48, 64)
+    free.give(16, 48)  # a gap of 32 below b
+    free.give(64, 128)  # c back: merges with the open top
+    assert free.take(8, 0, 8, best=True) == 16  # the only finite gap
+    assert free.take(24, 0, 8, best=False) == 24  # first fit: right after it
+    free.give(16, 48)
+    assert (free.lo[0], free.hi[0]) == (16, 48)
+
+
+@pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
+def test_sweep_plans_are_valid_with_every_feature(placement):
+    problems = [training_step(600, 1), network_like(500, 2),
+                Problem([Buffer("p", 24, 0, 4, offset=40), Buffer("q", 24, 1, 3, alignment=8),
+                         Buffer("r", 8, 2, 6, alignment=8), Buffer("s", 40, 4, 7),
+                         Buffer("t", 16, 7, 9), Buffer("u", 16, 8, 9)],
+                        aliases=[Alias("t", "u", 0, optional=True)],
+                        conflicts=[("q", "s"), ("r", "t")], name="mixed")]
+    for problem in problems:
+        plan = plan_with("time_sweep", problem, placement=placement)
+        assert validate(problem, plan) == [], problem.name
+        assert plan.stats["cut"] == 0
+        assert plan.arena_size >= lower_bound(problem)
+
+
+def test_a_pass_out_of_time_is_cut_and_says_so():
+    problem = network_like(400, 3)
+    for name in ("time_sweep", "greedy_by_size", "first_fit"):
+        plan = plan_with(name, problem, time_limit=0)
+        assert validate(problem, plan) == [], name
+        assert plan.stats["cut"] == len(problem), name  # nothing placed before the deadline
+    plan = plan_with("best", problem, time_limit=0)
+    assert validate(problem, plan) == []
+    assert plan.stats["cut"] and plan.stats["skipped"]  # the first pass cut, the rest skipped
+    assert plan_with("best", problem).stats["cut"] == {}
+
+
+def test_best_skips_pair_lists_too_large_but_still_plans():
+    problem = training_step(800, 4)
+    plan = plan_with("best", problem, max_pairs=10)
+    assert validate(problem, plan) == []
+    assert plan.stats["winner"].startswith("time_sweep")
+    assert "greedy_by_size" in plan.stats["skipped"]
+    assert plan.stats["pairs"] > 10
+
+
+def _improved(problem, start, seconds=3.0, **options):
+    from memplan.solver.preprocess import part_offsets, split
+
+    (part,) = split(problem)
+    hinted = part_offsets(part, start.offsets)
+    seen = []
+    result = improve(part.problem, hinted, floor=lower_bound(part.problem), seconds=seconds,
+                     options=ExactOptions(workers=1, **options), on_solution=seen.append)
+    offsets = result.offsets * part.scale
+    whole = np.zeros(len(problem), np.int64)
+    whole[part.buffers] = offsets
+    return whole, result, [int((o + part.problem.sizes).max()) for o in seen]
+
+
+def test_lns_never_returns_a_worse_or_invalid_plan():
+    problem = network_like(1500, 5)
+    start = plan_with("time_sweep", problem, placement="first_fit")
+    offsets, result, seen = _improved(problem, start)
+    plan = type(start).from_offsets(problem, offsets, planner="lns")
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= start.arena_size
+    assert result.stats["windows"] >= 1
+    assert seen == sorted(seen, reverse=True)  # each reported plan better than the last
+
+
+def test_lns_keeps_aliases_conflicts_and_pinned_buffers():
+    model = decoder_model(2, 2, seq=4, past=16, head_dim=8)
+    problem = from_onnx(model, alignment=16)
+    assert len(problem.alias_src) and problem.alias_optional.any()
+    extra = problem.replace(conflicts=[(problem.ids[3], problem.ids[40])])
+    for case in (problem, extra):
+        start = plan_with("time_sweep", case)
+        offsets, _, _ = _improved(case, start, seconds=2.0)
+        plan = type(start).from_offsets(case, offsets, planner="lns")
+        assert validate(case, plan) == [], case.name
+        assert plan.arena_size <= start.arena_size
+
+
+def test_exact_uses_lns_on_large_parts_and_keeps_its_word():
+    problem = network_like(800, 6)
+    hint = plan_with("naive", problem)  # far above the bound: the search has work to do
+    plan = plan_with("exact", problem, hint=hint, time_limit=3, workers=1, lns_buffers=100)
+    assert validate(problem, plan) == []
+    assert plan.arena_size < hint.arena_size
+    assert any(s and "lns" in s for s in plan.stats["parts_stats"])
+    assert (plan.status == "optimal") == (plan.arena_size == plan.best_bound)
+    capped = problem.replace(capacity=hint.arena_size)
+    fit = plan_with("exact", capped, hint=hint, time_limit=3, workers=1, lns_buffers=100)
+    assert fit.status in ("feasible", "optimal") and validate(capped, fit) == []
+
+
+def test_large_generators_are_seeded_and_realistic():
+    decoder = transformer_decoder(1000, 0)
+    assert 700 <= len(decoder) <= 1400
+    caches = [i for i, b in enumerate(decoder.ids) if b.startswith("past_k_")]
+    assert caches and all(decoder.starts[i] == 0 for i in caches)  # long-lived inputs
+    assert decoder.alias_optional.any()  # in-place element-wise operators
+    train = training_step(2000, 0)
+    assert train.sizes.tolist() == training_step(2000, 0).sizes.tolist()
+    assert 1500 <= len(train) <= 2500
+    # forward activations live until their backward operator: long, nested lifetimes
+    assert (train.ends - train.starts).max() > len(train) // 4
