@@ -103,7 +103,7 @@ def tree_equal(a, b) -> bool:
 
 # --------------------------------------------------------------- frontend
 def test_chain_has_tflm_lifetimes_sizes_and_alignment():
-    problem = from_tflite(chain(), name="chain")
+    problem = memplan.from_tflite(chain(), name="chain")
     # TFLM's scopes: the input at 0, operator i at i + 1; inclusive -> half-open
     assert {b.id: (b.start, b.end, b.size, b.alignment, b.kind) for b in problem.buffers} == {
         "x": (0, 2, 48, 16, "input"), "a": (1, 4, 48, 16, "activation"),
