@@ -17,7 +17,8 @@ output), and for each model:
 
 The models (inputs small enough for a microcontroller, as in MLPerf Tiny):
 ``mobilenet_v1`` (Keras application, 128x128, alpha 0.25), ``mobilenet_v2``
-(Keras application, 96x96, alpha 0.35), ``resnet8`` (MLPerf Tiny image
+(Keras application, 96x96, alpha 0.35), ``resnet50`` (Keras application, 64x64:
+the smallest ResNet Keras ships, 25.6 M weights), ``resnet8`` (MLPerf Tiny image
 classification, 32x32), ``ds_cnn`` (MLPerf Tiny keyword spotting, 49x10
 MFCC), ``vww`` (MLPerf Tiny visual wake words: MobileNet v1 0.25, 96x96, two
 classes), ``autoencoder`` (MLPerf Tiny anomaly detection, 640 inputs),
@@ -38,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-MODELS = ("mobilenet_v1", "mobilenet_v2", "resnet8", "ds_cnn", "vww", "autoencoder", "unet")
+MODELS = ("mobilenet_v1", "mobilenet_v2", "resnet50", "resnet8", "ds_cnn", "vww", "autoencoder",
+          "unet")
 KINDS = ("float32", "int8")
 
 
@@ -64,6 +66,10 @@ def build_keras(name: str):
         return keras.applications.MobileNetV2(
             input_tensor=keras.Input((96, 96, 3), batch_size=1), alpha=0.35, weights=None,
             classes=10, classifier_activation=None)
+    if name == "resnet50":
+        return keras.applications.ResNet50(
+            input_tensor=keras.Input((64, 64, 3), batch_size=1), weights=None, classes=10,
+            classifier_activation=None)
     if name == "vww":
         return keras.applications.MobileNet(
             input_tensor=keras.Input((96, 96, 3), batch_size=1), alpha=0.25, weights=None,

@@ -18,7 +18,7 @@ planner packages so that the registry is full.
 
 import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
-from memplan.api import compare, from_onnx, load, solve, solve_report
+from memplan.api import compare, from_onnx, from_tflite, load, solve, solve_report
 from memplan.bounds import live_bytes, load_profile, lower_bound
 from memplan.errors import (
     InvalidPlanError,
@@ -40,9 +40,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
     "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
-    "explain", "from_onnx", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
-    "planners", "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
-    "solve_report", "sweep", "validate",
+    "explain", "from_onnx", "from_tflite", "live_bytes", "load", "load_profile", "lower_bound",
+    "plan_with", "planners", "plot_comparison", "plot_layout", "plot_memory", "register",
+    "reorder", "solve", "solve_report", "sweep", "validate",
 ]
 
 

@@ -119,6 +119,14 @@ def from_onnx(model: Any, **options: Any) -> Problem:
     return convert(model, **options)
 
 
+def from_tflite(model: Any, **options: Any) -> Problem:
+    """A ``.tflite`` model (path or bytes) as the `Problem` TFLite-Micro plans; see
+    `memplan.frontends.tflite` (needs the ``tflite`` extra)."""
+    from memplan.frontends.tflite import from_tflite as convert
+
+    return convert(model, **options)
+
+
 def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
          alignment: int | None = None, **options: Any) -> Problem:
     """The problem in ``path`` (``.onnx``, ``.tflite``, ``.csv`` or ``.json``, by extension).
@@ -431,5 +439,6 @@ def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
 
 
 __all__ = ["SolveOptions", "SolveReport", "as_problem", "compare", "default_model",
-           "from_onnx", "heuristic_names", "info", "load", "lower_bound", "plan_with",
-           "planners", "solve", "solve_models", "solve_report", "validate", "with_alignment"]
+           "from_onnx", "from_tflite", "heuristic_names", "info", "load", "lower_bound",
+           "plan_with", "planners", "solve", "solve_models", "solve_report", "validate",
+           "with_alignment"]

@@ -32,7 +32,8 @@ FLOAT32, INT32, STRING = fb.TensorType.FLOAT32, fb.TensorType.INT32, fb.TensorTy
 ADD, RELU, WHILE = fb.BuiltinOperator.ADD, fb.BuiltinOperator.RELU, fb.BuiltinOperator.WHILE
 
 
-def build(tensors, ops, inputs, outputs, constants=None, *, subgraphs=1, metadata=None) -> bytes:
+def build(tensors, ops, inputs, outputs, constants=None, *, subgraphs=1, metadata=None,
+          bad_opcode=False) -> bytes:
     """A .tflite flatbuffer: tensors ``(name, shape, type[, variable])``, ops
     ``(builtin code, inputs, outputs)``, constant data by tensor index."""
     constants = constants or {}
@@ -59,7 +60,7 @@ def build(tensors, ops, inputs, outputs, constants=None, *, subgraphs=1, metadat
     graph.operators = []
     for code, op_inputs, op_outputs in ops:
         op = fb.OperatorT()
-        op.opcodeIndex = codes.index(code)
+        op.opcodeIndex = 5 if bad_opcode else codes.index(code)
         op.inputs, op.outputs = np.array(op_inputs, np.int32), np.array(op_outputs, np.int32)
         if code == ADD:
             op.builtinOptionsType = fb.BuiltinOptions.AddOptions
@@ -103,7 +104,7 @@ def tree_equal(a, b) -> bool:
 
 # --------------------------------------------------------------- frontend
 def test_chain_has_tflm_lifetimes_sizes_and_alignment():
-    problem = from_tflite(chain(), name="chain")
+    problem = memplan.from_tflite(chain(), name="chain")
     # TFLM's scopes: the input at 0, operator i at i + 1; inclusive -> half-open
     assert {b.id: (b.start, b.end, b.size, b.alignment, b.kind) for b in problem.buffers} == {
         "x": (0, 2, 48, 16, "input"), "a": (1, 4, 48, 16, "activation"),
@@ -126,6 +127,9 @@ def test_variable_unused_zero_size_and_repeated_names():
                    "#5": (2, 3, 16, "output"), "mid": (1, 3, 32, "activation")}
     assert tensor_ids(read_model(build(tensors, ops, [0, 3], [2, 4, 5])))[3:6] == \
         ["out#3", "empty", "#5"]
+    clash = [("a", [2], FLOAT32), ("a#2", [2], FLOAT32), ("a", [2], FLOAT32)]
+    assert tensor_ids(read_model(build(clash, [(ADD, [0, 1], [2])], [0, 1], [2]))) == \
+        ["a", "a#2", "a#2'"]
 
 
 def test_known_kernels_scratch_is_planned_for_their_step():
@@ -153,6 +157,8 @@ def test_refusals_name_the_file_and_the_reason(tmp_path):
                               [(RELU, [0], [1])], [0], [1]), "'s': tensor type STRING"),
         "junk.tflite": (b"\x00" * 64, "not a TFLite model"),
         "cut.tflite": (chain()[:40], "corrupt TFLite flatbuffer"),
+        "code.tflite": (build(tensors, [(RELU, [0], [1])], [0], [1], bad_opcode=True),
+                        "operator 0 names operator code 5 of 1"),
     }
     for name, (data, message) in cases.items():
         path = tmp_path / name

@@ -126,6 +126,8 @@ def tensor_ids(model: Any) -> list[str]:
     for index, tensor in enumerate(model.subgraphs[0].tensors or []):
         name = _text(tensor.name)
         id = name if name and name not in seen else f"{name}#{index}"
+        while id in seen:  # a later tensor may already be called "name#index"
+            id += "'"
         seen.add(id)
         ids.append(id)
     return ids
@@ -244,6 +246,12 @@ def check_supported(model: Any, *, file: str | None = None) -> None:
     subgraphs = model.subgraphs or []
     if not subgraphs:
         raise ProblemError("the model has no subgraph", file=file)
+    codes = len(model.operatorCodes or [])
+    for g, sg in enumerate(subgraphs):
+        for i, op in enumerate(sg.operators or []):
+            if not 0 <= op.opcodeIndex < codes:
+                raise ProblemError(f"subgraph {g} operator {i} names operator code "
+                                   f"{op.opcodeIndex} of {codes}", file=file)
     flow = sorted({operator_name(model, op) for sg in subgraphs for op in sg.operators or []}
                   & set(CONTROL_FLOW))
     if len(subgraphs) > 1 or flow:
