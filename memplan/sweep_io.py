@@ -161,6 +161,8 @@ def _typed_csv(table, path: Path):
     table = table[table["task"].str.len() > 0].copy()
     for name, dtype in COLUMNS.items():
         if dtype == "string":
+            if name != "bindings":  # '' there means "as in the file"; elsewhere: missing
+                table[name] = table[name].replace("", None)
             continue
         text = table[name].replace("", None)
         if dtype == "boolean":

@@ -114,6 +114,21 @@ def test_sizes_tasks_and_bad_input(zoo):
         make_tasks([zoo], planners=["best"], options=SLOW)
 
 
+def test_cli_refuses_bad_input_before_starting_anything(zoo, tmp_path, capsys):
+    assert main(["sweep", str(zoo / "missing.onnx")]) == 2
+    assert "missing.onnx: no such file" in capsys.readouterr().err
+    assert main(["sweep", str(zoo), "--planner", "nosuch"]) == 2
+    assert "valid planners" in capsys.readouterr().err
+    assert main(["sweep", str(zoo), "--out", str(tmp_path / "rows.txt")]) == 2
+    assert "must end in .csv" in capsys.readouterr().err
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert main(["sweep", str(zoo), "--out", str(tmp_path / "other.csv")]) == 2
+    assert "not a memplan sweep's rows" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:
+        main(["sweep", str(zoo), "--capacity", "12XB"])
+    assert exit.value.code == 2 and "not a memory size" in capsys.readouterr().err
+
+
 def test_rebatch_gives_a_model_that_runs_at_the_new_batch(zoo):
     ort = pytest.importorskip("onnxruntime")
     import onnx
