@@ -50,7 +50,7 @@ def cluster(workers: int):
     from distributed import Client, LocalCluster
 
     began = time.perf_counter()
-    local = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None,
+    local = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
                          silence_logs=logging.CRITICAL, preload=["memplan.sweep"])
     client = Client(local)
     client.wait_for_workers(workers)

@@ -338,7 +338,7 @@ def _engine(client, scheduler: str | None, workers: int | None):
             yield connected
         return
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                      processes=True, dashboard_address=None, silence_logs=logging.CRITICAL,
+                      processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
                       preload=["memplan.sweep"]) \
             as cluster, Client(cluster) as local:
         yield local
@@ -372,7 +372,8 @@ def sweep(models: Iterable[str | os.PathLike], *,
     or any object with ``start(total, done)``, ``update(row, running)`` and
     ``close()``. ``on_row(row)`` is called on the client for each new row.
     The DataFrame's ``attrs`` hold ``interrupted``, ``skipped`` (rows taken
-    from ``out``), ``ran``, ``wall_seconds`` and ``workers``.
+    from ``out``), ``ran``, ``tasks``, ``wall_seconds``, ``startup_seconds`` (until
+    the engine was ready) and ``workers``.
     """
     import pandas as pd
 
@@ -385,10 +386,11 @@ def sweep(models: Iterable[str | os.PathLike], *,
     earlier = writer.existing() if writer is not None and resume else {}
     todo = [task for task in tasks if task.key not in earlier]
     rows: dict[str, dict[str, Any]] = {}
-    interrupted, nworkers = False, 0
+    interrupted, nworkers, startup = False, 0, 0.0
     try:
         if todo:
             with _engine(client, scheduler, workers) as engine:
+                startup = time.perf_counter() - began
                 nworkers = len(engine.scheduler_info().get("workers", {}))
                 interrupted = _run(engine, todo, rows, writer, progress, retries, on_row,
                                    len(tasks) - len(todo))
@@ -399,7 +401,8 @@ def sweep(models: Iterable[str | os.PathLike], *,
     table = pd.DataFrame([found[t.key] for t in tasks if t.key in found], columns=list(COLUMNS))
     table = table.astype(COLUMNS)
     table.attrs.update(interrupted=interrupted, skipped=len(tasks) - len(todo), ran=len(rows),
-                       wall_seconds=time.perf_counter() - began, workers=nworkers,
+                       wall_seconds=time.perf_counter() - began, startup_seconds=startup,
+                       workers=nworkers,
                        tasks=len(tasks))
     return table
 

@@ -81,7 +81,7 @@ def slow_zoo(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as connected:
         yield connected
 
