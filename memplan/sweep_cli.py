@@ -126,7 +126,7 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
                         help="run on this existing Dask cluster instead")
     engine.add_argument("--retries", type=int, default=1,
                         help="re-runs of a task that raised (a dead worker's tasks are "
-                             "always re-run)")
+                             "re-run by Dask, up to its allowed-failures, 3 by default)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", metavar="ROWS.csv|.parquet",
                         help="write rows as they finish; the same command again resumes")
