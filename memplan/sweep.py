@@ -195,6 +195,14 @@ def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignmen
 
 
 # ------------------------------------------------------------------ one task, on a worker
+@lru_cache(maxsize=4)
+def _onnx_model(path: str, stamp: tuple[int, int]):
+    """The parsed ONNX file (one parse for all the shapes of a model on this worker)."""
+    from memplan.frontends.onnx_graph import load_model
+
+    return load_model(path)
+
+
 @lru_cache(maxsize=8)
 def _load(path: str, stamp: tuple[int, int], dims: tuple, batch: int | None,
           alignment: int | None):
@@ -205,9 +213,8 @@ def _load(path: str, stamp: tuple[int, int], dims: tuple, batch: int | None,
         return load(path, alignment=alignment)
     from memplan.frontends.onnx import from_onnx
     from memplan.frontends.onnx_batch import rebatch
-    from memplan.frontends.onnx_graph import load_model
 
-    model, source = load_model(path)
+    model, source = _onnx_model(path, stamp)  # never changed below: rebatch copies
     symbols = {d.dim_param for value in model.graph.input
                for d in value.type.tensor_type.shape.dim if d.HasField("dim_param")}
     unknown = [name for name, _ in dims if name not in symbols]
