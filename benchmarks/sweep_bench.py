@@ -137,7 +137,8 @@ def main() -> None:
                    overhead_per_task=(swept["wall"] - loop_wall) / count,
                    load_after=load_average())
     print(f"solve in a loop: {count} plans in {loop_wall:.2f} s; sweep on 1 worker: "
-          f"{swept['wall']:.2f} s (worker time {swept['task_seconds']:.2f} s); overhead {summary['overhead_per_task'] * 1000:.0f} ms/task; "
+          f"{swept['wall']:.2f} s (worker time {swept['task_seconds']:.2f} s); "
+          f"overhead {summary['overhead_per_task'] * 1000:.0f} ms/task; "
           f"load before {summary['load_before']}, after {summary['load_after']}")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
