@@ -7,12 +7,12 @@ planner wins, and how far from optimal?"): hundreds of independent plans.
 default or on an existing cluster (``client=`` / ``scheduler=``):
 
 - the tasks are the cross product of models (files, or folders searched for
-  ``.onnx``, ``.csv``, ``.json``), dimension bindings (``dims``), batch sizes
+  ``.onnx``, ``.tflite``, ``.csv``, ``.json``), dimension bindings (``dims``), batch sizes
   (``batches``: `memplan.frontends.onnx_batch.rebatch` rewrites a model whose
   batch is fixed in the file), capacities and planners (a registered planner,
   ``solve`` for the whole `memplan.solve` pipeline, ``all`` for every
   heuristic and ``exact``). Bindings and batches apply to ONNX models only:
-  a CSV or JSON model is one task per capacity and planner;
+  any other model is one task per capacity and planner;
 - each task (`run_task`) loads its model on the worker (a few recent models
   are kept per worker process: the planners of one model share one load),
   plans it, validates the plan there with `memplan.validate` and returns one
@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.frontends import READERS
 from memplan.sweep_io import COLUMNS, RowWriter, finish_row
 from memplan.viz import human_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
 
-MODEL_SUFFIXES = (".onnx", ".csv", ".json")
+MODEL_SUFFIXES = READERS  # what memplan.load reads: .onnx, .tflite, .csv, .json
 FROM_FILE = "file"  # capacity: the one the model's file gives (MiniMalloc's name.CAP.csv)
 SOLVE = "solve"  # planner: the whole memplan.solve pipeline (heuristics, then exact)
 ALL = "all"  # planner: every heuristic and the exact planner
