@@ -282,22 +282,99 @@ def fast_order(deps: Dependencies, *, time_limit: float, seed: int,
     return order, stats
 
 
+@dataclass
+class _OrderModel:
+    """The CP-SAT variables of order and layout at once (see `exact_order`)."""
+
+    cp: Any
+    position: list  # per step
+    start: list  # per block, with end, length, offset and its address interval
+    end: list
+    length: list
+    offset: list
+    places: list
+    peak: Any
+
+
+def _order_model(deps: Dependencies, problem: Problem) -> _OrderModel:
+    """Positions (all different, after their predecessors); per block a lifetime from the
+    min and max of its steps' positions, an aligned offset, one NoOverlap2D over (lifetime x
+    address) and a cumulative of the extents under the peak."""
+    from ortools.sat.python import cp_model  # imported on first use: it costs a second
+
+    n, total = deps.n, int(deps.extent.sum())
+    cp = cp_model.CpModel()
+    position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
+    cp.add_all_different(position)
+    for step, before in enumerate(deps.preds):
+        for b in before:
+            cp.add(position[b] < position[step])
+    at = [*position, cp.new_constant(0), cp.new_constant(max(n - 1, 0))]
+    model = _OrderModel(cp, position, [], [], [], [], [],
+                        cp.new_int_var(deps.step_bound(), total, "peak"))
+    spans = []
+    for b, members in enumerate(deps.members):
+        name, extent = problem.ids[int(members[0])], int(deps.extent[b])
+        start = cp.new_int_var(0, max(n - 1, 0), f"start[{name}]")
+        end = cp.new_int_var(1, max(n, 1), f"end[{name}]")
+        cp.add_min_equality(start, [at[s] for s in
+                                    deps.start_steps[deps.start_ptr[b]:deps.start_ptr[b + 1]]])
+        cp.add_max_equality(end, [at[s] + 1 for s in
+                                  deps.end_steps[deps.end_ptr[b]:deps.end_ptr[b + 1]]])
+        length = cp.new_int_var(1, max(n, 1), f"length[{name}]")
+        spans.append(cp.new_interval_var(start, length, end, f"lifetime[{name}]"))
+        residue, modulus = group_congruence(problem, members, deps.rel[members])
+        offset = cp.new_int_var(0, max(0, total - extent), f"offset[{name}]")
+        if modulus > 1:
+            quotient = cp.new_int_var(0, total // modulus, f"k[{name}]")
+            cp.add(offset == modulus * quotient + residue)
+        model.places.append(cp.new_fixed_size_interval_var(offset, extent, f"bytes[{name}]"))
+        cp.add(offset + extent <= model.peak)
+        model.start.append(start)
+        model.end.append(end)
+        model.length.append(length)
+        model.offset.append(offset)
+    cp.add_no_overlap_2d(spans, model.places)
+    cp.add_cumulative(spans, [int(e) for e in deps.extent], model.peak)
+    cp.minimize(model.peak)
+    return model
+
+
+def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
+              offsets: np.ndarray | None) -> None:
+    """A complete hint: the positions and lifetimes of ``order`` and, given, its layout."""
+    position = np.empty(deps.n, np.int64)
+    position[order] = np.arange(deps.n)
+    start, end = deps.lifetimes(position)
+    for step, var in enumerate(model.position):
+        model.cp.add_hint(var, int(position[step]))
+    for b in range(len(deps.extent)):
+        model.cp.add_hint(model.start[b], int(start[b]))
+        model.cp.add_hint(model.end[b], int(end[b]))
+        model.cp.add_hint(model.length[b], int(end[b] - start[b]))
+    if offsets is not None:
+        first = np.array([m[0] for m in deps.members], np.int64)
+        bases = offsets[first] - deps.rel[first]
+        for b, var in enumerate(model.offset):
+            model.cp.add_hint(var, int(bases[b]))
+        model.cp.add_hint(model.peak, int((bases + deps.extent).max()))
+
+
 def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
                 hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
                 workers: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
-    """CP-SAT over positions and block offsets: ``(order, offsets or None, stats)``.
+    """CP-SAT over positions and block offsets (`_order_model`): ``(order, offsets, stats)``.
 
-    Minimises the peak of one NoOverlap2D of (variable lifetime x offset)
-    boxes, with a redundant cumulative of the extents; warm-started from the
-    order ``hint`` and a plan of it (``hint_offsets``, per buffer of
-    ``problem``). ``offsets`` (per buffer, when a layout was found) fit the
-    order and leave the optional aliases untaken.
+    Minimises the peak, warm-started from the order ``hint`` and a plan of it
+    (``hint_offsets``, per buffer of ``problem``); settled at once when that
+    plan meets the step bound. ``offsets`` (per buffer, None when no layout is
+    known) fit the order and leave the optional aliases untaken.
     """
-    n, blocks = deps.n, len(deps.extent)
+    from ortools.sat.python import cp_model
+
+    from memplan.solver.cp_params import cp_solver
+
     hint_peak, _ = deps.cost(hint)
-    hint_position = np.empty(n, np.int64)
-    hint_position[hint] = np.arange(n)
-    hint_start, hint_end = deps.lifetimes(hint_position)
     floor = deps.step_bound()
     if hint_offsets is not None:
         first = np.array([m[0] for m in deps.members], np.int64)
@@ -306,65 +383,19 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
-    from ortools.sat.python import cp_model  # imported on first use: it costs a second
-
-    from memplan.solver.cp_params import cp_solver
-
-    cp = cp_model.CpModel()
-    position = [cp.new_int_var(0, n - 1, f"position[{label}]") for label in deps.labels]
-    cp.add_all_different(position)
-    for step, before in enumerate(deps.preds):
-        for b in before:
-            cp.add(position[b] < position[step])
-    at = [*position, cp.new_constant(0), cp.new_constant(max(n - 1, 0))]
-    peak = cp.new_int_var(deps.step_bound(), int(deps.extent.sum()), "peak")
-    spans, places, hint_top = [], [], 0
-    for b in range(blocks):
-        name = problem.ids[int(deps.members[b][0])]
-        firsts = [at[s] for s in deps.start_steps[deps.start_ptr[b]:deps.start_ptr[b + 1]]]
-        lasts = [at[s] + 1 for s in deps.end_steps[deps.end_ptr[b]:deps.end_ptr[b + 1]]]
-        start = cp.new_int_var(0, max(n - 1, 0), f"start[{name}]")
-        end = cp.new_int_var(1, max(n, 1), f"end[{name}]")
-        cp.add_min_equality(start, firsts)
-        cp.add_max_equality(end, lasts)
-        length = cp.new_int_var(1, max(n, 1), f"length[{name}]")
-        spans.append(cp.new_interval_var(start, length, end, f"lifetime[{name}]"))
-        extent = int(deps.extent[b])
-        residue, modulus = group_congruence(problem, deps.members[b],
-                                            deps.rel[deps.members[b]])
-        offset = cp.new_int_var(0, max(0, int(deps.extent.sum()) - extent), f"offset[{name}]")
-        if modulus > 1:
-            quotient = cp.new_int_var(0, int(deps.extent.sum()) // modulus, f"k[{name}]")
-            cp.add(offset == modulus * quotient + residue)
-        places.append(cp.new_fixed_size_interval_var(offset, extent, f"bytes[{name}]"))
-        if hint_offsets is not None:
-            first = int(deps.members[b][0])
-            base = int(hint_offsets[first] - deps.rel[first])
-            cp.add_hint(offset, base)
-            hint_top = max(hint_top, base + extent)
-        cp.add(offset + extent <= peak)
-        cp.add_hint(start, int(hint_start[b]))
-        cp.add_hint(end, int(hint_end[b]))
-        cp.add_hint(length, int(hint_end[b] - hint_start[b]))
-    cp.add_no_overlap_2d(spans, places)
-    cp.add_cumulative(spans, [int(e) for e in deps.extent], peak)
-    for step in range(n):
-        cp.add_hint(position[step], int(hint_position[step]))
-    if hint_offsets is not None:
-        cp.add_hint(peak, hint_top)
-    cp.minimize(peak)
+    model = _order_model(deps, problem)
+    _add_hint(model, deps, hint, hint_offsets)
     solver = cp_solver(workers=workers, seed=seed, seconds=max(0.01, time_limit))
-    status = solver.solve(cp)
-    proven = max(floor, int(solver.best_objective_bound))
-    stats = {"status": solver.status_name(status), "bound": proven,
+    status = solver.solve(model.cp)
+    stats = {"status": solver.status_name(status),
+             "bound": max(floor, int(solver.best_objective_bound)),
              "hint_peak": hint_peak, "branches": solver.num_branches}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return hint, hint_offsets, stats  # the warm start is still a layout of its order
-    order = np.argsort([solver.value(p) for p in position], kind="stable")
+    order = np.argsort([solver.value(p) for p in model.position], kind="stable")
     offsets = np.empty(len(problem), np.int64)
-    for b in range(blocks):
-        base = solver.value(places[b].start_expr())
-        offsets[deps.members[b]] = base + deps.rel[deps.members[b]]
+    for b, members in enumerate(deps.members):
+        offsets[members] = solver.value(model.offset[b]) + deps.rel[members]
     stats["peak"] = int(solver.objective_value)
     return order, offsets, stats
 
