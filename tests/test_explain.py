@@ -210,3 +210,21 @@ def test_cli_explain_solve_reason_and_info_default(capsys):
     assert "MaxPool" in json.loads(capsys.readouterr().out)["reason"]
     assert main(["info"]) == OK
     assert "squeezenet" in capsys.readouterr().out
+
+
+def test_tflite_steps_name_the_operators():
+    pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated",
+                        reason="the tflite extra is not installed")
+    from memplan.frontends.tflite import from_tflite
+
+    from .test_tflite import ADD, FLOAT32, RELU, build
+
+    data = build([("x", [1, 64], FLOAT32), ("y", [1, 64], FLOAT32), ("z", [1, 64], FLOAT32)],
+                 [(RELU, [0], [1]), (ADD, [1, 0], [2])], [0], [2])
+    problem = from_tflite(data)
+    assert [(s.op, s.reads, s.writes) for s in problem.steps] == [
+        ("", (), ()), ("RELU", ("x",), ("y",)), ("ADD", ("y", "x"), ("z",))]
+    peak = explain(problem).peaks[0]
+    assert peak.operator.op in ("RELU", "ADD")
+    assert {t.id for t in peak.tensors} >= {"x", "y"}
+    assert all(t.producer is None or t.producer.step == t.start for t in peak.tensors)

@@ -31,6 +31,8 @@ Steps (`from_tflite`):
   TFLM keeps them in its persistent tail unless an offline plan places them,
   which memplan's does;
 - no aliases: TFLM gives every tensor its own bytes (a Reshape copies);
+- the problem's ``steps`` name each operator (``#i``, its builtin op) and
+  the buffers it reads and writes (for `memplan.explain`);
 - the scratch buffers that TFLM's reference kernels request in their
   Prepare (``RequestScratchBufferInArena``), where the size follows from the
   shapes (`scratch_requests`: MEAN and SUM, REDUCE_MAX/MIN/ALL, int8 and
@@ -60,7 +62,7 @@ from typing import Any
 
 from memplan.bounds import live_bytes
 from memplan.errors import ProblemError
-from memplan.problem import Buffer, Problem
+from memplan.problem import Buffer, Problem, Step
 
 EXTRA = "tflite"  # the optional extra that brings the parser: pip install 'memplan[tflite]'
 ALIGNMENT = 16  # TFLM's MicroArenaBufferAlignment(): offsets and planned sizes
@@ -313,5 +315,13 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray, *, name: str | Non
                 buffers.append(Buffer(id, _aligned(size), step, step + 1, alignment=ALIGNMENT,
                                       kind="scratch"))
     label = name if name is not None else (Path(file).stem if file else "tflite")
-    problem = Problem(buffers, name=label, source=file)
+    planned = {b.id for b in buffers}
+    steps = [Step()]  # step 0: the graph inputs arrive; operator i runs at step i + 1
+    for step, op in enumerate(subgraph.operators or [], start=1):
+        writes = [ids[t] for t in indices(op.outputs) if ids[t] in planned]
+        writes += [b.id for b in buffers if b.kind == "scratch" and b.start == step]
+        steps.append(Step(f"#{step - 1}", operator_name(tree, op),
+                          tuple(ids[t] for t in indices(op.inputs) if ids[t] in planned),
+                          tuple(writes)))
+    problem = Problem(buffers, name=label, source=file, steps=steps)
     return problem.replace(widths=live_bytes(problem)) if len(problem) else problem
