@@ -352,7 +352,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     summary = _summary(model, report, written, multi)
     summary["order"] = _order_summary(reordering)
     summary["reason"] = capacity_line(report.problem, report.plan)
-    if summary["reason"]:
+    if summary["reason"] and multi is None:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"
     proof = tflm = None
