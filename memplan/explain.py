@@ -43,6 +43,7 @@ from memplan.capacity_reason import (
     live_load_reason,
     packing_reason,
     pinned_reason,
+    subproblem,
 )
 from memplan.explanation import (
     CapacityExplanation,
@@ -128,7 +129,7 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float
     problem = d.problem
     reason = pinned_reason(problem, capacity) or live_load_reason(problem, capacity)
     if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
-        plan = plan_with("best", problem.replace(capacity=None, regions=()), seed=0)
+        plan = plan_with("best", subproblem(problem, range(len(problem)), None), seed=0)
     if reason is None and plan.arena_size <= capacity and plan.regions is None:
         reason = Reason(FITS, capacity)
     if reason is None:

@@ -228,3 +228,11 @@ def test_tflite_steps_name_the_operators():
     assert peak.operator.op in ("RELU", "ADD")
     assert {t.id for t in peak.tensors} >= {"x", "y"}
     assert all(t.producer is None or t.producer.step == t.start for t in peak.tensors)
+
+
+def test_a_capacity_is_explained_on_a_problem_with_regions_too():
+    problem = Problem([Buffer(id, size, start, end, regions=("sram",))
+                       for id, size, start, end in FRAGMENTED],
+                      regions=[memplan.Region("sram", 6), memplan.Region("dram")], capacity=6)
+    found = explain(problem, time_limit=300).capacity
+    assert found.kind == "packing" and {t.id for t in found.tensors} == {r[0] for r in FRAGMENTED}
