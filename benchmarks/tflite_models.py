@@ -25,7 +25,13 @@ classes), ``autoencoder`` (MLPerf Tiny anomaly detection, 640 inputs),
 ``unet`` (a small U-Net, 64x64, three levels, transposed convolutions up: Keras'
 UpSampling2D converts to TILE, which TFLM lacks). All with batch 1. The ``.tflite`` files go to
 ``--out`` (default ``build/tflite_models``, not committed) and are reused
-when present.
+when present. ``tiny_cnn`` (12x12: convolutions, a residual add, a
+transposed convolution) is the tests' model.
+
+Each model is converted in a child process (``--convert NAME KIND``): with
+tensorflow loaded in the same process, a later CP-SAT solve crashed (a
+segmentation fault inside OR-Tools, seen in the test suite), so the process
+that plans never imports tensorflow.
 
     python -m benchmarks.tflite_models --time-limit 30 --markdown table.md
 """
@@ -34,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,6 +111,14 @@ def build_keras(name: str):
         for units in (128, 128, 128, 128, 8, 128, 128, 128, 128):
             x = layers.ReLU()(layers.BatchNormalization()(layers.Dense(units)(x)))
         return keras.Model(inputs, layers.Dense(640)(x), name=name)
+    if name == "tiny_cnn":
+        inputs = keras.Input((12, 12, 3), batch_size=1)
+        x = layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+        y = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+        z = layers.Add()([x, layers.Conv2D(8, 1)(y)])
+        z = layers.Conv2DTranspose(16, 2, strides=2, padding="same")(layers.MaxPooling2D()(z))
+        outputs = layers.Dense(4, activation="softmax")(layers.Flatten()(z))
+        return keras.Model(inputs, outputs, name=name)
     if name == "unet":
         inputs = keras.Input((64, 64, 1), batch_size=1)
         skips, x = [], inputs
@@ -136,11 +152,17 @@ def convert(model, kind: str, samples: int = 8) -> bytes:
 
 
 def model_file(out: Path, name: str, kind: str) -> Path:
-    """The ``.tflite`` file of ``name`` in ``kind``, built and converted when missing."""
-    path = out / f"{name}_{kind}.tflite"
+    """The ``.tflite`` file of ``name`` in ``kind``, built and converted when missing (in a
+    child process: this one never imports tensorflow)."""
+    path = Path(out) / f"{name}_{kind}.tflite"
     if not path.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(convert(build_keras(name), kind))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.tflite_models", "--convert",
+                               name, kind, "--out", str(path.parent)],
+                              cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True)
+        if done.returncode or not path.exists():
+            raise RuntimeError(f"converting {name} ({kind}) failed: {done.stderr[-2000:]}")
     return path
 
 
@@ -209,7 +231,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds for the exact planner per model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--convert", nargs=2, metavar=("NAME", "KIND"),
+                        help="only build and convert one model into --out (what model_file "
+                             "runs in a child process)")
     args = parser.parse_args(argv)
+    if args.convert:
+        name, kind = args.convert
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{name}_{kind}.tflite").write_bytes(convert(build_keras(name), kind))
+        return 0
     results = []
     for name in args.models.split(","):
         for kind in args.kinds.split(","):

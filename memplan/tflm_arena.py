@@ -228,7 +228,8 @@ class TflmReport:
         return not self.mismatches and self.head_matches
 
     def __str__(self) -> str:
-        lines = [f"{self.model}: {self.tensors} tensors, {self.buffers} planned by TFLM",
+        lines = [f"{self.model}: {self.tensors} tensors, {self.buffers} buffers planned "
+                 "(TFLM's planned tensors and kernel scratch)",
                  f"  TFLM planner   head {self.tflm.head} B, tail {self.tflm.tail} B"
                  + (f", smallest arena {self.min_arena} B" if self.min_arena else ""),
                  f"  memplan plan   head {self.planned.head} B (memplan arena "

@@ -2,7 +2,8 @@
 the proof inside TFLite-Micro's own interpreter beside TFLM's own planner.
 
 The small models are built here with the schema's object API (no converter
-needed); the last tests convert Keras models with tensorflow-cpu. Everything
+needed); the last tests convert a Keras model with tensorflow-cpu, in a child
+process (`benchmarks.tflite_models.model_file`). Everything
 but the missing-extra message needs the ``tflite`` extra and is skipped
 without it.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import faulthandler
 import importlib.util
 import json
-import subprocess
 import sys
 
 import numpy as np
@@ -294,51 +294,18 @@ def _no_false_crash_reports():
         faulthandler.enable()
 
 
-KERAS_CNN = """
-import sys
-from pathlib import Path
-
-import numpy as np
-import tensorflow as tf
-
-keras = tf.keras
-inputs = keras.Input((12, 12, 3), batch_size=1)
-x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
-y = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
-y = keras.layers.Conv2D(8, 1)(y)
-z = keras.layers.Add()([x, y])
-z = keras.layers.MaxPooling2D()(z)
-z = keras.layers.Conv2DTranspose(16, 2, strides=2, padding="same")(z)
-z = keras.layers.Flatten()(z)
-outputs = keras.layers.Dense(4, activation="softmax")(z)
-model = keras.Model(inputs, outputs)
-for kind in ("float32", "int8"):
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if kind == "int8":
-        rng = np.random.default_rng(0)
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        samples = [[rng.random((1, 12, 12, 3), dtype=np.float32)] for _ in range(4)]
-        converter.representative_dataset = samples.__iter__
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = converter.inference_output_type = tf.int8
-    (Path(sys.argv[1]) / f"cnn_{kind}.tflite").write_bytes(converter.convert())
-"""
-
-
 @pytest.fixture(scope="module")
 def keras_models(tmp_path_factory):
-    """A small Keras CNN with a residual add and a transposed convolution, converted float32
-    and int8 (tensorflow-cpu). TFLM's int8 TRANSPOSE_CONV asks for int32 scratch.
-
-    The conversion runs in a child process: TensorFlow loaded into a process that
-    then runs OR-Tools' CP-SAT can crash it at exit (two native runtimes), and
-    pytest-xdist's workers run any test after any other."""
-    if importlib.util.find_spec("tensorflow") is None:  # not imported here: see above
+    """``tiny_cnn`` of `benchmarks.tflite_models` (convolutions, a residual add, a transposed
+    convolution), converted float32 and int8 by tensorflow-cpu in a child process (this one
+    runs CP-SAT: with tensorflow loaded beside it, CP-SAT crashed). TFLM's int8
+    TRANSPOSE_CONV asks for int32 scratch."""
+    if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("the tflite extra is not installed")
+    from benchmarks.tflite_models import model_file
+
     folder = tmp_path_factory.mktemp("keras")
-    subprocess.run([sys.executable, "-c", KERAS_CNN, str(folder)], check=True,
-                   capture_output=True, timeout=600)
-    return {kind: folder / f"cnn_{kind}.tflite" for kind in ("float32", "int8")}
+    return {kind: model_file(folder, "tiny_cnn", kind) for kind in ("float32", "int8")}
 
 
 @pytest.mark.parametrize("kind", ["float32", "int8"])
