@@ -76,9 +76,9 @@ def summary(table, *, out: str | None = None) -> list[str]:
     wall = attrs.get("wall_seconds")
     if wall is not None and attrs.get("ran"):
         start = attrs.get("startup_seconds", 0.0)
+        starting = f"{start:.1f} s to start them, then " if start >= 0.1 else ""
         lines.append(f"ran         {attrs['ran']} tasks in {wall:.1f} s on {attrs.get('workers')} "
-                     f"workers ({start:.1f} s to start them, then "
-                     f"{attrs['ran'] / max(wall - start, 1e-9):.1f} tasks/s)")
+                     f"workers ({starting}{attrs['ran'] / max(wall - start, 1e-9):.1f} tasks/s)")
     valid = table["valid"].fillna(False).sum()
     planned = table["arena_size"].notna().sum()
     lines.append(f"validated   {valid} of {planned} plans on their workers")
