@@ -129,3 +129,19 @@ def test_large_generators_are_seeded_and_realistic():
     assert 1500 <= len(train) <= 2500
     # forward activations live until their backward operator: long, nested lifetimes
     assert (train.ends - train.starts).max() > len(train) // 4
+
+
+def test_overlap_count_matches_the_pairs_and_routes_crowded_parts_to_lns():
+    from memplan.bounds import time_overlap_count
+    from memplan.heuristics.units import time_overlap_pairs
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        starts = rng.integers(0, 20, 40)
+        ends = starts + rng.integers(1, 8, 40)
+        assert time_overlap_count(starts, ends) == len(time_overlap_pairs(starts, ends)[0])
+    problem = training_step(300, 7)
+    hint = plan_with("naive", problem)
+    plan = plan_with("exact", problem, hint=hint, time_limit=2, workers=1, lns_pairs=10)
+    assert validate(problem, plan) == [] and plan.arena_size < hint.arena_size
+    assert any(s and "lns" in s for s in plan.stats["parts_stats"])

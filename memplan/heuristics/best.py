@@ -36,13 +36,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.bounds import time_overlap_count
 from memplan.errors import NoPlanError
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.time_sweep import sweep_offsets
-from memplan.heuristics.units import Units, time_overlap_count
+from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
