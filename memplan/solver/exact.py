@@ -299,14 +299,14 @@ class _Run:
     def _cp_search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None,
                    *, minimize: bool, options: ExactOptions | None = None) -> Outcome:
         """One CP-SAT search of part ``i`` (see `_search`)."""
-        from memplan.solver.cp_search import search  # CP-SAT: imported when first needed
-        from memplan.solver.model import build_model
-
         part, options = self.parts[i], options or self.options
         if seconds is not None and self.build_seconds.get(i, 0.0) >= seconds:
             return Outcome("unknown", None, floor,  # the time left would not even build it
                            stats={"cut": "no time left to build the model again"})
-        began = time.perf_counter()
+        began = time.perf_counter()  # importing CP-SAT the first time counts too
+        from memplan.solver.cp_search import search  # CP-SAT: imported when first needed
+        from memplan.solver.model import build_model
+
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,
                             minimize=minimize, by_section=options.sections)
@@ -314,6 +314,9 @@ class _Run:
         self.build_seconds[i] = built
         if seconds is not None:  # the build counts against the time limit
             seconds = max(0.0, seconds - built)
+        overall = self.seconds_left()  # and never past the run's own deadline
+        if overall is not None:
+            seconds = max(0.0, overall) if seconds is None else min(seconds, max(0.0, overall))
         if hinted is not None:
             model.hint(hinted)
 
