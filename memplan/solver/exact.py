@@ -61,7 +61,7 @@ from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
-from memplan.validate import validate
+from memplan.validate import known_valid, validate
 
 HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
 
@@ -77,7 +77,8 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
         stats["warm_start"] = options.warm_start
     if hint is None:
         return None
-    broken = [v for v in validate(problem, hint) if v.kind != "capacity"]
+    broken = [] if known_valid(hint, problem) else \
+        [v for v in validate(problem, hint) if v.kind != "capacity"]
     stats["hint_arena"] = int(hint.arena_size)
     if broken:
         stats["hint_rejected"] = str(broken[0])
