@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
+EXACT_SHARE = 0.1  # of the time limit: the exact planner's least share, whatever is left
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
@@ -288,8 +289,9 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
                 import memplan.solver.cp_search  # noqa: F401  machine) counts in the limit
             # the exact plan is checked too (as long as the heuristic's check): time kept for it
             check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)
-            left = None if settings.time_limit is None else max(
-                0.0, settings.time_limit - (time.perf_counter() - began) - check)
+            left = None if settings.time_limit is None else max(  # the 10% the promise
+                EXACT_SHARE * settings.time_limit,  # allows: the exact planner gets it
+                settings.time_limit - (time.perf_counter() - began) - check)
             if left is not None and left <= 0:
                 report.out_of_time = True
                 report.seconds = time.perf_counter() - began
