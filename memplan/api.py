@@ -79,7 +79,7 @@ class SolveOptions:
     heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
-                                                "a quarter of the time limit, at least 1 s")
+                                                "half the time limit, at least 1 s")
     workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
@@ -324,12 +324,12 @@ def naive_arena(problem: Problem) -> int:
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or a quarter of the time limit (>= 1 s)."""
+    """Seconds for each heuristic: the option, or half the time limit (>= 1 s)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
     if settings.time_limit is None:
         return 1.0
-    return max(1.0, min(settings.time_limit, settings.time_limit / 4))
+    return max(1.0, min(settings.time_limit, settings.time_limit / 2))
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,

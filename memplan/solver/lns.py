@@ -232,9 +232,14 @@ def _dedupe_hints(cp: cp_model.CpModel) -> None:
 
 def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.ndarray,
                   options: ExactOptions, seconds: float) -> tuple[np.ndarray | None, bool, dict]:
-    """(new offsets of the sub-problem or None, proven optimal, stats) for one window."""
+    """(new offsets of the sub-problem or None, proven optimal, stats) for one window, in
+    at most ``seconds`` from the call (building the model counts: none left, no solve)."""
+    began = time.perf_counter()
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
+    built = time.perf_counter() - began
+    if seconds - built <= 0.01:
+        return None, False, {"built": built}
     cp = model.cp
     free_units = sorted({int(model.geometry.unit_of[i]) for i in range(n_free)})
     old_peak = int((offsets[:n_free] + sub.sizes[:n_free]).max())
@@ -253,9 +258,10 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     params.random_seed = options.seed
     params.catch_sigint_signal = False
     params.log_search_progress = options.log
-    params.max_time_in_seconds = max(seconds, 0.01)
+    params.max_time_in_seconds = seconds - built
     status = solver.solve(cp)
-    stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts}
+    stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
+             "built": built}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False, stats
     return model.offsets(solver), status == cp_model.OPTIMAL, stats
@@ -271,10 +277,11 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     result = LnsResult(hood.offsets, stats)
     deadline = math.inf if seconds is None else began + seconds
     stalled = 0  # windows in a row that did not lower the arena
+    build = 0.0  # seconds the last window's model took to build
     try:
         while int(hood.tops.max()) > floor and (seconds is not None or stalled < STALL):
             left = deadline - time.perf_counter()
-            if left <= 0.05 or (options.stop is not None and options.stop.is_set()):
+            if left <= max(0.05, build) or (options.stop is not None and options.stop.is_set()):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
             for attempt in range(3):  # a window with too many obstacles: a smaller one
@@ -293,6 +300,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                                                       hood.offsets[members], options,
                                                       window_seconds)
             stats["windows"] += 1
+            build = window_stats["built"]  # the next window's model takes about as long
             if new is None:
                 size = max(MIN_SIZE, int(size * 0.7))
                 continue
