@@ -17,7 +17,8 @@ its plan are what a user gets. Steps:
   nothing);
 - print one JSON line per run and a markdown table, with the load average.
 
-    python -m benchmarks.scale_measure --time-limit 5,60 --problems network-10k,training-10k
+    python -m benchmarks.scale_measure --time-limit 5,60 --problems network-10k,training-10k \\
+        --peer network-10k
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def _solve(path: Path, limit: float) -> dict:
     proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", str(memplan), "solve", str(path),
                            "--time-limit", str(limit), "--json"],
                           capture_output=True, text=True, cwd=REPO)
+    if proc.returncode not in (0, 1):  # 1: does not fit a capacity (still a summary)
+        return dict(error=(proc.stderr.strip().splitlines() or ["no output"])[-1])
     wall, rss_kb = proc.stderr.strip().splitlines()[-1].split()
     summary = json.loads(proc.stdout)
     bound = summary["lower_bound"]
@@ -97,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time-limit", default="60", help="comma-separated seconds")
     parser.add_argument("--problems", required=True, help="comma-separated large-suite names")
-    parser.add_argument("--peer", action="store_true", help="also omnimalloc's SuperMalloc")
+    parser.add_argument("--peer", default="", help="comma-separated problems (or 'all') to run "
+                                                   "omnimalloc's SuperMalloc on too")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memplan-large"))
     parser.add_argument("--out", type=Path, help="append the JSON lines to this file")
     args = parser.parse_args(argv)
@@ -107,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         path = _problem_file(args.work, name)
         for limit in (float(t) for t in args.time_limit.split(",")):
             row = dict(problem=name, limit=limit, **_solve(path, limit))
-            if args.peer:
+            if "error" in row:
+                print(json.dumps(row), flush=True)
+                continue
+            if args.peer == "all" or name in args.peer.split(","):
                 row.update(_peer(path, limit, row["lower_bound"]))
             row["load_average"] = os.getloadavg()[0]
             rows.append(row)

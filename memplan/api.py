@@ -58,12 +58,14 @@ from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.solver.exact import canonical_first
 from memplan.solver.exact_options import ExactOptions
-from memplan.validate import validate
+from memplan.validate import known_valid, mark_valid, validate
 
 if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
+EXACT_SHARE = 0.1  # of the time limit: the exact planner's least share, whatever is left
+NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
@@ -77,7 +79,7 @@ class SolveOptions:
     heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
-                                                "a quarter of the time limit, at least 1 s")
+                                                "half the time limit, at least 1 s")
     workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
@@ -94,6 +96,7 @@ class SolveReport:
     heuristic: Plan  # the best of them: the exact planner's warm start
     exact: Plan | None  # the exact planner's plan, None when it did not run
     interrupted: bool = False  # Ctrl-C stopped the exact planner
+    out_of_time: bool = False  # the heuristics left the exact planner no time
     seconds: float = 0.0  # wall time of the whole pipeline
 
     @property
@@ -103,6 +106,10 @@ class SolveReport:
             return None
         if self.heuristic.status == "optimal":
             return "not needed, the heuristic plan reaches the lower bound"
+        if self.interrupted:
+            return "interrupted during the heuristics"
+        if self.out_of_time:
+            return "no time left after the heuristics"
         return "not asked"
 
 
@@ -174,12 +181,15 @@ def heuristic_names() -> list[str]:
 def _checked(problem: Problem, plan: Plan) -> Plan:
     """``plan`` once the validator accepts it; one that does not `fits` may exceed the capacity."""
     began = time.perf_counter()
+    if known_valid(plan, problem) and not (fits(plan) and problem.capacity is not None
+                                           and plan.arena_size > problem.capacity):
+        return plan  # its planner ran the validator on this very problem (`mark_valid`)
     violations = [v for v in validate(problem, plan)
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
         raise InvalidPlanError(violations)
     plan.stats["validate_seconds"] = time.perf_counter() - began
-    return plan
+    return mark_valid(plan, problem)
 
 
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
@@ -270,15 +280,22 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=heuristic_seconds(settings))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
-    naive = plans["naive"] if "naive" in plans else plan_with("naive", problem)
-    report = SolveReport(problem, heuristic, naive.arena_size, plans, heuristic, None)
+    naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
+    report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
     if settings.exact and heuristic.status != "optimal" and not report.interrupted:
         try:
+            if settings.time_limit is not None:  # CP-SAT's import (seconds on a busy
+                import memplan.solver.cp_search  # noqa: F401  machine) counts in the limit
             # the exact plan is checked too (as long as the heuristic's check): time kept for it
             check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)
-            left = None if settings.time_limit is None else max(
-                0.0, settings.time_limit - (time.perf_counter() - began) - check)
+            left = None if settings.time_limit is None else max(  # the 10% the promise
+                EXACT_SHARE * settings.time_limit,  # allows: the exact planner gets it
+                settings.time_limit - (time.perf_counter() - began) - check)
+            if left is not None and left <= 0:
+                report.out_of_time = True
+                report.seconds = time.perf_counter() - began
+                return report
             exact = plan_with(EXACT, problem, hint=heuristic,
                               options=replace(record, time_limit=left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
@@ -291,13 +308,28 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     return report
 
 
+def naive_arena(problem: Problem) -> int:
+    """The arena of the ``naive`` planner (no reuse); on large problems without its optional
+    aliases (it would list every pair of overlapping lifetimes to take them) and without
+    building a plan: O(n)."""
+    if len(problem) <= NAIVE_PLAN_BUFFERS:
+        return plan_with("naive", problem).arena_size
+    from memplan.heuristics.units import Units
+
+    units = Units.build(problem, pairs=False)
+    top = int((units.pinned_base + units.extent)[units.pinned].max(initial=0))
+    for unit in units.free.tolist():
+        top = units.aligned(unit, top) + int(units.extent[unit])
+    return top
+
+
 def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or a quarter of the time limit (>= 1 s)."""
+    """Seconds for each heuristic: the option, or half the time limit (>= 1 s)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
     if settings.time_limit is None:
         return 1.0
-    return max(1.0, min(settings.time_limit, settings.time_limit / 4))
+    return max(1.0, min(settings.time_limit, settings.time_limit / 2))
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,

@@ -167,3 +167,10 @@ def lower_bound(problem: Problem) -> int:
     if len(problem.conflicts):
         bound = max(bound, clique_bound(problem))
     return bound
+
+
+def time_overlap_count(starts: np.ndarray, ends: np.ndarray) -> int:
+    """How many pairs of half-open intervals intersect, without listing them; O(n log n)."""
+    order = np.argsort(starts, kind="stable")
+    last = np.searchsorted(starts[order], ends[order], side="left")  # first that starts after
+    return int(np.maximum(last - np.arange(len(order)) - 1, 0).sum())

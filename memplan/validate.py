@@ -221,3 +221,17 @@ def check(problem: Problem, plan: Plan | Mapping[str, int]) -> None:
     violations = validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)
+
+
+def mark_valid(plan: Plan, problem: Problem) -> Plan:
+    """Note that ``plan`` passed `validate` against ``problem`` (this very object; capacity
+    aside: the plan's status says whether it fits), so that a
+    later check of the same pair can be skipped (`known_valid`); a 100k-buffer check takes
+    seconds. The note lives on the plan object only, never in its stats or files."""
+    object.__setattr__(plan, "_valid_for", problem)
+    return plan
+
+
+def known_valid(plan: Plan, problem: Problem) -> bool:
+    """Whether `mark_valid` noted ``plan`` as valid for this very ``problem`` object."""
+    return getattr(plan, "_valid_for", None) is problem

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memplan.heuristics.units import Units, time_overlap_count
+from memplan.bounds import time_overlap_count
+from memplan.heuristics.units import Units
 from memplan.options import parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region

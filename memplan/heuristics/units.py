@@ -34,13 +34,6 @@ from memplan.groups import AliasUnits, alias_units
 from memplan.problem import Problem
 
 
-def time_overlap_count(starts: np.ndarray, ends: np.ndarray) -> int:
-    """How many pairs of half-open intervals intersect, without listing them; O(n log n)."""
-    order = np.argsort(starts, kind="stable")
-    last = np.searchsorted(starts[order], ends[order], side="left")  # first that starts after
-    return int(np.maximum(last - np.arange(len(order)) - 1, 0).sum())
-
-
 def time_overlap_pairs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every intersecting pair ``(a, b)`` of half-open intervals, once; O(n log n + E)."""
     order = np.argsort(starts, kind="stable")

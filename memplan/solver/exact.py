@@ -9,7 +9,8 @@ to the optimum. Steps:
   (minimise mode) is the answer, at once;
 - **preprocess** (`memplan.solver.preprocess`): divide by the common divisor
   of the sizes, renumber time, split into independent parts;
-- a part of more than ``lns_buffers`` buffers is improved from the warm
+- a part of more than ``lns_buffers`` buffers or ``lns_pairs`` pairs of
+  overlapping lifetimes is improved from the warm
   start by **large-neighbourhood search** (`memplan.solver.lns`: windows of a
   few hundred buffers re-solved by CP-SAT), never modelled whole;
 - for each other part, smallest first, each with an equal share of the time left,
@@ -51,7 +52,7 @@ import time
 
 import numpy as np
 
-from memplan.bounds import lower_bound
+from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import NoPlanError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
@@ -60,7 +61,7 @@ from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
-from memplan.validate import validate
+from memplan.validate import known_valid, validate
 
 HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
 
@@ -76,7 +77,8 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
         stats["warm_start"] = options.warm_start
     if hint is None:
         return None
-    broken = [v for v in validate(problem, hint) if v.kind != "capacity"]
+    broken = [] if known_valid(hint, problem) else \
+        [v for v in validate(problem, hint) if v.kind != "capacity"]
     stats["hint_arena"] = int(hint.arena_size)
     if broken:
         stats["hint_rejected"] = str(broken[0])
@@ -100,6 +102,7 @@ class _Run:
             for i, part in enumerate(self.parts):
                 self.tops[i] = self._top(part, part_offsets(part, hint.offsets))
         self.reported: tuple | None = None
+        self.build_seconds: dict[int, float] = {}  # per part: seconds its last model took
 
     def _top(self, part: Part, offsets: np.ndarray) -> int:
         return int((offsets + part.problem.sizes).max()) * part.scale
@@ -131,7 +134,9 @@ class _Run:
             return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
         left = self.seconds_left()
         seconds = None if left is None else max(left, 0) / parts_left
-        if hinted is not None and len(part.buffers) > self.options.lns_buffers:
+        if hinted is not None and (len(part.buffers) > self.options.lns_buffers or
+                                   time_overlap_count(scaled.starts, scaled.ends)
+                                   > self.options.lns_pairs):
             return self._neighbourhoods(i, floor, hinted, seconds)
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
@@ -295,13 +300,24 @@ class _Run:
     def _cp_search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None,
                    *, minimize: bool, options: ExactOptions | None = None) -> Outcome:
         """One CP-SAT search of part ``i`` (see `_search`)."""
+        part, options = self.parts[i], options or self.options
+        if seconds is not None and self.build_seconds.get(i, 0.0) >= seconds:
+            return Outcome("unknown", None, floor,  # the time left would not even build it
+                           stats={"cut": "no time left to build the model again"})
+        began = time.perf_counter()  # importing CP-SAT the first time counts too
         from memplan.solver.cp_search import search  # CP-SAT: imported when first needed
         from memplan.solver.model import build_model
 
-        part, options = self.parts[i], options or self.options
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,
                             minimize=minimize, by_section=options.sections)
+        built = time.perf_counter() - began
+        self.build_seconds[i] = built
+        if seconds is not None:  # the build counts against the time limit
+            seconds = max(0.0, seconds - built)
+        overall = self.seconds_left()  # and never past the run's own deadline
+        if overall is not None:
+            seconds = max(0.0, overall) if seconds is None else min(seconds, max(0.0, overall))
         if hinted is not None:
             model.hint(hinted)
 

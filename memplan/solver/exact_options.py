@@ -50,6 +50,8 @@ class ExactOptions:
                                          "choice")
     lns_buffers: int = option(3000, "parts with more buffers: large-neighbourhood search from the "
                               "warm start (memplan.solver.lns), not one model of the whole part")
+    lns_pairs: int = option(200_000, "... and parts with more pairs of overlapping lifetimes "
+                            "(their whole model grows with them)")
     sections: bool = option(True, "also a 1-D NoOverlap per time section (clique of live boxes)")
     timetabling: bool = option(False, "NoOverlap2D: timetabling reasoning")
     energetic: bool = option(False, "NoOverlap2D: energetic and area-energetic reasoning")

@@ -13,7 +13,8 @@ fraction of a second::
       |       |  obstacle +-----+                (below their old peak)
       +-------[----window-------)----------> time
 
-Steps of `improve`, repeated until the time limit, ``stop``, or the plan
+Steps of `improve`, repeated until the time limit (without one: until
+``STALL`` windows in a row leave the arena as it was), ``stop``, or the plan
 meets the part's floor (proven optimal):
 
 - pick a *target*: a unit at the arena's top (its buffers set the peak), or
@@ -60,6 +61,7 @@ from memplan.solver.model import build_model
 START_SIZE = 250  # buffers in the first neighbourhoods
 MIN_SIZE, MAX_SIZE = 40, 2000  # neighbourhood sizes stay within these
 SLICE_SECONDS = 2.0  # most seconds CP-SAT spends on one neighbourhood
+STALL = 30  # without a time limit: stop after this many windows in a row without progress
 EXPLORE = 0.15  # chance of a window around any unit rather than one at the peak
 OBSTACLES = 3  # a window may hold this many times its size in buffers, obstacles included
 BAND_SHARE = 0.5  # chance of a band window (all live components) rather than a contained one
@@ -230,9 +232,14 @@ def _dedupe_hints(cp: cp_model.CpModel) -> None:
 
 def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.ndarray,
                   options: ExactOptions, seconds: float) -> tuple[np.ndarray | None, bool, dict]:
-    """(new offsets of the sub-problem or None, proven optimal, stats) for one window."""
+    """(new offsets of the sub-problem or None, proven optimal, stats) for one window, in
+    at most ``seconds`` from the call (building the model counts: none left, no solve)."""
+    began = time.perf_counter()
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
+    built = time.perf_counter() - began
+    if seconds - built <= 0.01:
+        return None, False, {"built": built}
     cp = model.cp
     free_units = sorted({int(model.geometry.unit_of[i]) for i in range(n_free)})
     old_peak = int((offsets[:n_free] + sub.sizes[:n_free]).max())
@@ -251,9 +258,10 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     params.random_seed = options.seed
     params.catch_sigint_signal = False
     params.log_search_progress = options.log
-    params.max_time_in_seconds = max(seconds, 0.01)
+    params.max_time_in_seconds = seconds - built
     status = solver.solve(cp)
-    stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts}
+    stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
+             "built": built}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False, stats
     return model.offsets(solver), status == cp_model.OPTIMAL, stats
@@ -268,10 +276,12 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max())}
     result = LnsResult(hood.offsets, stats)
     deadline = math.inf if seconds is None else began + seconds
+    stalled = 0  # windows in a row that did not lower the arena
+    build = 0.0  # seconds the last window's model took to build
     try:
-        while int(hood.tops.max()) > floor:
+        while int(hood.tops.max()) > floor and (seconds is not None or stalled < STALL):
             left = deadline - time.perf_counter()
-            if left <= 0.05 or (options.stop is not None and options.stop.is_set()):
+            if left <= max(0.05, build) or (options.stop is not None and options.stop.is_set()):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
             for attempt in range(3):  # a window with too many obstacles: a smaller one
@@ -285,21 +295,24 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
             if picked is None:
                 break
             arena = int(hood.tops.max())
-            window_seconds = min(SLICE_SECONDS, left)
+            window_seconds = min(SLICE_SECONDS, left)  # left is inf without a time limit
             new, proven, window_stats = _solve_window(sub, n_free, y0, arena,
                                                       hood.offsets[members], options,
                                                       window_seconds)
             stats["windows"] += 1
+            build = window_stats["built"]  # the next window's model takes about as long
             if new is None:
                 size = max(MIN_SIZE, int(size * 0.7))
                 continue
             old_peak = int((hood.offsets[free] + problem.sizes[free]).max())
             new_peak = int((new[:n_free] + sub.sizes[:n_free]).max())
+            before = int(hood.tops.max())
             if new_peak <= old_peak:  # the hint is a solution: this always holds
                 hood.offsets[free] = new[:n_free]
                 if new_peak < old_peak:
                     stats["improved"] += 1
                     on_solution(hood.offsets.copy())
+            stalled = 0 if int(hood.tops.max()) < before else stalled + 1
             if proven:
                 stats["solved"] += 1
                 size = min(MAX_SIZE, int(size * 1.25) + 1)
