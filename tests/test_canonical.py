@@ -172,3 +172,22 @@ def test_fitting_a_csv_from_the_command_line_never_imports_cp_sat(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr[-2000:]
     assert (tmp_path / "out.csv").is_file()
+
+
+@pytest.mark.parametrize("canonical_on", [True, False])
+def test_exact_planner_with_and_without_the_canonical_search_agree(canonical_on):
+    from memplan import plan_with
+
+    for seed in range(4):
+        problem = random_problem(300 + seed, 6)
+        optimum = exhaustive_optimum(problem)
+        for capacity, fits in ((optimum, True), (optimum - 1, False)):
+            fit = problem.replace(capacity=capacity)
+            plan = plan_with("exact", fit, time_limit=20, canonical=canonical_on)
+            expected = ("feasible", "optimal") if fits else ("infeasible",)
+            assert plan.status in expected, (seed, capacity, plan.status)
+            violations = validate(fit, plan)
+            assert [v for v in violations if fits or v.kind != "capacity"] == []
+            assert fits or plan.best_bound == optimum
+        plan = plan_with("exact", problem, time_limit=20, canonical=canonical_on)
+        assert plan.status == "optimal" and plan.arena_size == optimum
