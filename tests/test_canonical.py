@@ -191,3 +191,11 @@ def test_exact_planner_with_and_without_the_canonical_search_agree(canonical_on)
             assert fits or plan.best_bound == optimum
         plan = plan_with("exact", problem, time_limit=20, canonical=canonical_on)
         assert plan.status == "optimal" and plan.arena_size == optimum
+
+
+def test_descend_starts_above_the_sum_of_sizes_when_alignment_needs_it():
+    # live load 8 = the sum of the sizes, optimum 9: a and b (4-aligned) overlap at step 1
+    problem = Problem.from_arrays([3, 3, 2], [0, 1, 0], [2, 3, 3], alignments=[4, 4, 1])
+    outcome = canonical.descend(problem, lower_bound(problem), None, seconds=10, threads=1)
+    assert outcome.status == "optimal" and outcome.bound == 9
+    assert int((outcome.offsets + problem.sizes).max()) == 9
