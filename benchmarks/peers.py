@@ -17,18 +17,20 @@ problem, so that every ratio compares runs made at the same moment:
   optional ``peers`` extra (``pip install -e ".[peers]"``), each with the
   time limit, in a process of `benchmarks.omnimalloc_peer`.
 
-Steps: write each problem (and each variant: ``reversed`` mirrors time,
-``relabelled`` shuffles rows and renames buffers, seeded) as a MiniMalloc
-CSV; for each repetition, run every peer on it in turn; read the solution
-file back and check it with `memplan.validate` against the problem
-(a solution that breaks it is ``INVALID``; one above the capacity in fit mode
-``no fit``). A peer that is not installed gets rows that say so. The table
-gives medians over the repetitions, ``memplan / MiniMalloc`` per problem and
-the geometric mean of those ratios.
+Steps: compile memplan's bytecode (as an installed package has it); write
+each problem (and each variant: ``reversed`` mirrors time, ``relabelled``
+shuffles rows and renames buffers, seeded) as a MiniMalloc CSV; for each
+repetition, run every peer on it in turn; read the solution file back and
+check it with `memplan.validate` against the problem (a solution that
+breaks it is ``INVALID``; one above the capacity in fit mode ``no fit``). A
+peer that is not installed gets rows that say so. The table gives medians
+over the repetitions, ``memplan / MiniMalloc`` per problem and the geometric
+mean of those ratios.
 """
 
 from __future__ import annotations
 
+import compileall
 import csv
 import json
 import math
@@ -167,6 +169,10 @@ def run(suite: str, problems: tuple[str, ...], variants: tuple[str, ...], peers:
         omnimalloc_limit: float | None = None, progress=print) -> list[dict[str, Any]]:
     """Every (problem, variant) x repetition x peer; one row per run (see the module doc)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    # an installed package has its bytecode compiled; a checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile every module in every timed process
+    compileall.compile_dir(REPO / "memplan", quiet=1)
+    compileall.compile_dir(REPO / "benchmarks", quiet=1)
     missing = {"minimalloc": None if minimalloc else
                f"MiniMalloc binary not given (--minimalloc PATH or ${MINIMALLOC_ENV})"}
     why = omnimalloc_missing()

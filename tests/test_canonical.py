@@ -172,3 +172,30 @@ def test_fitting_a_csv_from_the_command_line_never_imports_cp_sat(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr[-2000:]
     assert (tmp_path / "out.csv").is_file()
+
+
+@pytest.mark.parametrize("canonical_on", [True, False])
+def test_exact_planner_with_and_without_the_canonical_search_agree(canonical_on):
+    from memplan import plan_with
+
+    for seed in range(4):
+        problem = random_problem(300 + seed, 6)
+        optimum = exhaustive_optimum(problem)
+        for capacity, fits in ((optimum, True), (optimum - 1, False)):
+            fit = problem.replace(capacity=capacity)
+            plan = plan_with("exact", fit, time_limit=20, canonical=canonical_on)
+            expected = ("feasible", "optimal") if fits else ("infeasible",)
+            assert plan.status in expected, (seed, capacity, plan.status)
+            violations = validate(fit, plan)
+            assert [v for v in violations if fits or v.kind != "capacity"] == []
+            assert fits or plan.best_bound == optimum
+        plan = plan_with("exact", problem, time_limit=20, canonical=canonical_on)
+        assert plan.status == "optimal" and plan.arena_size == optimum
+
+
+def test_descend_starts_above_the_sum_of_sizes_when_alignment_needs_it():
+    # live load 8 = the sum of the sizes, optimum 9: a and b (4-aligned) overlap at step 1
+    problem = Problem.from_arrays([3, 3, 2], [0, 1, 0], [2, 3, 3], alignments=[4, 4, 1])
+    outcome = canonical.descend(problem, lower_bound(problem), None, seconds=10, threads=1)
+    assert outcome.status == "optimal" and outcome.bound == 9
+    assert int((outcome.offsets + problem.sizes).max()) == 9

@@ -65,8 +65,8 @@ ORDERS = ("lifetime", "total", "total_lifetime")  # the turns, in this order, ev
 FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
-PROBE_NODES = 100_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
-NODES_PER_SECOND = 200_000  # deterministic mode: nodes counted as one second
+PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
+NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
 def available() -> bool:

@@ -260,8 +260,8 @@ class _Run:
         part, options = self.parts[i], self.options
         began = time.perf_counter()
         share = options.canonical_share
-        head = None if seconds is None else min(max(seconds * share, HEAD_START_SECONDS[0]),
-                                                HEAD_START_SECONDS[1], seconds)
+        head = HEAD_START_SECONDS[1] if seconds is None else min(
+            max(seconds * share, HEAD_START_SECONDS[0]), HEAD_START_SECONDS[1], seconds)
         budget = None
         if options.deterministic:
             budget = int(canonical.NODES_PER_SECOND * (HEAD_START_SECONDS[1] if seconds is None
@@ -274,7 +274,7 @@ class _Run:
         interrupted = canonical.wait(race, None if options.deterministic else head, options.stop)
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
-        if not (race.settled.is_set() or interrupted) and (left is None or left > 0):
+        if race.verdict is None and not interrupted and (left is None or left > 0):
             race.narrow(0 if options.deterministic else 1)
             joint = _Joint(race, options.stop)
             outcome = self._cp_search(i, floor, top, None, left, minimize=False,
