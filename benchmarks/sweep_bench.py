@@ -37,7 +37,7 @@ import memplan
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_batch import rebatch
 from memplan.frontends.onnx_graph import load_model
-from memplan.sweep import make_tasks, run_task, sweep
+from memplan.sweeps.sweep import make_tasks, run_task, sweep
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -52,7 +52,7 @@ def cluster(workers: int):
 
     began = time.perf_counter()
     local = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
-                         silence_logs=logging.CRITICAL, preload=["memplan.sweep"])
+                         silence_logs=logging.CRITICAL, preload=["memplan.sweeps.sweep"])
     client = Client(local)
     client.wait_for_workers(workers)
     warm = make_tasks([LIGHT / "light_squeezenet.onnx"], capacities=[None], planners=["solve"])

@@ -11,7 +11,7 @@ output), and for each model:
   warm-started by ``best``, ``--time-limit`` seconds): arena, status, proven
   gap, seconds; both plans pass the validator;
 - runs it in TFLM's interpreter with TFLM's greedy planner and with the
-  exact plan written into the model (`memplan.tflm_arena.prove`): outputs
+  exact plan written into the model (`memplan.proofs.tflm_arena.prove`): outputs
   bit-identical on random inputs, TFLM's reported head with each, and the
   smallest ``arena_size`` TFLM runs with under each (bisection).
 
@@ -169,8 +169,8 @@ def model_file(out: Path, name: str, kind: str) -> Path:
 def measure(path: Path, time_limit: float, seed: int = 0) -> dict:
     """One model: memplan's best and exact plans, and both planners inside TFLM."""
     from memplan.frontends.tflite import from_tflite
+    from memplan.proofs.tflm_arena import prove
     from memplan.registry import plan_with
-    from memplan.tflm_arena import prove
     from memplan.validate import check
 
     problem = from_tflite(path)

@@ -20,6 +20,7 @@ import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
 from memplan.api import compare, from_onnx, from_tflite, load, solve, solve_report
 from memplan.bounds import live_bytes, load_profile, lower_bound
+from memplan.diagnosis.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.errors import (
     InvalidPlanError,
     MemplanError,
@@ -27,11 +28,10 @@ from memplan.errors import (
     ProblemError,
     UnknownPlannerError,
 )
-from memplan.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
-from memplan.sweep import sweep  # memplan.sweep is this function (from memplan.sweep import ...)
+from memplan.sweeps.sweep import sweep  # memplan.sweep is this function
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
 

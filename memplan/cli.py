@@ -36,17 +36,17 @@ from typing import Any
 from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
+from memplan.diagnosis.explain import capacity_line, explain
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
-from memplan.explain import capacity_line, explain
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
-from memplan.onnx_arena import BACKENDS
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.prove import model_options, prove, prove_plan, with_model_options
+from memplan.proofs.onnx_arena import BACKENDS
+from memplan.proofs.prove import model_options, prove, prove_plan, with_model_options
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
@@ -360,7 +360,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
                            plan.stats["model_options"], plan_file=args.output or "the plan")
     elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
-        from memplan.tflm_arena import prove as prove_in_tflm
+        from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
         tflm = prove_in_tflm(single, problem, plan, seed=args.seed or 0, bisect=False)
     if args.json:
@@ -384,7 +384,7 @@ def _model_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
     """``memplan prove model.tflite plan.json``: both planners inside TFLite-Micro."""
-    from memplan.tflm_arena import prove_plan_file
+    from memplan.proofs.tflm_arena import prove_plan_file
 
     _onnx_options(path, args)  # refuses ONNX-only flags
     if args.dim or args.alignment is not None:
@@ -652,7 +652,7 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
     why.set_defaults(run=cmd_explain)
-    from memplan.sweep_cli import add_command as add_sweep
+    from memplan.sweeps.sweep_cli import add_command as add_sweep
 
     add_sweep(sub, [common])
 

@@ -9,10 +9,10 @@ import pytest
 
 import memplan
 from memplan import Alias, Buffer, Problem, Step, live_bytes, lower_bound, plan_with
-from memplan.capacity_reason import subproblem
 from memplan.cli import FAILED, OK, main
+from memplan.diagnosis.capacity_reason import subproblem
+from memplan.diagnosis.explain import explain
 from memplan.errors import ProblemError
-from memplan.explain import explain
 from memplan.frontends import memplan_json
 from memplan.plan import Plan
 

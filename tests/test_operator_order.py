@@ -16,9 +16,9 @@ from benchmarks.branchy import MODELS, breadth_first
 from memplan import lower_bound, plan_with, validate
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_graph import analyze
-from memplan.onnx_arena import ArenaRunner
 from memplan.operator_order import reorder, reordered_model
 from memplan.plan import Plan
+from memplan.proofs.onnx_arena import ArenaRunner
 
 
 def _random_model(seed: int, nodes: int) -> onnx.ModelProto:

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, save
 
 from memplan import ProblemError
 from memplan.cli import BAD_INPUT, FAILED, OK, main
-from memplan.prove import model_options, prove, read_plan_file
+from memplan.proofs.prove import model_options, prove, read_plan_file
 
 F = TensorProto.FLOAT
 

@@ -29,9 +29,9 @@ from memplan.errors import ProblemError, UnknownPlannerError
 from memplan.frontends import memplan_json
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_batch import rebatch
-from memplan.sweep import make_tasks, parse_size, sweep
-from memplan.sweep_io import read_rows
-from memplan.sweep_report import capacity_fit, planners_vs_optimum, smallest_fitting_capacity
+from memplan.sweeps.sweep import make_tasks, parse_size, sweep
+from memplan.sweeps.sweep_io import read_rows
+from memplan.sweeps.sweep_report import capacity_fit, planners_vs_optimum, smallest_fitting_capacity
 
 from .conftest import light_models_dir
 

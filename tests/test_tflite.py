@@ -29,7 +29,7 @@ flatbuffers = pytest.importorskip("flatbuffers")
 from memplan.export.tflite_model import planned_model, read_planned_offsets  # noqa: E402
 from memplan.export.tflm import METADATA_NAME, read_offline_plan  # noqa: E402
 from memplan.frontends.tflite import from_tflite, read_model, tensor_ids  # noqa: E402
-from memplan.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
+from memplan.proofs.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
 
 FLOAT32, INT32, STRING = fb.TensorType.FLOAT32, fb.TensorType.INT32, fb.TensorType.STRING
 ADD, RELU, WHILE = fb.BuiltinOperator.ADD, fb.BuiltinOperator.RELU, fb.BuiltinOperator.WHILE

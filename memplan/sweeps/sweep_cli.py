@@ -1,4 +1,4 @@
-"""``memplan sweep``: the command line of `memplan.sweep.sweep`.
+"""``memplan sweep``: the command line of `memplan.sweeps.sweep.sweep`.
 
 ::
 
@@ -8,7 +8,7 @@
 Lists are comma-separated; ``--dim NAME=V1,V2`` is repeatable. The rows go
 to ``--out`` as they finish (the same command again resumes); without
 ``--out`` the table is printed. A progress bar on a terminal, a summary at
-the end, ``--report`` an HTML page of figures (`memplan.sweep_report`).
+the end, ``--report`` an HTML page of figures (`memplan.sweeps.sweep_report`).
 Exit codes: 0 every task ran (infeasible capacities are answers, not
 failures); 1 some task failed (its row says why); 2 bad usage or input;
 130 interrupted (the finished rows are kept).
@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from memplan.errors import ProblemError
-from memplan.sweep import FROM_FILE, parse_size
+from memplan.sweeps.sweep import FROM_FILE, parse_size
 
 INTERRUPTED = 130
 
@@ -141,8 +141,8 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memplan.progress import on_terminal
-    from memplan.sweep import sweep
-    from memplan.sweep_progress import SweepProgress, summary
+    from memplan.sweeps.sweep import sweep
+    from memplan.sweeps.sweep_progress import SweepProgress, summary
 
     if args.report:
         try:
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                   scheduler=args.scheduler, workers=args.workers, out=args.out,
                   resume=args.resume, retries=args.retries, progress=progress)
     if args.report:
-        from memplan.sweep_report import write_report
+        from memplan.sweeps.sweep_report import write_report
 
         write_report(table, args.report)
     if not args.out and not args.quiet:

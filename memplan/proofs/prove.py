@@ -1,6 +1,6 @@
 """Prove a plan file on its model: run the model in one arena at that plan's very offsets.
 
-`memplan.validate` checks a plan against a problem, and `memplan.onnx_arena`
+`memplan.validate` checks a plan against a problem, and `memplan.proofs.onnx_arena`
 checks that the problem tells the truth about the model. A user deploying a
 plan needs both for *their* plan file, the one ``memplan solve -o plan.json``
 wrote (or their own tool did), under the model options it was planned with:
@@ -17,7 +17,7 @@ Steps (`prove`):
   its problem too, every buffer must match it (id, size, lifetime, alignment,
   regions), else the plan was made for another model or other options;
 - check the plan with the validator, then run the model inside the plan's
-  arena (`memplan.onnx_arena`, onnxruntime by default) and compare every
+  arena (`memplan.proofs.onnx_arena`, onnxruntime by default) and compare every
   graph output bit for bit with a normal run.
 
 A plan is proven when the validator finds nothing and the arena run corrupts
@@ -36,9 +36,9 @@ from typing import Any
 from memplan.errors import ProblemError
 from memplan.frontends.memplan_json import plan_from_dict
 from memplan.frontends.onnx import OnnxOptions, from_onnx
-from memplan.onnx_arena import BACKENDS, ArenaReport, check_plan_on_model
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.proofs.onnx_arena import BACKENDS, ArenaReport, check_plan_on_model
 from memplan.validate import Violation, validate
 
 MODEL_OPTIONS = tuple(f.name for f in fields(OnnxOptions) if f.name != "name")

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 
 class SweepProgress:
-    """A rich progress bar fed by `memplan.sweep.sweep` (``progress=SweepProgress()``)."""
+    """A rich progress bar fed by `memplan.sweeps.sweep.sweep` (``progress=SweepProgress()``)."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = sys.stderr if stream is None else stream

@@ -289,7 +289,7 @@ def prove_plan_file(model: str | os.PathLike, plan_file: str | os.PathLike, *, s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m memplan.tflm_arena",
+        prog="python -m memplan.proofs.tflm_arena",
         description="Plan a .tflite model with memplan and prove the plan in TFLite-Micro "
                     "beside TFLM's own planner.")
     parser.add_argument("model", help="a .tflite model")

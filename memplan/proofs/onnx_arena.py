@@ -33,7 +33,7 @@ a runtime with that plan would, and compares:
 - the graph outputs are compared with a normal run (the same one-node
   sessions on a plain dictionary: bit for bit) and with one run of the whole
   model (with a tolerance: this checks the node-by-node machinery itself;
-  not for outputs computed from a random operator). `memplan.prove` runs
+  not for outputs computed from a random operator). `memplan.proofs.prove` runs
   this on a plan file (``memplan prove``).
 
 It never opens a file named inside the model: a model whose weights are in

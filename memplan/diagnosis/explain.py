@@ -3,7 +3,7 @@
 A model engineer whose network does not fit asks *what makes the peak?*
 and *why does it not fit?*; `explain` answers both with named operators and
 tensors, and measures what would help. ``explain(problem, plan=None)``
-returns an `Explanation` (dataclasses of `memplan.explanation`) that prints as text
+returns an `Explanation` (dataclasses of `memplan.diagnosis.explanation`) that prints as text
 (``str(explanation)``), converts to JSON (``to_dict()``) and draws itself
 (``plot()``). Steps:
 
@@ -17,10 +17,10 @@ returns an `Explanation` (dataclasses of `memplan.explanation`) that prints as t
   uses among the buffers live there; the address range ``[bound, arena)``,
   the buffers reaching into it, the first step where the plan goes above
   the bound (where the gap opens) and how many bytes are live there;
-- **capacity** (the problem's, or ``capacity=``): `memplan.capacity_reason`
+- **capacity** (the problem's, or ``capacity=``): `memplan.diagnosis.capacity_reason`
   finds why it cannot be met, as small as it can, and says whether that is
   proven and minimal;
-- **what would help**: `memplan.what_if` measures the bound with each of the
+- **what would help**: `memplan.diagnosis.what_if` measures the bound with each of the
   few largest tensors at the peak ending a step earlier, recomputed or
   split, and, for a plan, each optional in-place alias it did not take.
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.capacity_reason import (
+from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
     PACKING,
@@ -45,7 +45,7 @@ from memplan.capacity_reason import (
     pinned_reason,
     subproblem,
 )
-from memplan.explanation import (
+from memplan.diagnosis.explanation import (
     CapacityExplanation,
     Explanation,
     Gap,
@@ -54,11 +54,11 @@ from memplan.explanation import (
     Tensor,
     render_text,
 )
+from memplan.diagnosis.what_if import Remedy, alias_remedies, producers_and_readers, remedies
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
 from memplan.viz import human_bytes, plan_usage
-from memplan.what_if import Remedy, alias_remedies, producers_and_readers, remedies
 
 MOST_PEAKS = 3  # peak runs described in full
 MOST_REMEDIES = 3  # tensors at the peak whose changes are measured

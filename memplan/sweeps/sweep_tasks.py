@@ -9,7 +9,7 @@
   `memplan.frontends.onnx_batch.rebatch`; the last few parsed files and
   problems are kept per process, so the planners of one model share one load),
   plans it, validates the plan with `memplan.validate`, and returns one row
-  (`memplan.sweep_io.COLUMNS`). It never raises: an error is the row's
+  (`memplan.sweeps.sweep_io.COLUMNS`). It never raises: an error is the row's
   ``error``. The worker process's peak resident memory during the task is
   measured by resetting Linux's high-water mark (``/proc/self/clear_refs``)
   before and reading ``VmHWM`` after.
@@ -31,7 +31,7 @@ from typing import Any
 
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.frontends import READERS
-from memplan.sweep_io import finish_row
+from memplan.sweeps.sweep_io import finish_row
 
 MODEL_SUFFIXES = READERS  # what memplan.load reads: .onnx, .tflite, .csv, .json
 FROM_FILE = "file"  # capacity: the one the model's file gives (MiniMalloc's name.CAP.csv)

@@ -1,6 +1,6 @@
 """Answers from a sweep's rows: the three questions, as tables, figures and one HTML page.
 
-A sweep's rows (`memplan.sweep.sweep`) answer the questions it was run for;
+A sweep's rows (`memplan.sweeps.sweep.sweep`) answer the questions it was run for;
 these functions compute the answers (pandas tables a notebook can show) and
 `write_report` puts them on one self-contained page (figures embedded as PNG):
 

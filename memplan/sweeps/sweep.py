@@ -13,8 +13,9 @@ default or on an existing cluster (``client=`` / ``scheduler=``):
   ``solve`` for the whole `memplan.solve` pipeline, ``all`` for every
   heuristic and ``exact``). Bindings and batches apply to ONNX models only:
   any other model is one task per capacity and planner;
-- each task (`memplan.sweep_tasks.run_task`) loads its model on the worker (a few recent models
-  are kept per worker process: the planners of one model share one load),
+- each task (`memplan.sweeps.sweep_tasks.run_task`) loads its model on the
+  worker (a few recent models are kept per worker process: the planners of
+  one model share one load),
   plans it, validates the plan there with `memplan.validate` and returns one
   row (a dict): the client holds rows only, never problems or plans;
 - a task that fails records its error in its row and the sweep goes on; a
@@ -28,7 +29,7 @@ default or on an existing cluster (``client=`` / ``scheduler=``):
 
 Cost: one task per row; the client's work per row is O(1) plus the writer's
 (Parquet: a rewrite of all rows, throttled). The result is a pandas DataFrame
-with the columns of `COLUMNS`; `memplan.sweep_report` draws and summarises it.
+with the columns of `COLUMNS`; `memplan.sweeps.sweep_report` draws and summarises it.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from memplan.sweep_io import COLUMNS, RowWriter, finish_row
-from memplan.sweep_tasks import (
+from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
+from memplan.sweeps.sweep_tasks import (
     ALL,
     FROM_FILE,
     SOLVE,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------ the engine
 def dask_setup(worker) -> None:
-    """Worker preload (``preload=["memplan.sweep"]``): Ctrl-C is the client's to handle.
+    """Worker preload (``preload=["memplan.sweeps.sweep"]``): Ctrl-C is the client's to handle.
 
     A terminal sends SIGINT to the whole process group, local workers
     included; they ignore it, so that the client cancels what is left and
@@ -87,7 +88,7 @@ def _engine(client, scheduler: str | None, workers: int | None):
         return
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                       processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
-                      preload=["memplan.sweep"]) \
+                      preload=["memplan.sweeps.sweep"]) \
             as cluster, Client(cluster) as local:
         yield local
 
@@ -116,7 +117,7 @@ def sweep(models: Iterable[str | os.PathLike], *,
     else a cluster at ``scheduler`` (``tcp://host:port``), else a local
     cluster of ``workers`` processes (default: one per core). ``out`` (.csv or
     .parquet) gets the rows as they arrive; with ``resume`` the tasks whose
-    rows it holds are not run again. ``progress``: a `memplan.sweep_report.SweepProgress`
+    rows it holds are not run again. ``progress``: a `memplan.sweeps.sweep_report.SweepProgress`
     or any object with ``start(total, done)``, ``update(row, running)`` and
     ``close()``. ``on_row(row)`` is called on the client for each new row.
     The DataFrame's ``attrs`` hold ``interrupted``, ``skipped`` (rows taken

@@ -4,7 +4,7 @@ Small frozen dataclasses: an `Explanation` holds `Peak` records (the lower
 bound's certificate: the step, its `Operator`, the `Tensor` records live
 there), a `Gap` (where a plan's bytes above the bound are), a
 `CapacityExplanation` (why a capacity cannot be met) and the measured
-`memplan.what_if.Remedy` records. ``str()`` gives the text the command line
+`memplan.diagnosis.what_if.Remedy` records. ``str()`` gives the text the command line
 prints, ``to_dict()`` plain JSON types, ``plot()`` the live bytes per step with
 the peak, the plan's highest address, the gap and the capacity marked (the
 plot conventions of `memplan.viz`). Rendering is O(shown tensors + steps).
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.capacity_reason import FITS, PACKING
+from memplan.diagnosis.capacity_reason import FITS, PACKING
+from memplan.diagnosis.what_if import Remedy
 from memplan.viz import human_bytes, plan_usage
-from memplan.what_if import Remedy
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
