@@ -17,8 +17,9 @@ Problems mix aliases (mandatory and optional), pins, alignment, explicit
 conflicts, capacities, regions and variable-size scratch, with sizes up to
 the largest memplan accepts (`memplan.limits.MAX_BYTES`).
 
-CI runs a short profile; ``MEMPLAN_FUZZ=long`` soaks (about a hundred times
-more examples). ``MEMPLAN_FUZZ_COUNTS=path.json`` writes what was tried.
+CI runs a short profile (25 examples a test); ``MEMPLAN_FUZZ=long`` soaks
+(2500 a test, or ``MEMPLAN_FUZZ_EXAMPLES``). ``MEMPLAN_FUZZ_COUNTS=path.json``
+adds up what was tried (problems, plans checked, commands run) in that file.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ LONG = os.environ.get("MEMPLAN_FUZZ", "") == "long"
 settings.register_profile("fuzz-ci", max_examples=25, deadline=None, derandomize=False,
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.filter_too_much])
-settings.register_profile("fuzz-long", max_examples=2500, deadline=None,
+settings.register_profile("fuzz-long", deadline=None,
+                          max_examples=int(os.environ.get("MEMPLAN_FUZZ_EXAMPLES", "2500")),
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.filter_too_much])
 FUZZ = settings.get_profile("fuzz-long" if LONG else "fuzz-ci")
