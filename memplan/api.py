@@ -91,7 +91,7 @@ class SolveOptions:
 def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
     """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer."""
     for name, value, optional in (("time_limit", time_limit, True),
-                                  ("heuristic_time_limit", heuristic_time_limit, False)):
+                                  ("heuristic_time_limit", heuristic_time_limit, True)):
         if value is None and optional:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) \
