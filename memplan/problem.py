@@ -313,6 +313,7 @@ class Problem:
                                 f"{self.alignments[dst]}-aligned {self.ids[dst]!r} with "
                                 f"{self.alignments[src]}-aligned {self.ids[src]!r}")
         _check_sharing(self, root, delta)
+        _check_pins(self, root)
 
     # ------------------------------------------------------------ accessors
     def __len__(self) -> int:
@@ -385,6 +386,42 @@ def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
             raise ProblemError(f"steps[{t}]: names must be strings", file=source)
         checked.append(Step(step.name, step.op, tuple(step.reads), tuple(step.writes)))
     return tuple(checked)
+
+
+def _check_pins(problem: Problem, root: np.ndarray) -> None:
+    """Refuse two pinned buffers on shared bytes while both live (or in conflict).
+
+    No plan can move them, so every planner would return an overlap. Members
+    of one mandatory alias group, and the two sides of an optional alias the
+    pins honour, may share. A sweep over the pinned buffers by start time:
+    O(p log p + p * l) for p pinned buffers, l of them live at once.
+    """
+    held = np.flatnonzero(problem.pinned != NO_OFFSET)
+    if len(held) < 2:
+        return
+    pinned, sizes, ids = problem.pinned, problem.sizes, problem.ids
+    linked = {frozenset((int(s), int(d))) for s, d, k, optional in zip(
+        problem.alias_src.tolist(), problem.alias_dst.tolist(), problem.alias_delta.tolist(),
+        problem.alias_optional.tolist(), strict=True)
+        if optional and pinned[d] != NO_OFFSET and pinned[d] == pinned[s] + k}
+    explicit = {frozenset(pair) for pair in problem.conflicts.tolist()}
+
+    def clash(i: int, j: int) -> bool:
+        return (pinned[i] < pinned[j] + sizes[j] and pinned[j] < pinned[i] + sizes[i]
+                and root[i] != root[j] and frozenset((i, j)) not in linked)
+
+    order = held[np.argsort(problem.starts[held], kind="stable")].tolist()
+    live: list[int] = []
+    for i in order:
+        live = [j for j in live if problem.ends[j] > problem.starts[i]]
+        for j in live:
+            if clash(i, j):
+                problem._fail(i, f"pinned where pinned {ids[j]!r} is, while both are live")
+        live.append(i)
+    for pair in explicit:
+        i, j = sorted(pair)
+        if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and clash(i, j):
+            problem._fail(j, f"pinned where pinned {ids[i]!r} is, and the two conflict")
 
 
 def _check_sharing(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
