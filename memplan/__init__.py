@@ -16,6 +16,9 @@ This ``__init__`` is the top: it may import anything, and imports the
 planner packages so that the registry is full.
 """
 
+import memplan.startup  # noqa: F401  (first: a quiet Ctrl-C while the rest imports)
+
+# isort: split
 import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
 from memplan.api import compare, from_onnx, from_tflite, load, solve, solve_report

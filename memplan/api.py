@@ -84,6 +84,26 @@ class SolveOptions:
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
 
+    def __post_init__(self):
+        check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+
+
+def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
+    """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer."""
+    for name, value, optional in (("time_limit", time_limit, True),
+                                  ("heuristic_time_limit", heuristic_time_limit, True)):
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not value >= 0 or math.isnan(value):
+            raise ProblemError(f"{name} must be a number of seconds >= 0"
+                               f"{' or None' if optional else ''}, got {value!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ProblemError(f"workers must be a whole number >= 1, got {workers!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ProblemError(f"seed must be a whole number, got {seed!r}")
+
 
 @dataclass
 class SolveReport:
@@ -418,6 +438,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     """
     import pandas as pd
 
+    check_run_options(time_limit, heuristic_time_limit, workers, seed)
     named = problems.items() if isinstance(problems, Mapping) else \
         ((p.name or f"problem {k}", p) for k, p in enumerate(problems))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
@@ -438,10 +459,19 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
             rows.append(dict(problem=name, buffers=len(problem), planner=planner,
                              arena_size=plan.arena_size, lower_bound=plan.lower_bound,
                              best_bound=plan.best_bound, optimum=optimum,
-                             over_lower_bound=plan.arena_size / plan.lower_bound - 1,
-                             over_optimum=plan.arena_size / optimum - 1,
+                             over_lower_bound=_over(plan.arena_size, plan.lower_bound),
+                             over_optimum=_over(plan.arena_size, optimum),
                              status=plan.status, seconds=plan.seconds))
     return pd.DataFrame(rows)
+
+
+def _over(value: int, reference: float) -> float:
+    """``value / reference - 1``; 0 for 0 over 0 (an empty problem), inf over a bound of 0."""
+    if reference != reference:  # NaN: no proven optimum
+        return reference
+    if reference == 0:
+        return 0.0 if value == 0 else math.inf
+    return value / reference - 1
 
 
 # ------------------------------------------------------------------ describing

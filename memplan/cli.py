@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -116,7 +117,7 @@ def _dims(pairs: list[str]) -> dict[str, int]:
     dims = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        if not name or not value.isdigit():
+        if not name or not (value.isascii() and value.isdigit()):
             raise UsageError(f"--dim expects NAME=VALUE with a whole number, got {pair!r}")
         dims[name] = int(value)
     return dims
@@ -470,7 +471,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"{args.plan}: INVALID, {len(violations)} violations{more}")
     else:
         arena = plan.arena_size if isinstance(plan, Plan) else \
-            max(plan[b.id] + b.size for b in problem.buffers)
+            max((plan[b.id] + b.size for b in problem.buffers), default=0)
         print(f"{args.plan}: valid, arena {_size(arena, api.lower_bound(problem))}")
     return FAILED if violations else OK
 
@@ -672,16 +673,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # imports are done
+    except ValueError:  # not the main thread: Ctrl-C is not ours to handle
+        pass
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("memplan: interrupted", file=sys.stderr)
+        return INTERRUPTED
     try:
         return args.run(args)
     except BrokenPipeError:  # the reader went away (``memplan info ... | head``)
         sys.stdout = open(os.devnull, "w")  # Python's documented recipe
         return OK
-    except (MemplanError, UsageError, OSError) as error:
+    except (MemplanError, UsageError, OSError, RecursionError, MemoryError) as error:
         if args.debug:
             raise
+        if isinstance(error, RecursionError | MemoryError):
+            error = UsageError(f"the input is too large or too deeply nested "
+                               f"({type(error).__name__})")
         code = FAILED if isinstance(error, InvalidPlanError) else BAD_INPUT
         where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
         message = error.strerror if isinstance(error, OSError) and error.strerror else error

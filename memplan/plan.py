@@ -60,8 +60,11 @@ class Plan:
         arena = int((offsets + used).max()) if len(problem) else 0
         bound = lower_bound(problem)
         proven = max(bound, best_bound or 0)
-        status = plan_status(arena, proven,
-                             fits=problem.capacity is None or arena <= problem.capacity)
+        capacity = problem.capacity
+        if regions is None and problem.regions and problem.regions[0].capacity is not None:
+            region = problem.regions[0].capacity  # one arena: everything in region 0
+            capacity = region if capacity is None else min(capacity, region)
+        status = plan_status(arena, proven, fits=capacity is None or arena <= capacity)
         return cls(offsets, arena, bound, status, proven, planner, seconds, dict(stats or {}),
                    None if regions is None else np.asarray(regions, dtype=np.int64),
                    None if sizes is None else used)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.limits import MAX_BYTES, check_extent, int_column, whole
 
 KINDS: tuple[str, ...] = ("activation", "input", "output", "scratch", "weight")
 NO_OFFSET = -1  # in `Problem.pinned`: the buffer is not pinned
@@ -102,6 +103,30 @@ def _readonly(values, dtype=np.int64) -> np.ndarray:
     return array
 
 
+def _checked_regions(regions: Iterable[Region], source: str | None) -> tuple[Region, ...]:
+    """The regions, refused when a name repeats or a capacity or cost is not a number."""
+    regions = tuple(regions)
+    seen: set[str] = set()
+    for region in regions:
+        if not isinstance(region, Region):
+            raise ProblemError(f"expected a Region, got {type(region).__name__}", file=source)
+        where = f"region {region.name!r}"
+        if not isinstance(region.name, str) or not region.name:
+            raise ProblemError(f"a region's name must be a non-empty string, got "
+                               f"{region.name!r}", file=source)
+        if region.name in seen:
+            raise ProblemError(f"{where}: duplicate region name", file=source)
+        seen.add(region.name)
+        if region.capacity is not None:
+            whole(region.capacity, f"{where}: capacity", file=source, lowest=1)
+        cost = region.cost
+        if isinstance(cost, bool | np.bool_) or not isinstance(cost, int | float | np.number) \
+                or not math.isfinite(cost) or cost < 0:
+            raise ProblemError(f"{where}: cost must be a finite number >= 0, got {cost!r}",
+                               file=source)
+    return regions
+
+
 class Problem:
     """Buffers with sizes and lifetimes, plus aliases, conflicts, capacity and regions.
 
@@ -171,12 +196,13 @@ class Problem:
         self.name = name
         self.source = source
         self.ids: tuple[str, ...] = tuple(str(i) for i in ids)
-        self.sizes = _readonly(sizes)
-        self.starts = _readonly(starts)
-        self.ends = _readonly(ends)
-        self.alignments = _readonly(alignments)
-        self.pinned = _readonly(pinned)
-        self.max_sizes = _readonly(max_sizes)
+        ids = self.ids
+        self.sizes = int_column(sizes, "size", ids, file=source)
+        self.starts = int_column(starts, "start", ids, file=source)
+        self.ends = int_column(ends, "end", ids, file=source)
+        self.alignments = int_column(alignments, "alignment", ids, file=source)
+        self.pinned = int_column(pinned, "pinned offset", ids, file=source)
+        self.max_sizes = int_column(max_sizes, "max_size", ids, file=source)
         n = len(self.ids)
         if not all(len(a) == n for a in (self.sizes, self.starts, self.ends, self.alignments,
                                           self.pinned, self.max_sizes)):
@@ -185,19 +211,35 @@ class Problem:
         self.allowed_regions: tuple[tuple[str, ...] | None, ...] = (
             tuple(None if r is None else tuple(r) for r in allowed_regions)
             if allowed_regions is not None else (None,) * n)
-        self.regions: tuple[Region, ...] = tuple(regions)
-        self.capacity = None if capacity is None else int(capacity)
-        self.widths = None if widths is None else _readonly(widths)
+        self.regions: tuple[Region, ...] = _checked_regions(regions, source)
+        self.capacity = None if capacity is None else whole(capacity, "capacity", file=source,
+                                                            lowest=-MAX_BYTES)
+        self.widths = None if widths is None else int_column(
+            widths, "widths entry", (), file=source)
+        if self.widths is not None and (self.widths < 0).any():
+            raise ProblemError(f"widths must be >= 0, got {int(self.widths.min())}", file=source)
         self.steps: tuple[Step, ...] | None = None if steps is None else _steps(steps, source)
         self._index = {id: idx for idx, id in enumerate(self.ids)}
         self._check_buffers()
-        self.aliases: tuple[Alias, ...] = tuple(aliases)
+        aliases = tuple(aliases)
+        for a in aliases:
+            if not isinstance(a, Alias):
+                raise ProblemError(f"expected an Alias, got {type(a).__name__}", file=source)
+            whole(a.delta, f"alias {a.src!r} -> {a.dst!r}: delta", file=source,
+                  lowest=-MAX_BYTES)
+            if not isinstance(a.optional, bool | np.bool_):
+                raise ProblemError(f"alias {a.src!r} -> {a.dst!r}: optional must be true or "
+                                   f"false, got {a.optional!r}", file=source)
+        self.aliases: tuple[Alias, ...] = aliases
         self.alias_src = _readonly([self._lookup(a.src, "alias source") for a in self.aliases])
         self.alias_dst = _readonly([self._lookup(a.dst, "alias target") for a in self.aliases])
         self.alias_delta = _readonly([a.delta for a in self.aliases])
         self.alias_optional = _readonly([a.optional for a in self.aliases], dtype=bool)
         pairs = [(self._lookup(a, "conflict"), self._lookup(b, "conflict")) for a, b in conflicts]
         self.conflicts = _readonly(np.array(pairs, np.int64).reshape(-1, 2))
+        held = self.pinned != NO_OFFSET
+        check_extent(self.max_sizes, self.alignments, self.alias_delta,
+                     self.pinned[held] + self.max_sizes[held], file=source)
         self._check_relations()
 
     # ----------------------------------------------------------------- checks
@@ -270,6 +312,8 @@ class Problem:
                 self._fail(dst, f"alias delta {self.alias_delta[k]} can never align "
                                 f"{self.alignments[dst]}-aligned {self.ids[dst]!r} with "
                                 f"{self.alignments[src]}-aligned {self.ids[src]!r}")
+        _check_sharing(self, root, delta)
+        _check_pins(self, root)
 
     # ------------------------------------------------------------ accessors
     def __len__(self) -> int:
@@ -342,6 +386,58 @@ def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
             raise ProblemError(f"steps[{t}]: names must be strings", file=source)
         checked.append(Step(step.name, step.op, tuple(step.reads), tuple(step.writes)))
     return tuple(checked)
+
+
+def _check_pins(problem: Problem, root: np.ndarray) -> None:
+    """Refuse two pinned buffers on shared bytes while both live (or in conflict).
+
+    No plan can move them, so every planner would return an overlap. Members
+    of one mandatory alias group, and the two sides of an optional alias the
+    pins honour, may share. A sweep over the pinned buffers by start time:
+    O(p log p + p * l) for p pinned buffers, l of them live at once.
+    """
+    held = np.flatnonzero(problem.pinned != NO_OFFSET)
+    if len(held) < 2:
+        return
+    pinned, sizes, ids = problem.pinned, problem.sizes, problem.ids
+    linked = {frozenset((int(s), int(d))) for s, d, k, optional in zip(
+        problem.alias_src.tolist(), problem.alias_dst.tolist(), problem.alias_delta.tolist(),
+        problem.alias_optional.tolist(), strict=True)
+        if optional and pinned[d] != NO_OFFSET and pinned[d] == pinned[s] + k}
+    explicit = {frozenset(pair) for pair in problem.conflicts.tolist()}
+
+    def clash(i: int, j: int) -> bool:
+        return (pinned[i] < pinned[j] + sizes[j] and pinned[j] < pinned[i] + sizes[i]
+                and root[i] != root[j] and frozenset((i, j)) not in linked)
+
+    order = held[np.argsort(problem.starts[held], kind="stable")].tolist()
+    live: list[int] = []
+    for i in order:
+        live = [j for j in live if problem.ends[j] > problem.starts[i]]
+        for j in live:
+            if clash(i, j):
+                problem._fail(i, f"pinned where pinned {ids[j]!r} is, while both are live")
+        live.append(i)
+    for pair in explicit:
+        i, j = sorted(pair)
+        if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and clash(i, j):
+            problem._fail(j, f"pinned where pinned {ids[i]!r} is, and the two conflict")
+
+
+def _check_sharing(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
+    """Refuse an explicit conflict that mandatory aliases contradict: O(c).
+
+    Two buffers of one mandatory alias group sit at fixed distances; when
+    their byte ranges overlap there, no plan can keep them apart. (A conflict
+    between the two sides of an optional alias only means that the alias
+    cannot be taken: conflicts hold whatever the aliases say.)
+    """
+    sizes = problem.sizes
+    for a, b in problem.conflicts.tolist():
+        if root[a] == root[b] and delta[a] < delta[b] + sizes[b] \
+                and delta[b] < delta[a] + sizes[a]:
+            problem._fail(a, f"conflicts with {problem.ids[b]!r}, but mandatory aliases put "
+                             f"the two on shared bytes")
 
 
 def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

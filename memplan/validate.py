@@ -14,9 +14,17 @@ shared helper. It reports every violation with the buffer ids involved:
 - ``conflict``: two explicitly conflicting buffers share bytes;
 - ``arena``: the plan's stated arena size is not ``max(offset + size)``.
 
+- ``offset``: an offset that is not a whole number within ``±2^53`` (then
+  nothing else is checked).
+
 Aliased buffers may share bytes exactly as their aliases say: two buffers
-joined by a chain of honoured aliases (mandatory, or optional ones the plan
-took) never count as overlapping.
+joined by a chain of honoured mandatory aliases (a tensor, its views, a
+Concat and its slices) never count as overlapping, and neither do the two
+sides of an honoured optional alias (an in-place write: the two mandatory
+groups it joins). A chain of optional aliases does not let its ends share:
+a -> b and a -> c both taken put b and c on the same bytes, an overlap when
+they are live together (an in-place write serves one output). Explicit
+conflicts hold whatever the aliases say.
 
 The overlap check is a sweep over time, O(n log n + n * a) for at most a
 simultaneously live buffers that overlap on purpose (aliases) or by mistake;
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.errors import InvalidPlanError
+from memplan.limits import MAX_BYTES, problem_with
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 
@@ -49,13 +58,17 @@ class Violation:
         return f"{self.kind} ({', '.join(self.buffers)}): {self.message}"
 
 
-def _honoured_groups(problem: Problem, offsets: np.ndarray) -> np.ndarray:
-    """Label per buffer: buffers joined by aliases that the offsets honour share a label."""
-    label = np.arange(len(problem))
-    if not len(problem.aliases):
-        return label
-    src, dst = problem.alias_src, problem.alias_dst
-    honoured = offsets[dst] == offsets[src] + problem.alias_delta
+def _sharing(problem: Problem, offsets: np.ndarray) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """Who may share bytes: ``(label, links)``.
+
+    ``label`` per buffer: buffers joined by honoured *mandatory* aliases (one
+    piece of memory: a tensor, its views, a Concat and its slices) share a
+    label. ``links``: the pairs of labels ``(low, high)`` that an honoured
+    *optional* alias joins directly. Two live buffers may share bytes when
+    their labels are equal or linked; a chain of two optional aliases (a -> b
+    and a -> c taken) does not let b and c share: an in-place write serves
+    one output.
+    """
     parent = list(range(len(problem)))
 
     def find(i: int) -> int:
@@ -64,12 +77,20 @@ def _honoured_groups(problem: Problem, offsets: np.ndarray) -> np.ndarray:
             i = parent[i]
         return i
 
-    for a, b in zip(src[honoured].tolist(), dst[honoured].tolist(), strict=True):
+    src, dst = problem.alias_src, problem.alias_dst
+    honoured = offsets[dst] == offsets[src] + problem.alias_delta
+    mandatory = honoured & ~problem.alias_optional
+    for a, b in zip(src[mandatory].tolist(), dst[mandatory].tolist(), strict=True):
         parent[find(a)] = find(b)
-    return np.array([find(i) for i in range(len(problem))])
+    label = np.array([find(i) for i in range(len(problem))], dtype=np.int64)
+    optional = honoured & problem.alias_optional
+    links = {(min(x, y), max(x, y)) for x, y in zip(label[src[optional]].tolist(),
+                                                    label[dst[optional]].tolist(), strict=True)
+             if x != y}
+    return label, links
 
 
-def _offsets_of(problem: Problem, plan, found: list[Violation]) -> np.ndarray | None:
+def _offsets_of(problem: Problem, plan, found: list[Violation], limit: int) -> np.ndarray | None:
     """The offsets as an array in problem order, noting missing and extra buffers."""
     if isinstance(plan, Plan):
         offsets = np.asarray(plan.offsets, dtype=np.int64)
@@ -78,28 +99,40 @@ def _offsets_of(problem: Problem, plan, found: list[Violation]) -> np.ndarray | 
                                    f"the plan has {len(offsets)} offsets for "
                                    f"{len(problem)} buffers"))
             return None
-        return offsets
+        far = np.flatnonzero(np.abs(offsets) > MAX_BYTES)
+        for i in far[:limit].tolist():
+            reason = problem_with(int(offsets[i]), lowest=-MAX_BYTES)
+            found.append(Violation("offset", (problem.ids[i],), f"the offset {reason}"))
+        return None if len(far) else offsets
     if not isinstance(plan, Mapping):
         raise TypeError(f"expected a Plan or a mapping id -> offset, got {type(plan).__name__}")
     extra = sorted(set(plan) - set(problem.ids))
     for id in extra:
         found.append(Violation("extra", (id,), "the plan places a buffer the problem lacks"))
     offsets = np.full(len(problem), NO_OFFSET, np.int64)
-    missing = []
+    missing, unreadable = [], []
     for idx, id in enumerate(problem.ids):
-        if id in plan:
+        if id not in plan:
+            missing.append(id)
+            continue
+        reason = problem_with(plan[id], lowest=-MAX_BYTES)
+        if reason is None:
             offsets[idx] = int(plan[id])
         else:
-            missing.append(id)
+            unreadable.append((id, reason))
     for id in missing:
         found.append(Violation("missing", (id,), "the plan has no offset for this buffer"))
-    return None if missing or extra else offsets
+    for id, reason in unreadable:
+        found.append(Violation("offset", (id,), f"the offset {reason}"))
+    return None if missing or extra or unreadable else offsets
 
 
 def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members: np.ndarray,
-              group: np.ndarray, found: list[Violation], limit: int):
+              sharing: tuple[np.ndarray, set[tuple[int, int]]], found: list[Violation],
+              limit: int):
     """Sweep over time for the buffers ``members`` (one region); see the module doc."""
     starts, ends, ids = problem.starts, problem.ends, problem.ids
+    group, links = sharing
     # ends before starts at one time point: lifetimes are half-open
     order = np.lexsort((np.r_[np.ones(len(members)), np.zeros(len(members))],
                         np.r_[starts[members], ends[members]]))
@@ -137,7 +170,8 @@ def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members:
             continue
         messy.add(b)
         for other in touching:
-            if group[other] != group[b] and len(found) < limit:
+            g, h = int(group[other]), int(group[b])
+            if g != h and (min(g, h), max(g, h)) not in links and len(found) < limit:
                 found.append(Violation(
                     "overlap", (ids[other], ids[b]),
                     f"live together during [{max(starts[b], starts[other])}, "
@@ -153,7 +187,7 @@ def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
     from a file). At most ``limit`` violations are listed.
     """
     found: list[Violation] = []
-    offsets = _offsets_of(problem, plan, found)
+    offsets = _offsets_of(problem, plan, found, limit)
     if offsets is None:
         return found
     ids = problem.ids
@@ -170,6 +204,7 @@ def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
         each("size", (sizes < problem.sizes) | (sizes > problem.max_sizes),
              lambda i: f"granted {sizes[i]} bytes outside [{problem.sizes[i]}, "
                        f"{problem.max_sizes[i]}]")
+        sizes = np.clip(sizes, -MAX_BYTES, MAX_BYTES)  # reported; no int64 overflow below
     each("negative", offsets < 0, lambda i: f"offset {offsets[i]} is below 0")
     each("misaligned", offsets % problem.alignments != 0,
          lambda i: f"offset {offsets[i]} is not a multiple of {problem.alignments[i]}")
@@ -204,15 +239,15 @@ def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
         found.append(Violation("arena", (), f"the plan states arena size {plan.arena_size}, "
                                             f"but its buffers reach {tops.max()}"))
 
-    group = _honoured_groups(problem, offsets)
+    sharing = _sharing(problem, offsets)
     a, b = problem.conflicts[:, 0], problem.conflicts[:, 1]
-    clash = ((offsets[a] < tops[b]) & (offsets[b] < tops[a]) & (group[a] != group[b])
-             & (region_of[a] == region_of[b]))
+    clash = (offsets[a] < tops[b]) & (offsets[b] < tops[a]) & (region_of[a] == region_of[b])
     for k in np.flatnonzero(clash)[: max(0, limit - len(found))].tolist():
         found.append(Violation("conflict", (ids[a[k]], ids[b[k]]),
                                "explicitly conflicting buffers share bytes"))
     for r in np.unique(region_of).tolist():
-        _overlaps(problem, offsets, sizes, np.flatnonzero(region_of == r), group, found, limit)
+        _overlaps(problem, offsets, sizes, np.flatnonzero(region_of == r), sharing, found,
+                  limit)
     return found[:limit]
 
 

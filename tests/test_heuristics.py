@@ -74,7 +74,14 @@ def problems(draw, max_buffers: int = 14) -> Problem:
     capacity = draw(st.one_of(st.none(), st.integers(20, 400)))
     buffers = [Buffer(str(i), sizes[i], starts[i], ends[i], aligns[i], pinned.get(i))
                for i in range(n)]
-    return Problem(buffers, aliases=aliases, conflicts=conflicts, capacity=capacity)
+    mandatory = [a for a in aliases if not a.optional]
+    for relations in ((aliases, conflicts), (aliases, []), (mandatory, [])):
+        try:  # what the problem model refuses (a conflict inside an alias chain, a chain
+            return Problem(buffers, aliases=relations[0], conflicts=relations[1],  # whose
+                           capacity=capacity)  # ends are live together) is dropped
+        except ProblemError:
+            continue
+    return Problem(buffers, aliases=mandatory, capacity=capacity)
 
 
 @st.composite
@@ -203,9 +210,8 @@ def test_alignment_and_pinned_offsets_are_kept():
 
 
 def test_colliding_pinned_buffers_are_a_problem_error():
-    problem = Problem([Buffer("a", 8, 0, 2, offset=0), Buffer("b", 8, 1, 3, offset=4)])
-    with pytest.raises(ProblemError, match="pinned"):
-        plan_with("greedy_by_size", problem)
+    with pytest.raises(ProblemError, match="buffer 'b': pinned where pinned 'a' is"):
+        Problem([Buffer("a", 8, 0, 2, offset=0), Buffer("b", 8, 1, 3, offset=4)])
 
 
 def test_a_capacity_below_the_bound_is_reported_infeasible():

@@ -95,12 +95,13 @@ def test_plan_status_follows_bound_and_capacity():
 
 
 def test_replace_keeps_every_field():
-    problem = Problem([Buffer("a", 4, 0, 2, regions=("fast",)), Buffer("b", 4, 1, 3)],
-                      aliases=[Alias("a", "b", 0, optional=True)], conflicts=[("a", "b")],
+    problem = Problem([Buffer("a", 4, 0, 2, regions=("fast",)), Buffer("b", 4, 1, 3),
+                       Buffer("c", 4, 2, 3)],
+                      aliases=[Alias("a", "b", 0, optional=True)], conflicts=[("a", "c")],
                       regions=[Region("fast", 64, 0.0), Region("slow")], capacity=99,
                       widths=[4, 8, 4], name="p")
     copy = problem.replace(capacity=None)
     assert copy.capacity is None
     assert list(copy.buffers) == list(problem.buffers)
     assert copy.aliases == problem.aliases and copy.regions == problem.regions
-    assert copy.conflicts.tolist() == [[0, 1]] and copy.widths.tolist() == [4, 8, 4]
+    assert copy.conflicts.tolist() == [[0, 2]] and copy.widths.tolist() == [4, 8, 4]

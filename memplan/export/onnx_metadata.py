@@ -12,9 +12,11 @@ to; no side file can get out of step. Keys written (values are strings, as
   that only needs to reserve the arena.
 
 Writing replaces earlier ``memplan.*`` entries and keeps every other entry.
-Steps: copy the model, drop old ``memplan.*`` props, append the two keys.
-Cost O(n) plus the model copy. ``onnx`` is imported when first used (it
-costs a quarter of a second, which a command that plans a CSV file need not pay).
+Steps: parse the model's bytes (never its external data: no path named in
+the model is opened), copy it, drop old ``memplan.*`` props, append the two
+keys, write the serialised bytes. Cost O(n) plus the model copy. ``onnx`` is
+imported when first used (it costs a quarter of a second, which a command that
+plans a CSV file need not pay).
 """
 
 from __future__ import annotations
@@ -37,15 +39,10 @@ _PREFIX = "memplan."
 
 
 def _model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    import onnx
-    from google.protobuf.message import DecodeError
+    """The model, parsed from its own bytes only: no path named inside it is ever opened."""
+    from memplan.frontends.onnx_graph import load_model
 
-    if isinstance(model, onnx.ModelProto):
-        return model
-    try:
-        return onnx.load(os.fspath(model))
-    except (OSError, DecodeError) as error:
-        raise ProblemError(f"cannot read the ONNX model: {error}", file=str(model)) from None
+    return load_model(model)[0]
 
 
 def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
@@ -73,12 +70,24 @@ def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> P
     if PLAN_KEY not in props:
         raise ProblemError(f"the model has no {PLAN_KEY!r} metadata; was it annotated?",
                            file=None if isinstance(model, onnx.ModelProto) else str(model))
-    return plan_from_dict(json.loads(props[PLAN_KEY]), problem, source=PLAN_KEY)
+    try:
+        document = json.loads(props[PLAN_KEY])
+    except (ValueError, RecursionError) as error:
+        raise ProblemError(f"the {PLAN_KEY!r} metadata is not a plan document ({error})",
+                           file=None if isinstance(model, onnx.ModelProto) else str(model)
+                           ) from None
+    return plan_from_dict(document, problem, source=PLAN_KEY)
 
 
 def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike,
                     problem: Problem, plan: Plan) -> None:
-    """Save the annotated model to ``path``, weights included."""
-    import onnx
+    """Save the annotated model to ``path``: its bytes, weights included as they are.
 
-    onnx.save(annotate(model, problem, plan), os.fspath(path))
+    Serialised directly (not `onnx.save`, which writes a tensor's external
+    data to the location the model names): tensors stored as external data
+    keep their references unchanged, and no file other than ``path`` is
+    opened or written.
+    """
+    data = annotate(model, problem, plan).SerializeToString()
+    with open(os.fspath(path), "wb") as handle:
+        handle.write(data)

@@ -25,12 +25,14 @@ A plan file: offsets by buffer id, and what the planner knows::
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.limits import MAX_BYTES, problem_with
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
 
@@ -108,6 +110,7 @@ def problem_from_dict(document: dict[str, Any], *, source: str | None = None) ->
     if not isinstance(document, dict) or document.get("format", "memplan-problem") \
             != "memplan-problem":
         r.fail("format", "not a memplan problem (expected \"format\": \"memplan-problem\")")
+    _check_version(r, document, "problem")
     buffers = []
     for i, entry in enumerate(r.items(document, "buffers")):
         where = f"buffers[{i}]"
@@ -179,14 +182,27 @@ def plan_from_dict(document: dict[str, Any], problem: Problem, *,
     r = _Reader(source)
     if not isinstance(document, dict) or document.get("format") != "memplan-plan":
         r.fail("format", "not a memplan plan (expected \"format\": \"memplan-plan\")")
+    _check_version(r, document, "plan")
     offsets = r.field(document, "offsets", dict, "plan")
 
-    def in_order(values: dict, what: str):
+    def in_order(values: dict, what: str, numbers: bool = True):
         missing = [id for id in problem.ids if id not in values]
         extra = [id for id in values if id not in problem._index]
         if missing or extra:
             r.fail(what, f"buffers missing: {missing[:5]}, unknown: {extra[:5]}")
+        if numbers:
+            for id in problem.ids:
+                reason = problem_with(values[id], lowest=-MAX_BYTES)
+                if reason is not None:
+                    r.fail(f"{what} of buffer {id!r}", reason)
         return [values[id] for id in problem.ids]
+
+    def number(key: str):
+        value = r.field(document, key, int, "plan")
+        reason = problem_with(value, lowest=0)
+        if reason is not None:
+            r.fail(f"plan: field {key!r}", reason)
+        return value
 
     names = [reg.name for reg in problem.regions]
     regions = r.field(document, "regions", dict, "plan", None)
@@ -196,15 +212,21 @@ def plan_from_dict(document: dict[str, Any], problem: Problem, *,
         r.fail("status", f"unknown status {status!r}")
     return Plan(
         np.array(in_order(offsets, "offsets"), np.int64),
-        r.field(document, "arena_size", int, "plan"), r.field(document, "lower_bound", int, "plan"),
-        status, r.field(document, "best_bound", int, "plan"),
+        number("arena_size"), number("lower_bound"), status, number("best_bound"),
         r.field(document, "planner", str, "plan"),
-        float(r.field(document, "seconds", (int, float), "plan", 0.0)),
+        _seconds(r, r.field(document, "seconds", (int, float), "plan", 0.0)),
         r.field(document, "stats", dict, "plan", {}),
         None if regions is None else np.array([names.index(n) if n in names else -1
-                                               for n in in_order(regions, "regions")]),
+                                               for n in in_order(regions, "regions", False)],
+                                              np.int64),
         None if sizes is None else np.array(in_order(sizes, "sizes"), np.int64),
     )
+
+
+def _seconds(r: _Reader, value) -> float:
+    if not math.isfinite(value) or value < 0:
+        r.fail("plan: field 'seconds'", f"must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def _load(path: str | os.PathLike) -> Any:
@@ -217,6 +239,17 @@ def _load(path: str | os.PathLike) -> Any:
         line = getattr(error, "lineno", None)
         raise ProblemError(f"not valid JSON ({error.msg if hasattr(error, 'msg') else error})",
                            file=str(path), line=line) from None
+    except RecursionError:
+        raise ProblemError("not a memplan file: JSON nested too deeply", file=str(path)) from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise ProblemError(f"not valid JSON ({error})", file=str(path)) from None
+
+
+def _check_version(r: _Reader, document: dict, what: str) -> None:
+    """Refuse a document of another format version than this memplan writes (absent: ok)."""
+    version = document.get("version", VERSION)
+    if isinstance(version, bool) or version != VERSION:
+        r.fail("version", f"{what} version {version!r}; this memplan reads version {VERSION}")
 
 
 def read_problem(path: str | os.PathLike) -> Problem:

@@ -43,7 +43,7 @@ def _parse(path: str | os.PathLike):
     """Rows of the file as columns of ints (ids as strings); errors name file and line."""
     name = str(path)
     try:
-        handle = open(path, newline="")
+        handle = open(path, newline="", encoding="utf-8-sig")  # Excel writes a BOM
     except OSError as error:
         raise ProblemError(f"cannot read: {error.strerror}", file=name) from None
     with handle:

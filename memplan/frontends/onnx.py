@@ -64,6 +64,7 @@ from memplan.frontends.onnx_graph import (
     value_types,
 )
 from memplan.frontends.onnx_types import TensorType, tensor_type
+from memplan.limits import whole
 from memplan.options import option
 from memplan.problem import Buffer, Problem, Region, Step
 
@@ -141,6 +142,7 @@ class _Builder:
 
     def buffer(self, name: str, size: int, start: int, end: int, kind: str,
                regions: tuple[str, ...] | None = None) -> Buffer:
+        whole(size, "size in bytes", file=self.source, buffer=name)  # before any sum of sizes
         return Buffer(name, size, start, end, self.options.alignment,
                       regions=regions or self.activation_region, kind=kind)
 

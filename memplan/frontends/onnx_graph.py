@@ -85,9 +85,9 @@ def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProt
 def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None) -> ModelProto:
     """A copy of ``model`` whose graph inputs have ``dims`` written over their symbols."""
     for symbol, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ProblemError(f"dims[{symbol!r}] must be an integer >= 0, got {value!r}",
-                               file=source)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            raise ProblemError(f"dims[{symbol!r}] must be an integer in [0, 2^63), got "
+                               f"{value!r}", file=source)
     bound = ModelProto()
     bound.CopyFrom(model)
     for value_info in bound.graph.input:

@@ -101,7 +101,6 @@ def assign_objects(units: Units, order: np.ndarray, prefer: str) -> Assignment:
     position = np.zeros(len(units), np.int64)
     partners = _explicit_partners(units)
     assignment = Assignment(objects, object_of, position)
-    group = np.arange(len(units))  # honoured alias groups, as labels
 
     def allowed(unit: int, index: int, pos: int) -> tuple[int, int] | None:
         """The object's new congruence if ``unit`` may sit at ``pos`` in object ``index``."""
@@ -122,13 +121,12 @@ def assign_objects(units: Units, order: np.ndarray, prefer: str) -> Assignment:
                 continue
             pos = int(position[units.unit_of[partner]] + units.rel[partner]) + shift
             obj = objects[index]
-            meets_only_partner = all(
-                group[v] == group[units.unit_of[partner]] or units.end[v] <= start
+            meets_only_partner = all(  # an in-place write serves one partner, not its chain
+                v == units.unit_of[partner] or units.end[v] <= start
                 or units.start[v] >= end for v in obj.units)
             congruence = allowed(unit, index, pos) if meets_only_partner else None
             if 0 <= pos and pos + extent <= obj.size and congruence is not None:
                 chosen = (index, pos, congruence)
-                group[group == group[unit]] = group[units.unit_of[partner]]
                 assignment.taken += 1
                 break
         if chosen is None:

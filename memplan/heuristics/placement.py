@@ -25,9 +25,10 @@ Steps of `Placer.place`:
   partners (`Units` lists them), sort, sweep for the gap the policy wants,
   round up to the unit's alignment;
 - optional aliases: when an aliased partner is placed, the spot the alias asks
-  for is taken if it is free (buffers already joined to the partner through
-  taken aliases may overlap it, as the validator allows) and it does not end
-  above both the current peak and the policy's own spot.
+  for is taken if it is free (only the partner's own mandatory group may
+  overlap it, as the validator allows: an in-place write serves one output,
+  so units joined to the partner by other taken aliases count as obstacles)
+  and it does not end above both the current peak and the policy's own spot.
 
 Cost: O(sum over units of k log k) for k placed partners, i.e.
 O(E log L) for E conflicting pairs and L buffers live at once; a few numpy
@@ -99,25 +100,6 @@ def _gap_by_numpy(forbid_lo: np.ndarray, forbid_hi: np.ndarray, residue: int, mo
     return int(base[i]) if fits[i] else int(base[-1])
 
 
-class HonouredGroups:
-    """Units joined by aliases the plan honours: they may share bytes (union by relabelling)."""
-
-    def __init__(self, count: int):
-        self.label = np.arange(count)
-        self.units: dict[int, list[int]] = {}
-
-    def join(self, a: int, b: int) -> None:
-        la, lb = int(self.label[a]), int(self.label[b])
-        if la == lb:
-            return
-        group_a, group_b = self.units.pop(la, [la]), self.units.pop(lb, [lb])
-        if len(group_a) < len(group_b):
-            la, group_a, group_b = lb, group_b, group_a
-        self.label[group_b] = la
-        group_a.extend(group_b)
-        self.units[la] = group_a
-
-
 class Placer:
     """Places units of one problem in any order; reusable for many orders (order search)."""
 
@@ -129,6 +111,10 @@ class Placer:
         self.pair_shift = sizes[other] - units.rel[member]  # partner's size - rel of the member
         self.taken = 0  # optional aliases taken by the last `place`
         self.cut = 0  # units the last `place` stacked because its deadline had passed
+        unit_of = units.unit_of  # unit pairs an explicit conflict keeps apart, alias or not
+        self.conflicting = {(int(unit_of[a]), int(unit_of[b])) for a, b in
+                            units.problem.conflicts.tolist()}
+        self.conflicting |= {(b, a) for a, b in self.conflicting}
         self.has_optional = any(units.optional)  # then `place` cannot reuse a prefix
 
     def forbidden(self, unit: int, offsets: np.ndarray, placed: np.ndarray):
@@ -158,7 +144,6 @@ class Placer:
         problem = units.problem
         offsets = np.zeros(len(problem), np.int64)
         placed = np.zeros(len(problem), bool)
-        groups = HonouredGroups(len(units))
         peak = 0
         self.taken = self.cut = 0
         best = placement == "best_fit"
@@ -179,11 +164,10 @@ class Placer:
         for unit in units.pinned.tolist():
             base = int(units.pinned_base[unit])
             lo, hi, other = self.forbidden(unit, offsets, placed)
-            for partner, shift in units.optional[unit]:
-                if placed[partner] and offsets[partner] + shift == base:
-                    groups.join(unit, int(units.unit_of[partner]))
-            clash = (lo <= base) & (base < hi) & (groups.label[units.unit_of[other]]
-                                                   != groups.label[unit])
+            linked = [int(units.unit_of[partner]) for partner, shift in units.optional[unit]
+                      if placed[partner] and offsets[partner] + shift == base
+                      and (unit, int(units.unit_of[partner])) not in self.conflicting]
+            clash = (lo <= base) & (base < hi) & ~np.isin(units.unit_of[other], linked)
             if clash.any():
                 j = int(other[clash.argmax()])
                 mine = first[unit]
@@ -220,11 +204,11 @@ class Placer:
             else:
                 base = choose_gap(lo, hi, residue, modulus, best)
             if units.optional[unit]:
-                base = self._take_alias(unit, base, peak, lo, hi, other, offsets, placed, groups)
+                base = self._take_alias(unit, base, peak, lo, hi, other, offsets, placed)
             peak = put(unit, base)
         return offsets
 
-    def _take_alias(self, unit, base, peak, lo, hi, other, offsets, placed, groups) -> int:
+    def _take_alias(self, unit, base, peak, lo, hi, other, offsets, placed) -> int:
         """The base an optional alias asks for when it is free and no higher; else ``base``."""
         units = self.units
         ceiling = max(peak, base + int(units.extent[unit]))
@@ -233,12 +217,13 @@ class Placer:
                 continue
             spot = int(offsets[partner]) + shift
             partner_unit = int(units.unit_of[partner])
+            if (unit, partner_unit) in self.conflicting:
+                continue  # an explicit conflict holds whatever the alias says
             if (spot < 0 or (spot - units.residue[unit]) % units.modulus[unit]
                     or spot + units.extent[unit] > ceiling):
                 continue
-            outside = groups.label[units.unit_of[other]] != groups.label[partner_unit]
+            outside = units.unit_of[other] != partner_unit  # only the partner's own group
             if not ((lo <= spot) & (spot < hi) & outside).any():
-                groups.join(unit, partner_unit)
                 self.taken += 1
                 return spot
         return base

@@ -20,7 +20,7 @@ from memplan.bounds import time_overlap_count
 from memplan.heuristics.units import Units
 from memplan.options import parse_options
 from memplan.plan import Plan
-from memplan.problem import Problem, check_single_region
+from memplan.problem import NO_OFFSET, Problem, check_single_region
 from memplan.registry import register
 
 Options = TypeVar("Options")
@@ -34,6 +34,8 @@ def _needs_pairs(problem: Problem, chosen) -> bool:
     """Whether the pass needs the pair lists: stacking (naive) only for optional aliases,
     and not when there are so many pairs that their lists would cost more than they save."""
     if getattr(chosen, "placement", None) != "stack":
+        return True
+    if (problem.pinned != NO_OFFSET).sum() > 1:  # pinned buffers may collide: say so
         return True
     return bool(problem.alias_optional.any()) and \
         time_overlap_count(problem.starts, problem.ends) <= STACK_PAIRS

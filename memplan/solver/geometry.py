@@ -21,7 +21,7 @@ it packs the *shape* of each alias group:
   overlap, and members of one unit never clash;
 - **optional** aliases (may-alias) join units by *links* the solver takes or
   not (parallel aliases with the same shift make one link). The validator
-  lets two units share memory when a chain of taken links joins them, so
+  lets two units share memory when a taken link joins them directly, so
   where units of one link component live at the same time, the shape
   depends on the taken links: one rectangle set per *arrangement* (a set
   partition of the live units into merged classes, and for each class the

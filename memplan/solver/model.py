@@ -11,20 +11,27 @@ Steps of `build_model`:
   a 1-D ``add_no_overlap`` per set of boxes live together: its edge finding
   prunes more);
 - per link (optional aliases between two units) a Boolean ``take`` with
-  ``take => base[high] == base[low] + shift``; units joined by a path of taken
-  links may share memory, so the boxes of units live together are optional,
-  one set per arrangement (`geometry`), present exactly when the taken links
-  make that arrangement (literals for paths and joins defined as AND / OR);
+  ``take => base[high] == base[low] + shift`` (never taken between units an
+  explicit conflict keeps apart); two units joined *directly* by a taken link
+  may share memory (an in-place write serves one output: a chain of two
+  links does not let its ends share), so the boxes of units live together
+  are optional, one set per arrangement (`geometry`), present exactly when
+  the taken links make that arrangement: every two units of a merged class
+  directly linked at their shifts, no two of different classes (literals for
+  links and joins defined as AND / OR);
 - explicit conflicts that lifetimes do not imply: ``a below b or b below a``
-  (or the two buffers are merged by taken links), plus a redundant 1-D
-  NoOverlap per clique of such conflicts;
+  (whatever the aliases), plus a redundant 1-D NoOverlap per clique of such
+  conflicts;
 - ``peak >= base + extent`` for every unit, minimised within ``[lower bound,
   upper bound]``; or, to fit a capacity, ``base + extent <= capacity`` and no
   objective.
 
 The model is exact: a plan is valid (`memplan.validate`) if and only if its
 offsets, with ``take`` set where the plan honours an optional alias, satisfy
-it (up to the optional aliases `Geometry.loose` leaves to chance).
+it (up to the optional aliases `Geometry.loose` leaves to chance, and one
+more limit: three units live together where the middle one shares with both
+others through two taken links while those two keep apart is not modelled;
+the search may miss such a plan, never produces an invalid one).
 
 Size: O(b) intervals for b boxes (b = n without aliases), O(c) Booleans for
 c explicit conflicts, O(l) for l links.
@@ -32,6 +39,7 @@ c explicit conflicts, O(l) for l links.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +78,11 @@ class Model:
         cp, geometry = into or self.cp, self.geometry
         cp.clear_hints()
         bases = [int(offsets[unit.members[0]]) - unit.rel[0] for unit in geometry.units]
+        hinted = set()  # CP-SAT caches constants: pinned units at one offset share one
         for base, value, quotient in zip(self.base, bases, self.quotient, strict=True):
+            if base.index in hinted:
+                continue  # a duplicate hint variable makes CP-SAT reject the model
+            hinted.add(base.index)
             cp.add_hint(base, value)
             if quotient is not None:
                 k, modulus, residue = quotient
@@ -236,6 +248,11 @@ def _add_links(cp: cp_model.CpModel, problem: Problem, geometry: Geometry,
             f"take[{problem.ids[low.members[0]]}->{problem.ids[high.members[0]]}]")
         cp.add(base[link.high] == base[link.low] + link.shift).only_enforce_if(literal)
         take.append(literal)
+    apart_units = {frozenset((int(geometry.unit_of[a]), int(geometry.unit_of[b])))
+                   for a, b in problem.conflicts.tolist()}
+    for literal, link in zip(take, geometry.links, strict=True):
+        if frozenset((link.low, link.high)) in apart_units:
+            cp.add(literal == 0)  # an explicit conflict holds whatever the alias says
     return take
 
 
@@ -268,6 +285,8 @@ class _Joins:
         if (u, v, shift) not in self.joined:
             options = []
             for path_shift, links in self.model.geometry.paths(u, v):
+                if len(links) != 1:  # only a direct link lets two units share memory
+                    continue
                 if shift is None or path_shift == shift:
                     if links not in self.paths:
                         self.paths[links] = self.combine([self.model.take[k] for k in links],
@@ -286,8 +305,8 @@ def _add_boxes(model: Model, joins: _Joins, by_section: bool) -> None:
         literals = []
         for index, arrangement in enumerate(arrangements):
             where = {u: c for c, cls in enumerate(arrangement) for u, _ in cls}
-            conditions = [joins.merged(cls[0][0], u, shift) for cls in arrangement
-                          for u, shift in cls[1:]]
+            conditions = [joins.merged(a, b, shift_b - shift_a) for cls in arrangement
+                          for (a, shift_a), (b, shift_b) in itertools.combinations(cls, 2)]
             conditions += [~joins.merged(u, v) for u in live for v in live
                            if u < v and where[u] != where[v]]
             literal = joins.combine(conditions, True, f"arranged{arrangement}")
@@ -324,11 +343,7 @@ def _add_separations(model: Model, joins: _Joins) -> None:
         b_below = cp.new_bool_var(f"below[{ids[b]},{ids[a]}]")
         cp.add(offset[a] + int(sizes[a]) <= offset[b]).only_enforce_if(a_below)
         cp.add(offset[b] + int(sizes[b]) <= offset[a]).only_enforce_if(b_below)
-        either = [a_below, b_below]
-        ua, ub = int(geometry.unit_of[a]), int(geometry.unit_of[b])
-        if geometry.component[ua] == geometry.component[ub]:
-            either.append(joins.merged(ua, ub))
-        cp.add_bool_or(either)
+        cp.add_bool_or([a_below, b_below])  # explicit conflicts hold whatever the aliases say
         model.below += [(a_below, a, b), (b_below, b, a)]
     apart = [(a, b) for a, b in geometry.separations
              if geometry.component[geometry.unit_of[a]] != geometry.component[geometry.unit_of[b]]]

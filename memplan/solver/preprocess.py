@@ -4,7 +4,9 @@ CP-SAT's speed depends on the magnitude of the values it reasons about and on
 the size of the model, so the exact planner never hands it a problem as read:
 
 - **scale**: divide sizes, alias deltas, pinned offsets and alignments by their
-  greatest common divisor ``g`` (the capacity is floored to ``capacity // g``);
+  greatest common divisor ``g`` (the capacity is floored to ``capacity // g``, at
+  least 1: a capacity below ``g`` is below every size, and the planner reports
+  it infeasible from the lower bound before any search);
 - **renumber time** to the ranks of the distinct start and end points (only
   the order of the points matters for half-open lifetimes);
 - **split** into independent *parts*: buffers joined by a chain of lifetime
@@ -119,7 +121,7 @@ def _piece(problem: Problem, members: np.ndarray, scale: int) -> Problem:
         alignments=np.where(alignments % scale == 0, alignments // scale, 1),
         pinned=np.where(pinned == NO_OFFSET, NO_OFFSET, pinned // scale),
         aliases=aliases, conflicts=conflicts,
-        capacity=None if problem.capacity is None else problem.capacity // scale,
+        capacity=None if problem.capacity is None else max(problem.capacity // scale, 1),
         name=problem.name, source=problem.source)
 
 

@@ -1,0 +1,31 @@
+"""Startup: Ctrl-C while memplan's command line is still importing exits quietly.
+
+Importing numpy, OR-Tools and onnx takes about half a second; a Ctrl-C in that
+window would print a KeyboardInterrupt traceback from inside some import. When
+this process is the ``memplan`` command (or ``python -m memplan.<module>``),
+this module, imported first by the package, sets a SIGINT handler that prints
+one line and exits with 130; the command's ``main`` restores Python's default
+handler once everything is imported. A library import changes nothing.
+"""
+
+import os
+import signal
+import sys
+
+
+def _launched_as_command() -> bool:
+    """Whether this process is the ``memplan`` command or ``python -m memplan.<module>``."""
+    argv, orig = sys.argv, getattr(sys, "orig_argv", [])
+    if argv and os.path.basename(argv[0]) in ("memplan", "memplan.exe"):
+        return True
+    return any(flag == "-m" and module.split(".")[0] == "memplan"
+               for flag, module in zip(orig, orig[1:], strict=False))
+
+
+def _interrupted_while_starting(signum, frame):  # a quiet Ctrl-C before main() runs
+    sys.stderr.write("memplan: interrupted\n")
+    os._exit(130)
+
+
+if _launched_as_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)  # main() restores the default
