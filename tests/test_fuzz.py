@@ -243,24 +243,23 @@ def run_planners(problem: Problem, names) -> dict[str, object]:
     return plans
 
 
-@FUZZ
-@given(problems())
-def test_every_planner_on_random_problems(spec):
+def plan_with_every_planner(spec) -> None:
     problem = build(spec)
     if problem is None:
         return
-    plans = run_planners(problem, memplan_planners())
-    check_plans(problem, plans)
+    check_plans(problem, run_planners(problem, memplan_planners()))
+
+
+@FUZZ
+@given(problems())
+def test_every_planner_on_random_problems(spec):
+    plan_with_every_planner(spec)
 
 
 @FUZZ
 @given(problems(huge=True))
 def test_every_planner_on_problems_with_the_largest_sizes(spec):
-    problem = build(spec)
-    if problem is None:
-        return
-    plans = run_planners(problem, memplan_planners())
-    check_plans(problem, plans)
+    plan_with_every_planner(spec)
 
 
 @FUZZ

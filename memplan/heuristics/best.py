@@ -153,6 +153,12 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         if not tried:
             raise
         interrupted = True
+    return _smallest_valid(problem, tried, began, {"cut": cut, "skipped": skipped,
+                                                   "interrupted": interrupted, "pairs": pairs})
+
+
+def _smallest_valid(problem: Problem, tried: list, began: float, extra: dict) -> Plan:
+    """The smallest of the ``(arena, name, offsets, stats)`` tried that the validator passes."""
     arenas = {name: arena for arena, name, _, _ in tried}
     for arena, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
         draft = Plan(offsets, arena, 0, "unknown", 0, name)  # the bound comes once, below
@@ -161,8 +167,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             checked = time.perf_counter() - checking
             return mark_valid(Plan.from_offsets(
                 problem, offsets, planner="best", seconds=time.perf_counter() - began,
-                stats={"winner": name, "arenas": arenas, **stats, "cut": cut,
-                       "skipped": skipped, "interrupted": interrupted, "pairs": pairs,
+                stats={"winner": name, "arenas": arenas, **stats, **extra,
                        "validate_seconds": checked}), problem)
     raise NoPlanError(f"no heuristic found a valid plan for {problem.name or 'the problem'}; "
                       f"arenas tried: {arenas}")
