@@ -31,7 +31,9 @@ Steps:
   layout of the mandatory alias groups: a model planned without optional
   in-place aliases (``inplace=False``). With in-place aliases its bound is
   only reported, not claimed (a taken in-place alias saves bytes the model
-  does not count);
+  does not count). Graphs of more than `WINDOW_STEPS` steps get half the
+  time for the whole model, then, unless it proved its answer, the rest for
+  windows of `WINDOW` steps around the peak (the other steps held);
 - write the model with its runtime nodes in the new order and build its
   problem; plan it with any planner (`memplan.plan_with`).
 
@@ -71,6 +73,8 @@ from memplan.registry import plan_with
 METHODS = ("fast", "exact")
 FAST_SHARE = 0.2  # exact: of the time limit spent on the fast order (the warm start)
 RANDOM_STARTS = 8  # fast: list schedules with seeded random ties after the greedy one
+WINDOW_STEPS = 200  # exact: graphs with more steps are improved one window of steps at a time
+WINDOW = 48  # exact on large graphs: steps free to move in one window
 
 
 @dataclass(frozen=True, eq=False)
@@ -383,21 +387,83 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
+    began = time.perf_counter()
+    windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
-    solver = cp_solver(workers=workers, seed=seed, seconds=max(0.01, time_limit))
+    whole = time_limit / 2 if windowed else time_limit  # large: the rest goes to windows
+    solver = cp_solver(workers=workers, seed=seed, seconds=max(0.01, whole))
     status = solver.solve(model.cp)
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
              "hint_peak": hint_peak, "branches": solver.num_branches}
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return hint, hint_offsets, stats  # the warm start is still a layout of its order
-    order = np.argsort([solver.value(p) for p in model.position], kind="stable")
-    offsets = np.empty(len(problem), np.int64)
-    for b, members in enumerate(deps.members):
-        offsets[members] = solver.value(model.offset[b]) + deps.rel[members]
-    stats["peak"] = int(solver.objective_value)
+    order, offsets = hint, hint_offsets  # the warm start is still a layout of its order
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        order = np.argsort([solver.value(p) for p in model.position], kind="stable")
+        offsets = np.empty(len(problem), np.int64)
+        for b, members in enumerate(deps.members):
+            offsets[members] = solver.value(model.offset[b]) + deps.rel[members]
+        stats["peak"] = int(solver.objective_value)
+    if windowed and status != cp_model.OPTIMAL and offsets is not None:
+        left = time_limit - (time.perf_counter() - began)
+        order, offsets, more = _improve_windows(deps, problem, order, offsets, stats["bound"],
+                                                time_limit=left, seed=seed, workers=workers)
+        stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
+                     else stats["status"])
     return order, offsets, stats
+
+
+def _layout_peak(deps: Dependencies, offsets: np.ndarray) -> int:
+    first = np.array([m[0] for m in deps.members], np.int64)
+    return int((offsets[first] - deps.rel[first] + deps.extent).max())
+
+
+def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
+                     offsets: np.ndarray, floor: int, *, time_limit: float, seed: int,
+                     workers: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Large graphs: re-solve `WINDOW` steps around the peak at a time, the rest fixed.
+
+    Each window is the whole model (`_order_model`) with every step outside it
+    held at its position, warm-started from the current order and layout; a
+    better peak is kept. Stops at the time limit or at ``floor`` (the best
+    bound proven before; windows prove nothing globally).
+    """
+    from ortools.sat.python import cp_model
+
+    from memplan.solver.cp_params import cp_solver
+
+    began = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    best = _layout_peak(deps, offsets)
+    windows = improved = 0
+    while best > floor:
+        left = time_limit - (time.perf_counter() - began)
+        if left <= 0.05:
+            break
+        position = np.empty(deps.n, np.int64)
+        position[order] = np.arange(deps.n)
+        start, end = deps.lifetimes(position)
+        load = np.cumsum(np.bincount(start, deps.extent, deps.n + 1) -
+                         np.bincount(end, deps.extent, deps.n + 1))
+        centre = int(np.argmax(load)) + int(rng.integers(-WINDOW // 4, WINDOW // 4 + 1))
+        low = min(max(0, centre - WINDOW // 2), max(0, deps.n - WINDOW))
+        model = _order_model(deps, problem)
+        for step in order[:low].tolist() + order[low + WINDOW:].tolist():
+            model.cp.add(model.position[step] == int(position[step]))
+        _add_hint(model, deps, order, offsets)
+        solver = cp_solver(workers=workers, seed=seed + windows,
+                           seconds=min(left, max(1.0, time_limit / 8)))
+        status = solver.solve(model.cp)
+        windows += 1
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value < best:
+            order = np.argsort([solver.value(p) for p in model.position], kind="stable")
+            offsets = np.empty(len(problem), np.int64)
+            for b, members in enumerate(deps.members):
+                offsets[members] = solver.value(model.offset[b]) + deps.rel[members]
+            best, improved = int(solver.objective_value), improved + 1
+    status = "OPTIMAL" if best <= floor else "FEASIBLE"
+    return order, offsets, {"status": status, "bound": floor, "peak": best, "windows": windows,
+                            "improved": improved, "settled_by": "windows"}
 
 
 def _by_ids(values: np.ndarray, source: Problem, target: Problem) -> np.ndarray | None:

@@ -138,3 +138,25 @@ def test_solve_reorder_writes_the_reordered_model_with_its_plan(tmp_path, capsys
     assert validate(problem, read_plan(str(written), problem)) == []
     assert main(["solve", str(tmp_path / "x.csv"), "--reorder"]) == 2
     assert "for ONNX models only" in capsys.readouterr().err
+
+
+def test_large_graphs_are_improved_window_by_window(monkeypatch):
+    """Windows of a few steps, the rest held: a valid layout, never above the warm start."""
+    import memplan.operator_order as operator_order
+    from memplan.frontends.onnx_graph import infer
+
+    monkeypatch.setattr(operator_order, "WINDOW", 8)
+    model = breadth_first(MODELS["inception"]())
+    problem = from_onnx(model, inplace=False)
+    deps = operator_order.dependencies(problem, analyze(infer(model, strict=True, source=None)),
+                                       optional_taken=False)
+    start = plan_with("best", problem)  # the file's order and a layout of it
+    order, offsets, stats = operator_order._improve_windows(
+        deps, problem, np.arange(deps.n), start.offsets, deps.step_bound(), time_limit=5,
+        seed=0, workers=1)
+    assert stats["windows"] > 0 and stats["peak"] <= start.arena_size
+    reordered = from_onnx(reordered_model(model, order.tolist(), []), inplace=False)
+    ids = {name: i for i, name in enumerate(problem.ids)}
+    plan = Plan.from_offsets(reordered, offsets[[ids[n] for n in reordered.ids]],
+                             planner="windows")
+    assert validate(reordered, plan) == [] and plan.arena_size == stats["peak"]
