@@ -119,14 +119,24 @@ class Dependencies:
             touched[steps] += self.extent[b]
         return int(touched[:self.n].max()) if self.n else 0
 
-    def cost(self, order: np.ndarray) -> tuple[int, int]:
-        """``(peak, bytes x steps)`` of the blocks under ``order`` (steps in run order)."""
+    def load(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(live bytes per position, start, end)`` of the blocks under ``order``; O(n + b)."""
         position = np.empty(self.n, np.int64)
         position[order] = np.arange(self.n)
         start, end = self.lifetimes(position)
         change = np.bincount(start, self.extent, self.n + 1) - \
             np.bincount(end, self.extent, self.n + 1)
-        return int(np.cumsum(change).max()), int((self.extent * (end - start)).sum())
+        return np.cumsum(change), start, end
+
+    def cost(self, order: np.ndarray) -> tuple[int, int]:
+        """``(peak, bytes x steps)`` of the blocks under ``order`` (steps in run order)."""
+        load, start, end = self.load(order)
+        return int(load.max()), int((self.extent * (end - start)).sum())
+
+    def bases(self, offsets: np.ndarray) -> np.ndarray:
+        """Per block the base offset that the per-buffer ``offsets`` give it."""
+        first = np.array([m[0] for m in self.members], np.int64)
+        return offsets[first] - self.rel[first]
 
 
 def dependencies(problem: Problem, graph, *, optional_taken: bool) -> Dependencies:
@@ -357,8 +367,7 @@ def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
         model.cp.add_hint(model.end[b], int(end[b]))
         model.cp.add_hint(model.length[b], int(end[b] - start[b]))
     if offsets is not None:
-        first = np.array([m[0] for m in deps.members], np.int64)
-        bases = offsets[first] - deps.rel[first]
+        bases = deps.bases(offsets)
         for b, var in enumerate(model.offset):
             model.cp.add_hint(var, int(bases[b]))
         model.cp.add_hint(model.peak, int((bases + deps.extent).max()))
@@ -381,8 +390,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     hint_peak, _ = deps.cost(hint)
     floor = deps.step_bound()
     if hint_offsets is not None:
-        first = np.array([m[0] for m in deps.members], np.int64)
-        hint_layout_peak = int((hint_offsets[first] - deps.rel[first] + deps.extent).max())
+        hint_layout_peak = _layout_peak(deps, hint_offsets)
         if hint_layout_peak <= floor:  # no order and layout can do better: proven at once
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
@@ -414,8 +422,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
 
 
 def _layout_peak(deps: Dependencies, offsets: np.ndarray) -> int:
-    first = np.array([m[0] for m in deps.members], np.int64)
-    return int((offsets[first] - deps.rel[first] + deps.extent).max())
+    return int((deps.bases(offsets) + deps.extent).max())
 
 
 def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
@@ -440,11 +447,9 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
         left = time_limit - (time.perf_counter() - began)
         if left <= 0.05:
             break
+        load, _, _ = deps.load(order)
         position = np.empty(deps.n, np.int64)
         position[order] = np.arange(deps.n)
-        start, end = deps.lifetimes(position)
-        load = np.cumsum(np.bincount(start, deps.extent, deps.n + 1) -
-                         np.bincount(end, deps.extent, deps.n + 1))
         centre = int(np.argmax(load)) + int(rng.integers(-WINDOW // 4, WINDOW // 4 + 1))
         low = min(max(0, centre - WINDOW // 2), max(0, deps.n - WINDOW))
         model = _order_model(deps, problem)
