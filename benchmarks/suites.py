@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from benchmarks.generate import conflict_graph, network_like
+from benchmarks.generate import conflict_graph, network_like, pinwheel
 from benchmarks.large import training_step, transformer_decoder
 from memplan.problem import Problem
 
@@ -118,6 +118,12 @@ def _large() -> list[Case]:
             for label, n in LARGE_SIZES for kind, make in LARGE_KINDS]
 
 
+def _tilings() -> list[Case]:
+    """Pinwheel tilings (`pinwheel`): every step exactly full, capacity = the lower bound."""
+    return [Case("tilings", f"pinwheel-{n}", partial(pinwheel, n, 0), True)
+            for n in (101, 501, 1001)]
+
+
 def fit_five() -> Problem:
     """Five buffers that fit exactly in capacity 12 (the live load peaks at 12)."""
     return Problem.from_arrays([4, 8, 4, 8, 4], [0, 0, 1, 2, 3], [2, 1, 3, 4, 5], capacity=12,
@@ -132,7 +138,7 @@ def _tiny() -> list[Case]:
 
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "onnx-light": _onnx_light, "minimalloc": _minimalloc, "conflict-graph": _conflict_graph,
-    "scale": _scale, "large": _large, "tiny": _tiny,
+    "scale": _scale, "large": _large, "tiny": _tiny, "tilings": _tilings,
 }
 
 

@@ -305,9 +305,9 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
     if settings.exact and heuristic.status != "optimal" and not report.interrupted:
         try:
-            if settings.time_limit is not None:  # CP-SAT's import (seconds on a busy
-                import memplan.solver.cp_search  # noqa: F401  machine) counts in the limit
-            # the exact plan is checked too (as long as the heuristic's check): time kept for it
+            # CP-SAT is imported by the exact planner (inside its own time limit) only if
+            # its canonical search has not settled the question. The exact plan is
+            # checked too (as long as the heuristic's check): time kept for it
             check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)
             left = None if settings.time_limit is None else max(  # the 10% the promise
                 EXACT_SHARE * settings.time_limit,  # allows: the exact planner gets it

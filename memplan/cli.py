@@ -41,13 +41,12 @@ from memplan.diagnosis.explain import capacity_line, explain
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
-from memplan.frontends.onnx import WEIGHT_MODES, OnnxOptions
+from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.proofs.onnx_arena import BACKENDS
-from memplan.proofs.prove import model_options, prove, prove_plan, with_model_options
+from memplan.proofs import BACKENDS
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
@@ -347,6 +346,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     reordering = getattr(args, "reordering", None)
     onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
     if onnx_model is not None:  # a plan file says how the model became its problem
+        from memplan.proofs.prove import prove_plan, with_model_options  # imports onnx
+
         plan = with_model_options(plan, _model_options(onnx_model, args))
     written = _write_outputs(args, problem, plan, single if len(paths) == 1 else None,
                              None if reordering is None else reordering.model)
@@ -379,6 +380,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- prove
 def _model_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The model options of the command line, all of them (defaults filled)."""
+    from memplan.proofs.prove import model_options
+
     return model_options(dims=_dims(args.dim), alignment=args.alignment,
                          **_onnx_options(path, args))
 
@@ -410,6 +413,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     given = _onnx_options(path, args)
     given.update({"dims": _dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
+    from memplan.proofs.prove import prove  # imports onnx: only for ONNX models
+
     proof = prove(path, args.plan, options=given, backend=args.backend, seed=args.seed)
     print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
     return OK if proof.ok else FAILED

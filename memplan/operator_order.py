@@ -49,26 +49,19 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from onnx import ModelProto
 
 from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
-from memplan.frontends.onnx import OnnxOptions, from_onnx
-from memplan.frontends.onnx_graph import (
-    NONDETERMINISTIC,
-    STANDARD_DOMAINS,
-    analyze,
-    bind_dims,
-    describe,
-    infer,
-    load_model,
-)
+from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
+
+if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
+    from onnx import ModelProto
 
 METHODS = ("fast", "exact")
 FAST_SHARE = 0.2  # exact: of the time limit spent on the fast order (the warm start)
@@ -147,6 +140,8 @@ def dependencies(problem: Problem, graph, *, optional_taken: bool) -> Dependenci
     bound's view of them) or left out (the exact model's blocks, which it
     can place exactly).
     """
+    from memplan.frontends.onnx_graph import NONDETERMINISTIC, STANDARD_DOMAINS, describe
+
     n = len(graph.steps)
     preds: list[set[int]] = [set() for _ in range(n)]
     for name, readers in graph.readers.items():
@@ -510,6 +505,8 @@ class Reordering:
 
 def reordered_model(model: ModelProto, positions: list[int], constant: list[int]) -> ModelProto:
     """``model`` with its constant nodes first (file order), then the runtime ``positions``."""
+    from onnx import ModelProto
+
     copy = ModelProto()
     copy.CopyFrom(model)
     nodes = [model.graph.node[p] for p in [*constant, *positions]]
@@ -527,6 +524,9 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     The result is never worse than the file's order: the new order is kept
     only when its lower bound (or, exact, its proven layout) is smaller.
     """
+    from memplan.frontends.onnx import from_onnx
+    from memplan.frontends.onnx_graph import analyze, bind_dims, infer, load_model
+
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
     began = time.perf_counter()

@@ -5,3 +5,5 @@ node in one byte arena), `tflm_arena` (a .tflite model in TFLite-Micro's interpr
 with its planner and with memplan's), `prove` (a plan file and its stored model options,
 the validator, then the arena run).
 """
+
+BACKENDS = ("onnxruntime", "reference")  # what runs an ONNX model's nodes in the arena

@@ -80,9 +80,9 @@ from memplan.frontends.onnx_graph import (
 from memplan.frontends.onnx_types import tensor_type
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.proofs import BACKENDS
 
 POISON = 0xA5  # the arena's bytes before anything is written: NaN-like garbage
-BACKENDS = ("onnxruntime", "reference")
 RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
                         "RandomUniformLike", "Multinomial", "Bernoulli"})
 IN_PLACE_ROUNDS = 64  # reruns of a node to settle what an in-place kernel writes

@@ -38,7 +38,8 @@ from memplan.frontends.memplan_json import plan_from_dict
 from memplan.frontends.onnx import OnnxOptions, from_onnx
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.proofs.onnx_arena import BACKENDS, ArenaReport, check_plan_on_model
+from memplan.proofs import BACKENDS
+from memplan.proofs.onnx_arena import ArenaReport, check_plan_on_model
 from memplan.validate import Violation, validate
 
 MODEL_OPTIONS = tuple(f.name for f in fields(OnnxOptions) if f.name != "name")
