@@ -53,8 +53,7 @@ typedef struct {
     int64_t *minoff;              /* lowest offset an unplaced buffer can still take */
     int64_t *floor, *total;       /* per section: lowest free offset, unplaced bytes */
     int64_t *cuts;                /* per boundary t|t+1: unplaced buffers spanning it */
-    int64_t *stamp;               /* per section: the visit that last touched it */
-    int64_t visit;
+    int64_t *mark;                /* per boundary: +1/-1 where a raised buffer's span begins/ends */
     int64_t nodes, node_limit;
     double deadline;
     volatile const char *stop;
@@ -67,6 +66,7 @@ static double now(void) {
 }
 
 static int64_t align_up(int64_t value, int64_t alignment) {
+    if (alignment == 1) return value;  /* the usual case: no division */
     int64_t r = value % alignment;
     return r ? value + alignment - r : value;
 }
@@ -80,16 +80,6 @@ static int by_offset_rank(const void *x, const void *y) {
 }
 
 static int solve_partition(Search *s, int64_t lo, int64_t hi);
-
-/* The consistency check after a placement at `offset` in sections [lo, hi). */
-static int consistent(Search *s, int64_t lo, int64_t hi, int64_t offset) {
-    for (int64_t t = lo; t < hi; ++t) {
-        if (s->total[t] == 0) continue;
-        int64_t f = s->floor[t] > offset ? s->floor[t] : offset;
-        if (f + s->total[t] > s->capacity) return 0;
-    }
-    return 1;
-}
 
 /* Unplaced buffers of sections [lo, hi), into `out`; their count. */
 static int64_t members(Search *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -195,7 +185,6 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
         s->offset[b] = offset;
         s->solution[b] = offset;
         int64_t nr = 0, nf = 0, hats = 0;
-        ++s->visit;
         for (int64_t j = s->ov_begin[b]; j < s->ov_begin[b + 1]; ++j) {
             int64_t u = s->ov[j];
             if (s->offset[u] >= 0) continue;
@@ -206,7 +195,9 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             raised[2 * nr + 1] = s->minoff[u];
             ++nr;
             s->minoff[u] = raise;
-            for (int64_t t = s->start[u]; t < s->end[u]; ++t) s->stamp[t] = s->visit;
+            /* u's sections (inside [lo, hi): u is unplaced) need their floor again */
+            ++s->mark[s->start[u] > lo ? s->start[u] : lo];
+            --s->mark[s->end[u] < hi ? s->end[u] : hi];
         }
         for (int64_t t = s->start[b]; t < s->end[b]; ++t) {
             floors[2 * nf] = t;
@@ -222,25 +213,50 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             s->sec[last] = b;
             *slot = last;
         }
-        for (int64_t t = lo; t < hi; ++t) {  /* a section's floor: its lowest unplaced offset */
-            if (s->stamp[t] != s->visit) continue;
-            /* no unplaced buffer of the section lies below its floor: stop at one on it */
-            int64_t low = INT64_MAX, level = s->floor[t];
-            for (int64_t j = s->sec_begin[t]; j < s->sec_begin[t] + s->unplaced[t]; ++j) {
-                int64_t u = s->sec[j];
-                if (s->minoff[u] < low) {
-                    low = s->minoff[u];
-                    if (low <= level) break;
+        /* one pass over the sections: a marked section's floor becomes its lowest unplaced
+           offset, then every section must hold its unplaced bytes above max(floor, offset) */
+        int ok = 1;
+        for (int64_t t = lo, marked = 0; t < hi; ++t) {
+            marked += s->mark[t];
+            if (marked) {
+                /* no unplaced buffer of the section lies below its floor: stop at one on it.
+                   The lowest one found moves to the front of the section's unplaced
+                   buffers, where the next scan meets it first (the set is unchanged) */
+                int64_t low = INT64_MAX, level = s->floor[t], at = -1, head = s->sec_begin[t];
+                for (int64_t j = head; j < head + s->unplaced[t]; ++j) {
+                    int64_t u = s->sec[j];
+                    if (s->minoff[u] < low) {
+                        low = s->minoff[u];
+                        at = j;
+                        if (low <= level) break;
+                    }
+                }
+                if (at > head) {
+                    int64_t u = s->sec[at], w = s->sec[head];
+                    s->sec[head] = u;
+                    s->sec[at] = w;
+                    s->where[s->span_base[u] + (t - s->start[u])] = head;
+                    s->where[s->span_base[w] + (t - s->start[w])] = at;
+                }
+                if (low != INT64_MAX && s->floor[t] < low) {
+                    floors[2 * nf] = t;
+                    floors[2 * nf + 1] = s->floor[t];
+                    ++nf;
+                    s->floor[t] = low;
                 }
             }
-            if (low != INT64_MAX && s->floor[t] < low) {
-                floors[2 * nf] = t;
-                floors[2 * nf + 1] = s->floor[t];
-                ++nf;
-                s->floor[t] = low;
+            int64_t f = s->floor[t] > offset ? s->floor[t] : offset;
+            if (s->total[t] && f + s->total[t] > s->capacity) {
+                ok = 0;  /* everything above is undone: the other sections need no floor */
+                break;
             }
         }
-        if (consistent(s, lo, hi, offset)) {
+        for (int64_t j = 0; j < nr; ++j) {
+            int64_t u = raised[2 * j];
+            s->mark[s->start[u] > lo ? s->start[u] : lo] = 0;
+            s->mark[s->end[u] < hi ? s->end[u] : hi] = 0;
+        }
+        if (ok) {
             /* dynamic decomposition: boundaries inside b that no unplaced buffer spans now */
             int64_t first = s->start[b] > lo ? s->start[b] : lo;
             int64_t last = s->end[b] < hi ? s->end[b] : hi;
@@ -299,7 +315,7 @@ static int run(Search *s) {
     s->floor = calloc((size_t)T + 1, sizeof(int64_t));
     s->total = calloc((size_t)T + 1, sizeof(int64_t));
     s->cuts = calloc((size_t)T + 1, sizeof(int64_t));
-    s->stamp = calloc((size_t)T + 1, sizeof(int64_t));
+    s->mark = calloc((size_t)T + 1, sizeof(int64_t));
     s->sec_begin = calloc((size_t)T + 2, sizeof(int64_t));
     s->ov_begin = calloc((size_t)n + 1, sizeof(int64_t));
     s->rank = calloc((size_t)(n ? n : 1), sizeof(int64_t));
@@ -357,7 +373,7 @@ static int run(Search *s) {
         from = t + 1;
     }
     if (T == 0) code = FOUND;
-    free(live); free(s->floor); free(s->total); free(s->cuts); free(s->stamp);
+    free(live); free(s->floor); free(s->total); free(s->cuts); free(s->mark);
     free(s->sec_begin); free(s->sec); free(s->unplaced); free(s->span_base); free(s->where); free(s->ov_begin); free(s->ov);
     free(s->rank); free(s->offset); free(s->minoff);
     return code;
