@@ -394,9 +394,11 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
     No plan can move them, so every planner would return an overlap. Members
     of one mandatory alias group, and the two sides of an optional alias the
     pins honour, may share. A buffer whose mandatory alias group holds a
-    pinned buffer is pinned too, by its aliases. A sweep over the pinned
-    buffers by start time: O(p log p + p * l) for p pinned buffers, l of them
-    live at once.
+    pinned buffer is pinned too, by its aliases. First a numpy test
+    (`_may_clash`) that no two meet; only when some might (or the pairs are
+    too many to list), a sweep over the pinned buffers by start time that
+    names them: O(p log p + p * l) for p pinned buffers, l of them live at once
+    (seconds for the thousands of pinned obstacles of a large window).
     """
     if (problem.pinned != NO_OFFSET).sum() < 2:
         return
@@ -419,6 +421,8 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
 
     order = held[np.argsort(problem.starts[held], kind="stable")].tolist()
     live: list[int] = []
+    if not _may_clash(problem, pinned, held, root, linked):
+        order = []  # no two live pinned buffers meet: nothing for the sweep to name
     for i in order:
         live = [j for j in live if problem.ends[j] > problem.starts[i]]
         for j in live:
@@ -431,6 +435,36 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
         if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and clash(i, j):
             problem._fail(j, f"{pinned_by(j)} where {pinned_by(i)} {ids[i]!r} is, and the two "
                              f"conflict")
+
+
+PIN_PAIRS = 4_000_000  # at most this many pairs of pinned buffers listed by `_may_clash`
+
+
+def _may_clash(problem: Problem, pinned: np.ndarray, held: np.ndarray, root: np.ndarray,
+               linked: set[frozenset]) -> bool:
+    """Whether two of the pinned buffers ``held`` might be live together on shared bytes
+    (True also when the pairs overlapping in time, and those in address, number more
+    than `PIN_PAIRS`): the pairs overlapping in the dimension with fewer of them, listed
+    by one sorted run per buffer, checked in the other; O(p log p + pairs)."""
+    spans = ((problem.starts[held], problem.ends[held]),  # a zero size counts as one byte
+             (pinned[held], pinned[held] + np.maximum(problem.sizes[held], 1)))
+    runs = []
+    for lo, hi in spans:
+        order = np.argsort(lo, kind="stable")
+        last = np.searchsorted(lo[order], hi[order], side="left")
+        runs.append((order, np.maximum(last - np.arange(len(order)) - 1, 0)))
+    listed = int(np.argmin([counts.sum() for _, counts in runs]))
+    order, counts = runs[listed]
+    if counts.sum() > PIN_PAIRS:
+        return True
+    a = np.repeat(np.arange(len(order)), counts)
+    b = a + 1 + (np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts))
+    a, b = order[a], order[b]
+    lo, hi = spans[1 - listed]
+    meet = (lo[a] < hi[b]) & (lo[b] < hi[a]) & (root[held[a]] != root[held[b]])
+    pairs = {(int(x), int(y)) for x, y in zip(held[a[meet]].tolist(), held[b[meet]].tolist(),
+                                               strict=True)}
+    return any(frozenset(pair) not in linked for pair in pairs)
 
 
 def _implied_pins(pinned: np.ndarray, root: np.ndarray, delta: np.ndarray) -> np.ndarray:

@@ -6,10 +6,12 @@ cuts reported); how fast and how good at 10k-100k buffers is in BENCHMARKS.md.
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.generate import network_like
 from benchmarks.large import decoder_model, training_step, transformer_decoder
-from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
+from memplan import Alias, Buffer, Plan, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import InvalidPlanError
 from memplan.frontends.onnx import from_onnx
 from memplan.heuristics.time_sweep import FreeList
@@ -206,3 +208,92 @@ def test_import_within_waits_no_longer_than_told(tmp_path, monkeypatch):
     assert import_within("numpy", 0) is sys.modules["numpy"]
     with pytest.raises(ValueError, match="broken"):
         import_within("memplan_broken_module", 5)
+
+
+@st.composite
+def kernel_problems(draw):
+    """Problems the compiled pass takes: mandatory aliases, conflicts, alignments, no pins."""
+    n = draw(st.integers(1, 30))
+    buffers = []
+    for i in range(n):
+        start = draw(st.integers(0, 12))
+        buffers.append(Buffer(f"b{i}", draw(st.integers(0, 40)), start,
+                              start + draw(st.integers(1, 8)),
+                              alignment=draw(st.sampled_from([1, 1, 2, 4, 8]))))
+    ids = [b.id for b in buffers]
+    aliases = []
+    for _ in range(draw(st.integers(0, 3)) if n > 1 else 0):
+        src, dst = draw(st.sampled_from(ids)), draw(st.sampled_from(ids))
+        aliases.append(Alias(src, dst, 8 * draw(st.integers(0, 3))))
+    conflicts = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)),
+                              max_size=4))
+    try:
+        return Problem(buffers, aliases=aliases, conflicts=conflicts)
+    except ProblemError:
+        assume(False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kernel_problems(), st.sampled_from(["size", "breadth", "spatial", "start", "temporal",
+                                           "index"]),
+       st.sampled_from(["best_fit", "first_fit"]))
+def test_compiled_pass_places_exactly_as_the_placer(problem, order, placement):
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.order import order_units
+    from memplan.heuristics.placement import Placer
+    from memplan.heuristics.units import Units
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    assert compiled_place.fits(problem, placement)
+    units = Units.build(problem)
+    ordered = order_units(units, order)
+    offsets, cut = compiled_place.compiled_offsets(Units.build(problem, pairs=False), ordered,
+                                                   placement)
+    assert cut == 0
+    assert offsets.tolist() == Placer(units).place(ordered, placement).tolist()
+    plan = Plan.from_offsets(problem, offsets, planner="compiled")
+    assert validate(problem, plan) == []
+
+
+def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
+    import time
+
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.order import order_units
+    from memplan.heuristics.placement import Placer
+    from memplan.heuristics.units import Units
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    problem = network_like(2000, 9)
+    units = Units.build(problem, pairs=False)
+    ordered = order_units(units, "breadth")
+    offsets, cut = compiled_place.compiled_offsets(units, ordered, "best_fit",
+                                                   time.perf_counter())  # passed: all stacked
+    placer = Placer(Units.build(problem))
+    stacked = placer.place(ordered, "best_fit", deadline=time.perf_counter())
+    assert cut == placer.cut == len(ordered)
+    assert offsets.tolist() == stacked.tolist()
+    assert validate(problem, Plan.from_offsets(problem, offsets, planner="cut")) == []
+    plan = plan_with("greedy_by_breadth", problem)
+    assert plan.stats["compiled"] and validate(problem, plan) == []
+    pinned = Problem([Buffer("a", 8, 0, 2, offset=0), Buffer("b", 8, 1, 3)])
+    optional = Problem([Buffer("a", 8, 0, 2), Buffer("b", 8, 1, 3)],
+                       aliases=[Alias("a", "b", 0, optional=True)])
+    for other in (pinned, optional):
+        assert not compiled_place.fits(other, "best_fit")
+        assert "compiled" not in plan_with("greedy_by_size", other).stats
+    assert not compiled_place.fits(problem, "stack")
+    assert not compiled_place.fits(problem, "best_fit", max_pairs=10)
+
+
+def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
+    from memplan.heuristics import compiled_place
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    problem = network_like(1200, 10)
+    plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
+    assert validate(problem, plan) == []
+    assert next(iter(plan.stats["arenas"])) == "greedy_by_breadth"

@@ -5,6 +5,9 @@ Steps:
   O(n log n), so a plan
   exists early whatever the size; on training graphs, where lifetimes overlap
   so much that the pair lists below would take gigabytes, it is the plan;
+  on problems over ``breadth_first_buffers`` that the compiled pass places
+  (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
+  the sweep: a tenth of a second, and the best plan there;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
   units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first
@@ -45,6 +48,7 @@ import numpy as np
 
 from memplan.bounds import time_overlap_count
 from memplan.errors import NoPlanError
+from memplan.heuristics import compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.order import order_units
@@ -124,29 +128,41 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
 
     def passes() -> None:
-        sweepable = chosen.sweep
-        if sweepable:
-            sweep_units = Units.build(problem, pairs=False)
-            for placement in chosen.placements:
-                if out_of_time():
-                    skipped.append(f"time_sweep(placement={placement!r})")
-                    continue
-                offsets, stats = sweep_offsets(sweep_units, placement, deadline)
-                keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
         compositions = candidates(chosen)
-        if len(problem) > chosen.breadth_first_buffers:  # breadth wins there: first
+        large = len(problem) > chosen.breadth_first_buffers
+        if large:  # breadth wins there: first
             compositions.sort(key=lambda named: named[1].order != "breadth")
-        if sweepable and pairs > chosen.max_pairs:
+        listable = not (chosen.sweep and pairs > chosen.max_pairs)
+        if not listable:
             skipped.extend(name for name, _ in compositions)
             compositions = []
-        units = None
-        for name, composition in compositions:
+        compiled = bool(compositions) and compiled_place.fits(
+            problem, "best_fit", pairs=pairs - len(problem.conflicts))
+        built: dict[bool, Units] = {}
+
+        def units_with(with_pairs: bool) -> Units:
+            if with_pairs not in built:
+                built[with_pairs] = Units.build(problem, pairs=with_pairs)
+            return built[with_pairs]
+
+        steps = [(f"time_sweep(placement={placement!r})",
+                  lambda placement=placement: sweep_offsets(units_with(False), placement,
+                                                            deadline))
+                 for placement in (chosen.placements if chosen.sweep else ())]
+        greedy = [(name, lambda composition=composition: greedy_offsets(
+            units_with(not compiled), composition, deadline)) for name, composition in compositions]
+        if compiled and large:  # the compiled breadth pass: fast, and the best there
+            steps = greedy[:1] + steps + greedy[1:]
+        else:
+            steps += greedy
+        for name, run in steps:
             if out_of_time():
                 skipped.append(name)
                 continue
-            units = units or Units.build(problem)
-            offsets, stats = greedy_offsets(units, composition, deadline)
+            offsets, stats = run()
             keep(name, offsets, stats, stats["cut"])
+        units = None if not compositions else units_with(True) \
+            if 0 < len(problem) <= chosen.search_max_buffers else None
         left = None if deadline is None else deadline - time.perf_counter()
         if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
                 and units is not None and (left is None or left > 0)):
