@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
+HEURISTIC_MOST = 0.9  # of the time limit: the most the heuristics get by default
 EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
 VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
@@ -360,12 +361,13 @@ def naive_arena(problem: Problem) -> int:
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or half the time limit (>= 1 s)."""
+    """Seconds for each heuristic: the option, or half the time limit (>= 1 s), never more
+    than ``HEURISTIC_MOST`` of it (what follows the heuristics takes a little time too)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
     if settings.time_limit is None:
         return 1.0
-    return max(1.0, min(settings.time_limit, settings.time_limit / 2))
+    return min(max(1.0, settings.time_limit / 2), HEURISTIC_MOST * settings.time_limit)
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,

@@ -62,7 +62,7 @@ from memplan.registry import register
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
-VALIDATE_SHARE = 0.4  # of a time limit: kept for validating, until one validation is timed
+VALIDATE_SHARE = 0.2  # of a time limit: kept for validating, until one validation is timed
 VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
 
 
