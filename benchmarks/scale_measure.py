@@ -15,10 +15,14 @@ its plan are what a user gets. Steps:
   of its own; its plan is checked by memplan's validator (aliases and
   alignment aside: omnimalloc has neither, so it may share less and align
   nothing);
+- optionally (``--before``) another installation's ``memplan`` (a venv of an
+  earlier commit: ``git archive COMMIT | tar -x -C DIR``, a venv in DIR,
+  ``pip install -e DIR``) on the same file right after, for a before/after
+  table measured side by side;
 - print one JSON line per run and a markdown table, with the load average.
 
     python -m benchmarks.scale_measure --time-limit 5,60 --problems network-10k,training-10k \\
-        --peer network-10k
+        --peer network-10k --before /tmp/before/.venv/bin/memplan
 """
 
 from __future__ import annotations
@@ -66,8 +70,8 @@ def _problem_file(work: Path, name: str) -> Path:
     return path
 
 
-def _solve(path: Path, limit: float) -> dict:
-    memplan = Path(sys.executable).with_name("memplan")
+def _solve(path: Path, limit: float, memplan: Path | None = None) -> dict:
+    memplan = memplan or Path(sys.executable).with_name("memplan")
     proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", str(memplan), "solve", str(path),
                            "--time-limit", str(limit), "--json"],
                           capture_output=True, text=True, cwd=REPO)
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                                                    "omnimalloc's SuperMalloc on too")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memplan-large"))
     parser.add_argument("--out", type=Path, help="append the JSON lines to this file")
+    parser.add_argument("--before", type=Path, help="another installation's memplan command, "
+                                                    "run right after on the same file")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -114,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in row:
                 print(json.dumps(row), flush=True)
                 continue
+            if args.before:
+                before = _solve(path, limit, args.before)
+                row.update({f"before_{k}": v for k, v in before.items()
+                            if k in ("solve_s", "ratio", "heuristic", "status", "rss_mb",
+                                     "error")})
             if args.peer == "all" or name in args.peer.split(","):
                 row.update(_peer(path, limit, row["lower_bound"]))
             row["load_average"] = os.getloadavg()[0]
@@ -123,6 +134,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.out:
                 with args.out.open("a") as out:
                     out.write(line + "\n")
+    if args.before:
+        print("\n| problem | buffers | limit s | solve s before | solve s after | arena / bound "
+              "before | arena / bound after | heuristic before | heuristic after | status "
+              "before | status after | load avg |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if "before_ratio" not in r:
+                continue
+            print(f"| {r['problem']} | {r['buffers']} | {r['limit']:g} | "
+                  f"{r['before_solve_s']:.2f} | {r['solve_s']:.2f} | {r['before_ratio']:.5f} | "
+                  f"{r['ratio']:.5f} | {r['before_heuristic']:.5f} | {r['heuristic']:.5f} | "
+                  f"{r['before_status']} | {r['status']} | {r['load_average']:.1f} |")
     print("\n| problem | buffers | limit s | wall s (load s) | arena / bound | heuristic | "
           "status | peak RSS MB | SuperMalloc | load avg |")
     print("|---|---|---|---|---|---|---|---|---|---|")

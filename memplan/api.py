@@ -64,7 +64,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
-EXACT_SHARE = 0.1  # of the time limit: the exact planner's least share, whatever is left
+HEURISTIC_MOST = 0.9  # of the time limit: the most the heuristics get by default
+EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
+VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
@@ -198,12 +200,21 @@ def heuristic_names() -> list[str]:
             if not fn.__module__.startswith("memplan.solver")]
 
 
-def _checked(problem: Problem, plan: Plan) -> Plan:
-    """``plan`` once the validator accepts it; one that does not `fits` may exceed the capacity."""
+def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
+    """``plan`` once the validator accepts it; one that does not `fits` may exceed the capacity.
+
+    ``twin``: a plan the validator passed for this problem already; when ``plan`` has the
+    very same offsets (an exact planner that found nothing better than its warm start),
+    its verdict holds and the check is not run twice (``stats["validated_as"]``).
+    """
     began = time.perf_counter()
-    if known_valid(plan, problem) and not (fits(plan) and problem.capacity is not None
-                                           and plan.arena_size > problem.capacity):
+    over = fits(plan) and problem.capacity is not None and plan.arena_size > problem.capacity
+    if known_valid(plan, problem) and not over:
         return plan  # its planner ran the validator on this very problem (`mark_valid`)
+    if twin is not None and known_valid(twin, problem) and not over and \
+            np.array_equal(np.asarray(plan.offsets), np.asarray(twin.offsets)):
+        plan.stats["validated_as"] = twin.planner
+        return mark_valid(plan, problem)
     violations = [v for v in validate(problem, plan)
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
@@ -307,12 +318,12 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         try:
             # CP-SAT is imported by the exact planner (inside its own time limit) only if
             # its canonical search has not settled the question. The exact plan is
-            # checked too (as long as the heuristic's check): time kept for it
-            check = 1.5 * heuristic.stats.get("validate_seconds", 0.0)
-            left = None if settings.time_limit is None else max(  # the 10% the promise
-                EXACT_SHARE * settings.time_limit,  # allows: the exact planner gets it
-                settings.time_limit - (time.perf_counter() - began) - check)
-            if left is not None and left <= 0:
+            # checked too (as long as the heuristic's check): time kept for it; the
+            # exact planner gets the rest of the limit
+            check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
+            left = None if settings.time_limit is None else \
+                settings.time_limit - (time.perf_counter() - began) - check
+            if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = True
                 report.seconds = time.perf_counter() - began
                 return report
@@ -320,7 +331,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
                               options=replace(record, time_limit=left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
-            report.exact = _checked(problem, exact)
+            report.exact = _checked(problem, exact, twin=heuristic)
             report.plan = min(exact, heuristic, key=lambda plan: plan_rank(problem, plan))
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
             report.interrupted = True
@@ -338,18 +349,25 @@ def naive_arena(problem: Problem) -> int:
 
     units = Units.build(problem, pairs=False)
     top = int((units.pinned_base + units.extent)[units.pinned].max(initial=0))
-    for unit in units.free.tolist():
+    free = units.free
+    modulus, extent = units.modulus[free], units.extent[free]
+    if len(free) and not units.residue[free].any() and (modulus == modulus[0]).all():
+        step = int(modulus[0])  # one alignment: each base is the last one + its padded extent
+        padded = -(-extent // step) * step
+        return -(-top // step) * step + int(padded[:-1].sum()) + int(extent[-1])
+    for unit in free.tolist():
         top = units.aligned(unit, top) + int(units.extent[unit])
     return top
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or half the time limit (>= 1 s)."""
+    """Seconds for each heuristic: the option, or half the time limit (>= 1 s), never more
+    than ``HEURISTIC_MOST`` of it (what follows the heuristics takes a little time too)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
     if settings.time_limit is None:
         return 1.0
-    return max(1.0, min(settings.time_limit, settings.time_limit / 2))
+    return min(max(1.0, settings.time_limit / 2), HEURISTIC_MOST * settings.time_limit)
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,

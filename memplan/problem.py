@@ -313,7 +313,7 @@ class Problem:
                                 f"{self.alignments[dst]}-aligned {self.ids[dst]!r} with "
                                 f"{self.alignments[src]}-aligned {self.ids[src]!r}")
         _check_sharing(self, root, delta)
-        _check_pins(self, root)
+        _check_pins(self, root, delta)
 
     # ------------------------------------------------------------ accessors
     def __len__(self) -> int:
@@ -388,18 +388,27 @@ def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
     return tuple(checked)
 
 
-def _check_pins(problem: Problem, root: np.ndarray) -> None:
+def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
     """Refuse two pinned buffers on shared bytes while both live (or in conflict).
 
     No plan can move them, so every planner would return an overlap. Members
     of one mandatory alias group, and the two sides of an optional alias the
-    pins honour, may share. A sweep over the pinned buffers by start time:
-    O(p log p + p * l) for p pinned buffers, l of them live at once.
+    pins honour, may share. A buffer whose mandatory alias group holds a
+    pinned buffer is pinned too, by its aliases. First a numpy test
+    (`_may_clash`) that no two meet; only when some might (or the pairs are
+    too many to list), a sweep over the pinned buffers by start time that
+    names them: O(p log p + p * l) for p pinned buffers, l of them live at once
+    (seconds for the thousands of pinned obstacles of a large window).
     """
-    held = np.flatnonzero(problem.pinned != NO_OFFSET)
-    if len(held) < 2:
+    if (problem.pinned != NO_OFFSET).sum() < 2:
         return
-    pinned, sizes, ids = problem.pinned, problem.sizes, problem.ids
+    pinned = _implied_pins(problem.pinned, root, delta)
+    held = np.flatnonzero(pinned != NO_OFFSET)
+    sizes, ids = problem.sizes, problem.ids
+
+    def pinned_by(i: int) -> str:
+        return "pinned" if problem.pinned[i] != NO_OFFSET else "pinned by its aliases"
+
     linked = {frozenset((int(s), int(d))) for s, d, k, optional in zip(
         problem.alias_src.tolist(), problem.alias_dst.tolist(), problem.alias_delta.tolist(),
         problem.alias_optional.tolist(), strict=True)
@@ -412,16 +421,61 @@ def _check_pins(problem: Problem, root: np.ndarray) -> None:
 
     order = held[np.argsort(problem.starts[held], kind="stable")].tolist()
     live: list[int] = []
+    if not _may_clash(problem, pinned, held, root, linked):
+        order = []  # no two live pinned buffers meet: nothing for the sweep to name
     for i in order:
         live = [j for j in live if problem.ends[j] > problem.starts[i]]
         for j in live:
             if clash(i, j):
-                problem._fail(i, f"pinned where pinned {ids[j]!r} is, while both are live")
+                problem._fail(i, f"{pinned_by(i)} where {pinned_by(j)} {ids[j]!r} is, "
+                                 f"while both are live")
         live.append(i)
     for pair in explicit:
         i, j = sorted(pair)
         if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and clash(i, j):
-            problem._fail(j, f"pinned where pinned {ids[i]!r} is, and the two conflict")
+            problem._fail(j, f"{pinned_by(j)} where {pinned_by(i)} {ids[i]!r} is, and the two "
+                             f"conflict")
+
+
+PIN_PAIRS = 4_000_000  # at most this many pairs of pinned buffers listed by `_may_clash`
+
+
+def _may_clash(problem: Problem, pinned: np.ndarray, held: np.ndarray, root: np.ndarray,
+               linked: set[frozenset]) -> bool:
+    """Whether two of the pinned buffers ``held`` might be live together on shared bytes
+    (True also when the pairs overlapping in time, and those in address, number more
+    than `PIN_PAIRS`): the pairs overlapping in the dimension with fewer of them, listed
+    by one sorted run per buffer, checked in the other; O(p log p + pairs)."""
+    spans = ((problem.starts[held], problem.ends[held]),  # a zero size counts as one byte
+             (pinned[held], pinned[held] + np.maximum(problem.sizes[held], 1)))
+    runs = []
+    for lo, hi in spans:
+        order = np.argsort(lo, kind="stable")
+        last = np.searchsorted(lo[order], hi[order], side="left")
+        runs.append((order, np.maximum(last - np.arange(len(order)) - 1, 0)))
+    listed = int(np.argmin([counts.sum() for _, counts in runs]))
+    order, counts = runs[listed]
+    if counts.sum() > PIN_PAIRS:
+        return True
+    a = np.repeat(np.arange(len(order)), counts)
+    b = a + 1 + (np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts))
+    a, b = order[a], order[b]
+    lo, hi = spans[1 - listed]
+    meet = (lo[a] < hi[b]) & (lo[b] < hi[a]) & (root[held[a]] != root[held[b]])
+    pairs = {(int(x), int(y)) for x, y in zip(held[a[meet]].tolist(), held[b[meet]].tolist(),
+                                               strict=True)}
+    return any(frozenset(pair) not in linked for pair in pairs)
+
+
+def _implied_pins(pinned: np.ndarray, root: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Per buffer its pinned offset, or the one its mandatory alias group's pin implies
+    (``offset = offset[root] + delta``), else `NO_OFFSET`: O(n)."""
+    held = np.flatnonzero(pinned != NO_OFFSET)
+    root_at = np.zeros(len(pinned), np.int64)
+    root_pinned = np.zeros(len(pinned), bool)
+    root_at[root[held]], root_pinned[root[held]] = pinned[held] - delta[held], True
+    implied = np.where(root_pinned[root], root_at[root] + delta, NO_OFFSET)
+    return np.where(pinned != NO_OFFSET, pinned, implied)
 
 
 def _check_sharing(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:

@@ -26,10 +26,23 @@ a -> b and a -> c both taken put b and c on the same bytes, an overlap when
 they are live together (an in-place write serves one output). Explicit
 conflicts hold whatever the aliases say.
 
-The overlap check is a sweep over time, O(n log n + n * a) for at most a
-simultaneously live buffers that overlap on purpose (aliases) or by mistake;
-it keeps the live buffers that do not overlap sorted by offset, where a new
-buffer can only touch its neighbours.
+The overlap check has two routes to the same answer:
+
+- first, in numpy, when it is cheap: two buffers that are live together and
+  share bytes overlap both in time and in address, so they are among the
+  pairs that overlap in *one* of the two: whichever has fewer such pairs
+  (counted in O(n log n) by a sort) lists them, in chunks (one sorted run per
+  buffer, as for any interval overlap), and checks the other; a zero-size
+  buffer counts as one byte wide there (the sweep below may call it touching).
+  No pair of the list that overlaps in both and may not share bytes: no
+  overlap, proven, in O(n log n + P) for P pairs (taken when P is small
+  beside the sweep's cost, which grows with the live set; at most
+  `PAIR_CHECK`);
+- otherwise (too many pairs, or a pair found), the sweep over time that
+  reports each violation: O(n log n + n * a) for at most a simultaneously
+  live buffers that overlap on purpose (aliases) or by mistake; it keeps the
+  live buffers that do not overlap sorted by offset, where a new buffer can
+  only touch its neighbours.
 """
 
 from __future__ import annotations
@@ -44,6 +57,9 @@ from memplan.errors import InvalidPlanError
 from memplan.limits import MAX_BYTES, problem_with
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
+
+PAIR_CHECK = 16_000_000  # at most this many pairs go through the numpy check, else the sweep
+PAIR_CHUNK = 1 << 21  # pairs listed at once (memory: a few dozen bytes each)
 
 
 @dataclass(frozen=True)
@@ -136,19 +152,21 @@ def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members:
     # ends before starts at one time point: lifetimes are half-open
     order = np.lexsort((np.r_[np.ones(len(members)), np.zeros(len(members))],
                         np.r_[starts[members], ends[members]]))
-    kinds = np.where(order < len(members), 1, 0)  # 1 = start, 0 = end
-    buffers = np.r_[members, members][order]
+    # plain Python lists from here on: indexing a numpy array per event costs more
+    kinds = (order < len(members)).tolist()  # True = start, False = end
+    buffers = np.r_[members, members][order].tolist()
+    low, high, label = offsets.tolist(), (offsets + sizes).tolist(), group.tolist()
     tidy: list[tuple[int, int]] = []  # (offset, idx): live, pairwise disjoint, sorted
     tidy_ends: list[int] = []  # offset + size, parallel to `tidy`
     messy: set[int] = set()  # live buffers that overlap another live one
-    in_tidy = np.zeros(len(problem), bool)
-    for kind, b in zip(kinds.tolist(), buffers.tolist(), strict=True):
-        lo, hi = int(offsets[b]), int(offsets[b] + sizes[b])
-        if kind == 0:
+    in_tidy = bytearray(len(problem))
+    for starting, b in zip(kinds, buffers, strict=True):
+        lo, hi = low[b], high[b]
+        if not starting:
             if in_tidy[b]:
                 pos = bisect_left(tidy, (lo, b))
                 del tidy[pos], tidy_ends[pos]
-                in_tidy[b] = False
+                in_tidy[b] = 0
             else:
                 messy.discard(b)
             continue
@@ -162,21 +180,70 @@ def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members:
         while right < len(tidy) and tidy[right][0] < hi:
             touching.append(tidy[right][1])
             right += 1
-        touching += [m for m in messy if offsets[m] < hi and lo < offsets[m] + sizes[m]]
+        if messy:
+            touching += [m for m in messy if low[m] < hi and lo < high[m]]
         if not touching:
             tidy.insert(pos, (lo, b))
             tidy_ends.insert(pos, hi)
-            in_tidy[b] = True
+            in_tidy[b] = 1
             continue
         messy.add(b)
         for other in touching:
-            g, h = int(group[other]), int(group[b])
+            g, h = label[other], label[b]
             if g != h and (min(g, h), max(g, h)) not in links and len(found) < limit:
                 found.append(Violation(
                     "overlap", (ids[other], ids[b]),
                     f"live together during [{max(starts[b], starts[other])}, "
                     f"{min(ends[b], ends[other])}) and share bytes "
-                    f"[{max(lo, offsets[other])}, {min(hi, offsets[other] + sizes[other])})"))
+                    f"[{max(lo, low[other])}, {min(hi, high[other])})"))
+
+
+def _overlapping_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals ``[lo, hi)`` sorted by ``lo`` (``order``), and per sorted position the number
+    of intervals after it that start before its end: those it overlaps, one run each."""
+    order = np.argsort(lo, kind="stable")
+    last = np.searchsorted(lo[order], hi[order], side="left")
+    return order, np.maximum(last - np.arange(len(order)) - 1, 0)
+
+
+def _no_overlap_by_pairs(problem: Problem, offsets: np.ndarray, sizes: np.ndarray,
+                         members: np.ndarray,
+                         sharing: tuple[np.ndarray, set[tuple[int, int]]]) -> bool:
+    """True when no two of ``members`` live together share bytes (but as aliases allow);
+    False when some pair might, or the pairs are too many to list (see the module doc)."""
+    time_lo, time_hi = problem.starts[members], problem.ends[members]
+    space_lo = offsets[members]
+    space_hi = space_lo + np.maximum(sizes[members], 1)
+    runs = [_overlapping_runs(time_lo, time_hi), _overlapping_runs(space_lo, space_hi)]
+    totals = [int(counts.sum()) for _, counts in runs]
+    listed = int(np.argmin(totals))
+    # the sweep moves about (time pairs / n) list slots a buffer, ~64 of them the cost of
+    # one listed pair: it wins unless the live sets are large
+    if totals[listed] > min(PAIR_CHECK, 4 * len(members) + totals[0] // 64):
+        return False
+    order, counts = runs[listed]
+    other_lo, other_hi = (space_lo, space_hi) if listed == 0 else (time_lo, time_hi)
+    label, links = sharing
+    label = label[members]
+    width = len(problem) + 1
+    linked = np.array(sorted(a * width + b for a, b in links), np.int64)
+    ends = np.cumsum(counts)
+    first = 0
+    while first < len(order):
+        done = int(ends[first - 1]) if first else 0
+        last = min(max(int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")), first + 1),
+                   len(order))
+        count = counts[first:last]
+        a = np.repeat(np.arange(first, last), count)
+        b = a + 1 + (np.arange(len(a)) - np.repeat(np.cumsum(count) - count, count))
+        a, b = order[a], order[b]
+        both = (other_lo[a] < other_hi[b]) & (other_lo[b] < other_hi[a])
+        g, h = label[a[both]], label[b[both]]
+        key = np.minimum(g, h) * width + np.maximum(g, h)
+        if ((g != h) & ~np.isin(key, linked)).any():
+            return False
+        first = last
+    return True
 
 
 def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
@@ -246,8 +313,9 @@ def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
         found.append(Violation("conflict", (ids[a[k]], ids[b[k]]),
                                "explicitly conflicting buffers share bytes"))
     for r in np.unique(region_of).tolist():
-        _overlaps(problem, offsets, sizes, np.flatnonzero(region_of == r), sharing, found,
-                  limit)
+        members = np.flatnonzero(region_of == r)
+        if not _no_overlap_by_pairs(problem, offsets, sizes, members, sharing):
+            _overlaps(problem, offsets, sizes, members, sharing, found, limit)
     return found[:limit]
 
 

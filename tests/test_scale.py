@@ -6,10 +6,13 @@ cuts reported); how fast and how good at 10k-100k buffers is in BENCHMARKS.md.
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.generate import network_like
 from benchmarks.large import decoder_model, training_step, transformer_decoder
-from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
+from memplan import Alias, Buffer, Plan, Problem, ProblemError, lower_bound, plan_with, validate
+from memplan.errors import InvalidPlanError
 from memplan.frontends.onnx import from_onnx
 from memplan.heuristics.time_sweep import FreeList
 from memplan.solver.exact_options import ExactOptions
@@ -145,3 +148,152 @@ def test_overlap_count_matches_the_pairs_and_routes_crowded_parts_to_lns():
     plan = plan_with("exact", problem, hint=hint, workers=1, lns_pairs=10)
     assert validate(problem, plan) == [] and plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
+
+
+def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
+    problem = network_like(3000, 7)
+    plan = plan_with("best", problem, time_limit=30)
+    assert validate(problem, plan) == []
+    assert plan.stats["validate_seconds"] >= 0
+    assert 0 <= plan.stats["validate_reserve"] <= 30
+    untimed = plan_with("best", problem)  # no limit: no reserve, one validation
+    assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
+
+
+def test_an_exact_plan_equal_to_its_warm_start_is_not_validated_twice():
+    from memplan import api
+
+    problem = network_like(400, 8)
+    heuristic = api._checked(problem, plan_with("time_sweep", problem))
+    same = type(heuristic).from_offsets(problem, heuristic.offsets.copy(), planner="exact")
+    assert api._checked(problem, same, twin=heuristic).stats["validated_as"] == "time_sweep"
+    moved = heuristic.offsets.copy()
+    moved[1] = moved[0] = 0  # 0 and 1 live together (consecutive steps): an overlap
+    assert problem.starts[1] < problem.ends[0]
+    broken = type(heuristic).from_offsets(problem, moved, planner="exact")
+    with pytest.raises(InvalidPlanError):
+        api._checked(problem, broken, twin=heuristic)
+
+
+def test_naive_arena_by_cumsum_matches_the_naive_planner():
+    from memplan import api
+
+    for alignments in (np.full(6000, 64), np.where(np.arange(6000) % 3, 64, 48)):
+        problem = Problem.from_arrays(np.arange(6000) % 1000 + 1, np.arange(6000) // 2,
+                                      np.arange(6000) // 2 + 3, alignments=alignments)
+        assert api.naive_arena(problem) == plan_with("naive", problem).arena_size
+
+
+def test_pins_that_aliases_imply_may_not_collide():
+    buffers = [Buffer("a", 1, 0, 1), Buffer("b", 1, 0, 1, offset=0),
+               Buffer("c", 1, 1, 2, offset=0)]
+    with pytest.raises(ProblemError, match="pinned by its aliases 'a'"):
+        Problem(buffers, aliases=[Alias("a", "c", 0)])  # a sits on c's pin: b's bytes
+    Problem(buffers, aliases=[Alias("a", "c", 8)])  # elsewhere: accepted
+
+
+def test_import_within_waits_no_longer_than_told(tmp_path, monkeypatch):
+    import sys
+    import time
+
+    from memplan.solver.cp_import import import_within
+
+    (tmp_path / "memplan_slow_module.py").write_text("import time\ntime.sleep(0.6)\nVALUE = 7\n")
+    (tmp_path / "memplan_broken_module.py").write_text("raise ValueError('broken')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    began = time.perf_counter()
+    assert import_within("memplan_slow_module", 0.05) is None  # still importing
+    assert time.perf_counter() - began < 0.5
+    assert import_within("memplan_slow_module", None).VALUE == 7  # the same import, finished
+    assert import_within("numpy", 0) is sys.modules["numpy"]
+    with pytest.raises(ValueError, match="broken"):
+        import_within("memplan_broken_module", 5)
+
+
+@st.composite
+def kernel_problems(draw):
+    """Problems the compiled pass takes: mandatory aliases, conflicts, alignments, no pins."""
+    n = draw(st.integers(1, 30))
+    buffers = []
+    for i in range(n):
+        start = draw(st.integers(0, 12))
+        buffers.append(Buffer(f"b{i}", draw(st.integers(0, 40)), start,
+                              start + draw(st.integers(1, 8)),
+                              alignment=draw(st.sampled_from([1, 1, 2, 4, 8]))))
+    ids = [b.id for b in buffers]
+    aliases = []
+    for _ in range(draw(st.integers(0, 3)) if n > 1 else 0):
+        src, dst = draw(st.sampled_from(ids)), draw(st.sampled_from(ids))
+        aliases.append(Alias(src, dst, 8 * draw(st.integers(0, 3))))
+    conflicts = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)),
+                              max_size=4))
+    try:
+        return Problem(buffers, aliases=aliases, conflicts=conflicts)
+    except ProblemError:
+        assume(False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kernel_problems(), st.sampled_from(["size", "breadth", "spatial", "start", "temporal",
+                                           "index"]),
+       st.sampled_from(["best_fit", "first_fit"]))
+def test_compiled_pass_places_exactly_as_the_placer(problem, order, placement):
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.order import order_units
+    from memplan.heuristics.placement import Placer
+    from memplan.heuristics.units import Units
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    assert compiled_place.fits(problem, placement)
+    units = Units.build(problem)
+    ordered = order_units(units, order)
+    offsets, cut = compiled_place.compiled_offsets(Units.build(problem, pairs=False), ordered,
+                                                   placement)
+    assert cut == 0
+    assert offsets.tolist() == Placer(units).place(ordered, placement).tolist()
+    plan = Plan.from_offsets(problem, offsets, planner="compiled")
+    assert validate(problem, plan) == []
+
+
+def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
+    import time
+
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.order import order_units
+    from memplan.heuristics.placement import Placer
+    from memplan.heuristics.units import Units
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    problem = network_like(2000, 9)
+    units = Units.build(problem, pairs=False)
+    ordered = order_units(units, "breadth")
+    offsets, cut = compiled_place.compiled_offsets(units, ordered, "best_fit",
+                                                   time.perf_counter())  # passed: all stacked
+    placer = Placer(Units.build(problem))
+    stacked = placer.place(ordered, "best_fit", deadline=time.perf_counter())
+    assert cut == placer.cut == len(ordered)
+    assert offsets.tolist() == stacked.tolist()
+    assert validate(problem, Plan.from_offsets(problem, offsets, planner="cut")) == []
+    plan = plan_with("greedy_by_breadth", problem)
+    assert plan.stats["compiled"] and validate(problem, plan) == []
+    pinned = Problem([Buffer("a", 8, 0, 2, offset=0), Buffer("b", 8, 1, 3)])
+    optional = Problem([Buffer("a", 8, 0, 2), Buffer("b", 8, 1, 3)],
+                       aliases=[Alias("a", "b", 0, optional=True)])
+    for other in (pinned, optional):
+        assert not compiled_place.fits(other, "best_fit")
+        assert "compiled" not in plan_with("greedy_by_size", other).stats
+    assert not compiled_place.fits(problem, "stack")
+    assert not compiled_place.fits(problem, "best_fit", max_pairs=10)
+
+
+def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
+    from memplan.heuristics import compiled_place
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    problem = network_like(1200, 10)
+    plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
+    assert validate(problem, plan) == []
+    assert next(iter(plan.stats["arenas"])) == "greedy_by_breadth"

@@ -5,6 +5,9 @@ Steps:
   O(n log n), so a plan
   exists early whatever the size; on training graphs, where lifetimes overlap
   so much that the pair lists below would take gigabytes, it is the plan;
+  on problems over ``breadth_first_buffers`` that the compiled pass places
+  (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
+  the sweep: a tenth of a second, and the best plan there;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
   units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first
@@ -23,10 +26,17 @@ Steps:
   invalid plan); its name goes to ``stats["winner"]``, every candidate's arena
   to ``stats["arenas"]``.
 
+The time limit covers the validation too (a second at 100k buffers on a busy
+machine): with a limit, the first plan (the time sweep's, within
+``1 - VALIDATE_SHARE`` of the limit) is validated at once, which measures
+what one validation of this problem costs here; the later passes end that
+long (times ``VALIDATE_MARGIN``) before the limit, so that the winner, if
+another, is validated in time (``stats["validate_reserve"]``).
+
 The exact solver takes this plan as its warm start. Cost: the sum of the
 candidates (a few times one greedy pass, O(n log n + E log L) each) plus one
-validation; the time limit is kept up to the validation and one check of the
-clock in `memplan.heuristics.placement` (every few dozen units).
+or two validations; the time limit is kept up to one check of the clock in
+`memplan.heuristics.placement` (every few dozen units).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import numpy as np
 
 from memplan.bounds import time_overlap_count
 from memplan.errors import NoPlanError
+from memplan.heuristics import compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.order import order_units
@@ -51,6 +62,8 @@ from memplan.registry import register
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
+VALIDATE_SHARE = 0.2  # of a time limit: kept for validating, until one validation is timed
+VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
 
 
 @dataclass(frozen=True)
@@ -91,15 +104,22 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     began = time.perf_counter()
     chosen = parse_options("best", DEFAULTS, options)
     check_single_region(problem)
-    deadline = None if time_limit is None else began + time_limit
+    # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
+    deadline = None if time_limit is None else began + time_limit * (1 - VALIDATE_SHARE)
     tried = []  # (arena, name, offsets, stats)
     cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
     skipped: list[str] = []  # passes the deadline left no time for
+    checked: dict[str, float] = {}  # name -> seconds: plans the validator already passed
 
     def keep(name: str, offsets: np.ndarray, stats: dict, stacked: int) -> None:
+        nonlocal deadline
         tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
         if stacked:
             cut[name] = stacked
+        if time_limit is not None and not checked:  # time one validation: the reserve
+            checked[name] = _validation_seconds(problem, offsets, name)
+            reserve = VALIDATE_MARGIN * checked[name] if checked[name] >= 0 else 0.0
+            deadline = max(deadline, began + time_limit - reserve)
 
     def out_of_time() -> bool:  # a pass cut once: the next ones would be cut too
         return bool(tried) and deadline is not None and (time.perf_counter() > deadline
@@ -108,29 +128,41 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
 
     def passes() -> None:
-        sweepable = chosen.sweep
-        if sweepable:
-            sweep_units = Units.build(problem, pairs=False)
-            for placement in chosen.placements:
-                if out_of_time():
-                    skipped.append(f"time_sweep(placement={placement!r})")
-                    continue
-                offsets, stats = sweep_offsets(sweep_units, placement, deadline)
-                keep(f"time_sweep(placement={placement!r})", offsets, stats, stats["cut"])
         compositions = candidates(chosen)
-        if len(problem) > chosen.breadth_first_buffers:  # breadth wins there: first
+        large = len(problem) > chosen.breadth_first_buffers
+        if large:  # breadth wins there: first
             compositions.sort(key=lambda named: named[1].order != "breadth")
-        if sweepable and pairs > chosen.max_pairs:
+        listable = not (chosen.sweep and pairs > chosen.max_pairs)
+        if not listable:
             skipped.extend(name for name, _ in compositions)
             compositions = []
-        units = None
-        for name, composition in compositions:
+        compiled = bool(compositions) and compiled_place.fits(
+            problem, "best_fit", pairs=pairs - len(problem.conflicts))
+        built: dict[bool, Units] = {}
+
+        def units_with(with_pairs: bool) -> Units:
+            if with_pairs not in built:
+                built[with_pairs] = Units.build(problem, pairs=with_pairs)
+            return built[with_pairs]
+
+        steps = [(f"time_sweep(placement={placement!r})",
+                  lambda placement=placement: sweep_offsets(units_with(False), placement,
+                                                            deadline))
+                 for placement in (chosen.placements if chosen.sweep else ())]
+        greedy = [(name, lambda composition=composition: greedy_offsets(
+            units_with(not compiled), composition, deadline)) for name, composition in compositions]
+        if compiled and large:  # the compiled breadth pass: fast, and the best there
+            steps = greedy[:1] + steps + greedy[1:]
+        else:
+            steps += greedy
+        for name, run in steps:
             if out_of_time():
                 skipped.append(name)
                 continue
-            units = units or Units.build(problem)
-            offsets, stats = greedy_offsets(units, composition, deadline)
+            offsets, stats = run()
             keep(name, offsets, stats, stats["cut"])
+        units = None if not compositions else units_with(True) \
+            if 0 < len(problem) <= chosen.search_max_buffers else None
         left = None if deadline is None else deadline - time.perf_counter()
         if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
                 and units is not None and (left is None or left > 0)):
@@ -153,22 +185,34 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         if not tried:
             raise
         interrupted = True
-    return _smallest_valid(problem, tried, began, {"cut": cut, "skipped": skipped,
-                                                   "interrupted": interrupted, "pairs": pairs})
+    extra = {"cut": cut, "skipped": skipped, "interrupted": interrupted, "pairs": pairs}
+    if time_limit is not None:
+        extra["validate_reserve"] = max(0.0, began + time_limit - deadline)
+    return _smallest_valid(problem, tried, began, checked, extra)
 
 
-def _smallest_valid(problem: Problem, tried: list, began: float, extra: dict) -> Plan:
-    """The smallest of the ``(arena, name, offsets, stats)`` tried that the validator passes."""
+def _validation_seconds(problem: Problem, offsets: np.ndarray, name: str) -> float:
+    """Seconds the validator took to pass these offsets; -1 when it refused them."""
+    checking = time.perf_counter()
+    draft = Plan(offsets, int((offsets + problem.sizes).max(initial=0)), 0, "unknown", 0, name)
+    if [v for v in validate(problem, draft) if v.kind != "capacity"]:
+        return -1.0
+    return time.perf_counter() - checking
+
+
+def _smallest_valid(problem: Problem, tried: list, began: float, checked: dict[str, float],
+                    extra: dict) -> Plan:
+    """The smallest of the ``(arena, name, offsets, stats)`` tried that the validator passes
+    (``checked``: the seconds of those it passed already, -1 for those it refused)."""
     arenas = {name: arena for arena, name, _, _ in tried}
-    for arena, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
-        draft = Plan(offsets, arena, 0, "unknown", 0, name)  # the bound comes once, below
-        checking = time.perf_counter()
-        if not [v for v in validate(problem, draft) if v.kind != "capacity"]:
-            checked = time.perf_counter() - checking
+    for _, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
+        seconds = checked[name] if name in checked else \
+            _validation_seconds(problem, offsets, name)
+        if seconds >= 0:
             return mark_valid(Plan.from_offsets(
                 problem, offsets, planner="best", seconds=time.perf_counter() - began,
                 stats={"winner": name, "arenas": arenas, **stats, **extra,
-                       "validate_seconds": checked}), problem)
+                       "validate_seconds": seconds}), problem)
     raise NoPlanError(f"no heuristic found a valid plan for {problem.name or 'the problem'}; "
                       f"arenas tried: {arenas}")
 

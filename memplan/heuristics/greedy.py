@@ -17,7 +17,9 @@ planner                       order        placement   what it is
 ============================  ===========  ==========  ==================================
 
 Steps: build the units (alias groups, the conflicting pairs), order the free
-units, place pinned units then the ordered ones. Cost: O(n log n + E log L)
+units, place pinned units then the ordered ones; best and first fit go
+through the compiled kernel (`memplan.heuristics.compiled_place`, the same
+plan) when it is built and the problem has no pins or optional aliases. Cost: O(n log n + E log L)
 for E conflicting pairs and L buffers live at once; 100k network-like
 buffers take a few seconds. Known limit: memory regions are not planned
 (every buffer goes to region 0); a problem whose buffers may not use region 0
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.heuristics import compiled_place
+from memplan.heuristics.compiled_place import compiled_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.presets import register_preset
@@ -64,10 +68,16 @@ def greedy_offsets(units: Units, options: GreedyOptions,
     Past ``deadline`` (a `time.perf_counter` value) the units left are stacked:
     ``stats["cut"]`` counts them (0: the pass ran to its end).
     """
-    placer = Placer(units)
-    offsets = placer.place(order_units(units, options.order), options.placement,
-                           deadline=deadline)
+    ordered = order_units(units, options.order)
     order = options.order if isinstance(options.order, str) else "custom"
+    if compiled_place.fits(units.problem, options.placement):
+        offsets, cut = compiled_offsets(units, ordered, options.placement, deadline)
+        return offsets, {"order": order, "placement": options.placement,
+                         "optional_aliases_taken": 0, "cut": cut, "compiled": True}
+    if not units.has_pairs:  # built for the kernel (or the sweep): the placer needs them
+        units = Units.build(units.problem)
+    placer = Placer(units)
+    offsets = placer.place(ordered, options.placement, deadline=deadline)
     return offsets, {"order": order, "placement": options.placement,
                      "optional_aliases_taken": placer.taken, "cut": placer.cut}
 

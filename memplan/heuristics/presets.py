@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memplan.bounds import time_overlap_count
+from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import parse_options
 from memplan.plan import Plan
@@ -33,7 +34,10 @@ STACK_PAIRS = 1_000_000  # stacking looks at pairs only to take optional aliases
 def _needs_pairs(problem: Problem, chosen) -> bool:
     """Whether the pass needs the pair lists: stacking (naive) only for optional aliases,
     and not when there are so many pairs that their lists would cost more than they save."""
-    if getattr(chosen, "placement", None) != "stack":
+    placement = getattr(chosen, "placement", None)
+    if placement in ("best_fit", "first_fit") and compiled_place.fits(problem, placement):
+        return False  # the compiled pass lists its pairs itself
+    if placement != "stack":
         return True
     if (problem.pinned != NO_OFFSET).sum() > 1:  # pinned buffers may collide: say so
         return True

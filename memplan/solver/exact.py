@@ -58,6 +58,7 @@ from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
 from memplan.solver import canonical
+from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
@@ -169,27 +170,33 @@ class _Run:
 
         To minimise, down to the floor; to fit, until the plan fits the capacity.
         """
-        from memplan.solver.lns import improve  # imports CP-SAT: only when it is used
-
+        began = time.perf_counter()
         part = self.parts[i]
         capacity = part.problem.capacity
         goal = floor if self.minimize else max(floor, capacity)
+        lns = import_within("memplan.solver.lns", seconds)  # CP-SAT: only when used
+        found_offsets, extra = hinted, {"cut": "no time left to import CP-SAT"}
+        interrupted = False
+        if lns is not None:
 
-        def on_solution(offsets):
-            new = self._top(part, offsets)
-            if self.tops[i] is None or new < self.tops[i]:
-                self.tops[i] = new
-                self.report()
+            def on_solution(offsets):
+                new = self._top(part, offsets)
+                if self.tops[i] is None or new < self.tops[i]:
+                    self.tops[i] = new
+                    self.report()
 
-        found = improve(part.problem, hinted, floor=goal, seconds=seconds,
-                        options=self.options, on_solution=on_solution)
-        top = int((found.offsets + part.problem.sizes).max())
+            left = None if seconds is None else seconds - (time.perf_counter() - began)
+            found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
+                                options=self.options, on_solution=on_solution)
+            found_offsets, extra, interrupted = found.offsets, {"lns": found.stats}, \
+                found.interrupted
+        top = int((found_offsets + part.problem.sizes).max())
         if self.minimize:
             status = "optimal" if top <= floor else "feasible"
         else:
             status = "feasible" if top <= capacity else "unknown"
-        return Outcome(status, found.offsets, floor, found.interrupted,
-                       {"lns": found.stats, "units": len(part.buffers)})
+        return Outcome(status, found_offsets, floor, interrupted,
+                       {**extra, "units": len(part.buffers)})
 
     def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
         """The smallest peak: fit at the floor, then bisect by fit races, then minimise.
@@ -305,7 +312,10 @@ class _Run:
             return Outcome("unknown", None, floor,  # the time left would not even build it
                            stats={"cut": "no time left to build the model again"})
         began = time.perf_counter()  # importing CP-SAT the first time counts too
-        from memplan.solver.cp_search import search  # CP-SAT: imported when first needed
+        cp = import_within("memplan.solver.cp_search", seconds)  # CP-SAT: when first needed
+        if cp is None:
+            return Outcome("unknown", None, floor, stats={"cut": "no time left to import "
+                                                                 "CP-SAT"})
         from memplan.solver.model import build_model
 
         model = build_model(part.problem.replace(capacity=top) if not minimize
@@ -331,7 +341,7 @@ class _Run:
             self.bounds[i] = max(self.bounds[i], bound * part.scale)
             self.report()
 
-        outcome = search(model, options, on_solution=on_solution, on_bound=on_bound,
+        outcome = cp.search(model, options, on_solution=on_solution, on_bound=on_bound,
                          seconds=seconds)
         outcome.stats.update(boxes=len(model.geometry.boxes), units=len(model.geometry.units),
                              links=len(model.geometry.links),
