@@ -282,7 +282,8 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
 
 def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
             threads: int, stop: threading.Event | None = None, widths=None,
-            deterministic: bool = False, on_better=None, on_floor=None) -> Outcome:
+            deterministic: bool = False, on_better=None, on_floor=None,
+            prove=None) -> Outcome:
     """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
 
     Steps:
@@ -293,9 +294,12 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
       target not yet fitted: a layout lowers the best peak to its own, a
       proof raises the floor (every target below it is infeasible), a probe
       that runs out of time gives the target up;
-    - when every target between the floor and the best peak is given up,
-      start again from the floor with probes twice as long (from
-      `PROBE_SECONDS`).
+    - when every target between the floor and the best peak is given up
+      (the descent has stalled), ``prove(floor, seconds, nodes)`` (if given)
+      may prove a higher floor with as long as a probe had (`memplan.solver
+      .floors`; it returns the floor, the nodes it spent, whether ``stop``
+      or Ctrl-C interrupted it, and a layout or None); then start
+      again from the floor with probes twice as long (from `PROBE_SECONDS`).
 
     Deterministic mode: one thread, probes limited by nodes
     (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
@@ -343,7 +347,26 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
         if rest is not None and rest <= 0:
             break
         if hard + 1 >= top:
+            if prove is not None:
+                nodes = None if not deterministic else int(step / PROBE_SECONDS * PROBE_NODES)
+                if nodes is not None and rest is not None:
+                    nodes = min(nodes, int(rest))
+                lifted, used, interrupted, found = prove(
+                    floor, None if deterministic else step if rest is None else min(step, rest),
+                    nodes)
+                spent += used
+                if found is not None and peak(found) < top:
+                    best, top = found, peak(found)
+                    if on_better is not None:
+                        on_better(best)
+                if lifted > floor:
+                    floor = lifted
+                    if on_floor is not None:
+                        on_floor(floor)
+                if top <= floor or interrupted:
+                    break
             hard, step = floor - 1, 2 * step
+            continue
         target = (hard + top) // 2
         verdict = probe(target, step)
         if verdict.status == "feasible":

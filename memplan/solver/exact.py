@@ -39,7 +39,8 @@ Cost: NP-hard; bounded by ``time_limit``. Known limits: one memory region
 (region 0's capacity); variable-size scratch gets its minimum size; link
 components of optional aliases beyond `geometry.MAX_ARRANGEMENTS` are left
 to chance (sound, maybe not optimal); the proven bound rarely rises above
-the lower bound on large problems (MiniMalloc's D and J).
+the lower bound on large problems (MiniMalloc's D and J: `memplan.solver.floors` probes
+relaxations at the floor when the canonical descent stalls, but none settles there).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from memplan.errors import NoPlanError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
-from memplan.solver import canonical
+from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.outcome import Outcome
@@ -158,11 +159,24 @@ class _Run:
             self.report()
 
         original = self.problem
-        return canonical.descend(
+        widths = original.ends[part.buffers] - original.starts[part.buffers]
+        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        proofs: list = []
+
+        def prove(low: int, seconds: float | None, nodes: int | None):
+            lifted = floors.raise_floor(part.problem, low, seconds=seconds, nodes=nodes,
+                                        threads=threads, stop=options.stop, widths=widths,
+                                        on_floor=on_floor)
+            proofs.extend(lifted.probes)
+            return lifted.floor, lifted.nodes, lifted.interrupted, lifted.offsets
+
+        outcome = canonical.descend(
             part.problem, floor, hinted, seconds=seconds, stop=options.stop,
-            threads=options.workers or os.cpu_count() or 1,
-            widths=original.ends[part.buffers] - original.starts[part.buffers],
-            deterministic=options.deterministic, on_better=on_better, on_floor=on_floor)
+            threads=threads, widths=widths, deterministic=options.deterministic,
+            on_better=on_better, on_floor=on_floor, prove=prove if options.floors else None)
+        if proofs:
+            outcome.stats["floor_probes"] = proofs
+        return outcome
 
     def _neighbourhoods(self, i: int, floor: int, hinted: np.ndarray,
                         seconds: float | None) -> Outcome:

@@ -42,6 +42,9 @@ class ExactOptions:
     canonical: bool = option(True, "fit mode, or minimise without a capacity, on problems "
                              "without aliases, pins or conflicts: the canonical search "
                              "(memplan.solver.canonical) first, then racing CP-SAT")
+    floors: bool = option(True, "minimise with the canonical search: when its descent stalls, "
+                          "probe relaxations at the floor to prove a higher one "
+                          "(memplan.solver.floors)")
     canonical_share: float = option(0.25, "of a fit search's time, the share the canonical "
                                     "search has alone before CP-SAT joins")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
