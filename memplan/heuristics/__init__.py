@@ -13,6 +13,7 @@ from memplan.heuristics import (  # noqa: F401  (each module registers its plann
     genetic,
     greedy,
     hill_climb,
+    long_lived,
     pools,
     shared_objects,
     time_sweep,

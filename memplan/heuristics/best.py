@@ -7,7 +7,9 @@ Steps:
   so much that the pair lists below would take gigabytes, it is the plan;
   on problems over ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
-  the sweep: a tenth of a second, and the best plan there;
+  the sweep: a tenth of a second, and the best plan there; after the sweep,
+  the band of long-lived units (`memplan.heuristics.long_lived`, also
+  O(n log n)): on decoders with KV caches, the plan;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
   units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first
@@ -51,6 +53,7 @@ from memplan.errors import NoPlanError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
+from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.time_sweep import sweep_offsets
@@ -76,6 +79,8 @@ class BestOptions:
                                          "bound")
     search_max_buffers: int = option(5000, "... and only on problems up to this many buffers")
     sweep: bool = option(True, "first the O(n log n) time sweep")
+    long_lived: bool = option(True, "then (with the sweep) the O(n log n) band of long-lived "
+                                    "units (memplan.heuristics.long_lived)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
     max_pairs: int = option(8_000_000, "more overlapping pairs: only the sweep (pair lists "
@@ -149,6 +154,9 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                   lambda placement=placement: sweep_offsets(units_with(False), placement,
                                                             deadline))
                  for placement in (chosen.placements if chosen.sweep else ())]
+        if chosen.sweep and chosen.long_lived:
+            steps.append(("long_lived", lambda: band_offsets(units_with(False), "best_fit",
+                                                             deadline)))
         greedy = [(name, lambda composition=composition: greedy_offsets(
             units_with(not compiled), composition, deadline)) for name, composition in compositions]
         if compiled and large:  # the compiled breadth pass: fast, and the best there
