@@ -150,7 +150,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                                                             deadline))
                  for placement in (chosen.placements if chosen.sweep else ())]
         greedy = [(name, lambda composition=composition: greedy_offsets(
-            units_with(not compiled), composition, deadline)) for name, composition in compositions]
+            units_with(not compiled), composition, deadline, compiled=compiled))
+            for name, composition in compositions]
         if compiled and large:  # the compiled breadth pass: fast, and the best there
             steps = greedy[:1] + steps + greedy[1:]
         else:
