@@ -164,8 +164,14 @@ class Problem:
                     alignments=None, pinned=None, aliases: Iterable[Alias] = (),
                     conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
                     widths=None, name: str = "", source: str | None = None,
-                    steps: Iterable[Step] | None = None) -> Problem:
-        """Build a problem straight from arrays (ids default to "0", "1", ...); O(n)."""
+                    steps: Iterable[Step] | None = None, pins_from_plan: bool = False
+                    ) -> Problem:
+        """Build a problem straight from arrays (ids default to "0", "1", ...); O(n).
+
+        ``pins_from_plan``: the pinned offsets are those of a valid plan of a larger
+        problem (large-neighbourhood search's obstacles), so no two of them clash, and
+        the check that they do not (quadratic in the worst case) is skipped.
+        """
         n = len(sizes)
         problem = cls.__new__(cls)
         problem._init(
@@ -175,7 +181,7 @@ class Problem:
             pinned=np.full(n, NO_OFFSET, np.int64) if pinned is None else pinned,
             max_sizes=sizes, kinds=None, allowed_regions=None, aliases=aliases,
             conflicts=conflicts, capacity=capacity, widths=widths, regions=(), name=name,
-            source=source, steps=steps,
+            source=source, steps=steps, check_pins=not pins_from_plan,
         )
         return problem
 
@@ -192,7 +198,7 @@ class Problem:
 
     def _init(self, *, ids, sizes, starts, ends, alignments, pinned, max_sizes, kinds,
               allowed_regions, aliases, conflicts, capacity, widths, regions, name, source,
-              steps=None):
+              steps=None, check_pins=True):
         self.name = name
         self.source = source
         self.ids: tuple[str, ...] = tuple(str(i) for i in ids)
@@ -240,7 +246,7 @@ class Problem:
         held = self.pinned != NO_OFFSET
         check_extent(self.max_sizes, self.alignments, self.alias_delta,
                      self.pinned[held] + self.max_sizes[held], file=source)
-        self._check_relations()
+        self._check_relations(check_pins)
 
     # ----------------------------------------------------------------- checks
     def _fail(self, idx: int, message: str):
@@ -290,7 +296,7 @@ class Problem:
         except KeyError:
             raise ProblemError(f"{what} names unknown buffer {id!r}", file=self.source) from None
 
-    def _check_relations(self):
+    def _check_relations(self, check_pins: bool = True):
         for a, b in self.conflicts:
             if a == b:
                 self._fail(int(a), "conflicts with itself")
@@ -313,7 +319,8 @@ class Problem:
                                 f"{self.alignments[dst]}-aligned {self.ids[dst]!r} with "
                                 f"{self.alignments[src]}-aligned {self.ids[src]!r}")
         _check_sharing(self, root, delta)
-        _check_pins(self, root, delta)
+        if check_pins:
+            _check_pins(self, root, delta)
 
     # ------------------------------------------------------------ accessors
     def __len__(self) -> int:

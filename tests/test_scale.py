@@ -297,3 +297,11 @@ def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
     assert next(iter(plan.stats["arenas"])) == "greedy_by_breadth"
+
+
+def test_pins_from_a_plan_skip_the_clash_check_that_others_get():
+    arrays = (np.array([8, 8]), np.array([0, 1]), np.array([2, 3]))
+    with pytest.raises(ProblemError, match="pinned where pinned"):
+        Problem.from_arrays(*arrays, pinned=np.array([0, 0]))
+    trusted = Problem.from_arrays(*arrays, pinned=np.array([0, 8]), pins_from_plan=True)
+    assert trusted.pinned.tolist() == [0, 8]  # LNS windows: obstacles of a valid plan

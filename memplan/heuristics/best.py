@@ -158,7 +158,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             steps.append(("long_lived", lambda: band_offsets(units_with(False), "best_fit",
                                                              deadline)))
         greedy = [(name, lambda composition=composition: greedy_offsets(
-            units_with(not compiled), composition, deadline)) for name, composition in compositions]
+            units_with(not compiled), composition, deadline, compiled=compiled))
+            for name, composition in compositions]
         if compiled and large:  # the compiled breadth pass: fast, and the best there
             steps = greedy[:1] + steps + greedy[1:]
         else:

@@ -61,16 +61,19 @@ PRESETS = {
 }
 
 
-def greedy_offsets(units: Units, options: GreedyOptions,
-                   deadline: float | None = None) -> tuple[np.ndarray, dict]:
+def greedy_offsets(units: Units, options: GreedyOptions, deadline: float | None = None, *,
+                   compiled: bool | None = None) -> tuple[np.ndarray, dict]:
     """Order and place ``units`` as ``options`` say: (buffer offsets, stats).
 
     Past ``deadline`` (a `time.perf_counter` value) the units left are stacked:
-    ``stats["cut"]`` counts them (0: the pass ran to its end).
+    ``stats["cut"]`` counts them (0: the pass ran to its end). ``compiled``: whether
+    `compiled_place.fits` the problem, if the caller knows (None: asked here).
     """
     ordered = order_units(units, options.order)
     order = options.order if isinstance(options.order, str) else "custom"
-    if compiled_place.fits(units.problem, options.placement):
+    if compiled is None:
+        compiled = compiled_place.fits(units.problem, options.placement)
+    if compiled and options.placement in ("best_fit", "first_fit"):
         offsets, cut = compiled_offsets(units, ordered, options.placement, deadline)
         return offsets, {"order": order, "placement": options.placement,
                          "optional_aliases_taken": 0, "cut": cut, "compiled": True}

@@ -205,7 +205,7 @@ class _Neighbourhoods:
         sub = Problem.from_arrays(problem.sizes[members], starts[members], ends[members],
                                   ids=ids, alignments=problem.alignments[members],
                                   pinned=pinned, aliases=aliases, conflicts=conflicts,
-                                  name=f"{problem.name}/window")
+                                  name=f"{problem.name}/window", pins_from_plan=True)
         return sub, members, len(free)
 
     def _with_conflict_partners(self, free, obstacles, is_free) -> np.ndarray:
@@ -277,13 +277,14 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     result = LnsResult(hood.offsets, stats)
     deadline = math.inf if seconds is None else began + seconds
     stalled = 0  # windows in a row that did not lower the arena
-    build = 0.0  # seconds the last window's model took to build
+    build = 0.0  # seconds the last window's sub-problem and model took to build
     try:
         while int(hood.tops.max()) > floor and (seconds is not None or stalled < STALL):
             left = deadline - time.perf_counter()
             if left <= max(0.05, build) or (options.stop is not None and options.stop.is_set()):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
+            picking = time.perf_counter()
             for attempt in range(3):  # a window with too many obstacles: a smaller one
                 picked = hood.pick(size >> attempt)
                 if picked is None:
@@ -294,13 +295,17 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                     break
             if picked is None:
                 break
+            picked_seconds = time.perf_counter() - picking  # choosing the window, its problem
             arena = int(hood.tops.max())
-            window_seconds = min(SLICE_SECONDS, left)  # left is inf without a time limit
+            window_seconds = min(SLICE_SECONDS, left - picked_seconds)  # inf without a limit
+            if window_seconds <= 0:
+                break
             new, proven, window_stats = _solve_window(sub, n_free, y0, arena,
                                                       hood.offsets[members], options,
                                                       window_seconds)
             stats["windows"] += 1
-            build = window_stats["built"]  # the next window's model takes about as long
+            # the next window's sub-problem and model take about as long as this one's
+            build = window_stats["built"] + picked_seconds
             if new is None:
                 size = max(MIN_SIZE, int(size * 0.7))
                 continue
