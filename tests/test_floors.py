@@ -147,3 +147,11 @@ def test_deterministic_floors_repeat_themselves_and_stop_ends_them():
     one = plan_with("exact", problem, time_limit=5, deterministic=True)
     two = plan_with("exact", problem, time_limit=5, deterministic=True)
     assert one.offsets.tolist() == two.offsets.tolist() and one.best_bound == two.best_bound
+
+
+def test_every_relaxation_of_minimallocs_c_packs_at_its_optimum():
+    # C's optimum is its live-load bound (a layout meets it): no relaxation may prove more
+    from benchmarks.floors_ladder import ladder_rows
+
+    rows = ladder_rows("C", 20.0, 0)
+    assert rows and all(row.split(" | ")[5] == "feasible" for row in rows), rows
