@@ -84,6 +84,10 @@ def test_every_relaxation_packs_at_the_optimum_and_no_floor_passes_it(seed):
         for rung in floors.ladder(problem, height):
             verdict = canonical.fit(rung.problem, optimum - rung.lift, threads=1)
             assert verdict.status == "feasible", (rung.name, height)
+            layout = floors.restore(problem, rung, verdict.offsets)
+            assert (layout is not None) == rung.whole, rung.name
+            if layout is not None:
+                assert validate(problem, Plan.from_offsets(problem, layout, planner="f")) == []
     lifted = floors.raise_floor(problem, low, seconds=30)
     assert low <= lifted.floor <= optimum
     assert lifted.floor == optimum  # small problems: the whole relaxation settles
@@ -119,6 +123,19 @@ def test_a_relaxation_proves_the_floor_of_a_larger_problem():
     assert validate(problem, plan) == []
     assert plan.best_bound == 23 and plan.arena_size >= 23
     assert plan.status == ("optimal" if plan.arena_size == 23 else "feasible")
+
+
+def test_a_relaxation_that_keeps_every_buffer_gives_no_layout():
+    # sections {a, b}, {a, c}, {c, d}: keeping the first and the last keeps every buffer,
+    # but a and c meet only in the middle one: the relaxation packs at 3, the problem not
+    problem = Problem.from_arrays([2, 1, 2, 1], [0, 0, 1, 2], [2, 1, 3, 3])
+    assert len(canonical.sections(problem)[2]) == 3
+    rung = floors.relax(problem, np.array([0, 2]), "tight")
+    assert not rung.whole and len(rung.kept) + len(rung.spanning) == len(problem)
+    verdict = canonical.fit(rung.problem, 3 - rung.lift, threads=1)
+    assert verdict.status == "feasible"
+    assert floors.restore(problem, rung, verdict.offsets) is None
+    assert canonical.fit(problem, 3, threads=1).status == "infeasible"
 
 
 def test_spanning_buffers_leave_with_their_size():

@@ -290,7 +290,8 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     - without a layout, one dive at the top of the aligned stack, which
       anything fits (the first leaf is the canonical order's greedy layout;
       the stack itself if the dive finds none in time);
-    - probe ``(given up + best) // 2``, where "given up" is the highest
+    - probe the floor itself (most real problems pack at their live load),
+      then ``(given up + best) // 2``, where "given up" is the highest
       target not yet fitted: a layout lowers the best peak to its own, a
       proof raises the floor (every target below it is infeasible), a probe
       that runs out of time gives the target up;
@@ -342,6 +343,7 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
         best = verdict.offsets if verdict.offsets is not None else stacked(problem)
     top = peak(best)
     hard, step = floor - 1, PROBE_SECONDS
+    given = probes  # the probes made before the descent (the first dive)
     while top > floor and not interrupted:
         rest = left()
         if rest is not None and rest <= 0:
@@ -367,7 +369,7 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
                     break
             hard, step = floor - 1, 2 * step
             continue
-        target = (hard + top) // 2
+        target = floor if probes == given else (hard + top) // 2  # the floor first
         verdict = probe(target, step)
         if verdict.status == "feasible":
             best, top = verdict.offsets, peak(verdict.offsets)

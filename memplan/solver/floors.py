@@ -49,8 +49,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver import canonical
+from memplan.validate import validate
 
 MAX_RUNGS = 12  # most relaxations of each family (tight, windows) on the ladder
 MIN_PROBE_NODES = 2_000  # the smallest node budget one probe gets
@@ -66,6 +68,7 @@ class Relaxation:
     lift: int  # the sizes of the spanning buffers taken out: add to its height
     kept: np.ndarray  # the part's buffers that it keeps, in its order
     spanning: np.ndarray  # the part's buffers taken out as spanning
+    whole: bool  # every section kept: not a relaxation, the part itself (spanning out)
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Lifted:
 
 def relax(problem: Problem, keep: np.ndarray, name: str, widths=None) -> Relaxation | None:
     """The relaxation of ``problem`` to the sections ``keep`` (sorted indices); None if empty."""
-    first, end, _ = canonical.sections(problem)
+    first, end, totals = canonical.sections(problem)
     keep = np.asarray(keep, np.int64)
     lo, hi = np.searchsorted(keep, first), np.searchsorted(keep, end)
     live = hi > lo
@@ -99,15 +102,18 @@ def relax(problem: Problem, keep: np.ndarray, name: str, widths=None) -> Relaxat
     relaxed = Problem.from_arrays(sizes[rest], starts[rest], ends[rest],
                                   alignments=alignments[rest], name=name)
     live = np.flatnonzero(live)
-    return Relaxation(name, relaxed, widths[rest], lift, live[rest], live[spanning])
+    whole = bool(np.array_equal(keep, np.arange(len(totals))))
+    return Relaxation(name, relaxed, widths[rest], lift, live[rest], live[spanning], whole)
 
 
 def restore(problem: Problem, relaxation: Relaxation, offsets: np.ndarray) -> np.ndarray | None:
     """A layout of ``problem`` from one of its whole relaxation (spanning buffers on top).
 
-    None unless the relaxation keeps every buffer (only "whole" does).
+    None unless the relaxation is the whole part (every section kept): a relaxation's
+    layout may overlap in the sections it left out. The layout is checked by the
+    validator all the same (None if it fails).
     """
-    if len(relaxation.kept) + len(relaxation.spanning) != len(problem):
+    if not relaxation.whole or len(relaxation.kept) + len(relaxation.spanning) != len(problem):
         return None
     layout = np.empty(len(problem), np.int64)
     layout[relaxation.kept] = offsets
@@ -116,6 +122,8 @@ def restore(problem: Problem, relaxation: Relaxation, offsets: np.ndarray) -> np
         top += -top % int(problem.alignments[b])
         layout[b] = top
         top += int(problem.sizes[b])
+    if validate(problem, Plan.from_offsets(problem, layout, planner="floors")):
+        return None
     return layout
 
 
