@@ -151,33 +151,26 @@ def lay_band(units: Units, start: np.ndarray, end: np.ndarray, floor: int) -> Ba
 class _FreeList(FreeList):
     """`FreeList` that places at or above a floor, and hands out one exact range."""
 
-    def take_above(self, extent: int, residue: int, modulus: int, best: bool,
+    def find_above(self, extent: int, residue: int, modulus: int, best: bool,
                    floor: int) -> int:
-        """The base of ``extent`` bytes at or above ``floor``: in the smallest gap whose part
-        above the floor fits (``best``), or the lowest."""
-        chosen = None
+        """The base for ``extent`` bytes at or above ``floor``: in the smallest gap whose part
+        above the floor fits (``best``), or the lowest; nothing is taken yet."""
         if best:
             k = bisect.bisect_left(self.by_size, (extent, -1))
             for size, lo in self.by_size[k:]:
                 at = max(lo, floor)
                 at += (residue - at) % modulus
                 if at + extent <= lo + size:
-                    chosen = bisect.bisect_left(self.lo, lo)
-                    break
+                    return at
         else:
             i = max(bisect.bisect_right(self.lo, floor) - 1, 0)
             for j in range(i, len(self.lo)):
                 at = max(self.lo[j], floor)
                 at += (residue - at) % modulus
                 if at + extent <= self.hi[j]:
-                    chosen = j
-                    break
-        if chosen is None:
-            chosen = len(self.lo) - 1  # the open gap at the top
-        at = max(self.lo[chosen], floor)
-        at += (residue - at) % modulus
-        self.take_at(at, at + extent)
-        return at
+                    return at
+        at = max(self.lo[-1], floor)  # the open gap at the top
+        return at + (residue - at) % modulus
 
     def take_at(self, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)``, which lie in one free gap, are taken."""
@@ -216,10 +209,12 @@ class _InPlace:
         """The bytes ``unit`` gives back as it dies."""
         return [(lo, hi) for lo, hi in self.owned.pop(unit, ()) if hi > lo]
 
-    def spot(self, unit: int, base: np.ndarray, lowest: int, now: int,
+    def spot(self, unit: int, base: np.ndarray, lowest: int, highest: int, now: int,
              is_band: np.ndarray) -> int | None:
-        """The base an optional alias gives ``unit`` inside a live partner's bytes, taken;
-        or None."""
+        """The base an optional alias gives ``unit`` inside a live partner's bytes, between
+        ``lowest`` and ``highest`` (where it would go otherwise: an alias never lifts a
+        unit, nor carries a chain of in-place operators up where it began), taken; or
+        None."""
         units = self.units
         extent, residue, modulus = (int(units.extent[unit]), int(units.residue[unit]),
                                     int(units.modulus[unit]))
@@ -232,7 +227,7 @@ class _InPlace:
             if source is not None and self.end[source] > now:
                 continue
             at = int(base[other]) + int(units.rel[partner]) + shift
-            if at < lowest or (at - residue) % modulus:
+            if at < lowest or at > highest or (at - residue) % modulus:
                 continue
             pieces = self.owned[other]
             for k, (lo, hi) in enumerate(pieces):
@@ -308,9 +303,11 @@ def band_offsets(units: Units, placement: str = "best_fit",
         if extent[unit] == 0:
             continue
         lowest = band.floor_until(int(end[unit]))
-        at = inplace.spot(unit, base, lowest, now, is_band)
+        fits = free.find_above(extent[unit], residue[unit], modulus[unit], best, lowest)
+        at = inplace.spot(unit, base, lowest, fits, now, is_band)
         if at is None:
-            at = free.take_above(extent[unit], residue[unit], modulus[unit], best, lowest)
+            at = fits
+            free.take_at(at, at + extent[unit])
             inplace.own(unit, at)
         in_gap += at < band.top
         base[unit] = at
