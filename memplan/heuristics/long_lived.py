@@ -27,7 +27,9 @@ Steps:
   *outputs*: live at the last step, born after the first; *always*: both;
 - the band: always units at the bottom; outputs stacked on them in birth
   order (they end together, so at the end they are one block); inputs
-  hung from the band's top ``B`` in death order (the last to die on top),
+  hung from the band's top ``B`` in death order (the last to die on top;
+  among inputs with no output born between their deaths, the first to die
+  on top, so that its bytes join the free space above the band),
   ``B`` the lowest that keeps every input above every output born before
   it dies: the band's own live-load peak (up to alignment), so the band
   alone is optimal;
@@ -124,7 +126,15 @@ def lay_band(units: Units, start: np.ndarray, end: np.ndarray, floor: int) -> Ba
         height = base[u] + extent[u]
         heights.append(height)
     births = [int(start[u]) for u in outputs]
-    # inputs hang from B in death order, the last to die on top; positions relative to a B
+    # inputs hang from B in death order, the last to die on top, except that inputs with no
+    # output born between their deaths (the same floor) are in either order: there the first
+    # to die goes on top, where its bytes join the free space above the band
+    floors = np.array([heights[k - 1] if k else stack_floor
+                       for k in np.searchsorted(births, end[inputs], side="left").tolist()],
+                      np.int64).reshape(-1)
+    ranked = np.lexsort((np.asarray(inputs, np.int64), -end[inputs], floors))
+    inputs = [inputs[k] for k in ranked.tolist()]
+    # positions relative to a B
     # that is a multiple of every input's alignment modulus (so shifting B keeps them)
     step = math.lcm(*(int(units.modulus[u]) for u in inputs)) if inputs else 1
     if step > 1 << 20:  # alignments too unlike to share one grid: no inputs in the band
