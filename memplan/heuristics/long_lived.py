@@ -27,7 +27,9 @@ Steps:
   *outputs*: live at the last step, born after the first; *always*: both;
 - the band: always units at the bottom; outputs stacked on them in birth
   order (they end together, so at the end they are one block); inputs
-  hung from the band's top ``B`` in death order (the last to die on top),
+  hung from the band's top ``B`` in death order (the last to die on top;
+  among inputs with no output born between their deaths, the first to die
+  on top, so that its bytes join the free space above the band),
   ``B`` the lowest that keeps every input above every output born before
   it dies: the band's own live-load peak (up to alignment), so the band
   alone is optimal;
@@ -124,7 +126,15 @@ def lay_band(units: Units, start: np.ndarray, end: np.ndarray, floor: int) -> Ba
         height = base[u] + extent[u]
         heights.append(height)
     births = [int(start[u]) for u in outputs]
-    # inputs hang from B in death order, the last to die on top; positions relative to a B
+    # inputs hang from B in death order, the last to die on top, except that inputs with no
+    # output born between their deaths (the same floor) are in either order: there the first
+    # to die goes on top, where its bytes join the free space above the band
+    floors = np.array([heights[k - 1] if k else stack_floor
+                       for k in np.searchsorted(births, end[inputs], side="left").tolist()],
+                      np.int64).reshape(-1)
+    ranked = np.lexsort((np.asarray(inputs, np.int64), -end[inputs], floors))
+    inputs = [inputs[k] for k in ranked.tolist()]
+    # positions relative to a B
     # that is a multiple of every input's alignment modulus (so shifting B keeps them)
     step = math.lcm(*(int(units.modulus[u]) for u in inputs)) if inputs else 1
     if step > 1 << 20:  # alignments too unlike to share one grid: no inputs in the band
@@ -151,33 +161,26 @@ def lay_band(units: Units, start: np.ndarray, end: np.ndarray, floor: int) -> Ba
 class _FreeList(FreeList):
     """`FreeList` that places at or above a floor, and hands out one exact range."""
 
-    def take_above(self, extent: int, residue: int, modulus: int, best: bool,
+    def find_above(self, extent: int, residue: int, modulus: int, best: bool,
                    floor: int) -> int:
-        """The base of ``extent`` bytes at or above ``floor``: in the smallest gap whose part
-        above the floor fits (``best``), or the lowest."""
-        chosen = None
+        """The base for ``extent`` bytes at or above ``floor``: in the smallest gap whose part
+        above the floor fits (``best``), or the lowest; nothing is taken yet."""
         if best:
             k = bisect.bisect_left(self.by_size, (extent, -1))
             for size, lo in self.by_size[k:]:
                 at = max(lo, floor)
                 at += (residue - at) % modulus
                 if at + extent <= lo + size:
-                    chosen = bisect.bisect_left(self.lo, lo)
-                    break
+                    return at
         else:
             i = max(bisect.bisect_right(self.lo, floor) - 1, 0)
             for j in range(i, len(self.lo)):
                 at = max(self.lo[j], floor)
                 at += (residue - at) % modulus
                 if at + extent <= self.hi[j]:
-                    chosen = j
-                    break
-        if chosen is None:
-            chosen = len(self.lo) - 1  # the open gap at the top
-        at = max(self.lo[chosen], floor)
-        at += (residue - at) % modulus
-        self.take_at(at, at + extent)
-        return at
+                    return at
+        at = max(self.lo[-1], floor)  # the open gap at the top
+        return at + (residue - at) % modulus
 
     def take_at(self, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)``, which lie in one free gap, are taken."""
@@ -216,10 +219,12 @@ class _InPlace:
         """The bytes ``unit`` gives back as it dies."""
         return [(lo, hi) for lo, hi in self.owned.pop(unit, ()) if hi > lo]
 
-    def spot(self, unit: int, base: np.ndarray, lowest: int, now: int,
+    def spot(self, unit: int, base: np.ndarray, lowest: int, highest: int, now: int,
              is_band: np.ndarray) -> int | None:
-        """The base an optional alias gives ``unit`` inside a live partner's bytes, taken;
-        or None."""
+        """The base an optional alias gives ``unit`` inside a live partner's bytes, between
+        ``lowest`` and ``highest`` (where it would go otherwise: an alias never lifts a
+        unit, nor carries a chain of in-place operators up where it began), taken; or
+        None."""
         units = self.units
         extent, residue, modulus = (int(units.extent[unit]), int(units.residue[unit]),
                                     int(units.modulus[unit]))
@@ -232,7 +237,7 @@ class _InPlace:
             if source is not None and self.end[source] > now:
                 continue
             at = int(base[other]) + int(units.rel[partner]) + shift
-            if at < lowest or (at - residue) % modulus:
+            if at < lowest or at > highest or (at - residue) % modulus:
                 continue
             pieces = self.owned[other]
             for k, (lo, hi) in enumerate(pieces):
@@ -308,9 +313,11 @@ def band_offsets(units: Units, placement: str = "best_fit",
         if extent[unit] == 0:
             continue
         lowest = band.floor_until(int(end[unit]))
-        at = inplace.spot(unit, base, lowest, now, is_band)
+        fits = free.find_above(extent[unit], residue[unit], modulus[unit], best, lowest)
+        at = inplace.spot(unit, base, lowest, fits, now, is_band)
         if at is None:
-            at = free.take_above(extent[unit], residue[unit], modulus[unit], best, lowest)
+            at = fits
+            free.take_at(at, at + extent[unit])
             inplace.own(unit, at)
         in_gap += at < band.top
         base[unit] = at
