@@ -16,13 +16,15 @@ Relaxations (all problems for the canonical search):
   section of S drop out::
 
       sections     0 1 2 3 4 5 6        S = {1, 2, 5} (tight: slack <= s)
-      a            ====                 a: [0, 2)   (sections 1, 2)
-      b                ======           b: [1, 3)   (sections 2, 5)
-      c            ==                   c: dropped
+      a              ====               a: [0, 2)   (sections 1, 2 of S)
+      b                ========         b: [1, 3)   (sections 2, 5 of S)
+      c            ==                   c: dropped  (section 0 only)
 
   Two families, each growing: *tight* sections (slack, the height minus the
   live load, at most s, for s rising through the slacks that occur) and
-  *windows* (consecutive sections around the tightest one, doubling);
+  *windows* (consecutive sections around the tightest one, doubling). Only
+  the whole part (every section kept) gives layouts of the part: a sparse S
+  can keep every buffer and still leave out the section where two meet;
 - **spanning buffers**: a buffer live in every section of a relaxation
   overlaps all the others; any layout can move it to the top (the ones above
   it move down by its size), so it leaves, and its size comes off the height.
