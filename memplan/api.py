@@ -345,9 +345,9 @@ def naive_arena(problem: Problem) -> int:
     building a plan: O(n)."""
     if len(problem) <= NAIVE_PLAN_BUFFERS:
         return plan_with("naive", problem).arena_size
-    from memplan.heuristics.units import Units
+    from memplan.groups import alias_units
 
-    units = Units.build(problem, pairs=False)
+    units = alias_units(problem)
     top = int((units.pinned_base + units.extent)[units.pinned].max(initial=0))
     free = units.free
     modulus, extent = units.modulus[free], units.extent[free]
@@ -355,8 +355,9 @@ def naive_arena(problem: Problem) -> int:
         step = int(modulus[0])  # one alignment: each base is the last one + its padded extent
         padded = -(-extent // step) * step
         return -(-top // step) * step + int(padded[:-1].sum()) + int(extent[-1])
-    for unit in free.tolist():
-        top = units.aligned(unit, top) + int(units.extent[unit])
+    for residue, step, size in zip(units.residue[free].tolist(), modulus.tolist(),
+                                      extent.tolist(), strict=True):
+        top += (residue - top) % step + size  # the next aligned base, then the unit
     return top
 
 
