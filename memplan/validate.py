@@ -32,8 +32,10 @@ The overlap check has two routes to the same answer:
   share bytes overlap both in time and in address, so they are among the
   pairs that overlap in *one* of the two: whichever has fewer such pairs
   (counted in O(n log n) by a sort) lists them, in chunks (one sorted run per
-  buffer, as for any interval overlap), and checks the other; a zero-size
-  buffer counts as one byte wide there (the sweep below may call it touching).
+  buffer, as for any interval overlap), and checks the other; in address, the
+  buffers at one same offset (many, over time) are listed by (offset, start),
+  only those live together; a zero-size buffer counts as one byte wide there
+  (the sweep below may call it touching).
   No pair of the list that overlaps in both and may not share bytes: no
   overlap, proven, in O(n log n + P) for P pairs (taken when P is small
   beside the sweep's cost, which grows with the live set; at most
@@ -198,12 +200,30 @@ def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members:
                     f"[{max(lo, low[other])}, {min(hi, high[other])})"))
 
 
-def _overlapping_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals ``[lo, hi)`` sorted by ``lo`` (``order``), and per sorted position the number
-    of intervals after it that start before its end: those it overlaps, one run each."""
-    order = np.argsort(lo, kind="stable")
+def _runs(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, begin: np.ndarray | None = None):
+    """(order, begin, counts): intervals ``[lo, hi)`` listed in ``order`` (sorted by ``lo``);
+    sorted position p meets the ``counts[p]`` positions from ``begin[p]`` (default p + 1)
+    on, those that start before its end: one run each."""
+    after = np.arange(1, len(order) + 1) if begin is None else begin
     last = np.searchsorted(lo[order], hi[order], side="left")
-    return order, np.maximum(last - np.arange(len(order)) - 1, 0)
+    return order, after, np.maximum(last - after, 0)
+
+
+def _address_runs(time_lo, time_hi, space_lo, space_hi) -> list:
+    """The runs of the pairs that overlap in address: a strictly higher start inside the
+    interval (one run per buffer, by offset), and equal offsets (every pair of one offset
+    overlaps) listed only when they overlap in time too, by (offset, start): many buffers
+    at one offset over time are many pairs, but few of them live together."""
+    by_offset = np.argsort(space_lo, kind="stable")
+    low = space_lo[by_offset]
+    horizon = int(time_hi.max(initial=0)) + 1
+    rank = np.unique(space_lo, return_inverse=True)[1].reshape(-1)
+    if (int(rank.max(initial=0)) + 1) * horizon >= 1 << 62:  # keys would overflow: plain runs
+        return [_runs(space_lo, space_hi, by_offset)]
+    by_tie = np.lexsort((time_lo, space_lo))
+    key = rank * horizon
+    return [_runs(space_lo, space_hi, by_offset, np.searchsorted(low, low, side="right")),
+            _runs(key + time_lo, key + time_hi, by_tie)]
 
 
 def _no_overlap_by_pairs(problem: Problem, offsets: np.ndarray, sizes: np.ndarray,
@@ -214,35 +234,37 @@ def _no_overlap_by_pairs(problem: Problem, offsets: np.ndarray, sizes: np.ndarra
     time_lo, time_hi = problem.starts[members], problem.ends[members]
     space_lo = offsets[members]
     space_hi = space_lo + np.maximum(sizes[members], 1)
-    runs = [_overlapping_runs(time_lo, time_hi), _overlapping_runs(space_lo, space_hi)]
-    totals = [int(counts.sum()) for _, counts in runs]
+    listings = [[_runs(time_lo, time_hi, np.argsort(time_lo, kind="stable"))],
+                _address_runs(time_lo, time_hi, space_lo, space_hi)]
+    totals = [sum(int(counts.sum()) for _, _, counts in runs) for runs in listings]
     listed = int(np.argmin(totals))
     # the sweep moves about (time pairs / n) list slots a buffer, ~64 of them the cost of
     # one listed pair: it wins unless the live sets are large
     if totals[listed] > min(PAIR_CHECK, 4 * len(members) + totals[0] // 64):
         return False
-    order, counts = runs[listed]
     other_lo, other_hi = (space_lo, space_hi) if listed == 0 else (time_lo, time_hi)
     label, links = sharing
     label = label[members]
     width = len(problem) + 1
     linked = np.array(sorted(a * width + b for a, b in links), np.int64)
-    ends = np.cumsum(counts)
-    first = 0
-    while first < len(order):
-        done = int(ends[first - 1]) if first else 0
-        last = min(max(int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")), first + 1),
-                   len(order))
-        count = counts[first:last]
-        a = np.repeat(np.arange(first, last), count)
-        b = a + 1 + (np.arange(len(a)) - np.repeat(np.cumsum(count) - count, count))
-        a, b = order[a], order[b]
-        both = (other_lo[a] < other_hi[b]) & (other_lo[b] < other_hi[a])
-        g, h = label[a[both]], label[b[both]]
-        key = np.minimum(g, h) * width + np.maximum(g, h)
-        if ((g != h) & ~np.isin(key, linked)).any():
-            return False
-        first = last
+    for order, begin, counts in listings[listed]:
+        ends = np.cumsum(counts)
+        first = 0
+        while first < len(order):
+            done = int(ends[first - 1]) if first else 0
+            last = min(max(int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")),
+                           first + 1), len(order))
+            count = counts[first:last]
+            a = np.repeat(np.arange(first, last), count)
+            b = np.repeat(begin[first:last], count) + (
+                np.arange(len(a)) - np.repeat(np.cumsum(count) - count, count))
+            a, b = order[a], order[b]
+            both = (other_lo[a] < other_hi[b]) & (other_lo[b] < other_hi[a])
+            g, h = label[a[both]], label[b[both]]
+            key = np.minimum(g, h) * width + np.maximum(g, h)
+            if ((g != h) & ~np.isin(key, linked)).any():
+                return False
+            first = last
     return True
 
 
