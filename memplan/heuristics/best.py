@@ -7,8 +7,8 @@ Steps:
   so much that the pair lists below would take gigabytes, it is the plan;
   on problems over ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
-  the sweep: a tenth of a second, and the best plan there; after the sweep,
-  the band of long-lived units (`memplan.heuristics.long_lived`, also
+  the sweep: a tenth of a second, and the best plan there; after the first
+  sweep (before the second placement's), the band of long-lived units (`memplan.heuristics.long_lived`, also
   O(n log n)): on decoders with KV caches, the plan;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
   units once and run every composition of the fast orders (size,
@@ -154,9 +154,9 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                   lambda placement=placement: sweep_offsets(units_with(False), placement,
                                                             deadline))
                  for placement in (chosen.placements if chosen.sweep else ())]
-        if chosen.sweep and chosen.long_lived:
-            steps.append(("long_lived", lambda: band_offsets(units_with(False), "best_fit",
-                                                             deadline)))
+        if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
+            steps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
+                units_with(False), "best_fit", deadline)))  # sweep may find no time left
         greedy = [(name, lambda composition=composition: greedy_offsets(
             units_with(not compiled), composition, deadline, compiled=compiled))
             for name, composition in compositions]
