@@ -8,8 +8,9 @@ Steps:
   on problems over ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
   the sweep: a tenth of a second, and the best plan there; after the first
-  sweep (before the second placement's), the band of long-lived units (`memplan.heuristics.long_lived`, also
-  O(n log n)): on decoders with KV caches, the plan;
+  sweep (before the second placement's), the band of long-lived units
+  (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
+  caches, the plan;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
   units once and run every composition of the fast orders (size,
   spatial, breadth, start, temporal) with both placements (best fit, first

@@ -56,11 +56,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.time_sweep import CLOCK_EVERY, PLACEMENTS, FreeList, spans
+from memplan.heuristics.time_sweep import (
+    CLOCK_EVERY,
+    PLACEMENTS,
+    FreeList,
+    spans,
+    sweep_order,
+    unit_sweep_plan,
+)
 from memplan.heuristics.units import Units
-from memplan.options import option, parse_options
+from memplan.options import option
 from memplan.plan import Plan
-from memplan.problem import Problem, check_single_region
+from memplan.problem import Problem
 from memplan.registry import register
 
 _TOP = np.iinfo(np.int64).max
@@ -280,12 +287,7 @@ def band_offsets(units: Units, placement: str = "best_fit",
     for u, b in band.base.items():
         base[u] = b
     peak = max(floor, band.top)
-    free_units = units.free
-    order = free_units[np.lexsort((free_units, -units.extent[free_units],
-                                   start[free_units]))]  # by start, the largest first
-    by_end = free_units[np.argsort(end[free_units], kind="stable")].tolist()
-    ends = end[by_end].tolist()
-    starts = start[order].tolist()
+    order, starts, by_end, ends = sweep_order(units, start, end)
     released, cut, in_gap = 0, 0, 0
     inplace = _InPlace(units, start, end)
     for position, unit in enumerate(order.tolist()):
@@ -331,14 +333,8 @@ def band_offsets(units: Units, placement: str = "best_fit",
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
     """The band plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    began = time.perf_counter()
-    chosen = parse_options("long_lived", LongLivedOptions(), options)
-    check_single_region(problem)
-    units = Units.build(problem, pairs=False)
-    deadline = None if time_limit is None else began + time_limit
-    offsets, stats = band_offsets(units, chosen.placement, deadline)
-    return Plan.from_offsets(problem, offsets, planner="long_lived",
-                             seconds=time.perf_counter() - began, stats=stats)
+    return unit_sweep_plan("long_lived", band_offsets, problem, time_limit, LongLivedOptions(),
+                           options)
 
 
 plan.options = LongLivedOptions()

@@ -127,6 +127,16 @@ class FreeList:
         self._insert(i, lo, hi)
 
 
+def sweep_order(units: Units, start: np.ndarray, end: np.ndarray):
+    """The free units in sweep order (by start, the largest first) with their starts, and
+    in order of end with their ends (when their bytes return). O(n log n)."""
+    free_units = units.free
+    order = free_units[np.lexsort((free_units, -units.extent[free_units],
+                                   start[free_units]))]
+    by_end = free_units[np.argsort(end[free_units], kind="stable")]
+    return order, start[order].tolist(), by_end.tolist(), end[by_end].tolist()
+
+
 def sweep_offsets(units: Units, placement: str = "best_fit",
                   deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """Buffer offsets by the time sweep (see the module doc), and stats."""
@@ -141,13 +151,7 @@ def sweep_offsets(units: Units, placement: str = "best_fit",
     base = np.zeros(count, np.int64)
     base[pinned] = units.pinned_base[pinned]
     peak = int((units.pinned_base + units.extent)[pinned].max(initial=0))
-    free_units = units.free
-    order = free_units[np.lexsort((free_units, -units.extent[free_units],
-                                   start[free_units]))]  # by start, the largest first
-    by_end = free_units[np.argsort(end[free_units], kind="stable")]
-    ends = end[by_end].tolist()
-    by_end = by_end.tolist()
-    starts = start[order].tolist()
+    order, starts, by_end, ends = sweep_order(units, start, end)
     extent, residue, modulus = (units.extent.tolist(), units.residue.tolist(),
                                 units.modulus.tolist())
     released, cut = 0, 0
@@ -186,18 +190,26 @@ def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
+def unit_sweep_plan(name: str, place, problem: Problem, time_limit: float | None,
+                    defaults, options: dict) -> Plan:
+    """The plan of a sweep planner ``name`` over alias units without pair lists:
+    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options."""
+    began = time.perf_counter()
+    chosen = parse_options(name, defaults, options)
+    check_single_region(problem)
+    units = Units.build(problem, pairs=False)
+    deadline = None if time_limit is None else began + time_limit
+    offsets, stats = place(units, chosen.placement, deadline)
+    return Plan.from_offsets(problem, offsets, planner=name,
+                             seconds=time.perf_counter() - began, stats=stats)
+
+
 @register("time_sweep")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
     """The time-sweep plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    began = time.perf_counter()
-    chosen = parse_options("time_sweep", SweepOptions(), options)
-    check_single_region(problem)
-    units = Units.build(problem, pairs=False)
-    deadline = None if time_limit is None else began + time_limit
-    offsets, stats = sweep_offsets(units, chosen.placement, deadline)
-    return Plan.from_offsets(problem, offsets, planner="time_sweep",
-                             seconds=time.perf_counter() - began, stats=stats)
+    return unit_sweep_plan("time_sweep", sweep_offsets, problem, time_limit, SweepOptions(),
+                           options)
 
 
 plan.options = SweepOptions()
