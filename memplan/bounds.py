@@ -53,24 +53,21 @@ def _union_size(lows, highs) -> int:
     return used
 
 
-def _group_events(problem: Problem, members: np.ndarray, delta: np.ndarray, sizes: np.ndarray,
-                  units: np.ndarray | None = None):
-    """Events (time, bytes) for one alias group: the union of its live ranges per segment.
-
-    With ``units`` (a label per buffer: its mandatory alias group), only the
-    largest unit's union counts: the cautious load of a group whose optional
-    aliases contradict each other, so that which ones are taken is open.
+def _cautious_events(problem: Problem, members: np.ndarray, delta: np.ndarray,
+                     units: np.ndarray):
+    """Events (time, bytes) for an alias group whose optional aliases contradict each
+    other (which are taken is open): per segment, only its largest mandatory unit's
+    union of live ranges counts (``units``: a label per buffer, its mandatory group).
+    O(m^2 log m) for m members; such groups are rare.
     """
+    sizes = problem.sizes
     starts, ends = problem.starts[members], problem.ends[members]
     points = np.unique(np.concatenate([starts, ends]))
     times, changes, previous = [], [], 0
     for t in points[:-1]:
         live = members[(starts <= t) & (ends > t)]
-        if units is None:
-            used = _union_size(delta[live], delta[live] + sizes[live])
-        else:
-            parts = (live[units[live] == u] for u in np.unique(units[live]))
-            used = max((_union_size(delta[p], delta[p] + sizes[p]) for p in parts), default=0)
+        parts = (live[units[live] == u] for u in np.unique(units[live]))
+        used = max((_union_size(delta[p], delta[p] + sizes[p]) for p in parts), default=0)
         times.append(t)
         changes.append(used - previous)
         previous = used
@@ -79,28 +76,91 @@ def _group_events(problem: Problem, members: np.ndarray, delta: np.ndarray, size
     return times, changes
 
 
+def _cells_events(problem: Problem, members: np.ndarray, group: np.ndarray,
+                  delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Events (times, bytes) of alias groups: the union of their live members' ranges.
+
+    Each group's address range is cut into *cells* at its members' edges; a cell
+    counts its bytes while any member that covers it is live, so its lifetimes
+    (one per covering member) are merged into runs, each run an event pair::
+
+        address    member ranges      cells       cell 1 is live while a or b is
+          6 +--+                       2 [4, 6)
+          4 |b |--+                    1 [2, 4)
+          2 +--|a |                    0 [0, 2)
+          0    +--+
+
+    Vectorised over all groups: O(c log c) for c (cell, member) pairs, which is
+    the member count when ranges nest shallowly (views, in-place chains, Concat
+    slices) and at most m^2 for a group of m members.
+    """
+    low = delta[members]
+    high = low + problem.sizes[members]
+    # breakpoints: the distinct (group, address) edges, sorted; cell j spans [edge j, j + 1)
+    edge_group = np.concatenate([group, group])
+    edge_at = np.concatenate([low, high])
+    order = np.lexsort((edge_at, edge_group))
+    edge_group, edge_at = edge_group[order], edge_at[order]
+    distinct = np.ones(len(edge_at), bool)
+    distinct[1:] = (np.diff(edge_group) != 0) | (np.diff(edge_at) != 0)
+    edge_group, edge_at = edge_group[distinct], edge_at[distinct]
+    values = np.unique(edge_at)
+    key = edge_group * (len(values) + 1) + np.searchsorted(values, edge_at)
+
+    def edge(at):
+        return np.searchsorted(key, group * (len(values) + 1) + np.searchsorted(values, at))
+
+    first, last = edge(low), edge(high)  # a member covers cells first .. last - 1
+    counts = last - first
+    owner = np.repeat(np.arange(len(members)), counts)
+    cell = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
+        + np.repeat(first, counts)
+    starts = problem.starts[members][owner]
+    ends = problem.ends[members][owner]
+    # merge each cell's lifetimes: sorted by (cell, start), a run ends where the next
+    # start passes the running latest end (cell-major keys keep the maximum per cell)
+    order = np.lexsort((starts, cell))
+    cell, starts, ends = cell[order], starts[order], ends[order]
+    times = np.unique(ends)
+    reach = np.maximum.accumulate(cell * (len(times) + 1) + np.searchsorted(times, ends))
+    reach = times[reach - cell * (len(times) + 1)]
+    opens = np.ones(len(cell), bool)
+    opens[1:] = (cell[1:] != cell[:-1]) | (starts[1:] > reach[:-1])
+    closes = np.append(opens[1:], True)
+    size = (edge_at[1:] - edge_at[:-1])[np.minimum(cell, len(edge_at) - 2)]
+    return (np.concatenate([starts[opens], reach[closes]]),
+            np.concatenate([size[opens], -size[closes]]))
+
+
 def load_profile(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """The live load as a step function: ``(times, loads)``.
 
     ``loads[i]`` bytes are live on ``[times[i], times[i + 1])``; the last load
-    is 0. Sort-based, O(n log n) for buffers without aliases, plus
-    O(m^2 log m) for an alias group of m members.
+    is 0. Sort-based, O(n log n) for buffers without aliases; alias groups by
+    their cells (`_cells_events`), and a group whose optional aliases
+    contradict each other by a loop over its segments, O(m^2 log m).
     """
     sizes = problem.sizes
     if len(problem) == 0:
         return np.zeros(1, np.int64), np.zeros(1, np.int64)
     root, delta, dropped = _alias_components(problem)
-    ambiguous = set(root[problem.alias_src[dropped]].tolist())
+    ambiguous = np.zeros(len(problem), bool)
+    ambiguous[root[problem.alias_src[dropped]]] = True
     counts = np.bincount(root, minlength=len(problem))
     single = counts[root] == 1
     event_times = [problem.starts[single], problem.ends[single]]
     event_bytes = [sizes[single], -sizes[single]]
-    grouped = np.flatnonzero(~single)
+    grouped = np.flatnonzero(~single & ~ambiguous[root])
     if len(grouped):
-        order = grouped[np.argsort(root[grouped], kind="stable")]
+        times, changes = _cells_events(problem, grouped, root[grouped], delta)
+        event_times.append(times)
+        event_bytes.append(changes)
+    cautious = np.flatnonzero(~single & ambiguous[root])
+    if len(cautious):
+        order = cautious[np.argsort(root[cautious], kind="stable")]
         for members in np.split(order, np.flatnonzero(np.diff(root[order])) + 1):
-            units = problem.alias_groups[0] if int(root[members[0]]) in ambiguous else None
-            times, changes = _group_events(problem, members, delta, sizes, units)
+            times, changes = _cautious_events(problem, members, delta,
+                                              problem.alias_groups[0])
             event_times.append(np.array(times, np.int64))
             event_bytes.append(np.array(changes, np.int64))
     all_times = np.concatenate(event_times)
