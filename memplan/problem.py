@@ -26,6 +26,8 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -164,9 +166,12 @@ class Problem:
                     alignments=None, pinned=None, aliases: Iterable[Alias] = (),
                     conflicts: Iterable[tuple[str, str]] = (), capacity: int | None = None,
                     widths=None, name: str = "", source: str | None = None,
-                    steps: Iterable[Step] | None = None, pins_from_plan: bool = False
-                    ) -> Problem:
+                    steps: Iterable[Step] | None = None, pins_from_plan: bool = False,
+                    max_sizes=None, kinds: Sequence[str] | None = None,
+                    allowed_regions: Sequence[tuple[str, ...] | None] | None = None,
+                    regions: Iterable[Region] = ()) -> Problem:
         """Build a problem straight from arrays (ids default to "0", "1", ...); O(n).
+        The columns are those of `Buffer` (``pinned``: `NO_OFFSET` where free).
 
         ``pins_from_plan``: the pinned offsets are those of a valid plan of a larger
         problem (large-neighbourhood search's obstacles), so no two of them clash, and
@@ -179,8 +184,9 @@ class Problem:
             sizes=sizes, starts=starts, ends=ends,
             alignments=np.ones(n, np.int64) if alignments is None else alignments,
             pinned=np.full(n, NO_OFFSET, np.int64) if pinned is None else pinned,
-            max_sizes=sizes, kinds=None, allowed_regions=None, aliases=aliases,
-            conflicts=conflicts, capacity=capacity, widths=widths, regions=(), name=name,
+            max_sizes=sizes if max_sizes is None else max_sizes, kinds=kinds,
+            allowed_regions=allowed_regions, aliases=aliases, conflicts=conflicts,
+            capacity=capacity, widths=widths, regions=regions, name=name,
             source=source, steps=steps, check_pins=not pins_from_plan,
         )
         return problem
@@ -382,7 +388,18 @@ class Problem:
 
 
 def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
-    """The step metadata as a tuple of `Step`, every name a string (else `ProblemError`)."""
+    """The step metadata as a tuple of `Step`, every name a string (else `ProblemError`).
+
+    Checked as whole columns first (C-level passes over the names' types); entry by
+    entry only to name the first bad step."""
+    steps = tuple(steps)
+    if set(map(type, steps)) <= {Step}:
+        reads = list(map(attrgetter("reads"), steps))
+        writes = list(map(attrgetter("writes"), steps))
+        names = chain(map(attrgetter("name"), steps), map(attrgetter("op"), steps),
+                      chain.from_iterable(reads), chain.from_iterable(writes))
+        if set(map(type, reads + writes)) <= {tuple} and set(map(type, names)) <= {str}:
+            return steps
     checked = []
     for t, step in enumerate(steps):
         if not isinstance(step, Step):
