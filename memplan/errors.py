@@ -7,7 +7,8 @@ user can find it without a traceback::
     ├── ProblemError (ValueError)        bad input: a file, a buffer, an alias
     ├── UnknownPlannerError (KeyError)   a planner name nobody registered
     ├── InvalidPlanError (ValueError)    a plan that breaks its problem
-    └── NoPlanError (RuntimeError)       a planner ended without any plan
+    ├── NoPlanError (RuntimeError)       a planner ended without any plan
+    └── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
 """
 
 from __future__ import annotations
@@ -57,3 +58,9 @@ class InvalidPlanError(MemplanError, ValueError):
 
 class NoPlanError(MemplanError, RuntimeError):
     """A planner stopped (time limit, interrupt) before it had any plan at all."""
+
+
+class PairLimitError(MemplanError, RuntimeError):
+    """The pairs of buffers that overlap in time are too many to list: more than memplan
+    holds in memory, or more than the time left allows (`memplan.heuristics.units`).
+    Planners that need the lists catch it and plan without them, saying so in stats."""

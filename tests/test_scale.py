@@ -51,10 +51,16 @@ def test_sweep_plans_are_valid_with_every_feature(placement):
 
 def test_a_pass_out_of_time_is_cut_and_says_so():
     problem = network_like(400, 3)
-    for name in ("time_sweep", "greedy_by_size", "first_fit"):
+    for name in ("time_sweep", "greedy_by_size", "first_fit", "pool_by_size",
+                 "pool_by_lifetime", "shared_objects"):
         plan = plan_with(name, problem, time_limit=0)
         assert validate(problem, plan) == [], name
         assert plan.stats["cut"] == len(problem), name  # nothing placed before the deadline
+    pinned = Problem([*problem.buffers][:40] + [Buffer("pin", 64, 0, problem.horizon,
+                                                       offset=128)])
+    for name in ("pool_by_size", "shared_objects"):  # objects laid out around the pin
+        plan = plan_with(name, pinned, time_limit=0)
+        assert validate(pinned, plan) == [] and plan.stats["cut"] == len(pinned) - 1, name
     plan = plan_with("best", problem, time_limit=0)
     assert validate(problem, plan) == []
     assert plan.stats["cut"] and plan.stats["skipped"]  # the first pass cut, the rest skipped
@@ -68,6 +74,36 @@ def test_best_skips_pair_lists_too_large_but_still_plans():
     assert plan.stats["winner"].startswith("time_sweep")
     assert "greedy_by_size" in plan.stats["skipped"]
     assert plan.stats["pairs"] > 10
+
+
+PAIR_LISTING = ("greedy_by_size", "greedy_by_breadth", "best_fit", "best_fit_temporal",
+                "first_fit", "genetic", "hill_climb")
+PAIR_FREE = ("naive", "pool_by_size", "pool_by_lifetime", "shared_objects", "time_sweep",
+             "long_lived")  # without pinned buffers: no pair lists at all
+
+
+@pytest.mark.parametrize("cause", ["memory", "time"])
+def test_planners_whose_pair_lists_do_not_fit_return_the_sweeps_plan(monkeypatch, cause):
+    from memplan.heuristics import compiled_place, units
+
+    problem = training_step(800, 4)  # forward activations live until their backward op
+    monkeypatch.setattr(compiled_place, "_kernel_place", None)  # the Python placer lists
+    limit = None
+    if cause == "memory":
+        monkeypatch.setattr(units, "MAX_PAIRS", 10)
+    else:  # listing one pair takes a second: no pair list fits a 5 s limit
+        monkeypatch.setattr(units, "PAIR_SECONDS", 1.0)
+        limit = 5
+    for name in PAIR_LISTING:
+        plan = plan_with(name, problem, time_limit=limit)
+        assert validate(problem, plan) == [], name
+        assert plan.planner == name and plan.stats["fallback"] == "time_sweep", name
+        assert "pairs of buffers overlap in time" in plan.stats["why"], name
+    best = plan_with("best", problem, time_limit=limit, sweep=False)
+    assert validate(problem, best) == [] and best.stats["fallback"] == "time_sweep"
+    for name in PAIR_FREE:
+        plan = plan_with(name, problem, time_limit=limit)
+        assert validate(problem, plan) == [] and "fallback" not in plan.stats, name
 
 
 def _improved(problem, start, seconds=None, **options):

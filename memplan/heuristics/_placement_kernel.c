@@ -83,6 +83,7 @@ typedef struct {
 
 /* 0: done; -1: out of memory. */
 static int run(Pass *p) {
+    double deadline = now() + p->seconds; /* listing the pairs counts against it too */
     int64_t n = p->n, code = -1;
     int64_t *ptr = calloc((size_t)n + 1, sizeof(int64_t));
     int64_t *fill = NULL, *partner = NULL, *offset = NULL;
@@ -119,7 +120,6 @@ static int run(Pass *p) {
         if (p->unit_of[i] != p->unit_of[j]) { partner[fill[i]++] = j; partner[fill[j]++] = i; }
     }
     int64_t room = 0, peak = 0;
-    double deadline = now() + p->seconds;
     p->cut = 0;
     for (int64_t c = 0; c < p->m; c++) {
         int64_t u = p->order[c], base;

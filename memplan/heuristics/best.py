@@ -50,13 +50,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.bounds import time_overlap_count
-from memplan.errors import NoPlanError
+from memplan.errors import NoPlanError, PairLimitError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
@@ -116,6 +117,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
     skipped: list[str] = []  # passes the deadline left no time for
     checked: dict[str, float] = {}  # name -> seconds: plans the validator already passed
+    too_many: list[PairLimitError] = []  # passes skipped: their pair lists did not fit
 
     def keep(name: str, offsets: np.ndarray, stats: dict, stacked: int) -> None:
         nonlocal deadline
@@ -147,8 +149,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         built: dict[bool, Units] = {}
 
         def units_with(with_pairs: bool) -> Units:
-            if with_pairs not in built:
-                built[with_pairs] = Units.build(problem, pairs=with_pairs)
+            if with_pairs not in built:  # PairLimitError: the pass is skipped
+                built[with_pairs] = Units.build(problem, pairs=with_pairs, deadline=deadline)
             return built[with_pairs]
 
         steps = [(f"time_sweep(placement={placement!r})",
@@ -169,10 +171,18 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             if out_of_time():
                 skipped.append(name)
                 continue
-            offsets, stats = run()
+            try:
+                offsets, stats = run()
+            except PairLimitError as why:
+                skipped.append(name)
+                too_many.append(why)
+                continue
             keep(name, offsets, stats, stats["cut"])
-        units = None if not compositions else units_with(True) \
-            if 0 < len(problem) <= chosen.search_max_buffers else None
+        try:
+            units = units_with(True) if compositions and \
+                0 < len(problem) <= chosen.search_max_buffers else None
+        except PairLimitError:
+            units = None
         left = None if deadline is None else deadline - time.perf_counter()
         if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
                 and units is not None and (left is None or left > 0)):
@@ -195,6 +205,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         if not tried:
             raise
         interrupted = True
+    if not tried and too_many:  # every pass needed pair lists (sweep=False)
+        return pair_free_plan("best", problem, began, time_limit, too_many[0])
     extra = {"cut": cut, "skipped": skipped, "interrupted": interrupted, "pairs": pairs}
     if time_limit is not None:
         extra["validate_reserve"] = max(0.0, began + time_limit - deadline)

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -59,7 +61,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if chosen.population < 2 or not 0 <= chosen.elite < chosen.population:
         raise ValueError("genetic needs population >= 2 and 0 <= elite < population")
     check_single_region(problem)
-    search = OrderSearch(problem, time_limit, began)
+    try:
+        search = OrderSearch(problem, time_limit, began)
+    except PairLimitError as why:  # billions of pairs: no order can be decoded in time
+        return pair_free_plan("genetic", problem, began, time_limit, why)
     rng = np.random.default_rng(seed)
     population = search.starts()  # (arena, offsets, order), best first
     if len(population[0][2]) < 2:

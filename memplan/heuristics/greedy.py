@@ -77,8 +77,10 @@ def greedy_offsets(units: Units, options: GreedyOptions, deadline: float | None 
         offsets, cut = compiled_offsets(units, ordered, options.placement, deadline)
         return offsets, {"order": order, "placement": options.placement,
                          "optional_aliases_taken": 0, "cut": cut, "compiled": True}
-    if not units.has_pairs:  # built for the kernel (or the sweep): the placer needs them
-        units = Units.build(units.problem)
+    if not units.has_pairs and options.placement != "stack":
+        # built for the kernel or the sweep: best and first fit need the pairs (stacking
+        # looks at them only for optional aliases, see `presets._needs_pairs`)
+        units = Units.build(units.problem, deadline=deadline)
     placer = Placer(units)
     offsets = placer.place(ordered, options.placement, deadline=deadline)
     return offsets, {"order": order, "placement": options.placement,
@@ -88,4 +90,4 @@ def greedy_offsets(units: Units, options: GreedyOptions, deadline: float | None 
 for _name, _defaults in PRESETS.items():
     register_preset(_name, _defaults, greedy_offsets,
                     f"order {_defaults.order!r}, placement {_defaults.placement!r} "
-                    f"(see memplan.heuristics.greedy)", timed=True)
+                    f"(see memplan.heuristics.greedy)")

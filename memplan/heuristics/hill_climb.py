@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -71,7 +73,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     began = time.perf_counter()
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
-    search = OrderSearch(problem, time_limit, began)
+    try:
+        search = OrderSearch(problem, time_limit, began)
+    except PairLimitError as why:  # billions of pairs: no order can be decoded in time
+        return pair_free_plan("hill_climb", problem, began, time_limit, why)
     accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})
 

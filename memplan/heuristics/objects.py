@@ -23,19 +23,22 @@ Steps of `assign_objects`:
 `lay_out` then puts the objects one above another from 0 (first fit around
 pinned buffers, which never join an object). Costs: O(n * c) for c objects
 tried per unit (the preferred one usually fits); a new object is O(1).
+With a deadline the clock is read every ``CLOCK_EVERY`` units; past it, each
+unit left gets a new object of its own (``cut`` counts them: stacking).
 Known limit: a unit holds its object for its whole span (first member start
 to last member end), which can waste room inside a long alias group.
 """
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from memplan.groups import combine_congruences
-from memplan.heuristics.placement import Placer, choose_gap
+from memplan.heuristics.placement import CLOCK_EVERY, Placer, choose_gap
 from memplan.heuristics.units import Units
 
 PREFERENCES = ("closest_size", "latest_free")
@@ -81,19 +84,34 @@ class Assignment:
     object_of: np.ndarray
     position: np.ndarray
     taken: int = 0  # optional aliases taken
+    own: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # units past the
+    # deadline: each in an object of its own, laid out after ``objects``
+
+    @property
+    def cut(self) -> int:
+        """Units given objects of their own because the deadline passed."""
+        return len(self.own)
 
 
-def _explicit_partners(units: Units) -> list[set[int]]:
-    partners: list[set[int]] = [set() for _ in range(len(units))]
+def object_sizes(units: Units, assignment: Assignment) -> list[int]:
+    """The size of every object, the units' own ones (past the deadline) last."""
+    return [o.size for o in assignment.objects] + units.extent[assignment.own].tolist()
+
+
+def _explicit_partners(units: Units) -> dict[int, set[int]]:
+    """The units each unit is in explicit conflict with (only those that have any)."""
+    partners: dict[int, set[int]] = {}
     for a, b in units.unit_of[units.problem.conflicts].tolist():
         if a != b:
-            partners[a].add(b)
-            partners[b].add(a)
+            partners.setdefault(a, set()).add(b)
+            partners.setdefault(b, set()).add(a)
     return partners
 
 
-def assign_objects(units: Units, order: np.ndarray, prefer: str) -> Assignment:
-    """Give every unit of ``order`` an object (see the module doc)."""
+def assign_objects(units: Units, order: np.ndarray, prefer: str,
+                   deadline: float | None = None) -> Assignment:
+    """Give every unit of ``order`` an object (see the module doc); ``deadline``: a
+    `time.perf_counter` value past which the units left get new objects (``cut``)."""
     if prefer not in PREFERENCES:
         raise ValueError(f"unknown preference {prefer!r}; valid: {', '.join(PREFERENCES)}")
     objects: list[SharedObject] = []
@@ -104,14 +122,18 @@ def assign_objects(units: Units, order: np.ndarray, prefer: str) -> Assignment:
 
     def allowed(unit: int, index: int, pos: int) -> tuple[int, int] | None:
         """The object's new congruence if ``unit`` may sit at ``pos`` in object ``index``."""
-        if any(object_of[v] == index for v in partners[unit]):
+        if any(object_of[v] == index for v in partners.get(unit, ())):
             return None
         obj = objects[index]
         need = ((int(units.residue[unit]) - pos) % int(units.modulus[unit]),
                 int(units.modulus[unit]))
         return combine_congruences((obj.residue, obj.modulus), need)
 
-    for unit in order.tolist():
+    order = order.tolist()
+    for count, unit in enumerate(order):
+        if deadline is not None and count % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            assignment.own = np.array(order[count:], np.int64)
+            break
         start, end = int(units.start[unit]), int(units.end[unit])
         extent = int(units.extent[unit])
         chosen = None
@@ -154,24 +176,50 @@ def assign_objects(units: Units, order: np.ndarray, prefer: str) -> Assignment:
 
 
 def lay_out(units: Units, assignment: Assignment) -> np.ndarray:
-    """Buffer offsets: pinned units where pinned, objects stacked from 0 around them."""
+    """Buffer offsets: pinned units where pinned, objects stacked from 0 around them, the
+    units' own objects (past the deadline) last; without pinned units each object right
+    above the last, O(n + objects)."""
+    if len(units.pinned):
+        return _lay_out_around_pinned(units, assignment)
+    base, top = [0] * len(units), 0
+    for obj in assignment.objects:
+        at = top + (obj.residue - top) % obj.modulus
+        for unit in obj.units:
+            base[unit] = at
+        top = at + obj.size
+    own = assignment.own
+    for unit, size, residue, modulus in zip(own.tolist(), units.extent[own].tolist(),
+                                            units.residue[own].tolist(),
+                                            units.modulus[own].tolist(), strict=True):
+        base[unit] = top + (residue - top) % modulus
+        top = base[unit] + size
+    return (np.array(base, np.int64) + assignment.position)[units.unit_of] + units.rel
+
+
+def _lay_out_around_pinned(units: Units, assignment: Assignment) -> np.ndarray:
+    """`lay_out` when pinned units hold bytes: each object at the lowest gap above the
+    last that none of its units' pinned partners touch (first fit)."""
+    own = assignment.own.tolist()
+    blocks = [(o.size, o.residue, o.modulus, o.units) for o in assignment.objects]
+    blocks += zip(units.extent[own].tolist(), units.residue[own].tolist(),
+                  units.modulus[own].tolist(), ([u] for u in own), strict=True)
+    position = assignment.position
     placer = Placer(units)
     offsets = placer.place([], "stack")  # pinned units only
     pinned = np.zeros(len(units.problem), bool)
     for unit in units.pinned.tolist():
         pinned[units.members(unit)] = True
     top = 0
-    for obj in assignment.objects:
+    for size, residue, modulus, held in blocks:
         lows, highs = [np.array([np.iinfo(np.int64).min])], [np.array([top])]
-        for unit in obj.units:
+        for unit in held:
             lo, hi, _ = placer.forbidden(unit, offsets, pinned)
-            shift = int(assignment.position[unit])
-            lows.append(lo - shift)
-            highs.append(hi - shift)
-        base = choose_gap(np.concatenate(lows), np.concatenate(highs), obj.residue,
-                          obj.modulus, best=False)
-        for unit in obj.units:
+            lows.append(lo - int(position[unit]))
+            highs.append(hi - int(position[unit]))
+        base = choose_gap(np.concatenate(lows), np.concatenate(highs), residue, modulus,
+                          best=False)
+        for unit in held:
             members = units.members(unit)
-            offsets[members] = base + assignment.position[unit] + units.rel[members]
-        top = base + obj.size
+            offsets[members] = base + position[unit] + units.rel[members]
+        top = base + size
     return offsets

@@ -27,7 +27,7 @@ import numpy as np
 from memplan.bounds import lower_bound
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
-from memplan.heuristics.units import Units
+from memplan.heuristics.units import Units, listing_deadline
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -40,11 +40,12 @@ class OrderSearch:
     def __init__(self, problem: Problem, time_limit: float | None, began: float,
                  units: Units | None = None):
         self.problem = problem
-        self.units = Units.build(problem) if units is None else units
+        self.deadline = float("inf") if time_limit is None else began + time_limit
+        self.units = Units.build(problem, deadline=listing_deadline(began, time_limit)) \
+            if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
         self.began = began
-        self.deadline = float("inf") if time_limit is None else began + time_limit
         self.evaluations = 0
         self.first_member = self.units.first_member
         self.best_arena = np.iinfo(np.int64).max

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.objects import assign_objects, lay_out
+from memplan.heuristics.objects import assign_objects, lay_out, object_sizes
 from memplan.heuristics.order import order_units
 from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
@@ -38,12 +38,15 @@ class PoolOptions:
     prefer: str = option("closest_size", "which free block: closest_size or latest_free")
 
 
-def pool_offsets(units: Units, options: PoolOptions) -> tuple[np.ndarray, dict]:
-    """Assign blocks in order of start time and lay them out: (offsets, stats)."""
-    assignment = assign_objects(units, order_units(units, "start"), options.prefer)
-    return lay_out(units, assignment), {"pool_total": sum(o.size for o in assignment.objects),
-                                        "blocks": len(assignment.objects),
-                                        "optional_aliases_taken": assignment.taken}
+def pool_offsets(units: Units, options: PoolOptions,
+                 deadline: float | None = None) -> tuple[np.ndarray, dict]:
+    """Assign blocks in order of start time and lay them out: (offsets, stats); past
+    ``deadline`` the tensors left get blocks of their own (``stats["cut"]``)."""
+    assignment = assign_objects(units, order_units(units, "start"), options.prefer, deadline)
+    sizes = object_sizes(units, assignment)
+    return lay_out(units, assignment), {"pool_total": sum(sizes), "blocks": len(sizes),
+                                        "optional_aliases_taken": assignment.taken,
+                                        "cut": assignment.cut}
 
 
 PRESETS = {"pool_by_size": PoolOptions("closest_size"),

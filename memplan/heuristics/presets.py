@@ -6,6 +6,13 @@ and ``first_fit`` are one order-and-place pass with other defaults,
 preference. `register_preset` registers such a name: it parses the options
 against the preset's defaults, refuses problems the heuristics cannot plan
 (`check_single_region`), runs the algorithm and wraps its offsets into a `Plan`.
+
+A pass that needs the lists of buffers overlapping in time gets them only
+when they fit memory and the time left (`memplan.heuristics.units.check_pairs`);
+else the planner returns the time sweep's plan (O(n log n), no lists) with
+``stats["fallback"] = "time_sweep"`` and the reason (`pair_free_plan`), so
+that training steps and decoders of 100k buffers (billions of pairs) get a
+valid plan within the time limit instead of a pass that never ends.
 """
 
 from __future__ import annotations
@@ -17,15 +24,17 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memplan.bounds import time_overlap_count
+from memplan.errors import PairLimitError
 from memplan.heuristics import compiled_place
-from memplan.heuristics.units import Units
+from memplan.heuristics.time_sweep import sweep_offsets
+from memplan.heuristics.units import Units, listing_deadline
 from memplan.options import parse_options
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem, check_single_region
 from memplan.registry import register
 
 Options = TypeVar("Options")
-Algorithm = Callable[[Units, Any], tuple[np.ndarray, dict]]  # (offsets, stats)
+Algorithm = Callable[[Units, Any, float | None], tuple[np.ndarray, dict]]  # (offsets, stats)
 
 
 STACK_PAIRS = 1_000_000  # stacking looks at pairs only to take optional aliases, up to this
@@ -35,6 +44,8 @@ def _needs_pairs(problem: Problem, chosen) -> bool:
     """Whether the pass needs the pair lists: stacking (naive) only for optional aliases,
     and not when there are so many pairs that their lists would cost more than they save."""
     placement = getattr(chosen, "placement", None)
+    if placement is None:  # whole objects (pools, shared objects): only around pinned buffers
+        return bool((problem.pinned != NO_OFFSET).any())
     if placement in ("best_fit", "first_fit") and compiled_place.fits(problem, placement):
         return False  # the compiled pass lists its pairs itself
     if placement != "stack":
@@ -45,13 +56,23 @@ def _needs_pairs(problem: Problem, chosen) -> bool:
         time_overlap_count(problem.starts, problem.ends) <= STACK_PAIRS
 
 
-def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary: str, *,
-                    timed: bool = False):
+def pair_free_plan(name: str, problem: Problem, began: float, time_limit: float | None,
+                   why: PairLimitError) -> Plan:
+    """The plan of planner ``name`` (started at ``began``) when its pair lists do not fit
+    (``why``): the time sweep's, which lists no pairs, marked ``stats["fallback"]``."""
+    deadline = None if time_limit is None else began + time_limit
+    offsets, stats = sweep_offsets(Units.build(problem, pairs=False), "best_fit", deadline)
+    return Plan.from_offsets(problem, offsets, planner=name,
+                             seconds=time.perf_counter() - began,
+                             stats={**stats, "fallback": "time_sweep", "why": str(why)})
+
+
+def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary: str):
     """Register ``algorithm`` with ``defaults`` as the planner ``name``.
 
-    ``timed``: the algorithm takes a ``deadline`` (a `time.perf_counter` value)
-    and keeps it (cutting its pass, saying so in its stats), so the planner
-    keeps its ``time_limit``.
+    The algorithm takes ``(units, options, deadline)`` (a `time.perf_counter`
+    value or None) and keeps the deadline (cutting its pass, saying so in its
+    stats), so the planner keeps its ``time_limit``.
     """
 
     def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
@@ -59,18 +80,18 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
         began = time.perf_counter()
         chosen = parse_options(name, defaults, options)
         check_single_region(problem)
-        units = Units.build(problem, pairs=_needs_pairs(problem, chosen))
-        if timed:
-            deadline = None if time_limit is None else began + time_limit
+        deadline = None if time_limit is None else began + time_limit
+        try:
+            units = Units.build(problem, pairs=_needs_pairs(problem, chosen),
+                                deadline=listing_deadline(began, time_limit))
             offsets, stats = algorithm(units, chosen, deadline)
-        else:
-            offsets, stats = algorithm(units, chosen)
+        except PairLimitError as why:
+            return pair_free_plan(name, problem, began, time_limit, why)
         return Plan.from_offsets(problem, offsets, planner=name,
                                  seconds=time.perf_counter() - began, stats=stats)
 
     plan.__name__ = name
-    plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: seed and hint are unused" +
-                    ("; past time_limit the units left are stacked (stats['cut'])." if timed
-                     else ", and so is time_limit."))
+    plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: seed and hint are unused; "
+                    f"past time_limit the units left are stacked (stats['cut']).")
     plan.options = defaults
     return register(name)(plan)

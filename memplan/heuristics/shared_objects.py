@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.heuristics.objects import assign_objects, lay_out
+from memplan.heuristics.objects import assign_objects, lay_out, object_sizes
 from memplan.heuristics.order import order_units
 from memplan.heuristics.presets import register_preset
 from memplan.heuristics.units import Units
@@ -42,13 +42,16 @@ def most_live(units: Units) -> int:
     return int(np.cumsum(change[order]).max()) if len(units) else 0
 
 
-def object_offsets(units: Units, options: SharedObjectsOptions) -> tuple[np.ndarray, dict]:
-    """Objects by greedy size, laid out one above another: (offsets, stats)."""
-    assignment = assign_objects(units, order_units(units, "size"), "closest_size")
-    sizes = [o.size for o in assignment.objects]
+def object_offsets(units: Units, options: SharedObjectsOptions,
+                   deadline: float | None = None) -> tuple[np.ndarray, dict]:
+    """Objects by greedy size, laid out one above another: (offsets, stats); past
+    ``deadline`` the units left get objects of their own (``stats["cut"]``)."""
+    assignment = assign_objects(units, order_units(units, "size"), "closest_size", deadline)
+    sizes = object_sizes(units, assignment)
     return lay_out(units, assignment), {"objects": len(sizes), "object_total": sum(sizes),
                                         "objects_needed": most_live(units),
-                                        "optional_aliases_taken": assignment.taken}
+                                        "optional_aliases_taken": assignment.taken,
+                                        "cut": assignment.cut}
 
 
 register_preset("shared_objects", SharedObjectsOptions(), object_offsets,
