@@ -223,8 +223,8 @@ release:
  *
  * The loop of time_sweep.free_list_sweep over its FreeList, the same gaps chosen with
  * the same ties:
- * - the free gaps [lo, hi) twice, in sorted arrays: by address (first fit, merging;
- *   the last is open above: hi = TOP) and the finite ones by (size, lo) (best fit);
+ * - the free gaps [lo, hi) in sorted arrays: by address (first fit, merging; the last
+ *   is open above: hi = TOP) and, for best fit, the finite ones by (size, lo);
  *   the pinned units' bytes are never free;
  * - per unit in sweep order: the units whose span ended by its start give their bytes
  *   back (merged with the gaps they touch); then it takes, its base aligned
@@ -234,9 +234,10 @@ release:
  *   stacked on the peak and counted as cut.
  *
  * Cost: per unit, binary searches, a scan of the gaps (best fit: from the smallest
- * large enough, rarely more than a few; first fit: from the lowest) and memmoves of
- * the arrays: O(g) for g free gaps (hundreds to a few thousand on 100k-buffer graphs),
- * O(n log n + n g) in all; memory O(n).
+ * large enough, rarely more than a few; first fit: from the lowest) and memmoves: of
+ * the gaps below the one taken or given (stored highest first, so few for first fit)
+ * and, for best fit, of the size array: O(g) for g free gaps (hundreds to 18k on
+ * 100k-buffer graphs), O(n log n + n g) in all; memory O(n).
  */
 
 #define TOP INT64_MAX
@@ -244,10 +245,15 @@ release:
 typedef struct { int64_t a, b; } Pair; /* by address: (lo, hi); by size: (hi - lo, lo) */
 
 typedef struct {
-    Pair *gap; /* by address */
-    Pair *fit; /* the finite gaps by (size, lo) */
+    Pair *gap; /* by address, the highest first: GAP(f, r) is the gap of rank r */
+    Pair *fit; /* the finite gaps by (size, lo), kept for best fit only */
     int64_t gaps, fits;
+    int sized; /* whether fit is kept */
 } FreeList;
+
+/* The gap with r gaps below it. Stored highest first, so that a gap taken or given low
+ * (first fit takes the lowest that fits) moves only the few gaps below it. */
+#define GAP(f, r) ((f)->gap[(f)->gaps - 1 - (r)])
 
 /* The first of the n sorted pairs p that is not below key (Python's bisect_left). */
 static int64_t bisect(const Pair *p, int64_t n, Pair key) {
@@ -260,35 +266,45 @@ static int64_t bisect(const Pair *p, int64_t n, Pair key) {
     return lo;
 }
 
+/* The rank of the lowest gap starting at lo or above. */
 static int64_t at_address(const FreeList *f, int64_t lo) {
-    return bisect(f->gap, f->gaps, (Pair){lo, INT64_MIN});
+    int64_t low = 0, high = f->gaps;
+    while (low < high) {
+        int64_t mid = low + (high - low) / 2;
+        if (GAP(f, mid).a < lo) low = mid + 1;
+        else high = mid;
+    }
+    return low;
 }
 
-static void fl_remove(FreeList *f, int64_t i) {
-    Pair g = f->gap[i];
-    memmove(f->gap + i, f->gap + i + 1, sizeof(Pair) * (size_t)(f->gaps - i - 1));
+static void fit_insert(FreeList *f, Pair key) {
+    int64_t k = bisect(f->fit, f->fits, key);
+    memmove(f->fit + k + 1, f->fit + k, sizeof(Pair) * (size_t)(f->fits - k));
+    f->fit[k] = key;
+    f->fits++;
+}
+
+static void fl_remove(FreeList *f, int64_t r) {
+    Pair g = GAP(f, r);
+    memmove(&GAP(f, r), &GAP(f, r) + 1, sizeof(Pair) * (size_t)r);
     f->gaps--;
-    if (g.b != TOP) {
+    if (f->sized && g.b != TOP) {
         int64_t k = bisect(f->fit, f->fits, (Pair){g.b - g.a, g.a});
         memmove(f->fit + k, f->fit + k + 1, sizeof(Pair) * (size_t)(f->fits - k - 1));
         f->fits--;
     }
 }
 
-static void fl_insert(FreeList *f, int64_t i, int64_t lo, int64_t hi) {
-    memmove(f->gap + i + 1, f->gap + i, sizeof(Pair) * (size_t)(f->gaps - i));
-    f->gap[i] = (Pair){lo, hi};
+/* A gap of rank r. */
+static void fl_insert(FreeList *f, int64_t r, int64_t lo, int64_t hi) {
+    Pair *at = f->gap + f->gaps - r; /* where rank r will be */
+    memmove(at + 1, at, sizeof(Pair) * (size_t)r);
+    *at = (Pair){lo, hi};
     f->gaps++;
-    if (hi != TOP) {
-        Pair key = {hi - lo, lo}; /* unique: gaps never share a lo */
-        int64_t k = bisect(f->fit, f->fits, key);
-        memmove(f->fit + k + 1, f->fit + k, sizeof(Pair) * (size_t)(f->fits - k));
-        f->fit[k] = key;
-        f->fits++;
-    }
+    if (f->sized && hi != TOP) fit_insert(f, (Pair){hi - lo, lo}); /* unique: lo is */
 }
 
-/* The index (by address) of the gap to take: the smallest that fits, or the lowest. */
+/* The rank of the gap to take: the smallest that fits, or the lowest. */
 static int64_t fl_chosen(const FreeList *f, int64_t extent, int64_t residue, int64_t modulus,
                          int best) {
     if (best) {
@@ -298,33 +314,33 @@ static int64_t fl_chosen(const FreeList *f, int64_t extent, int64_t residue, int
         }
         return f->gaps - 1;
     }
-    for (int64_t i = 0; i < f->gaps - 1; i++)
-        if (aligned(f->gap[i].a, residue, modulus) + extent <= f->gap[i].b) return i;
+    for (int64_t r = 0; r < f->gaps - 1; r++)
+        if (aligned(GAP(f, r).a, residue, modulus) + extent <= GAP(f, r).b) return r;
     return f->gaps - 1; /* the top gap always fits */
 }
 
 static int64_t fl_take(FreeList *f, int64_t extent, int64_t residue, int64_t modulus,
                        int best) {
-    int64_t i = fl_chosen(f, extent, residue, modulus, best);
-    int64_t lo = f->gap[i].a, hi = f->gap[i].b, base = aligned(lo, residue, modulus);
-    fl_remove(f, i);
-    if (hi > base + extent) fl_insert(f, i, base + extent, hi);
-    if (base > lo) fl_insert(f, i, lo, base);
+    int64_t r = fl_chosen(f, extent, residue, modulus, best);
+    int64_t lo = GAP(f, r).a, hi = GAP(f, r).b, base = aligned(lo, residue, modulus);
+    fl_remove(f, r);
+    if (hi > base + extent) fl_insert(f, r, base + extent, hi);
+    if (base > lo) fl_insert(f, r, lo, base);
     return base;
 }
 
 static void fl_give(FreeList *f, int64_t lo, int64_t hi) {
-    int64_t i = at_address(f, lo);
-    if (i > 0 && f->gap[i - 1].b == lo) {
-        i--;
-        lo = f->gap[i].a;
-        fl_remove(f, i);
+    int64_t r = at_address(f, lo);
+    if (r > 0 && GAP(f, r - 1).b == lo) {
+        r--;
+        lo = GAP(f, r).a;
+        fl_remove(f, r);
     }
-    if (i < f->gaps && f->gap[i].a == hi) {
-        hi = f->gap[i].b;
-        fl_remove(f, i);
+    if (r < f->gaps && GAP(f, r).a == hi) {
+        hi = GAP(f, r).b;
+        fl_remove(f, r);
     }
-    fl_insert(f, i, lo, hi);
+    fl_insert(f, r, lo, hi);
 }
 
 typedef struct {
@@ -340,18 +356,26 @@ typedef struct {
 /* 0: done; -1: out of memory. */
 static int sweep_run(Sweep *s) {
     size_t room = (size_t)(s->r + s->m + s->e + 2); /* a take adds a gap at most, a give too */
-    FreeList f = {malloc(sizeof(Pair) * room), malloc(sizeof(Pair) * room), 0, 0};
+    FreeList f = {malloc(sizeof(Pair) * room), malloc(sizeof(Pair) * room), 0, 0, s->best};
     if (!f.gap || !f.fit) {
         free(f.gap); free(f.fit);
         return -1;
     }
     int64_t reach = 0, peak = s->peak, released = 0;
-    for (int64_t k = 0; k < s->r; k++) { /* sorted by lo */
+    for (int64_t k = 0; k < s->r; k++) { /* sorted by lo; the gaps listed lowest first */
         int64_t lo = s->reserved[2 * k], hi = s->reserved[2 * k + 1];
-        if (lo > reach) fl_insert(&f, f.gaps, reach, lo);
+        if (lo > reach) {
+            f.gap[f.gaps++] = (Pair){reach, lo};
+            if (f.sized) fit_insert(&f, (Pair){lo - reach, reach});
+        }
         if (hi > reach) reach = hi;
     }
-    fl_insert(&f, f.gaps, reach, TOP);
+    f.gap[f.gaps++] = (Pair){reach, TOP};
+    for (int64_t a = 0, b = f.gaps - 1; a < b; a++, b--) { /* then highest first */
+        Pair swap = f.gap[a];
+        f.gap[a] = f.gap[b];
+        f.gap[b] = swap;
+    }
     double deadline = now() + s->seconds;
     s->cut = 0;
     for (int64_t c = 0; c < s->m; c++) {

@@ -23,9 +23,9 @@ in C (a tenth of a second at 100k network-like buffers); memory O(n + E).
 
 `compiled_sweep`: the loop of `time_sweep.free_list_sweep` (release the units
 whose span ended, take a gap) in C over sorted arrays of the free gaps, with
-the same ties and the same cut; its Python twin took 0.5-3 s at 100k buffers,
-most of a 1 s limit. Cost: O(n log n + n g) for g free gaps (hundreds to a
-few thousand), memory O(n).
+the same ties and the same cut; its Python twin took 0.5-3.4 s at 100k
+buffers, more than a 1 s limit allows. Cost: O(n log n + n g) for g free gaps
+(hundreds to 18k), memory O(n).
 """
 
 from __future__ import annotations
