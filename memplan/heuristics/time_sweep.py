@@ -29,8 +29,7 @@ both give the same offsets.
 
 Cost: O(n log n) for the sort plus, per unit, a bisection (best fit) or a
 scan (first fit) of the free gaps: the holes between live units, far fewer
-than the live units themselves (hundreds to a few thousand at 100k buffers);
-memory O(n).
+than the live units themselves (tens to 18k at 100k buffers); memory O(n).
 Pinned units keep their bytes for the whole sweep; units in explicit
 conflict hold their bytes over the union of their lifetimes (both sound,
 maybe wasteful: large problems rarely have either). Optional aliases are
