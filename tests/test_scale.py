@@ -14,6 +14,7 @@ from benchmarks.large import decoder_model, training_step, transformer_decoder
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import InvalidPlanError
 from memplan.frontends.onnx import from_onnx
+from memplan.groups import alias_units
 from memplan.heuristics.time_sweep import FreeList
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.lns import improve
@@ -332,6 +333,160 @@ def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
     assert next(iter(plan.stats["arenas"])) == "greedy_by_breadth"
+
+
+@st.composite
+def sweep_problems(draw):
+    """Problems for the time sweep: pins, alignments, mandatory and optional aliases,
+    conflicts."""
+    n = draw(st.integers(1, 40))
+    buffers = []
+    for i in range(n):
+        start = draw(st.integers(0, 12))
+        buffers.append(Buffer(f"b{i}", draw(st.sampled_from([1, 3, 8, 24, 40, 64])), start,
+                              start + draw(st.integers(1, 8)),
+                              alignment=draw(st.sampled_from([1, 1, 2, 4, 8, 16])),
+                              offset=draw(st.sampled_from([None, None, None, 64 * i]))))
+
+    def two():  # two distinct buffers
+        first, step = draw(st.integers(0, n - 1)), draw(st.integers(1, n - 1))
+        return f"b{first}", f"b{(first + step) % n}"
+
+    many = st.integers(0, 4) if n > 1 else st.just(0)
+    aliases = [Alias(*two(), draw(st.sampled_from([0, 16, 32])), optional=draw(st.booleans()))
+               for _ in range(draw(many))]
+    conflicts = [two() for _ in range(draw(many))]
+    try:
+        problem = Problem(buffers, aliases=aliases, conflicts=conflicts)
+        alias_units(problem)  # a pin may put an alias group below 0: refused here
+    except ProblemError:
+        assume(False)
+    return problem
+
+
+def _both_sweeps(problem, placement, deadline=None):
+    """The compiled sweep's and the free list's offsets and stats, each plan validated
+    (once when they are the same)."""
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.time_sweep import sweep_offsets
+    from memplan.heuristics.units import Units
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    units = Units.build(problem, pairs=False)
+    swept = [sweep_offsets(units, placement, deadline, compiled=compiled)
+             for compiled in (True, False)]
+    for offsets, _ in swept if (swept[0][0] != swept[1][0]).any() else swept[:1]:
+        assert validate(problem, Plan.from_offsets(problem, offsets, planner="sweep")) == []
+    return swept, units
+
+
+@settings(max_examples=300, deadline=None)
+@given(sweep_problems(), st.sampled_from(["best_fit", "first_fit"]))
+def test_compiled_sweep_gives_the_free_lists_offsets(problem, placement):
+    ((compiled, stats), (python, python_stats)), _ = _both_sweeps(problem, placement)
+    assert compiled.tolist() == python.tolist()
+    assert stats["cut"] == python_stats["cut"] == 0
+    assert (stats["compiled"], python_stats["compiled"]) == (True, False)
+
+
+def _pinned_and_aligned(n: int, seed: int) -> Problem:
+    """A random problem with pins among the free bytes, alignments and conflicts."""
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, n // 5, n)
+    ends = starts + rng.geometric(0.05, n)
+    sizes = np.where(rng.random(n) < 0.1, rng.integers(1, 16, n), rng.integers(1, 5000, n))
+    alignments = rng.choice([1, 8, 64, 256], n)
+    pinned = np.full(n, -1)
+    held = rng.choice(n, n // 100, replace=False)
+    pinned[held] = 8192 * np.arange(len(held))  # each pin its own 8 KiB: none clash
+    conflicts = [(str(a), str(b)) for a, b in rng.integers(0, n, (n // 200, 2)).tolist()
+                 if a != b]
+    return Problem.from_arrays(sizes, starts, ends, alignments=alignments, pinned=pinned,
+                               conflicts=conflicts, name=f"pinned-{seed}")
+
+
+@pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
+def test_compiled_sweep_matches_on_large_problems_with_many_gaps(placement):
+    problems = [_pinned_and_aligned(3000, seed) for seed in range(3)]
+    problems += [training_step(3000, 11), transformer_decoder(2000, 12), network_like(2000, 13)]
+    for problem in problems:
+        ((compiled, _), (python, _)), _ = _both_sweeps(problem, placement)
+        assert compiled.tolist() == python.tolist(), problem.name
+
+
+@pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
+def test_compiled_sweep_out_of_time_stacks_as_the_free_list_does(placement):
+    import time
+
+    problem = _pinned_and_aligned(1500, 14)
+    swept, units = _both_sweeps(problem, placement, time.perf_counter())  # passed
+    ((compiled, stats), (python, python_stats)) = swept
+    assert stats["cut"] == python_stats["cut"] == len(units.free)
+    assert compiled.tolist() == python.tolist()
+    pins = problem.pinned != -1
+    lowest = (problem.pinned + problem.sizes)[pins].max()
+    assert (compiled[~pins & (problem.sizes > 0)] >= lowest).all()  # stacked above the pins
+
+
+def _raw_sweep(rng: np.random.Generator):
+    """A `Sweep` straight from arrays: units of no extent (which no problem has: sizes are
+    positive) among the others, reserved ranges that may touch, overlap or be empty."""
+    from memplan.heuristics.time_sweep import Sweep
+
+    n = int(rng.integers(1, 60))
+    extent = np.where(rng.random(n) < 0.2, 0, rng.integers(1, 100, n))
+    modulus = rng.choice([1, 2, 8, 16], n)
+    residue = rng.integers(0, 16, n) % modulus
+    start = rng.integers(0, 20, n)
+    end = start + rng.integers(1, 6, n)
+    unit = np.arange(n)
+    order = unit[np.lexsort((unit, -extent, start))]
+    by_end = unit[np.argsort(end, kind="stable")]
+    lo = np.sort(rng.choice(np.arange(0, 400, 40), int(rng.integers(0, 4)), replace=False))
+    reserved = np.stack((lo, lo + rng.integers(0, 60, len(lo))), axis=1)
+    return Sweep(extent, residue, modulus, order, start[order], by_end, end[by_end], reserved,
+                 np.zeros(n, np.int64), int(reserved[:, 1].max(initial=0))), start, end
+
+
+def test_compiled_sweep_loop_matches_on_raw_sweeps_and_keeps_units_apart():
+    import time
+
+    from memplan.heuristics import compiled_place
+    from memplan.heuristics.time_sweep import CLOCK_EVERY, free_list_sweep
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    rng = np.random.default_rng(16)
+    for case in range(400):
+        sweep, start, end = _raw_sweep(rng)
+        best, passed = case % 2 == 0, case % 4 == 3
+        deadline = time.perf_counter() if passed else None
+        base, cut = compiled_place.compiled_sweep(sweep, best, deadline, CLOCK_EVERY)
+        python, python_cut = free_list_sweep(sweep, best, deadline)
+        assert (base.tolist(), cut) == (python.tolist(), python_cut), case
+        assert cut == (len(sweep.order) if passed else 0)
+        held = np.flatnonzero(sweep.extent)
+        assert (base[held] % sweep.modulus[held] == sweep.residue[held]).all()
+        top = base + sweep.extent
+        for i in held.tolist():  # every pair: these are small
+            for lo, hi in sweep.reserved.tolist():
+                assert max(base[i], lo) >= min(top[i], hi), case  # no byte in common
+            meets = held[(start[held] < end[i]) & (start[i] < end[held]) & (held != i)]
+            assert ((top[meets] <= base[i]) | (base[meets] >= top[i])).all(), case
+
+
+def test_the_sweep_falls_back_to_the_free_list_without_the_kernel(monkeypatch):
+    from memplan.heuristics import compiled_place
+
+    problem = _pinned_and_aligned(400, 15)
+    built = plan_with("time_sweep", problem)
+    monkeypatch.setattr(compiled_place, "_kernel_place", None)
+    monkeypatch.setattr(compiled_place, "_kernel_sweep", None)
+    fallback = plan_with("time_sweep", problem)
+    assert fallback.stats["compiled"] is False
+    assert validate(problem, fallback) == []
+    assert fallback.offsets.tolist() == built.offsets.tolist()
 
 
 def test_pins_from_a_plan_skip_the_clash_check_that_others_get():

@@ -288,6 +288,7 @@ def band_offsets(units: Units, placement: str = "best_fit",
         base[u] = b
     peak = max(floor, band.top)
     order, starts, by_end, ends = sweep_order(units, start, end)
+    starts, by_end, ends = starts.tolist(), by_end.tolist(), ends.tolist()
     released, cut, in_gap = 0, 0, 0
     inplace = _InPlace(units, start, end)
     for position, unit in enumerate(order.tolist()):

@@ -23,9 +23,13 @@ Steps:
   smallest free gap that fits (its alignment honoured), ``"first_fit"`` the
   lowest; a unit that fits no gap goes on top of the highest byte in use.
 
+The loop runs in C (`memplan.heuristics.compiled_place.compiled_sweep`) when
+the extension is built, else in Python over a `FreeList` (`free_list_sweep`);
+both give the same offsets.
+
 Cost: O(n log n) for the sort plus, per unit, a bisection (best fit) or a
 scan (first fit) of the free gaps: the holes between live units, far fewer
-than the live units themselves; memory O(n).
+than the live units themselves (tens to 18k at 100k buffers); memory O(n).
 Pinned units keep their bytes for the whole sweep; units in explicit
 conflict hold their bytes over the union of their lifetimes (both sound,
 maybe wasteful: large problems rarely have either). Optional aliases are
@@ -38,9 +42,11 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -134,28 +140,36 @@ def sweep_order(units: Units, start: np.ndarray, end: np.ndarray):
     order = free_units[np.lexsort((free_units, -units.extent[free_units],
                                    start[free_units]))]
     by_end = free_units[np.argsort(end[free_units], kind="stable")]
-    return order, start[order].tolist(), by_end.tolist(), end[by_end].tolist()
+    return order, start[order], by_end, end[by_end]
 
 
-def sweep_offsets(units: Units, placement: str = "best_fit",
-                  deadline: float | None = None) -> tuple[np.ndarray, dict]:
-    """Buffer offsets by the time sweep (see the module doc), and stats."""
-    if placement not in PLACEMENTS:
-        raise ValueError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
-    best = placement == "best_fit"
-    count = len(units)
-    start, end = spans(units)
-    pinned = units.pinned
-    free = FreeList([(int(units.pinned_base[u]), int(units.pinned_base[u] + units.extent[u]))
-                     for u in pinned.tolist()])
-    base = np.zeros(count, np.int64)
-    base[pinned] = units.pinned_base[pinned]
-    peak = int((units.pinned_base + units.extent)[pinned].max(initial=0))
-    order, starts, by_end, ends = sweep_order(units, start, end)
-    extent, residue, modulus = (units.extent.tolist(), units.residue.tolist(),
-                                units.modulus.tolist())
+class Sweep(NamedTuple):
+    """What a sweep walks: the same for the compiled sweep
+    (`memplan.heuristics.compiled_place.compiled_sweep`) and `free_list_sweep`."""
+
+    extent: np.ndarray  # per unit: bytes
+    residue: np.ndarray  # per unit: its base % modulus must equal this
+    modulus: np.ndarray  # per unit: its alignment
+    order: np.ndarray  # the free units in sweep order (`sweep_order`)
+    starts: np.ndarray  # their span starts, in that order
+    by_end: np.ndarray  # the free units by span end
+    ends: np.ndarray  # their span ends, in that order
+    reserved: np.ndarray  # (k, 2): the pinned units' bytes [lo, hi), sorted, never free
+    base: np.ndarray  # per unit: the pinned units' bases, 0 elsewhere
+    peak: int  # one past the highest pinned byte
+
+
+def free_list_sweep(sweep: Sweep, best: bool, deadline: float | None) -> tuple[np.ndarray, int]:
+    """Unit bases by the sweep over a `FreeList` in Python (the compiled sweep's twin, and
+    its fallback when the extension is not built), and the units cut by ``deadline``."""
+    free = FreeList([tuple(pair) for pair in sweep.reserved.tolist()])
+    base, peak = sweep.base.copy(), sweep.peak
+    extent, residue, modulus = (sweep.extent.tolist(), sweep.residue.tolist(),
+                                sweep.modulus.tolist())
+    order, starts = sweep.order.tolist(), sweep.starts.tolist()
+    by_end, ends = sweep.by_end.tolist(), sweep.ends.tolist()
     released, cut = 0, 0
-    for position, unit in enumerate(order.tolist()):
+    for position, unit in enumerate(order):
         if cut or (deadline is not None and position % CLOCK_EVERY == 0
                    and time.perf_counter() > deadline):
             cut = cut or len(order) - position
@@ -174,7 +188,32 @@ def sweep_offsets(units: Units, placement: str = "best_fit",
         at = free.take(extent[unit], residue[unit], modulus[unit], best)
         base[unit] = at
         peak = max(peak, at + extent[unit])
-    return units.offsets(base), {"placement": placement, "cut": cut}
+    return base, cut
+
+
+def sweep_offsets(units: Units, placement: str = "best_fit", deadline: float | None = None,
+                  *, compiled: bool | None = None) -> tuple[np.ndarray, dict]:
+    """Buffer offsets by the time sweep (see the module doc), and stats. ``compiled``: by
+    the compiled sweep (the same offsets, faster) or `free_list_sweep`; None: compiled when
+    the extension is built."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
+    if compiled is None:
+        compiled = compiled_place.available()
+    start, end = spans(units)
+    pinned = units.pinned
+    base = np.zeros(len(units), np.int64)
+    base[pinned] = units.pinned_base[pinned]
+    top = base[pinned] + units.extent[pinned]
+    reserved = np.stack((base[pinned], top), axis=1)[np.lexsort((top, base[pinned]))]
+    sweep = Sweep(units.extent, units.residue, units.modulus, *sweep_order(units, start, end),
+                  reserved, base, int(top.max(initial=0)))
+    best = placement == "best_fit"
+    if compiled:
+        bases, cut = compiled_place.compiled_sweep(sweep, best, deadline, CLOCK_EVERY)
+    else:
+        bases, cut = free_list_sweep(sweep, best, deadline)
+    return units.offsets(bases), {"placement": placement, "cut": cut, "compiled": compiled}
 
 
 def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
