@@ -324,7 +324,7 @@ def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
     assert not compiled_place.fits(problem, "best_fit", max_pairs=10)
 
 
-def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
+def test_best_runs_the_compiled_breadth_pass_right_after_the_sweep_on_large_problems():
     from memplan.heuristics import compiled_place
 
     if not compiled_place.available():
@@ -332,7 +332,8 @@ def test_best_runs_the_compiled_breadth_pass_first_on_large_problems():
     problem = network_like(1200, 10)
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
-    assert next(iter(plan.stats["arenas"])) == "greedy_by_breadth"
+    first, second = list(plan.stats["arenas"])[:2]  # a breadth pass cut by a short limit
+    assert first.startswith("time_sweep") and second == "greedy_by_breadth"  # leaves the sweep's
 
 
 @st.composite

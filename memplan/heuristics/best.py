@@ -6,9 +6,11 @@ Steps:
   exists early whatever the size; on training graphs, where lifetimes overlap
   so much that the pair lists below would take gigabytes, it is the plan;
   on problems over ``breadth_first_buffers`` that the compiled pass places
-  (`memplan.heuristics.compiled_place`), its breadth pass comes first, before
-  the sweep: a tenth of a second, and the best plan there; after the first
-  sweep (before the second placement's), the band of long-lived units
+  (`memplan.heuristics.compiled_place`), its breadth pass comes right after
+  the first sweep (both in C: hundredths of a second for the sweep, tenths
+  for the breadth pass, the best plan there; the sweep first, so that a
+  breadth pass cut by a short limit leaves a good plan); then the band of
+  long-lived units
   (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
   caches, the plan;
 - unless the problem has more than ``max_pairs`` overlapping pairs, build the
@@ -163,8 +165,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         greedy = [(name, lambda composition=composition: greedy_offsets(
             units_with(not compiled), composition, deadline, compiled=compiled))
             for name, composition in compositions]
-        if compiled and large:  # the compiled breadth pass: fast, and the best there
-            steps = greedy[:1] + steps + greedy[1:]
+        if compiled and large:  # the compiled breadth pass, the best there, after the
+            steps = steps[:1] + greedy[:1] + steps[1:] + greedy[1:]  # first sweep (in C)
         else:
             steps += greedy
         for name, run in steps:
