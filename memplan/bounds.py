@@ -25,6 +25,8 @@ cliques greedily (any clique is a valid bound).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from memplan.problem import Problem, alias_components
@@ -221,11 +223,18 @@ def clique_bound(problem: Problem) -> int:
     return best
 
 
+_LOWER_BOUNDS: weakref.WeakKeyDictionary[Problem, int] = weakref.WeakKeyDictionary()
+
+
 def lower_bound(problem: Problem) -> int:
-    """The best cheap lower bound: the live load, or a conflict clique when heavier."""
-    bound = live_load_bound(problem)
-    if len(problem.conflicts):
-        bound = max(bound, clique_bound(problem))
+    """The best cheap lower bound: the live load, or a conflict clique when heavier.
+    Computed once per problem (a `Problem` never changes): every plan asks for it."""
+    bound = _LOWER_BOUNDS.get(problem)
+    if bound is None:
+        bound = live_load_bound(problem)
+        if len(problem.conflicts):
+            bound = max(bound, clique_bound(problem))
+        _LOWER_BOUNDS[problem] = bound
     return bound
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memplan.bounds import time_overlap_count
+from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import PairLimitError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.time_sweep import sweep_offsets
@@ -80,6 +80,7 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
         began = time.perf_counter()
         chosen = parse_options(name, defaults, options)
         check_single_region(problem)
+        lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
         deadline = None if time_limit is None else began + time_limit
         try:
             units = Units.build(problem, pairs=_needs_pairs(problem, chosen),

@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from memplan.bounds import lower_bound
 from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
@@ -236,6 +237,7 @@ def unit_sweep_plan(name: str, place, problem: Problem, time_limit: float | None
     began = time.perf_counter()
     chosen = parse_options(name, defaults, options)
     check_single_region(problem)
+    lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
     units = Units.build(problem, pairs=False)
     deadline = None if time_limit is None else began + time_limit
     offsets, stats = place(units, chosen.placement, deadline)

@@ -4,7 +4,8 @@ Every CP-SAT run of memplan gets its solver from `cp_solver` (workers, seed,
 time limit, deterministic mode, log, Ctrl-C), and the exact planner's runs
 from `exact_solver`, which adds the NoOverlap2D reasoning and subsolvers of
 `ExactOptions`. The constants below say how a time limit is split between
-the stages of the exact and the deployment planners.
+the stages of the exact and the deployment planners (the warm start's share
+is in `memplan.solver.exact`: it runs before CP-SAT is imported).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from ortools.sat.python import cp_model
 from memplan.solver.exact_options import ExactOptions
 
 # exact planner (memplan.solver.exact, memplan.solver.cp_search)
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic
 DESCENT_SHARE = 0.75  # minimise: of a part's time spent bisecting by fit races
 DESCENT_STEP_SECONDS = 16.0  # minimise: most seconds one fit race of the bisection takes
 DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice

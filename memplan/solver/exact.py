@@ -66,15 +66,17 @@ from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import known_valid, validate
 
 HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
+WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
+WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
                 stats: dict) -> Plan | None:
     """The hint (the caller's or the warm-start planner's), if it is a valid plan."""
     if hint is None and options.warm_start is not None:
-        from memplan.solver.cp_params import WARM_START_SHARE  # (imports CP-SAT)
-
-        limit = None if options.time_limit is None else options.time_limit * WARM_START_SHARE
+        given = options.time_limit
+        limit = None if given is None else \
+            max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed)
         stats["warm_start"] = options.warm_start
     if hint is None:
