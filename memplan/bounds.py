@@ -129,7 +129,7 @@ def _cells_events(problem: Problem, members: np.ndarray, group: np.ndarray,
     opens = np.ones(len(cell), bool)
     opens[1:] = (cell[1:] != cell[:-1]) | (starts[1:] > reach[:-1])
     closes = np.append(opens[1:], True)
-    size = (edge_at[1:] - edge_at[:-1])[np.minimum(cell, len(edge_at) - 2)]
+    size = (edge_at[1:] - edge_at[:-1])[cell]  # a cell lies below its group's top edge
     return (np.concatenate([starts[opens], reach[closes]]),
             np.concatenate([size[opens], -size[closes]]))
 

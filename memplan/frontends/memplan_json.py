@@ -181,8 +181,9 @@ def _steps(r: _Reader, entries: list) -> list[Step]:
     names, ops = (r.column(entries, key, str, step, "") for key in ("name", "op"))
     reads, writes = (r.column(entries, key, list, step, []) for key in ("reads", "writes"))
     if not set(map(type, chain.from_iterable(reads + writes))) <= {str}:
-        for t, entry in enumerate(entries):
-            r.names(entry, "reads", step(t)), r.names(entry, "writes", step(t))
+        for t, entry in enumerate(entries):  # name the first step with a bad name
+            r.names(entry, "reads", step(t))
+            r.names(entry, "writes", step(t))
     return list(map(Step, names, ops, map(tuple, reads), map(tuple, writes)))
 
 

@@ -166,6 +166,18 @@ done:
     return (int)code;
 }
 
+/* What a pass returns to Python: (the unit bases as bytes, the units cut), or the memory
+ * error of a run that returned -1; frees the bases either way. */
+static PyObject *finished(int code, int64_t *base, int64_t units, int64_t cut) {
+    PyObject *result = NULL;
+    if (code) PyErr_NoMemory();
+    else result = Py_BuildValue("(y#L)", (const char *)base,
+                                (Py_ssize_t)(units * (Py_ssize_t)sizeof(int64_t)),
+                                (long long)cut);
+    free(base);
+    return result;
+}
+
 static PyObject *place(PyObject *self, PyObject *args) {
     Py_buffer b[13];
     int best, timed;
@@ -203,11 +215,7 @@ static PyObject *place(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     code = run(&p);
     Py_END_ALLOW_THREADS
-    if (code) PyErr_NoMemory();
-    else result = Py_BuildValue("(y#L)", (const char *)p.base,
-                                (Py_ssize_t)(p.units * (Py_ssize_t)sizeof(int64_t)),
-                                (long long)p.cut);
-    free(p.base);
+    result = finished(code, p.base, p.units, p.cut);
 release:
     for (int i = 0; i < 13; i++) PyBuffer_Release(&b[i]);
     return result;
@@ -446,11 +454,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     code = sweep_run(&s);
     Py_END_ALLOW_THREADS
-    if (code) PyErr_NoMemory();
-    else result = Py_BuildValue("(y#L)", (const char *)s.base,
-                                (Py_ssize_t)(s.units * (Py_ssize_t)sizeof(int64_t)),
-                                (long long)s.cut);
-    free(s.base);
+    result = finished(code, s.base, s.units, s.cut);
 release:
     for (int i = 0; i < 9; i++) PyBuffer_Release(&b[i]);
     return result;

@@ -40,12 +40,12 @@ class OrderSearch:
     def __init__(self, problem: Problem, time_limit: float | None, began: float,
                  units: Units | None = None):
         self.problem = problem
-        self.deadline = float("inf") if time_limit is None else began + time_limit
         self.units = Units.build(problem, deadline=listing_deadline(began, time_limit)) \
             if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
         self.began = began
+        self.deadline = float("inf") if time_limit is None else began + time_limit
         self.evaluations = 0
         self.first_member = self.units.first_member
         self.best_arena = np.iinfo(np.int64).max
