@@ -62,6 +62,7 @@ from memplan.problem import NO_OFFSET, Problem
 
 PAIR_CHECK = 16_000_000  # at most this many pairs go through the numpy check, else the sweep
 PAIR_CHUNK = 1 << 21  # pairs listed at once (memory: a few dozen bytes each)
+SWEEP_PAIRS = 64  # listed pairs that cost what one buffer costs the sweep (measured)
 
 
 @dataclass(frozen=True)
@@ -238,9 +239,10 @@ def _no_overlap_by_pairs(problem: Problem, offsets: np.ndarray, sizes: np.ndarra
                 _address_runs(time_lo, time_hi, space_lo, space_hi)]
     totals = [sum(int(counts.sum()) for _, _, counts in runs) for runs in listings]
     listed = int(np.argmin(totals))
-    # the sweep moves about (time pairs / n) list slots a buffer, ~64 of them the cost of
-    # one listed pair: it wins unless the live sets are large
-    if totals[listed] > min(PAIR_CHECK, 4 * len(members) + totals[0] // 64):
+    # a buffer costs the sweep about SWEEP_PAIRS listed pairs (its two events in Python:
+    # ~3 us, a listed pair ~45 ns), plus about (time pairs / n) list slots moved, ~64 of
+    # them the cost of one listed pair: the pairs win unless a buffer has many
+    if totals[listed] > min(PAIR_CHECK, SWEEP_PAIRS * len(members) + totals[0] // 64):
         return False
     other_lo, other_hi = (space_lo, space_hi) if listed == 0 else (time_lo, time_hi)
     label, links = sharing
