@@ -4,6 +4,8 @@ Correctness only (every plan through the validator, never worse than its start,
 cuts reported); how fast and how good at 10k-100k buffers is in BENCHMARKS.md.
 """
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -195,6 +197,28 @@ def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
     assert 0 <= plan.stats["validate_reserve"] <= 30
     untimed = plan_with("best", problem)  # no limit: no reserve, one validation
     assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
+
+
+def test_best_validates_its_first_plan_beside_the_compiled_breadth_pass(monkeypatch):
+    from memplan.heuristics import best, compiled_place
+
+    if not compiled_place.available():
+        pytest.skip("the compiled kernel is not built")
+    seen = []  # (plan validated, on the main thread)
+    timed = best._validation_seconds
+
+    def spy(problem, offsets, name):
+        seen.append((name, threading.current_thread() is threading.main_thread()))
+        return timed(problem, offsets, name)
+
+    monkeypatch.setattr(best, "_validation_seconds", spy)
+    problem = network_like(3000, 7)
+    threads = threading.active_count()
+    plan = plan_with("best", problem, time_limit=30, breadth_first_buffers=1000)
+    assert validate(problem, plan) == [] and threading.active_count() == threads
+    assert seen[0] == ("time_sweep(placement='best_fit')", False)
+    assert all(main for _, main in seen[1:]) and plan.stats["validate_seconds"] >= 0
+    assert plan.stats["arenas"]["greedy_by_breadth"] > 0  # the pass ran beside it
 
 
 def test_an_exact_plan_equal_to_its_warm_start_is_not_validated_twice():
