@@ -30,6 +30,7 @@ from memplan.errors import (
     NoPlanError,
     ProblemError,
     UnknownPlannerError,
+    UnsoundBoundError,
 )
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
@@ -42,10 +43,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
-    "ProblemError", "Region", "Step", "UnknownPlannerError", "Violation", "check", "compare",
-    "explain", "from_onnx", "from_tflite", "live_bytes", "load", "load_profile", "lower_bound",
-    "plan_with", "planners", "plot_comparison", "plot_layout", "plot_memory", "register",
-    "reorder", "solve", "solve_report", "sweep", "validate",
+    "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError", "Violation",
+    "check", "compare", "explain", "from_onnx", "from_tflite", "live_bytes", "load",
+    "load_profile", "lower_bound", "plan_with", "planners", "plot_comparison", "plot_layout",
+    "plot_memory", "register", "reorder", "solve", "solve_report", "sweep", "validate",
 ]
 
 

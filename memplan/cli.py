@@ -38,7 +38,7 @@ from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
-from memplan.errors import InvalidPlanError, MemplanError, ProblemError
+from memplan.errors import InvalidPlanError, MemplanError, ProblemError, UnsoundBoundError
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
@@ -51,7 +51,7 @@ from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
 from memplan.viz import human_bytes
 
-OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
+OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # exit codes (3: a solver defect caught)
 INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
@@ -233,7 +233,8 @@ def _plan_summary(plan: Plan | None) -> dict[str, Any] | None:
         return None
     return {"planner": plan.planner, "chosen": plan.stats.get("winner", plan.planner),
             "arena_size": plan.arena_size, "status": plan.status,
-            "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds}
+            "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds,
+            "clock_cut": bool(plan.stats.get("clock_cut"))}
 
 
 def _summary(model: str, report: api.SolveReport, written: dict[str, str],
@@ -283,6 +284,9 @@ def _print_summary(s: dict[str, Any]) -> None:
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
+    if exact is not None and exact["clock_cut"]:
+        rows.append(("note", "deterministic mode stopped by the clock at the time limit "
+                             "(CP-SAT's deterministic time fell behind): a rerun may differ"))
     if s["capacity"] is not None:
         rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
@@ -699,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, RecursionError | MemoryError):
             error = UsageError(f"the input is too large or too deeply nested "
                                f"({type(error).__name__})")
-        code = FAILED if isinstance(error, InvalidPlanError) else BAD_INPUT
+        code = FAILED if isinstance(error, InvalidPlanError) else \
+            INTERNAL if isinstance(error, UnsoundBoundError) else BAD_INPUT
         where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
         message = error.strerror if isinstance(error, OSError) and error.strerror else error
         print(f"memplan {args.command}: error: {where}{message}", file=sys.stderr)

@@ -8,7 +8,8 @@ user can find it without a traceback::
     ├── UnknownPlannerError (KeyError)   a planner name nobody registered
     ├── InvalidPlanError (ValueError)    a plan that breaks its problem
     ├── NoPlanError (RuntimeError)       a planner ended without any plan
-    └── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
+    ├── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
+    └── UnsoundBoundError (RuntimeError) a proven bound above a valid plan: a solver defect
 """
 
 from __future__ import annotations
@@ -64,3 +65,11 @@ class PairLimitError(MemplanError, RuntimeError):
     """The pairs of buffers that overlap in time are too many to list: more than memplan
     holds in memory, or more than the time left allows (`memplan.heuristics.units`).
     Planners that need the lists catch it and plan without them, saying so in stats."""
+
+
+class UnsoundBoundError(MemplanError, RuntimeError):
+    """A bound the exact planner proved lies above the arena of a valid plan it has seen.
+
+    No plan can beat a true lower bound, so this is a defect inside the solver
+    (a wrong bound), never a result: it is raised, not turned into a status.
+    """

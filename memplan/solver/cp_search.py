@@ -29,7 +29,6 @@ so a search repeats itself.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 import time
@@ -39,7 +38,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
-from memplan.solver.cp_params import DETERMINISTIC_SLICE, exact_solver
+from memplan.solver.cp_params import (
+    DETERMINISTIC_SLICE,
+    bound_of,
+    cut_by_clock,
+    exact_solver,
+    proven_bound,
+)
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
 from memplan.solver.outcome import Outcome
@@ -82,7 +87,7 @@ class _Lane:
     def __init__(self, model: Model, cp: cp_model.CpModel, solver: cp_model.CpSolver,
                  on_solution: Callable[[np.ndarray], None], task: tuple):
         self.task = task  # (order, slice seconds)
-        self.solver = solver
+        self.cp, self.solver = cp, solver
         self.reporter = _Reporter(model, on_solution)
         self.done = threading.Event()  # not Thread.join: an interrupted join is unreliable
         self.status: int | None = None
@@ -135,7 +140,9 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
             while len(running) < width and not state.timed_out(began, seconds):
                 running.append(_start(model, state, options, next(tasks),
                                       1 if race else workers, state.left(began, seconds),
-                                      on_solution, on_bound))
+                                      on_solution, on_bound,
+                                      None if seconds is None else
+                                      seconds - (time.perf_counter() - began)))
             if not running:
                 break
             interrupted = _wait(running, options.stop)
@@ -161,8 +168,9 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
 
 
 def _start(model: Model, state: _State, options: ExactOptions, task, workers: int,
-           left: float | None, on_solution, on_bound) -> _Lane:
-    """A lane searching with ``task`` = (order or None, slice seconds or None)."""
+           left: float | None, on_solution, on_bound, wall_left: float | None) -> _Lane:
+    """A lane searching with ``task`` = (order or None, slice seconds or None); in
+    deterministic mode ``left`` is deterministic time and ``wall_left`` caps the clock."""
     order, slice_seconds = task
     cp = model.cp.clone()
     if state.best is not None:
@@ -177,9 +185,9 @@ def _start(model: Model, state: _State, options: ExactOptions, task, workers: in
             cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
     limits = [t for t in (left, slice_seconds) if t is not None]
     solver = exact_solver(options, workers=max(workers, 1),
-                          seconds=min(limits) if limits else None)
+                          seconds=min(limits) if limits else None, wall_seconds=wall_left)
     if state.minimize:
-        solver.best_bound_callback = lambda value: on_bound(math.ceil(value - 1e-6))
+        solver.best_bound_callback = lambda value: on_bound(bound_of(value))
     return _Lane(model, cp, solver, on_solution, task)
 
 
@@ -192,7 +200,7 @@ class _State:
         self.best: np.ndarray | None = None
         self.bound = model.lower_bound
         self.outcome: Outcome | None = None
-        self.stats = {"runs": 0, "branches": 0, "conflicts": 0}
+        self.stats = {"runs": 0, "branches": 0, "conflicts": 0, "clock_cuts": 0}
 
     def left(self, began: float, seconds: float | None) -> float | None:
         """Seconds left: wall seconds, or deterministic ones in deterministic mode."""
@@ -201,8 +209,9 @@ class _State:
         return seconds - (self.spent if self.deterministic else time.perf_counter() - began)
 
     def timed_out(self, began: float, seconds: float | None) -> bool:
+        """No time left: deterministic or wall seconds (the clock caps deterministic mode)."""
         left = self.left(began, seconds)
-        return left is not None and left <= 0
+        return left is not None and (left <= 0 or time.perf_counter() - began >= seconds)
 
     def absorb(self, lane: _Lane, *, final: bool):
         """Take a finished run's plan, bound and verdict."""
@@ -213,6 +222,7 @@ class _State:
         self.spent += solver.deterministic_time
         self.stats["branches"] += solver.num_branches
         self.stats["conflicts"] += solver.num_conflicts
+        self.stats["clock_cuts"] += cut_by_clock(solver)  # deterministic runs the clock ended
         found = None
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = self.model.offsets(solver)
@@ -222,7 +232,7 @@ class _State:
                                   < _peak(self.model, self.best)):
             self.best = found
         if self.minimize and status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
-            self.bound = max(self.bound, math.ceil(solver.best_objective_bound - 1e-6))
+            self.bound = max(self.bound, proven_bound(solver, lane.cp))
         if self.outcome is None:
             self.outcome = _ended(self.model, status, self.best, self.bound, self.stats,
                                   final=final)

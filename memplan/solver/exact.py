@@ -54,7 +54,7 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.errors import NoPlanError
+from memplan.errors import NoPlanError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
@@ -106,16 +106,21 @@ class _Run:
             for i, part in enumerate(self.parts):
                 self.tops[i] = self._top(part, part_offsets(part, hint.offsets))
         self.reported: tuple | None = None
+        self.unsound: tuple[int, int] | None = None  # (bound, arena): a bound above a plan
+        self.clock_cuts = 0  # deterministic CP-SAT runs that the wall clock ended
         self.build_seconds: dict[int, float] = {}  # per part: seconds its last model took
 
     def _top(self, part: Part, offsets: np.ndarray) -> int:
         return int((offsets + part.problem.sizes).max()) * part.scale
 
     def report(self):
-        if self.options.on_progress is None:
-            return
+        """Check the bound against the best plan (`check_bound`); tell ``on_progress``."""
         arena = None if None in self.tops else max(self.tops, default=0)
         bound = max([self.lower, *self.bounds])
+        if arena is not None and bound > arena and self.unsound is None:
+            self.unsound = (bound, arena)  # raised by `_plan`: this may be CP-SAT's thread
+        if self.options.on_progress is None:
+            return
         if (arena, bound) != self.reported:
             self.reported = (arena, bound)
             self.options.on_progress(Progress(arena, bound, time.perf_counter() - self.began))
@@ -359,6 +364,7 @@ class _Run:
 
         outcome = cp.search(model, options, on_solution=on_solution, on_bound=on_bound,
                          seconds=seconds)
+        self.clock_cuts += outcome.stats.get("clock_cuts", 0)
         outcome.stats.update(boxes=len(model.geometry.boxes), units=len(model.geometry.units),
                              links=len(model.geometry.links),
                              loose_aliases=len(model.geometry.loose))
@@ -496,11 +502,29 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
         scale = run.parts[statuses.index("infeasible")].scale
         bound = max(bound, (capacity // scale + 1) * scale)
     stats.setdefault("interrupted", False)
+    stats["clock_cut"] = run.clock_cuts > 0  # deterministic mode: this run may not repeat
     stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
                                                  for o in outcomes])
     result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
+    check_bound(result, run.unsound)
     result.status = plan_status(result.arena_size, result.best_bound,
                                 fits=capacity is None or result.arena_size <= capacity,
                                 proven_infeasible=infeasible, searched=True)
     return result
+
+
+def check_bound(result: Plan, seen: tuple[int, int] | None = None) -> None:
+    """Raise `UnsoundBoundError` when a proven bound lies above a valid plan's arena.
+
+    A true lower bound is at most every valid plan's arena: one above the
+    returned plan, or above any complete plan ``seen`` during the run (bound,
+    arena), means a wrong bound, never a status. O(1).
+    """
+    found = seen if seen is not None else (result.best_bound, result.arena_size) \
+        if result.best_bound > result.arena_size else None
+    if found is not None:
+        bound, arena = found
+        raise UnsoundBoundError(
+            f"the exact planner proved a lower bound of {bound} bytes, above a valid plan of "
+            f"{arena} bytes: a solver defect, please report it with the problem")

@@ -55,6 +55,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.solver.cp_params import cp_solver
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import build_model
 
@@ -252,13 +253,8 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     model.hint(offsets)
     cp.add_hint(peak, old_peak)
     _dedupe_hints(cp)
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    params.num_workers = options.workers or 1
-    params.random_seed = options.seed
-    params.catch_sigint_signal = False
-    params.log_search_progress = options.log
-    params.max_time_in_seconds = seconds - built
+    solver = cp_solver(workers=options.workers or 1, seed=options.seed, seconds=seconds - built,
+                       log=options.log, ctrl_c=False)
     status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
              "built": built}
