@@ -8,7 +8,8 @@ user can find it without a traceback::
     ├── UnknownPlannerError (KeyError)   a planner name nobody registered
     ├── InvalidPlanError (ValueError)    a plan that breaks its problem
     ├── NoPlanError (RuntimeError)       a planner ended without any plan
-    └── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
+    ├── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
+    └── MissingExtraError (ImportError)  an optional dependency that is not installed
 """
 
 from __future__ import annotations
@@ -64,3 +65,18 @@ class PairLimitError(MemplanError, RuntimeError):
     """The pairs of buffers that overlap in time are too many to list: more than memplan
     holds in memory, or more than the time left allows (`memplan.heuristics.units`).
     Planners that need the lists catch it and plan without them, saying so in stats."""
+
+
+class MissingExtraError(MemplanError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def require(module: str, extra: str, purpose: str):
+    """``module``, imported; or `MissingExtraError`: ``purpose`` needs ``memplan[extra]``."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not "
+                                f"installed: pip install 'memplan[{extra}]'") from None
