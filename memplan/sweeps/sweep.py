@@ -127,7 +127,7 @@ def sweep(models: Iterable[str | os.PathLike], *,
     """
     import pandas as pd
 
-    require("distributed", "sweep", "a sweep (Dask distributed)")
+    require("distributed", "sweep", "memplan sweep (Dask)")
     began = time.perf_counter()
     tasks = make_tasks(models, dims=dims, batches=batches, capacities=capacities,
                        planners=planners, time_limit=time_limit,
