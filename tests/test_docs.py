@@ -24,9 +24,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import shutil
-import os
 import subprocess
 import sys
 import textwrap
