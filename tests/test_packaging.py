@@ -58,11 +58,18 @@ def test_a_missing_extra_is_one_line_with_its_install_command(monkeypatch, capsy
     assert err.count("\n") == 1 and "pip install 'memplan[sweep]'" in err
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    from onnx import TensorProto, helper
+
     from memplan.proofs.onnx_arena import ArenaRunner
 
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    relu = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                               [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(MissingExtraError, match=r"pip install 'memplan\[prove\]'"):
-        ArenaRunner(SQUEEZENET)
-    ArenaRunner(SQUEEZENET, backend="reference")  # onnx's own runtime needs no extra
+        ArenaRunner(relu)
+    ArenaRunner(relu, backend="reference")  # onnx's own runtime needs no extra
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     problem = Problem([Buffer("a", 4, 0, 1)])
