@@ -197,13 +197,18 @@ def run_cli_example(command: str) -> str:
 
 
 def test_the_readme_cli_example_is_what_the_command_prints():
-    """Timings aside, the README shows today's output; to refresh it, run this module
-    (``python -m tests.test_docs``) and paste what it prints."""
+    """Timings aside, the README shows today's output; to refresh it, run
+    ``python -m tests.test_docs --update`` (it rewrites the block in README.md)."""
     command, shown = readme_cli_example()
     printed = run_cli_example(command)
     assert _TIMES.sub("T", printed) == _TIMES.sub("T", shown), printed
 
 
 if __name__ == "__main__":
-    command, _ = readme_cli_example()
-    print(f"$ {command}\n{run_cli_example(command)}", end="")
+    command, shown = readme_cli_example()
+    printed = run_cli_example(command)
+    if "--update" in sys.argv:
+        readme = ROOT / "README.md"
+        text = readme.read_text()
+        readme.write_text(text.replace(f"$ {command}\n{shown}", f"$ {command}\n{printed}", 1))
+    print(f"$ {command}\n{printed}", end="")
