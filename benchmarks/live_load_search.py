@@ -1,4 +1,4 @@
-"""Searching for a layout at (or near) the live load of MiniMalloc's D and J (issue 12).
+"""Searching for a layout at (or near) the live load of MiniMalloc's D and J.
 
     python -m benchmarks.live_load_search --problem D --method restarts --height 963 --seconds 300
     python -m benchmarks.live_load_search --problem D --method packed --height 963 --seconds 420

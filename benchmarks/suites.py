@@ -12,7 +12,7 @@ Suites:
   ``benchmarks/data/minimalloc/`` (Apache-2.0; licence and source beside them),
   capacity 1048576 (``fit`` mode) or none (``minimise`` mode);
 - ``conflict-graph``: explicit-conflict problems without lifetimes: the
-  eight-operator example of issue 4 and seeded random graphs;
+  eight-operator example (`eight_operators`) and seeded random graphs;
 - ``scale``: `benchmarks.generate.network_like` at 1k, 10k and 100k buffers;
 - ``large``: realistic problems of 1k, 3k, 10k, 30k and 100k buffers from
   seeded generators (`benchmarks.large`): ONNX transformer decoders with KV
@@ -87,7 +87,7 @@ def _minimalloc() -> list[Case]:
 
 
 def eight_operators() -> Problem:
-    """Issue 4's conflict graph: sizes in MiB; no sharing needs 69, a splitting planner 46."""
+    """Eight operators' conflict graph (MiB): no sharing needs 69, a splitting planner 46."""
     sizes = {"1": 5, "2": 10, "3": 8, "4": 20, "5": 2, "6": 6, "7": 15, "8": 3}
     pairs = ["1-2", "2-3", "2-4", "2-5", "3-4", "3-5", "3-6", "4-5", "4-6", "4-7", "5-6",
              "5-7", "5-8", "6-7", "7-8"]

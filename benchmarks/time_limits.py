@@ -1,6 +1,6 @@
 """``python -m benchmarks.time_limits``: does every planner keep its ``time_limit``?
 
-Issue 13's promise: a planner given ``time_limit=T`` returns within T + 10%,
+The promise: a planner given ``time_limit=T`` returns within T + 10%,
 at every size up to 100k buffers, cutting a pass that cannot finish (and
 saying so in its stats). Steps:
 

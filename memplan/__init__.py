@@ -39,15 +39,33 @@ from memplan.sweeps.sweep import sweep  # memplan.sweep is this function
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --version` prints it
 
 __all__ = [
     "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
     "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError", "Violation",
-    "check", "compare", "explain", "from_onnx", "from_tflite", "live_bytes", "load",
+    "check", "compare", "explain", "from_onnx", "from_tflite", "kernels", "live_bytes", "load",
     "load_profile", "lower_bound", "plan_with", "planners", "plot_comparison", "plot_layout",
     "plot_memory", "register", "reorder", "solve", "solve_report", "sweep", "validate",
 ]
+
+
+def kernels() -> dict[str, bool]:
+    """Which compiled C kernels are loaded: the exact planner's canonical search and the
+    heuristics' placement pass (without them the same plans come slower, from Python)."""
+    from memplan.heuristics import compiled_place
+    from memplan.solver import canonical
+
+    return {"canonical": canonical.available(), "placement": compiled_place.available()}
+
+
+if not all(kernels().values()):  # once per process: the import runs once
+    import warnings
+
+    warnings.warn("memplan's compiled kernels are not loaded (" + ", ".join(
+        k for k, v in kernels().items() if not v) + "): plans are the same but slower; "
+        "reinstall with a C compiler ('memplan info' shows the kernels)", RuntimeWarning,
+        stacklevel=2)
 
 
 def __getattr__(name: str):

@@ -34,6 +34,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+import memplan
 from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
@@ -489,6 +490,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     facts = api.info(_load(args.model, args), largest=args.largest)
     facts["order"] = _order_summary(getattr(args, "reordering", None))
+    facts["kernels"] = memplan.kernels()
     if args.json:
         print(json.dumps(facts, indent=1))
         return OK
@@ -505,12 +507,22 @@ def cmd_info(args: argparse.Namespace) -> int:
             ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
     if facts["order"]:
         rows.append(_order_row(facts["order"]))
+    rows.append(("kernels", kernel_line()))
     _print_rows(rows)
     print("largest tensors:")
     for t in facts["largest"]:
         print(f"  {human_bytes(t['size']):>10}  [{t['start']}, {t['end']})  {t['kind']:<10} "
               f"{t['id']}")
     return OK
+
+
+def kernel_line() -> str:
+    """Whether the compiled kernels are loaded, for ``memplan info``."""
+    missing = [name for name, loaded in memplan.kernels().items() if not loaded]
+    if not missing:
+        return "compiled (canonical search, placement pass)"
+    return (f"not loaded: {', '.join(missing)} (plans are the same, slower; "
+            f"reinstall with a C compiler)")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -675,6 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
         "every tensor an offset in one arena, as small as it can be, with a proof of how "
         "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
         "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"memplan {memplan.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub, *shared)
     _add_other_commands(sub, *shared)

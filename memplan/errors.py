@@ -9,7 +9,8 @@ user can find it without a traceback::
     ├── InvalidPlanError (ValueError)    a plan that breaks its problem
     ├── NoPlanError (RuntimeError)       a planner ended without any plan
     ├── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
-    └── UnsoundBoundError (RuntimeError) a proven bound above a valid plan: a solver defect
+    ├── UnsoundBoundError (RuntimeError) a proven bound above a valid plan: a solver defect
+    └── MissingExtraError (ImportError)  an optional dependency that is not installed
 """
 
 from __future__ import annotations
@@ -73,3 +74,18 @@ class UnsoundBoundError(MemplanError, RuntimeError):
     No plan can beat a true lower bound, so this is a defect inside the solver
     (a wrong bound), never a result: it is raised, not turned into a status.
     """
+
+
+class MissingExtraError(MemplanError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def require(module: str, extra: str, purpose: str):
+    """``module``, imported; or `MissingExtraError`: ``purpose`` needs ``memplan[extra]``."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not "
+                                f"installed: pip install 'memplan[{extra}]'") from None

@@ -490,10 +490,12 @@ class Reordering:
 
     @property
     def original_bound(self) -> int:
+        """The lower bound under the file's operator order."""
         return lower_bound(self.original)
 
     @property
     def bound(self) -> int:
+        """The lower bound under the new operator order."""
         return lower_bound(self.problem)
 
     @property

@@ -75,6 +75,7 @@ class Plan:
         return (self.arena_size - self.best_bound) / self.arena_size if self.arena_size else 0.0
 
     def offset_of(self, problem: Problem, id: str) -> int:
+        """The offset of the buffer named ``id`` (``problem`` maps names to positions)."""
         return int(self.offsets[problem.index(id)])
 
     def __repr__(self) -> str:

@@ -55,6 +55,7 @@ class Buffer:
 
     @property
     def lifetime(self) -> tuple[int, int]:
+        """``(start, end)``: the half-open steps the buffer is live."""
         return (self.start, self.end)
 
 
@@ -352,6 +353,7 @@ class Problem:
 
     @property
     def buffers(self) -> Iterator[Buffer]:
+        """Each buffer as a `Buffer` row, in problem order (built on demand: O(n))."""
         return (self.buffer(i) for i in range(len(self)))
 
     @property

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memplan.bounds import live_bytes
+from memplan.errors import require
 from memplan.plan import Plan
 from memplan.problem import Problem, alias_components
 
@@ -50,7 +51,7 @@ _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
 
 def _pyplot():
     """pyplot, on the Agg backend when there is no display to draw on."""
-    import matplotlib
+    matplotlib = require("matplotlib", "plot", "plotting")
 
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

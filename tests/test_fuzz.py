@@ -1,6 +1,6 @@
 """Fuzzing: random problems through every planner, random files through every command.
 
-What it holds memplan to (issue 11):
+What it holds memplan to:
 
 - every plan of every registered planner (and of the deployment pipeline
   for regions and variable scratch) passes `memplan.validate` *and* the

@@ -1,4 +1,4 @@
-"""The issue-12 experiments (`benchmarks.live_load_search`) against brute force.
+"""The live-load layout experiments (`benchmarks.live_load_search`) against brute force.
 
 On tiny random problems (exhaustive optimum from `tests.test_canonical`), the
 restarts find a layout at the optimum and prove the height below it infeasible

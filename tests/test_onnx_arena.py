@@ -209,7 +209,7 @@ def test_a_problem_of_another_model_is_refused():
         runner.check(stranger, disjoint_plan(stranger))
 
 
-# ------------------------------------------------ the probe's defects (issue 19), each its model
+# ------------------------------------------------ the probe's past defects, each its model
 def graph_model(nodes, inputs, outputs, initializers=(), opset=18):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],

@@ -1,4 +1,4 @@
-"""Inputs that once broke memplan (issue 11), each kept as a regression test.
+"""Inputs that once broke memplan, each kept as a regression test.
 
 Every test builds its own input. What they hold memplan to: a problem it
 cannot represent is refused (exit 2, one line naming the file, line or buffer

@@ -1,6 +1,6 @@
 """Why the arena is as large as it is: the peak, a plan's gap, and a capacity that cannot be met.
 
-A model engineer whose network does not fit asks *what makes the peak?*
+Someone whose network does not fit asks *what makes the peak?*
 and *why does it not fit?*; `explain` answers both with named operators and
 tensors, and measures what would help. ``explain(problem, plan=None)``
 returns an `Explanation` (dataclasses of `memplan.diagnosis.explanation`) that prints as text

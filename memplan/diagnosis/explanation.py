@@ -117,6 +117,7 @@ class Explanation:
     _plot: tuple = field(default=(), repr=False, compare=False)  # (problem, plan) to draw
 
     def to_dict(self) -> dict[str, Any]:
+        """The explanation as plain JSON-ready data (what ``--json`` prints)."""
         document = asdict(self)
         document.pop("_plot")
         return document

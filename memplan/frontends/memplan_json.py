@@ -44,6 +44,7 @@ _BUFFER_DEFAULTS = {"alignment": 1, "offset": None, "regions": None, "kind": "ac
 
 
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    """``problem`` as a memplan-problem JSON document (a dict)."""
     buffers = []
     for b in problem.buffers:
         row = {"id": b.id, "size": b.size, "start": b.start, "end": b.end}
@@ -188,6 +189,7 @@ def _steps(r: _Reader, entries: list) -> list[Step]:
 
 
 def plan_to_dict(problem: Problem, plan: Plan) -> dict[str, Any]:
+    """``plan`` as a memplan-plan JSON document (a dict), offsets by buffer id."""
     def by_id(values):
         return None if values is None else dict(zip(problem.ids, np.asarray(values).tolist(),
                                                      strict=True))
@@ -291,6 +293,7 @@ def _check_version(r: _Reader, document: dict, what: str) -> None:
 
 
 def read_problem(path: str | os.PathLike) -> Problem:
+    """The problem in a memplan JSON file (or the problem part of a problem-and-plan file)."""
     document = _load(path)
     if isinstance(document, dict) and "problem" in document:  # a problem and its plan
         document = document["problem"]
@@ -298,6 +301,7 @@ def read_problem(path: str | os.PathLike) -> Problem:
 
 
 def read_plan(path: str | os.PathLike, problem: Problem) -> Plan:
+    """The plan in a memplan JSON file, for ``problem`` (offsets matched by buffer id)."""
     document = _load(path)
     if isinstance(document, dict) and "plan" in document:
         document = document["plan"]
@@ -305,10 +309,12 @@ def read_plan(path: str | os.PathLike, problem: Problem) -> Plan:
 
 
 def write_problem(path: str | os.PathLike, problem: Problem) -> None:
+    """Write ``problem`` as a memplan JSON file."""
     with open(path, "w") as handle:
         json.dump(problem_to_dict(problem), handle, indent=1)
 
 
 def write_plan(path: str | os.PathLike, problem: Problem, plan: Plan) -> None:
+    """Write ``plan`` of ``problem`` as a memplan JSON file."""
     with open(path, "w") as handle:
         json.dump(plan_to_dict(problem, plan), handle, indent=1)

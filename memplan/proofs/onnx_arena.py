@@ -68,7 +68,7 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
 
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, require
 from memplan.frontends.onnx_aliases import ELEMENTWISE
 from memplan.frontends.onnx_graph import (
     STANDARD_DOMAINS,
@@ -206,6 +206,8 @@ class ArenaRunner:
                  backend: str = "onnxruntime"):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if backend == "onnxruntime":
+            require("onnxruntime", "prove", "running the model (--backend reference needs none)")
         proto, self.source = load_model(model)
         external = next(_external_tensors(proto.graph), None)
         if external is not None:

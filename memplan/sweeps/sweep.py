@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from memplan.errors import require
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
 from memplan.sweeps.sweep_tasks import (
     ALL,
@@ -126,6 +127,7 @@ def sweep(models: Iterable[str | os.PathLike], *,
     """
     import pandas as pd
 
+    require("distributed", "sweep", "memplan sweep (Dask)")
     began = time.perf_counter()
     tasks = make_tasks(models, dims=dims, batches=batches, capacities=capacities,
                        planners=planners, time_limit=time_limit,
