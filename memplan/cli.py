@@ -38,7 +38,7 @@ from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
-from memplan.errors import InvalidPlanError, MemplanError, ProblemError
+from memplan.errors import InvalidPlanError, MemplanError, ProblemError, one_line
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
@@ -148,8 +148,9 @@ def _load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = Tr
         else:
             problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
                                **_onnx_options(path, args))
-    except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}
-        raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error))) from None
+    except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}, strict=False
+        raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error)).replace(
+            "from_onnx(..., strict=False)", "--no-strict")) from None
     if not own_capacity or not hasattr(args, "capacity"):  # the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
@@ -174,7 +175,8 @@ def _order_summary(reordering: Reordering | None) -> dict[str, Any] | None:
     return {"method": reordering.method, "file_lower_bound": reordering.original_bound,
             "lower_bound": reordering.bound, "saving": reordering.saving,
             "best_bound": reordering.best_bound, "seconds": reordering.seconds,
-            "kept_file_order": bool(reordering.stats.get("kept_file_order"))}
+            "kept_file_order": bool(reordering.stats.get("kept_file_order")),
+            "note": reordering.stats.get("note")}
 
 
 def _order_row(order: dict[str, Any]) -> tuple[str, str]:
@@ -182,7 +184,8 @@ def _order_row(order: dict[str, Any]) -> tuple[str, str]:
         f", proven bound over all orders {human_bytes(order['best_bound'])}"
     return ("operator order", f"{order['method']}: lower bound {human_bytes(order['lower_bound'])}"
                               f" (file order {human_bytes(order['file_lower_bound'])}, saving "
-                              f"{order['saving']:.2%}{proven}), {order['seconds']:.2f} s")
+                              f"{order['saving']:.2%}{proven}), {order['seconds']:.2f} s"
+                              + (f"; file order kept: {order['note']}" if order["note"] else ""))
 
 
 # ---------------------------------------------------------------- solve
@@ -702,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
         code = FAILED if isinstance(error, InvalidPlanError) else BAD_INPUT
         where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
         message = error.strerror if isinstance(error, OSError) and error.strerror else error
-        print(f"memplan {args.command}: error: {where}{message}", file=sys.stderr)
+        print(f"memplan {args.command}: error: {where}{one_line(message)}", file=sys.stderr)
         return code
     except KeyboardInterrupt:
         print(f"memplan {args.command}: interrupted before any plan", file=sys.stderr)
