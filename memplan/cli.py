@@ -401,9 +401,10 @@ def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
         print(json.dumps({
             "model": str(path), "plan": args.plan, "proven": report.ok,
             "outputs_identical": not report.mismatches, "arena_size": report.arena_size,
-            "tflm_head": report.tflm.head, "planned_head": report.planned.head,
-            "tail": report.planned.tail, "tflm_min_arena": report.min_arena,
-            "planned_min_arena": report.planned_min_arena}, indent=1))
+            "tflm_head": report.tflm and report.tflm.head,
+            "planned_head": report.planned and report.planned.head,
+            "tail": report.planned and report.planned.tail, "tflm_min_arena": report.min_arena,
+            "planned_min_arena": report.planned_min_arena, "refused": report.refused}, indent=1))
     else:
         print(report)
     return OK if report.ok else FAILED
