@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -693,7 +694,10 @@ def main(argv: list[str] | None = None) -> int:
         print("memplan: interrupted", file=sys.stderr)
         return INTERRUPTED
     try:
-        return args.run(args)
+        with warnings.catch_warnings():  # a warning is one line too, and names the command
+            warnings.showwarning = lambda message, *_, **__: print(
+                f"memplan {args.command}: warning: {one_line(message)}", file=sys.stderr)
+            return args.run(args)
     except BrokenPipeError:  # the reader went away (``memplan info ... | head``)
         sys.stdout = open(os.devnull, "w")  # Python's documented recipe
         return OK

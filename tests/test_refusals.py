@@ -99,3 +99,94 @@ def test_shape_inference_errors_are_one_line(tmp_path):
 
         from_onnx(path)
     assert "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------ sweep rows on disk
+def _row(key: str, **values) -> dict:
+    from memplan.sweeps.sweep_io import finish_row
+
+    return finish_row({"task": key, "model": "m", "path": "m.csv", "planner": "best",
+                       "status": "feasible", "arena_size": 12, "valid": True,
+                       "settings": "time_limit=1.0,seed=0", **values})
+
+
+def test_a_rows_file_cut_inside_a_quoted_field_loses_only_the_cut_row(tmp_path):
+    from memplan.sweeps.sweep_io import RowsWarning, RowWriter, read_rows
+
+    out = tmp_path / "rows.csv"
+    writer = RowWriter(out)
+    for k in range(3):
+        writer.append(_row(f"m.csv||file|p{k}|time_limit=1.0,seed=0"))
+    writer.close()
+    whole = out.read_bytes()
+    for cut in (10, 1, len(whole.splitlines(keepends=True)[-1]) - 2):  # inside the quoted key
+        out.write_bytes(whole[:-cut])
+        assert len(read_rows(out)) == 2  # a reader drops the cut row and leaves the file
+        assert out.read_bytes() == whole[:-cut]
+        writer = RowWriter(out)
+        with pytest.warns(RowsWarning, match=r"rows.csv:4: dropped a row cut short"):
+            assert sorted(writer.existing()) == [f"m.csv||file|p{k}|time_limit=1.0,seed=0"
+                                                 for k in range(2)]
+        writer.append(_row("m.csv||file|again|time_limit=1.0,seed=0"))
+        writer.close()
+        assert list(read_rows(out)["planner"]) == ["best"] * 3
+        assert list(read_rows(out)["task"].str.split("|").str[3]) == ["p0", "p1", "again"]
+    out.write_bytes(whole.replace(b'"m.csv||file|p0', b'"m.csv||file|p0"x', 1))
+    with pytest.raises(ProblemError, match=r"rows.csv:2: not a CSV row"):
+        read_rows(out)
+
+
+def test_resuming_the_cli_sweep_from_a_cut_rows_file(tmp_path):
+    pytest.importorskip("distributed")
+    model = tmp_path / "example.12.csv"
+    model.write_text("id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,1,5,2\nb4,0,9,8\n")
+    out = tmp_path / "rows.csv"
+    argv = ["sweep", model, "--workers", "1", "--planner", "best,naive", "--out", out,
+            "--quiet"]
+    assert run_cli(*argv)[0] == 0
+    out.write_bytes(out.read_bytes()[:-10])  # the second row cut inside its quoted key
+    code, _, err = run_cli(*argv)
+    assert code == 0 and err.count("\n") == 1 and "rows.csv:3: dropped a row cut short" in err
+    from memplan.sweeps.sweep_io import read_rows
+
+    assert sorted(read_rows(out)["planner"]) == ["best", "naive"]
+
+
+# ------------------------------------------------------------------ models sharing a stem
+def test_models_sharing_a_stem_are_told_apart_in_rows_keys_and_report(tmp_path):
+    import pandas as pd
+
+    from memplan.sweeps.sweep import make_tasks
+    from memplan.sweeps.sweep_report import capacity_fit, smallest_fitting_capacity
+    from memplan.sweeps.sweep_tasks import model_names
+
+    for folder, size in (("small", 8), ("big", 64)):
+        (tmp_path / "zoo" / folder).mkdir(parents=True)
+        (tmp_path / "zoo" / folder / "model.csv").write_text(
+            f"id,lower,upper,size\na,0,2,{size}\nb,1,3,{size}\n")
+    (tmp_path / "zoo" / "big" / "model.json").write_text("{}")
+    (tmp_path / "zoo" / "other.csv").write_text("id,lower,upper,size\na,0,1,4\n")
+    tasks = make_tasks([tmp_path / "zoo"], capacities=[32, 256], planners=["exact"])
+    names = {t.path: t.model for t in tasks}
+    zoo = str(tmp_path / "zoo")
+    assert names == {f"{zoo}/big/model.csv": "big/model.csv", f"{zoo}/big/model.json":
+                     "model.json", f"{zoo}/small/model.csv": "small/model",
+                     f"{zoo}/other.csv": "other"}
+    assert len({t.key for t in tasks}) == len(tasks) == 8
+    assert model_names(["a/m.onnx", "b/m.onnx"]) == {"a/m.onnx": "a/m", "b/m.onnx": "b/m"}
+    # rows as a sweep writes them, and as older sweeps did (the stem alone): big is proven
+    # not to fit 32 bytes, so the smallest capacity that fits every model is 256
+    rows = [dict(path=path, bindings="", capacity=c, planner="exact", status=s,
+                 arena_size=a, best_bound=a, lower_bound=a, batch=None)
+            for path, c, s, a in [("zoo/small/model.csv", 32, "optimal", 16),
+                                  ("zoo/big/model.csv", 32, "infeasible", 128),
+                                  ("zoo/small/model.csv", 256, "optimal", 16),
+                                  ("zoo/big/model.csv", 256, "optimal", 128)]]
+    for named in ({"zoo/small/model.csv": "small/model", "zoo/big/model.csv": "big/model"},
+                  {"zoo/small/model.csv": "model", "zoo/big/model.csv": "model"}):
+        table = pd.DataFrame([{**r, "model": named[r["path"]]} for r in rows]).astype(
+            {"capacity": "Int64"})
+        assert smallest_fitting_capacity(table) == 256
+        fit = capacity_fit(table)
+        assert fit["shape"].nunique() == 2 and not fit.set_index(["capacity", "shape"]).loc[
+            (32, fit["shape"][fit["shape"].str.contains("big")].iloc[0]), "fits"]
