@@ -190,3 +190,29 @@ def test_models_sharing_a_stem_are_told_apart_in_rows_keys_and_report(tmp_path):
         fit = capacity_fit(table)
         assert fit["shape"].nunique() == 2 and not fit.set_index(["capacity", "shape"]).loc[
             (32, fit["shape"][fit["shape"].str.contains("big")].iloc[0]), "fits"]
+
+
+# ------------------------------------------------------------------ re-batching
+def test_rebatching_refuses_an_input_without_a_leading_batch_dimension(tmp_path):
+    from onnx import helper
+
+    from memplan.frontends.onnx import from_onnx
+    from memplan.frontends.onnx_batch import rebatch
+    from memplan.frontends.onnx_graph import load_model
+
+    def model(shape):
+        nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])]
+        path = onnx_model(tmp_path / "m.onnx", nodes, [float_input("x", shape)],
+                          [float_input("y", shape)])
+        return load_model(path)[0]
+
+    for shape in ([7], []):
+        with pytest.raises(ProblemError) as error:
+            rebatch(model(shape), 3, source="m.onnx")
+        assert str(error.value).startswith(f"m.onnx: cannot re-batch: input 'x' of shape "
+                                           f"{shape} has no leading batch dimension")
+        assert "\n" not in str(error.value)
+    sizes = {b.id: b.size for b in from_onnx(rebatch(model(["N"]), 3)).buffers}
+    assert sizes["x"] == 3 * 4  # a symbolic leading dimension is a batch, even alone
+    sizes = {b.id: b.size for b in from_onnx(rebatch(model([1, 7]), 3)).buffers}
+    assert sizes["x"] == 3 * 7 * 4
