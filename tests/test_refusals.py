@@ -216,3 +216,20 @@ def test_rebatching_refuses_an_input_without_a_leading_batch_dimension(tmp_path)
     assert sizes["x"] == 3 * 4  # a symbolic leading dimension is a batch, even alone
     sizes = {b.id: b.size for b in from_onnx(rebatch(model([1, 7]), 3)).buffers}
     assert sizes["x"] == 3 * 7 * 4
+
+
+# ------------------------------------------------------------------ CSV numbers
+@pytest.mark.parametrize("cell", ["1_000", "\u0661\u0662", "4.0", "+4", "1e3", "", "4 4"])
+def test_csv_numbers_are_ascii_digits_only(cell, tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text(f"id,lower,upper,size\na,0,1,{cell}\n", encoding="utf-8")
+    code, _, err = run_cli("info", path)
+    assert code == 2
+    one_line_error(err, f"{path}:2: size must be an integer in ASCII digits, got {cell!r}")
+    path.write_text("id,lower,upper,size\na,0,1, 1000 \n")
+    assert run_cli("info", path)[0] == 0
+    from memplan.frontends.minimalloc_csv import capacity_from_name
+
+    assert capacity_from_name("A.1048576.csv") == 1048576
+    assert capacity_from_name("A.\u0661\u0662.csv") is None and capacity_from_name("A.1_0.csv") \
+        is None
