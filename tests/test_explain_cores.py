@@ -24,12 +24,11 @@ EXACT = dict(time_limit=120, workers=1)  # milliseconds when idle; the machine m
 
 def random_problem(rng: np.random.Generator) -> Problem | None:
     n = int(rng.integers(3, 7))
-    buffers = []
-    for i in range(n):
-        start = int(rng.integers(0, 6))
-        buffers.append(Buffer(f"b{i}", int(rng.integers(1, 13)), start,
-                              start + int(rng.integers(1, 4)),
-                              alignment=int(rng.choice([1, 1, 2, 4, 8]))))
+    starts = rng.integers(0, 6, n)
+    columns = zip(rng.integers(1, 13, n), starts, starts + rng.integers(1, 4, n),
+                  rng.choice([1, 1, 2, 4, 8], n), strict=True)
+    buffers = [Buffer(f"b{i}", *map(int, row[:3]), alignment=int(row[3]))
+               for i, row in enumerate(columns)]
     ids = [b.id for b in buffers]
     aliases = [Alias(*rng.choice(ids, 2, replace=False).tolist(),
                      int(rng.choice([0, 1, 2, 4, 8])), bool(rng.integers(0, 2)))
