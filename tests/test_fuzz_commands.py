@@ -317,3 +317,21 @@ def test_sweep_on_malformed_and_extreme_input(inputs, scheduler, tmp_path):
             limit=30)
     check_rows(out)
 
+
+
+@pytest.mark.parametrize("case", [["sweep", "{m}/chain.32.csv", "--scheduler",
+                                   "tcp://127.0.0.1:notaport"],
+                                  ["info", "{m}/flipped.tflite"],
+                                  ["solve", "{m}/twoerrors.onnx", "--reorder"]])
+def test_a_real_process_exits_2_with_one_line(inputs, case):
+    """The same refusals in a process of their own: nothing but the one line on stderr."""
+    import subprocess
+    import sys
+
+    if "tflite" in case[1] and tflite_chain is None:
+        pytest.skip("the tflite extra is not installed")
+    argv = [str(a).format(m=inputs) for a in case]
+    done = subprocess.run([sys.executable, "-m", "memplan.cli", *argv], capture_output=True,
+                          text=True, timeout=60 + MARGIN)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"memplan {case[0]}: error: ")
