@@ -24,7 +24,13 @@ flatbuffers = pytest.importorskip("flatbuffers")
 from memplan.frontends.tflite import from_tflite, read_model  # noqa: E402
 from memplan.proofs.tflm_arena import MAX_ARENA, prove  # noqa: E402
 
-from .test_tflite import FLOAT32, RELU, build, chain  # noqa: E402
+from .test_tflite import (  # noqa: E402
+    FLOAT32,
+    RELU,
+    _no_false_crash_reports,  # noqa: F401 - autouse: TFLM crashes in children
+    build,
+    chain,
+)
 
 
 def pack(model) -> bytes:
@@ -168,3 +174,34 @@ def test_a_plan_too_large_for_tflm_here_says_so_in_one_line():
     assert not report.ok and report.planned is None
     assert str(report).count("\n") == 0 and f"more than memplan runs TFLM with ({MAX_ARENA} B)" \
         in str(report)
+
+
+@pytest.mark.parametrize("at, value", [(136, 232), (453, 71)])
+def test_a_model_that_crashes_tflm_is_a_verdict(at, value, tmp_path):
+    """Flipped bytes that still load but make TFLM's interpreter crash (SIGSEGV, SIGABRT):
+    each run is in a child process, so the crash is reported, and nothing else printed."""
+    data = bytearray(chain())
+    data[at] = value
+    path = tmp_path / "crashing.tflite"
+    path.write_bytes(bytes(data))
+    code, out, err = run_cli("solve", path, "--prove")
+    assert code == 1 and err == "", err
+    assert "not proven: TFLM refuses the model with its own planner: TFLM's interpreter " \
+           "crashed on the model (signal SIG" in out
+
+
+def test_byte_flips_of_a_sample_model_are_proven_or_refused_in_one_line():
+    rng = np.random.default_rng(1)
+    data, outcomes = chain(), set()
+    for at in range(0, len(data), 23):
+        flipped = bytearray(data)
+        flipped[at] = (flipped[at] + int(rng.integers(1, 256))) % 256
+        try:
+            report = prove(bytes(flipped), bisect=False, time_limit=1)
+        except ProblemError as error:
+            assert "\n" not in str(error)
+            outcomes.add("refused at load")
+            continue
+        outcomes.add("proven" if report.ok else "not proven")
+        assert report.ok or report.refused is None or "\n" not in report.refused
+    assert {"proven", "refused at load"} <= outcomes

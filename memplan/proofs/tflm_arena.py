@@ -19,8 +19,9 @@ Steps (`prove`):
   and tail), so a valid plan with gaps (a tensor at a high offset) runs too;
   an arena past `MAX_ARENA` is not asked for. When TFLM refuses the model
   (it would with its own planner too: a zero-size output is a "dynamic
-  tensor" to it) the report says so in one line (``refused``) and proves
-  nothing;
+  tensor" to it; a corrupt model may even crash its interpreter, so each
+  run is in a forked child) the report says so in one line (``refused``)
+  and proves nothing;
 - TFLM's ``RecordingMicroAllocator`` reports the arena's head (the planned
   tensors and scratch buffers) and tail (persistent data). With memplan's
   plan, the head must equal memplan's arena size rounded up to TFLM's
@@ -41,7 +42,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -159,6 +162,50 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     if set(found) != {"total", "head", "tail"}:
         raise RuntimeError(f"no allocation report from TFLM: {''.join(sink)[:200]!r}")
     return TflmRun(outputs, found["head"], found["tail"], found["total"])
+
+
+def _isolated(function, *args):
+    """``function(*args)`` in a forked child (where the platform forks), its result pickled
+    back: TFLM's interpreter crashes the whole process on some corrupt models. A crash, or
+    a `RuntimeError`/`ValueError` from TFLM there, becomes `TflmRefused`."""
+    if not hasattr(os, "fork"):
+        return function(*args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into the caller
+        code = 1
+        try:
+            os.close(readable)
+            quiet = os.open(os.devnull, os.O_WRONLY)  # what a crash prints is not ours to show
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            try:
+                answer = ("ok", function(*args))
+            except ProblemError as error:
+                answer = ("problem", str(error))
+            except (RuntimeError, ValueError) as error:
+                answer = ("refused", " ".join(str(error).split()))
+            except BaseException as error:  # noqa: BLE001 - carried to the parent
+                answer = ("error", f"{type(error).__name__}: {error}")
+            with os.fdopen(writable, "wb") as pipe:
+                pickle.dump(answer, pipe)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writable)
+    with os.fdopen(readable, "rb") as pipe:
+        answer = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if not answer:
+        code = os.waitstatus_to_exitcode(status)
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        raise TflmRefused(f"TFLM's interpreter crashed on the model ({how})")
+    kind, value = pickle.loads(answer)
+    if kind == "ok":
+        return value
+    raise {"problem": ProblemError, "refused": TflmRefused}.get(kind, RuntimeError)(value)
 
 
 def _try(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
@@ -292,13 +339,13 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
                           f"{arena} B, more than memplan runs TFLM with ({MAX_ARENA} B)")
         return report
     try:
-        inputs = random_inputs(data, seed)
-        report.tflm = own = run(data, inputs)
+        inputs = _isolated(random_inputs, data, seed)
+        report.tflm = own = _isolated(run, data, inputs)
     except TflmRefused as error:
         report.refused = f"TFLM refuses the model with its own planner: {error}"
         return report
     try:
-        report.planned = ours = run(planned, inputs, arena)
+        report.planned = ours = _isolated(run, planned, inputs, arena)
     except TflmRefused as error:
         report.refused = (f"TFLM refuses the model with memplan's plan in an arena of {arena} B "
                           f"(the plan's {plan.arena_size} B, TFLM's head and tail): {error}")
