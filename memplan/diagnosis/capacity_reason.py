@@ -100,11 +100,13 @@ def subproblem(problem: Problem, members, capacity: int | None) -> Problem:
         return None if j is None else (j, int(delta[i]) - int(delta[j]))
 
     ids = problem.ids
-    aliases = {(ids[first[int(root[i])]], ids[i]): Alias(ids[first[int(root[i])]], ids[i],
-                                                         int(delta[i] - delta[first[int(root[i])]]))
-               for i in keep if first[int(root[i])] != i}
-    for a in problem.aliases:
-        ends = stand_in(problem.index(a.src)), stand_in(problem.index(a.dst))
+    aliases: dict[tuple[str, str], Alias] = {}
+    for i in keep:  # each mandatory group as a star around its first member kept
+        j = first[int(root[i])]
+        if j != i:
+            aliases[ids[j], ids[i]] = Alias(ids[j], ids[i], int(delta[i]) - int(delta[j]))
+    for k, a in enumerate(problem.aliases):
+        ends = stand_in(int(problem.alias_src[k])), stand_in(int(problem.alias_dst[k]))
         if not a.optional or None in ends or ends[0][0] == ends[1][0]:
             continue
         (src, shift_src), (dst, shift_dst) = ends
