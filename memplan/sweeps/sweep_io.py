@@ -84,6 +84,7 @@ class RowWriter:
         self._written = 0.0
         self._file = None
         self._csv = None
+        self._repaired = False  # the CSV's tail was checked (once per writer)
 
     def existing(self) -> dict[str, dict[str, Any]]:
         """The rows already in the file, by task key (empty when there is no file)."""
@@ -120,6 +121,9 @@ class RowWriter:
     def _repair_tail(self) -> None:
         """Cut a last row that a crash left unfinished off the file (with a warning), so that
         new rows start on a line of their own, outside any quoted field."""
+        if self._repaired:
+            return
+        self._repaired = True
         cut = _records(self.path, quiet=True)[2]
         if cut is not None:
             line, offset = cut
