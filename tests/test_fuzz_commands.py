@@ -253,12 +253,13 @@ OPTIONS = {  # option -> values, extreme and malformed among them
     "--alignment": ["1", "3", "64", "0", "-8", "4096"],
     "--seed": ["0", "-1", "99999999999999999999", "x"],
     "--dim": ["N=2", "N=0", "N=x", "M=3", "N=99999999999", "=3"],
+    "--time-limit": ["-1", "0", "nan", "1e-9", "inf", "x"],
 }
 COMMANDS = {"solve": LIMITS, "explain": ["--time-limit", "2"], "info": [],
             "compare": ["--planners", "best_fit", "--time-limit", "0.5"]}
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(sorted(COMMANDS)), pick=st.integers(0, 10 ** 6),
        options=st.lists(st.sampled_from(sorted(OPTIONS)), max_size=3, unique=True),
