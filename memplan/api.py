@@ -497,7 +497,9 @@ def _over(value: int, reference: float) -> float:
 def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
     """A summary of ``problem``: counts, bound, widths, aliases and its largest tensors."""
     if problem.widths is not None:
-        max_width, mean_width = int(problem.widths.max(initial=0)), float(problem.widths.mean())
+        widths = problem.widths
+        max_width = int(widths.max(initial=0))
+        mean_width = float(widths.mean()) if len(widths) else 0.0  # no steps: no mean
     else:  # from the load profile: O(n log n) whatever the number of steps
         times, loads = load_profile(problem)
         max_width = int(loads.max())

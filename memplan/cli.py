@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,13 @@ from memplan import api
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
-from memplan.errors import InvalidPlanError, MemplanError, ProblemError, UnsoundBoundError
+from memplan.errors import (
+    InvalidPlanError,
+    MemplanError,
+    ProblemError,
+    UnsoundBoundError,
+    one_line,
+)
 from memplan.export import FORMATS
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
@@ -149,8 +156,9 @@ def _load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = Tr
         else:
             problem = api.load(path, dims=_dims(args.dim), alignment=args.alignment,
                                **_onnx_options(path, args))
-    except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}
-        raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error))) from None
+    except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}, strict=False
+        raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error)).replace(
+            "from_onnx(..., strict=False)", "--no-strict")) from None
     if not own_capacity or not hasattr(args, "capacity"):  # the file's capacity, if any
         return problem
     return problem.replace(capacity=args.capacity)
@@ -175,7 +183,8 @@ def _order_summary(reordering: Reordering | None) -> dict[str, Any] | None:
     return {"method": reordering.method, "file_lower_bound": reordering.original_bound,
             "lower_bound": reordering.bound, "saving": reordering.saving,
             "best_bound": reordering.best_bound, "seconds": reordering.seconds,
-            "kept_file_order": bool(reordering.stats.get("kept_file_order"))}
+            "kept_file_order": bool(reordering.stats.get("kept_file_order")),
+            "note": reordering.stats.get("note")}
 
 
 def _order_row(order: dict[str, Any]) -> tuple[str, str]:
@@ -183,7 +192,8 @@ def _order_row(order: dict[str, Any]) -> tuple[str, str]:
         f", proven bound over all orders {human_bytes(order['best_bound'])}"
     return ("operator order", f"{order['method']}: lower bound {human_bytes(order['lower_bound'])}"
                               f" (file order {human_bytes(order['file_lower_bound'])}, saving "
-                              f"{order['saving']:.2%}{proven}), {order['seconds']:.2f} s")
+                              f"{order['saving']:.2%}{proven}), {order['seconds']:.2f} s"
+                              + (f"; file order kept: {order['note']}" if order["note"] else ""))
 
 
 # ---------------------------------------------------------------- solve
@@ -403,9 +413,10 @@ def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
         print(json.dumps({
             "model": str(path), "plan": args.plan, "proven": report.ok,
             "outputs_identical": not report.mismatches, "arena_size": report.arena_size,
-            "tflm_head": report.tflm.head, "planned_head": report.planned.head,
-            "tail": report.planned.tail, "tflm_min_arena": report.min_arena,
-            "planned_min_arena": report.planned_min_arena}, indent=1))
+            "tflm_head": report.tflm and report.tflm.head,
+            "planned_head": report.planned and report.planned.head,
+            "tail": report.planned and report.planned.tail, "tflm_min_arena": report.min_arena,
+            "planned_min_arena": report.planned_min_arena, "refused": report.refused}, indent=1))
     else:
         print(report)
     return OK if report.ok else FAILED
@@ -706,7 +717,10 @@ def main(argv: list[str] | None = None) -> int:
         print("memplan: interrupted", file=sys.stderr)
         return INTERRUPTED
     try:
-        return args.run(args)
+        with warnings.catch_warnings():  # a warning is one line too, and names the command
+            warnings.showwarning = lambda message, *_, **__: print(
+                f"memplan {args.command}: warning: {one_line(message)}", file=sys.stderr)
+            return args.run(args)
     except BrokenPipeError:  # the reader went away (``memplan info ... | head``)
         sys.stdout = open(os.devnull, "w")  # Python's documented recipe
         return OK
@@ -720,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
             INTERNAL if isinstance(error, UnsoundBoundError) else BAD_INPUT
         where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
         message = error.strerror if isinstance(error, OSError) and error.strerror else error
-        print(f"memplan {args.command}: error: {where}{message}", file=sys.stderr)
+        print(f"memplan {args.command}: error: {where}{one_line(message)}", file=sys.stderr)
         return code
     except KeyboardInterrupt:
         print(f"memplan {args.command}: interrupted before any plan", file=sys.stderr)

@@ -15,6 +15,10 @@ user can find it without a traceback::
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class MemplanError(Exception):
     """Base of every error memplan raises on purpose."""
@@ -34,11 +38,29 @@ class ProblemError(MemplanError, ValueError):
             where.append(f"{file}:{line}" if line is not None else str(file))
         if buffer is not None:
             where.append(f"buffer {buffer!r}")
+        message = one_line(message)  # what a library wrapped (ONNX's checker) may span lines
         super().__init__(": ".join([*where, message]) if where else message)
         self.reason = message
         self.file = file
         self.line = line
         self.buffer = buffer
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks (and the blanks around them) made one space."""
+    return re.sub(r"\s*[\r\n]+\s*", " ", str(text)).strip()
+
+
+@contextmanager
+def naming(file: str | None) -> Iterator[None]:
+    """A `ProblemError` raised inside that names no file gets ``file`` (work on a model
+    already parsed, whose frontend no longer knows where it came from)."""
+    try:
+        yield
+    except ProblemError as error:
+        if error.file is not None or file is None or str(error).startswith(f"{file}:"):
+            raise
+        raise ProblemError(str(error), file=file) from None
 
 
 class UnknownPlannerError(MemplanError, KeyError):

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, naming
 from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
 from memplan.problem import Problem, alias_components
@@ -526,17 +526,31 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     The result is never worse than the file's order: the new order is kept
     only when its lower bound (or, exact, its proven layout) is smaller.
     """
-    from memplan.frontends.onnx import from_onnx
-    from memplan.frontends.onnx_graph import analyze, bind_dims, infer, load_model
+    from memplan.frontends.onnx_graph import load_model
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
     began = time.perf_counter()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_model(model)
+    with naming(source):  # the frontend sees a parsed model below: errors name the file here
+        return _reorder(proto, source, options, method=method, time_limit=time_limit,
+                        seed=seed, workers=workers, began=began)
+
+
+def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
+             time_limit: float, seed: int, workers: int, began: float) -> Reordering:
+    """`reorder` on the parsed model ``proto``."""
+    from memplan.frontends.onnx import from_onnx
+    from memplan.frontends.onnx_graph import analyze, bind_dims, infer
+
     inferred = infer(bind_dims(proto, options.dims, source), strict=options.strict, source=source)
     graph = analyze(inferred, source=source)
     original = from_onnx(proto, **vars(options)).replace(source=source)
+    if len(original) == 0 or not graph.positions:  # nothing to order by: the file's order
+        return Reordering(proto, original, original, list(graph.positions), method,
+                          time.perf_counter() - began, stats={
+                              "kept_file_order": True, "note": "no buffers to plan"})
     fast_limit = time_limit * (FAST_SHARE if method == "exact" else 1.0)
     deps = dependencies(original, graph, optional_taken=True)
     order, stats = fast_order(deps, time_limit=fast_limit, seed=seed)

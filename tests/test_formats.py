@@ -77,7 +77,7 @@ def test_csv_refuses_what_it_cannot_hold(tmp_path):
     ("id,lower,upper\n", "missing column for 'size'"),
     ("id,lower,upper,size,colour\n", "unknown column 'colour'"),
     ("id,lower,upper,size\na,0,1\n", ":2: malformed row: 3 fields"),
-    ("id,lower,upper,size\na,0,1,big\n", ":2: size must be an integer, got 'big'"),
+    ("id,lower,upper,size\na,0,1,big\n", ":2: size must be an integer in ASCII digits, got 'big'"),
     ("id,lower,upper,size\na,0,1,4\nb,0,1,-4\n", ":3: buffer 'b': size must be positive"),
     ("id,lower,upper,size\na,0,1,4\nb,5,5,4\n", ":3: buffer 'b': empty lifetime"),
     ("id,lower,upper,size\na,0,1,4\na,0,1,4\n", "buffer 'a': duplicate id"),

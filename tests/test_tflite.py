@@ -161,7 +161,7 @@ def test_refusals_name_the_file_and_the_reason(tmp_path):
         "junk.tflite": (b"\x00" * 64, "not a TFLite model"),
         "cut.tflite": (chain()[:40], "corrupt TFLite flatbuffer"),
         "code.tflite": (build(tensors, [(RELU, [0], [1])], [0], [1], bad_opcode=True),
-                        "operator 0 names operator code 5 of 1"),
+                        "operator 0 opcodeIndex: index 5 is past the 1 operator codes"),
     }
     for name, (data, message) in cases.items():
         path = tmp_path / name

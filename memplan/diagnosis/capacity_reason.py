@@ -3,11 +3,12 @@
 Two kinds of reason, tried in this order:
 
 - **live load**: at some step the buffers live together need more than the
-  capacity (alias groups counted once). The reason is that step and a
-  minimal set of its live buffers: drop buffers, smallest first, while the
-  rest still exceed the capacity (each drop is one load computation). Any
-  set of buffers live at one step needs its load whatever the layout, so
-  the set is infeasible alone and minimal by construction;
+  capacity (alias groups counted once). The reason is that step and a small
+  set of its live buffers: drop buffers, smallest first, while the rest
+  still exceed the capacity (each drop is one load computation). Any set of
+  buffers live at one step needs its load whatever the layout, so the set
+  is infeasible alone; it is *minimal* once each buffer's removal is shown
+  to leave a set that fits (below);
 - **packing**: every step fits, yet no layout does (lifetimes that overlap in
   a chain force holes). CP-SAT decides it on the exact planner's model
   (`memplan.solver.model.build_model`, capacity left open) with one
@@ -26,27 +27,35 @@ Two kinds of reason, tried in this order:
     smallest first); still infeasible -> keep the (smaller) new core, else
     halve the block; a group whose lone removal makes the rest fit is
     necessary (infeasibility is monotone: fewer buffers never fit worse);
-  - the set is *proven minimal* when every group left was removed alone and
-    CP-SAT found a layout of the rest; a check that runs out of time keeps
-    the group and the set is then only *proven infeasible*.
+  - then buffer by buffer, for the members of groups of two or more (a
+    group may be needed for one of its members only);
+  - the set is *proven minimal* when every buffer left was removed alone and
+    a layout of the rest was found (a greedy plan, else CP-SAT); a check
+    that runs out of time keeps the buffer and the set is then only
+    *proven infeasible*.
 
-Cost: one load profile per dropped buffer for a live-load reason; for a
-packing reason, O(k log k) CP-SAT checks of the shrinking set (k groups in
-the first core), each limited to what is left of ``time_limit``. Known
-limits: single-region problems without variable scratch; only alias groups
-are removed whole, so the set may hold buffers that are needed only as part
-of their group.
+"Alone" means `subproblem`: the buffers with what the problem asks of them
+among themselves, alias groups kept whole, so that removing a buffer never
+makes a set fit worse and every plan of the problem is one of the set.
+
+Cost: one load profile per dropped buffer for a live-load reason, then one
+lower bound and one greedy plan per buffer of the set (CP-SAT only where
+the greedy plan does not fit); for a packing reason, O(k log k) CP-SAT
+checks of the shrinking set (k groups in the first core) and one check per
+member of a shared group, each limited to what is left of ``time_limit``.
+Known limits: single-region problems without variable scratch.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.problem import NO_OFFSET, Problem
+from memplan.problem import NO_OFFSET, Alias, Problem
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
 
@@ -69,18 +78,58 @@ class Reason:
 
 
 def subproblem(problem: Problem, members, capacity: int | None) -> Problem:
-    """The buffers ``members`` (indices) alone, with the aliases and conflicts among them."""
-    keep = sorted(int(i) for i in members)
-    ids = {problem.ids[i] for i in keep}
+    """The buffers ``members`` (indices) alone: what the problem asks of them among themselves.
+
+    Every plan of ``problem`` restricted to ``members`` is a plan of the result, so a
+    set that cannot fit alone shows that the whole cannot, and removing a member never
+    makes a set fit worse. For that the alias groups stay whole: the members of a
+    mandatory group keep their distances (and may share bytes) though the buffers that
+    linked them are gone, and an optional alias with an end removed is kept between
+    the members left of the two groups. Conflicts among the members are kept.
+    """
+    keep = sorted({int(i) for i in members})
+    kept = set(keep)
+    root, delta = problem.alias_groups
+    first: dict[int, int] = {}  # a group's first member kept: the others hang on it
+    for i in keep:
+        first.setdefault(int(root[i]), i)
+
+    def stand_in(i: int) -> tuple[int, int] | None:
+        """A kept buffer ``j`` and ``d`` with ``offset[i] == offset[j] + d``, if any."""
+        j = i if i in kept else first.get(int(root[i]))
+        return None if j is None else (j, int(delta[i]) - int(delta[j]))
+
+    ids = problem.ids
+    aliases: dict[tuple[str, str], Alias] = {}
+    for i in keep:  # each mandatory group as a star around its first member kept
+        j = first[int(root[i])]
+        if j != i:
+            aliases[ids[j], ids[i]] = Alias(ids[j], ids[i], int(delta[i]) - int(delta[j]))
+    for k, a in enumerate(problem.aliases):
+        ends = stand_in(int(problem.alias_src[k])), stand_in(int(problem.alias_dst[k]))
+        if not a.optional or None in ends or ends[0][0] == ends[1][0]:
+            continue
+        (src, shift_src), (dst, shift_dst) = ends
+        moved = a.delta + shift_src - shift_dst
+        if moved % math.gcd(int(problem.alignments[src]), int(problem.alignments[dst])):
+            continue  # the alignments never let it be taken: as good as absent
+        aliases.setdefault((ids[src], ids[dst]), Alias(ids[src], ids[dst], moved, optional=True))
     return Problem([replace(problem.buffer(i), regions=None) for i in keep],
-                   aliases=[a for a in problem.aliases if a.src in ids and a.dst in ids],
-                   conflicts=[(problem.ids[a], problem.ids[b]) for a, b in problem.conflicts
-                              if problem.ids[a] in ids and problem.ids[b] in ids],
+                   aliases=list(aliases.values()),
+                   conflicts=[(ids[a], ids[b]) for a, b in problem.conflicts
+                              if int(a) in kept and int(b) in kept],
                    capacity=capacity, name=problem.name, source=problem.source)
 
 
-def live_load_reason(problem: Problem, capacity: int) -> Reason | None:
-    """The most loaded step above ``capacity`` and a minimal set of its live buffers, or None."""
+def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
+                     workers: int = 1) -> Reason | None:
+    """The most loaded step above ``capacity`` and a small set of its live buffers, or None.
+
+    The set is shrunk by the load at the step, then checked buffer by buffer
+    (`_minimal_by_buffer`): a load that fits does not mean a layout does
+    (alignment, conflicts, alias groups wider than their load).
+    """
+    began = time.monotonic()
     load = live_bytes(problem)
     if len(problem) == 0 or int(load.max()) <= capacity:
         return None
@@ -91,8 +140,60 @@ def live_load_reason(problem: Problem, capacity: int) -> Reason | None:
         rest = [i for i in kept if i != idx]
         if rest and _load_at(problem, rest, step) > capacity:
             kept = rest
+    checker = _Checker(problem, capacity, time_limit, workers)
+    kept, minimal = _minimal_by_buffer(checker, kept, kept)
+    if _load_at(problem, kept, step) <= capacity:  # CP-SAT, not the load, proved the rest
+        return _packing(checker, kept, minimal, began)
     return Reason(LIVE_LOAD, capacity, tuple(kept), step, (step, step + 1), int(load[step]),
-                  len(live), proven=True, minimal=True)
+                  len(live), proven=True, minimal=minimal, checks=checker.checks,
+                  seconds=time.monotonic() - began)
+
+
+def _fits(checker: _Checker, members: list[int]) -> str:
+    """``feasible``, ``infeasible`` or ``unknown``: whether the buffers ``members`` alone fit
+    the capacity, by the cheapest test that decides it (lower bound, a greedy plan, CP-SAT)."""
+    from memplan.bounds import lower_bound
+    from memplan.registry import plan_with
+    from memplan.validate import validate
+
+    if not members:
+        return "feasible"
+    sub = subproblem(checker.problem, members, None)
+    if lower_bound(sub) > checker.capacity:
+        return "infeasible"
+    plan = plan_with("greedy_by_size", sub)
+    if plan.arena_size <= checker.capacity and not validate(sub, plan):
+        return "feasible"
+    return checker.check_members(members)[0]
+
+
+def _minimal_by_buffer(checker: _Checker, members: list[int], candidates
+                       ) -> tuple[list[int], bool]:
+    """Deletion filtering one buffer at a time over ``candidates`` (smallest first): a buffer
+    whose removal leaves a set that still cannot fit goes. ``(the set, proven minimal)``:
+    minimal when the rest fit without each candidate left (removal never makes a set fit
+    worse, `subproblem`, so one pass is enough)."""
+    problem, kept, proven = checker.problem, sorted(members), True
+    for idx in sorted(candidates, key=lambda i: (int(problem.sizes[i]), i)):
+        if checker.left() <= 0:
+            return kept, False
+        rest = [i for i in kept if i != idx]
+        status = _fits(checker, rest)
+        if status == "infeasible":
+            kept = rest
+        elif status == "unknown":
+            proven = False
+    return kept, proven
+
+
+def _packing(checker: _Checker, members: list[int], minimal: bool, began: float) -> Reason:
+    """The packing `Reason` of the buffers ``members``, which CP-SAT proved cannot fit."""
+    problem = checker.problem
+    load = live_bytes(subproblem(problem, members, None))
+    return Reason(PACKING, checker.capacity, tuple(members), int(np.argmax(load)),
+                  (int(problem.starts[members].min()), int(problem.ends[members].max())),
+                  int(load.max()), len(members), proven=True, minimal=minimal,
+                  checks=checker.checks, seconds=time.monotonic() - began)
 
 
 def _load_at(problem: Problem, members: list[int], step: int) -> int:
@@ -133,15 +234,22 @@ class _Checker:
     def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
         within ``seconds`` (default: all the time left)."""
+        status, core = self.check_members([i for g in groups for i in self.groups[g]], seconds)
+        return status, (core or set(groups)) if status == "infeasible" else set()
+
+    def check_members(self, members, seconds: float | None = None) -> tuple[str, set[int]]:
+        """`check` of the buffers ``members``; the core as the groups of its buffers."""
         from ortools.sat.python import cp_model  # imported on first use: it costs a second
 
         from memplan.solver.cp_params import cp_solver
         from memplan.solver.model import build_model
 
+        members = sorted(members)
+        if not members:
+            return "feasible", set()
         if self.left() <= 0:
             return "unknown", set()
         self.checks += 1
-        members = sorted(i for g in groups for i in self.groups[g])
         sub = subproblem(self.problem, members, None)
         top = int(np.where(sub.pinned != NO_OFFSET, sub.pinned + sub.sizes, 0).max())
         upper = self.capacity + top + int(sub.sizes.sum() + sub.alignments.sum())
@@ -161,13 +269,8 @@ class _Checker:
         if status != cp_model.INFEASIBLE:
             return "unknown", set()
         core_literals = set(solver.sufficient_assumptions_for_infeasibility())
-        core = {self.group_of[members[model.geometry.units[u].members[0]]]
-                for u, literal in enumerate(fits) if literal.index in core_literals}
-        return "infeasible", core or set(groups)
-
-    def window(self, groups: set[int]) -> tuple[int, int]:
-        members = [i for g in groups for i in self.groups[g]]
-        return int(self.problem.starts[members].min()), int(self.problem.ends[members].max())
+        return "infeasible", {self.group_of[members[model.geometry.units[u].members[0]]]
+                              for u, literal in enumerate(fits) if literal.index in core_literals}
 
     def with_pinned(self, groups: set[int]) -> set[int]:
         """``groups`` and every pinned group: a pinned group stays where it is even when its
@@ -196,12 +299,9 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
         current = checker.with_pinned(smaller) if smaller < candidate else candidate
     current, minimal = _shrink(checker, current)
     members = sorted(i for g in current for i in checker.groups[g])
-    sub = subproblem(problem, members, None)
-    load = live_bytes(sub)
-    return Reason(PACKING, capacity, tuple(members), int(np.argmax(load)),
-                  checker.window(current), int(load.max()), len(members), proven=True,
-                  minimal=minimal,
-                  checks=checker.checks, seconds=time.monotonic() - began)
+    shared = [i for g in current if len(checker.groups[g]) > 1 for i in checker.groups[g]]
+    members, by_buffer = _minimal_by_buffer(checker, members, shared)
+    return _packing(checker, members, minimal and by_buffer, began)
 
 
 def _windowed(checker: _Checker, every: set[int], time_limit: float) -> tuple[str, set[int]]:

@@ -127,7 +127,8 @@ def _gap(d: _Describer, plan: Plan, bound: int, live: np.ndarray) -> Gap | None:
 def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float,
               workers: int) -> CapacityExplanation:
     problem = d.problem
-    reason = pinned_reason(problem, capacity) or live_load_reason(problem, capacity)
+    reason = pinned_reason(problem, capacity) or live_load_reason(
+        problem, capacity, time_limit=time_limit, workers=workers)
     if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
         plan = plan_with("best", subproblem(problem, range(len(problem)), None), seed=0)
     if reason is None and plan.arena_size <= capacity and plan.regions is None:
@@ -144,6 +145,16 @@ def _exact(value: int) -> str:
     return human_bytes(value) + (f" ({value} B)" if value >= 1024 else "")
 
 
+def _constraints(problem: Problem, members) -> str:
+    """What ties the buffers ``members`` together: lifetimes, and aliases or conflicts."""
+    inside = set(members)
+    more = [what for what, pairs in (("aliases", zip(problem.alias_src, problem.alias_dst,
+                                                     strict=True)),
+                                     ("explicit conflicts", problem.conflicts))
+            if any(int(a) in inside and int(b) in inside for a, b in pairs)]
+    return ", ".join(["lifetimes", *more[:-1]]) + (f" and {more[-1]}" if more else "")
+
+
 def _reason_text(d: _Describer, reason: Reason) -> str:
     cap = _exact(reason.capacity)
     n = len(reason.buffers)
@@ -153,17 +164,17 @@ def _reason_text(d: _Describer, reason: Reason) -> str:
         return (f"at {d.operator(reason.step)} {_exact(reason.live_bytes)} are live, more "
                 f"than the capacity {cap}; {n} of the {reason.live_count} tensors live there "
                 + ("needs more than that alone" if n == 1 else "need more than that together")
-                + " (a minimal set)")
+                + (" (a minimal set: without any one of them the rest fits)" if reason.minimal
+                   else " (not proven minimal)"))
     if reason.kind == PINNED:
         return f"buffer {d.problem.ids[reason.buffers[0]]!r} is pinned above the capacity {cap}"
     if reason.kind == PACKING:
         start, end = reason.window
         return (f"every step's live load fits {cap}, but no layout of these {n} buffers does "
                 f"(steps [{start}, {end}), at most {human_bytes(reason.live_bytes)} live at "
-                f"once): their lifetimes "
-                + ("and explicit conflicts " if len(d.problem.conflicts) else "")
-                + "force holes; proven by CP-SAT, "
-                + ("a minimal set" if reason.minimal else "not proven minimal"))
+                f"once): their {_constraints(d.problem, reason.buffers)} force holes; proven by "
+                f"CP-SAT, " + ("a minimal set (without any one of them the rest fits)"
+                               if reason.minimal else "not proven minimal"))
     return f"undecided: CP-SAT found neither a layout within {cap} nor a proof in the time limit"
 
 

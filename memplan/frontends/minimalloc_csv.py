@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +32,13 @@ _COLUMNS = {  # header word -> (field, shift added to the value)
     "size": ("size", 0), "alignment": ("alignment", 0), "offset": ("offset", 0),
 }
 _REQUIRED = ("id", "start", "end", "size")
+_WHOLE = re.compile(r"[0-9]+")  # one rule for every number: ASCII digits (a minus before)
 
 
 def capacity_from_name(path: str | os.PathLike) -> int | None:
     """``A.1048576.csv`` -> 1048576; None when the name carries no capacity."""
     parts = Path(path).name.split(".")
-    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+    return int(parts[-2]) if len(parts) >= 3 and _WHOLE.fullmatch(parts[-2]) else None
 
 
 def _parse(path: str | os.PathLike):
@@ -81,11 +83,10 @@ def _parse(path: str | os.PathLike):
                     if field == "id":
                         columns["id"].append(cell)
                         continue
-                    try:
-                        columns[field].append(int(cell) + shift)
-                    except ValueError:
-                        raise ProblemError(f"{field} must be an integer, got {cell!r}",
-                                           file=name, line=line) from None
+                    if not _WHOLE.fullmatch(cell.removeprefix("-")):
+                        raise ProblemError(f"{field} must be an integer in ASCII digits, "
+                                           f"got {cell!r}", file=name, line=line)
+                    columns[field].append(int(cell) + shift)
         except (csv.Error, UnicodeDecodeError) as error:
             raise ProblemError(f"not a CSV file ({error})", file=name,
                                line=reader.line_num) from None

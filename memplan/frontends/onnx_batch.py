@@ -6,7 +6,10 @@ their batch size. A sweep over batch sizes needs the model as if it had been
 exported with another one. `rebatch` rewrites a copy before shape inference:
 
 - the leading dimension of every graph input (initializers excluded) becomes
-  ``batch``, whether it was a number or a symbol;
+  ``batch``, whether it was a number or a symbol. An input without a leading
+  batch dimension is refused, naming it: a scalar, or a vector of fixed
+  length (``float[7]``: its only dimension is data, not a batch). A batch
+  given as a symbol is better bound by name (``dims``, ``--dim N=8``);
 - a graph output whose leading dimension was the old batch size gets the new
   one (its declared shape would otherwise contradict the inferred one);
 - inferred ``value_info`` entries are dropped: shape inference rebuilds them;
@@ -67,13 +70,17 @@ def rebatch(model: ModelProto, batch: int, *, source: str | None = None) -> Mode
     initializers = {tensor.name for tensor in graph.initializer}
     old = _old_batch(result, initializers)
     fed = [value for value in graph.input if value.name not in initializers]
-    if not any(len(value.type.tensor_type.shape.dim) for value in fed):
-        raise ProblemError("cannot re-batch: no graph input has a leading dimension",
-                           file=source)
+    if not fed:
+        raise ProblemError("cannot re-batch: the graph has no input", file=source)
     for value in fed:
         dims = value.type.tensor_type.shape.dim
-        if len(dims):
-            dims[0].dim_value = batch  # clears a dim_param (a oneof)
+        if len(dims) == 0 or (len(dims) == 1 and not dims[0].HasField("dim_param")):
+            shape = [d.dim_param or d.dim_value for d in dims]
+            raise ProblemError(f"cannot re-batch: input {value.name!r} of shape {shape} has no "
+                               "leading batch dimension (a scalar or a vector of fixed length); "
+                               "bind a symbolic batch with --dim NAME=...", file=source)
+    for value in fed:
+        value.type.tensor_type.shape.dim[0].dim_value = batch  # clears a dim_param (a oneof)
     for value in graph.output:
         dims = value.type.tensor_type.shape.dim
         if old is not None and len(dims) and dims[0].HasField("dim_value") \

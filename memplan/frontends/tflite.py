@@ -146,7 +146,8 @@ def operator_name(model: Any, op: Any) -> str:
 
 def is_constant(model: Any, tensor: Any) -> bool:
     """True when the tensor's data is in the model (weights): TFLM never plans it."""
-    buffer = model.buffers[tensor.buffer] if 0 <= tensor.buffer < len(model.buffers) else None
+    buffers = model.buffers or []
+    buffer = buffers[tensor.buffer] if 0 <= tensor.buffer < len(buffers) else None
     if buffer is None:
         return False
     return (buffer.data is not None and len(buffer.data) > 0) or buffer.offset > 1
@@ -243,17 +244,58 @@ def indices(values) -> list[int]:
     return [] if values is None else [int(v) for v in values if int(v) >= 0]
 
 
+def _check_index_list(values, count: int, field: str, of: str, *, file: str | None,
+                      optional: bool = False) -> None:
+    """Each index of ``values`` below ``count`` (-1, an omitted optional input, if ``optional``)."""
+    for value in [] if values is None else [int(v) for v in values]:
+        if not (0 <= value < count or (optional and value == -1)):
+            raise ProblemError(f"{field}: index {value} is past the {count} {of} "
+                               "(a corrupt file?)", file=file)
+
+
+def check_indices(model: Any, *, file: str | None = None) -> None:
+    """Refuse, naming the field, any index of the schema that points past its list.
+
+    The fields: operators' ``opcodeIndex``, ``inputs``, ``outputs`` and
+    ``intermediates``; the subgraphs' ``inputs`` and ``outputs``; tensors'
+    ``buffer``; ``metadataBuffer`` and the metadata entries' ``buffer``; the
+    signatures' ``subgraphIndex`` and ``tensorIndex``. A flatbuffer that parses
+    may still hold any of these corrupt, and every reader indexes with them.
+    """
+    subgraphs, buffers = model.subgraphs or [], len(model.buffers or [])
+    codes = len(model.operatorCodes or [])
+    for g, sg in enumerate(subgraphs):
+        tensors = len(sg.tensors or [])
+        for i, op in enumerate(sg.operators or []):
+            _check_index_list([op.opcodeIndex], codes, f"subgraph {g} operator {i} opcodeIndex",
+                              "operator codes", file=file)
+            for part in ("inputs", "outputs", "intermediates"):
+                _check_index_list(getattr(op, part), tensors, f"subgraph {g} operator {i} "
+                                  f"{part}", "tensors", file=file, optional=part == "inputs")
+        for part in ("inputs", "outputs"):
+            _check_index_list(getattr(sg, part), tensors, f"subgraph {g} {part}", "tensors",
+                              file=file)
+        for t, tensor in enumerate(sg.tensors or []):
+            _check_index_list([tensor.buffer], buffers, f"subgraph {g} tensor {t} buffer",
+                              "buffers", file=file)
+    _check_index_list(model.metadataBuffer, buffers, "metadataBuffer", "buffers", file=file)
+    for m, entry in enumerate(model.metadata or []):
+        _check_index_list([entry.buffer], buffers, f"metadata {m} buffer", "buffers", file=file)
+    for k, signature in enumerate(model.signatureDefs or []):
+        _check_index_list([signature.subgraphIndex], len(subgraphs),
+                          f"signature {k} subgraphIndex", "subgraphs", file=file)
+        tensors = len(subgraphs[signature.subgraphIndex].tensors or [])
+        for part in ("inputs", "outputs"):
+            _check_index_list([entry.tensorIndex for entry in getattr(signature, part) or []],
+                              tensors, f"signature {k} {part} tensorIndex", "tensors", file=file)
+
+
 def check_supported(model: Any, *, file: str | None = None) -> None:
     """Refuse, in one line, a model TFLM's planner or memplan cannot take as one problem."""
     subgraphs = model.subgraphs or []
     if not subgraphs:
         raise ProblemError("the model has no subgraph", file=file)
-    codes = len(model.operatorCodes or [])
-    for g, sg in enumerate(subgraphs):
-        for i, op in enumerate(sg.operators or []):
-            if not 0 <= op.opcodeIndex < codes:
-                raise ProblemError(f"subgraph {g} operator {i} names operator code "
-                                   f"{op.opcodeIndex} of {codes}", file=file)
+    check_indices(model, file=file)
     flow = sorted({operator_name(model, op) for sg in subgraphs for op in sg.operators or []}
                   & set(CONTROL_FLOW))
     if len(subgraphs) > 1 or flow:
@@ -261,13 +303,8 @@ def check_supported(model: Any, *, file: str | None = None) -> None:
         raise ProblemError(f"{len(subgraphs)} subgraphs{what}: memplan plans models of "
                            "one subgraph", file=file)
     subgraph = subgraphs[0]
-    count = len(subgraph.tensors or [])
     ids = tensor_ids(model)
     for i, op in enumerate(subgraph.operators or []):
-        for t in [*indices(op.inputs), *indices(op.outputs), *indices(op.intermediates)]:
-            if t >= count:
-                raise ProblemError(f"operator {i} ({operator_name(model, op)}) names tensor "
-                                   f"{t} of {count}", file=file)
         for t in indices(op.intermediates):
             if tensor_bytes(subgraph.tensors[t], file=file, id=ids[t]):
                 raise ProblemError(f"operator {i} ({operator_name(model, op)}) has an "

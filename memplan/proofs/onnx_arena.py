@@ -7,7 +7,9 @@ and a runtime that computes garbage. This module executes the model the way
 a runtime with that plan would, and compares:
 
 - one numpy ``uint8`` arena per region, filled with a poison byte, as large
-  as the plan's offsets reach; every tensor that is a buffer of the problem
+  as the plan's offsets reach (a plan with an offset below 0, or whose arena
+  is above both `MAX_ARENA` and twice its buffers' bytes, is refused in one
+  line: there is no such arena to run in); every tensor that is a buffer of the problem
   lives there at its planned offset, and nowhere else. Graph inputs (and
   weights planned in a region) are written before the first step;
 - the nodes run one by one in the graph's order (onnxruntime, or onnx's
@@ -86,6 +88,7 @@ POISON = 0xA5  # the arena's bytes before anything is written: NaN-like garbage
 RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
                         "RandomUniformLike", "Multinomial", "Bernoulli"})
 IN_PLACE_ROUNDS = 64  # reruns of a node to settle what an in-place kernel writes
+MAX_ARENA = 1 << 30  # bytes: a larger arena is allocated only up to twice the buffers' bytes
 
 
 @dataclass(frozen=True)
@@ -380,6 +383,14 @@ class _Arena:
         tops = offsets + problem.sizes
         count = int(regions.max()) + 1 if len(problem) else 1
         self.sizes = [int(tops[regions == r].max(initial=0)) for r in range(count)]
+        if len(problem) and int(offsets.min()) < 0:
+            below = int(np.argmin(offsets))
+            raise ProblemError(f"buffer {problem.ids[below]!r}: offset {int(offsets[below])} is "
+                               "below 0: the plan has no arena to run in", file=source)
+        if sum(self.sizes) > max(MAX_ARENA, 2 * int(problem.sizes.sum())):
+            raise ProblemError(f"the plan's arena of {sum(self.sizes)} bytes is above "
+                               f"{MAX_ARENA} and more than twice its buffers' bytes: not "
+                               "allocated to run the model in it", file=source)
         self.bytes = [np.full(size, POISON, np.uint8) for size in self.sizes]
         self.place = {name: (int(regions[i]), int(offsets[i]), int(problem.sizes[i]))
                       for i, name in enumerate(problem.ids) if problem.kinds[i] != "scratch"}

@@ -14,7 +14,14 @@ Steps (`prove`):
   is the same model with the plan as ``OfflineMemoryAllocation`` metadata
   (`memplan.export.tflite_model`);
 - both models run in TFLM on the same random inputs (seeded; every graph
-  input, its dtype's range); the outputs must be bit-identical;
+  input, its dtype's range); the outputs must be bit-identical. The planned
+  model's arena is sized from the plan (its arena, plus room for TFLM's head
+  and tail), so a valid plan with gaps (a tensor at a high offset) runs too;
+  an arena past `MAX_ARENA` is not asked for. When TFLM refuses the model
+  (it would with its own planner too: a zero-size output is a "dynamic
+  tensor" to it; a corrupt model may even crash its interpreter, so each
+  run is in a forked child) the report says so in one line (``refused``)
+  and proves nothing;
 - TFLM's ``RecordingMicroAllocator`` reports the arena's head (the planned
   tensors and scratch buffers) and tail (persistent data). With memplan's
   plan, the head must equal memplan's arena size rounded up to TFLM's
@@ -35,7 +42,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -53,6 +62,7 @@ from memplan.problem import Problem
 from memplan.validate import check
 
 _REPORT = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
+MAX_ARENA = 1 << 30  # the largest arena memplan asks TFLM's interpreter for, in bytes
 
 
 def runtime():
@@ -110,12 +120,18 @@ def random_inputs(data: bytes, seed: int = 0) -> list[np.ndarray]:
     return arrays
 
 
-def _generous_arena(data: bytes) -> int:
-    """An arena that fits any plan: every tensor's bytes, twice, and 64 KiB more."""
+def _generous_arena(data: bytes, planned: int = 0) -> int:
+    """An arena that fits TFLM's own plan (every tensor's bytes, twice, and 64 KiB more for
+    its head and tail), plus ``planned`` bytes: the arena of an offline plan, which may
+    leave gaps TFLM's planner would not (a tensor at a high offset)."""
     tree = tflite.read_model(data)
     total = sum(tflite.tensor_bytes(t) for t in tree.subgraphs[0].tensors or []
                 if not tflite.is_constant(tree, t))
-    return 2 * total + 65536
+    return 2 * total + 65536 + -(-planned // tflite.ALIGNMENT) * tflite.ALIGNMENT
+
+
+class TflmRefused(RuntimeError):
+    """TFLM would not allocate or run a model; the message is TFLM's, on one line."""
 
 
 def _interpreter(data: bytes, arena_size: int):
@@ -124,7 +140,8 @@ def _interpreter(data: bytes, arena_size: int):
         with _c_stderr(sink):
             return runtime().Interpreter.from_bytes(data, arena_size=arena_size)
     except RuntimeError as error:
-        raise RuntimeError(f"{error}: {sink[-1].strip() if sink else ''}") from None
+        said = " ".join(sink[-1].split()) if sink else ""
+        raise TflmRefused(f"{error}: {said}" if said else str(error)) from None
 
 
 def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) -> TflmRun:
@@ -132,7 +149,10 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     interpreter = _interpreter(data, arena_size or _generous_arena(data))
     for index, array in enumerate(inputs):
         interpreter.set_input(array, index)
-    interpreter.invoke()
+    try:
+        interpreter.invoke()
+    except RuntimeError as error:
+        raise TflmRefused(" ".join(str(error).split())) from None
     count = len(tflite.indices(tflite.read_model(data).subgraphs[0].outputs))
     outputs = [np.array(interpreter.get_output(i)) for i in range(count)]
     sink: list[str] = []
@@ -142,6 +162,50 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     if set(found) != {"total", "head", "tail"}:
         raise RuntimeError(f"no allocation report from TFLM: {''.join(sink)[:200]!r}")
     return TflmRun(outputs, found["head"], found["tail"], found["total"])
+
+
+def _isolated(function, *args):
+    """``function(*args)`` in a forked child (where the platform forks), its result pickled
+    back: TFLM's interpreter crashes the whole process on some corrupt models. A crash, or
+    a `RuntimeError`/`ValueError` from TFLM there, becomes `TflmRefused`."""
+    if not hasattr(os, "fork"):
+        return function(*args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into the caller
+        code = 1
+        try:
+            os.close(readable)
+            quiet = os.open(os.devnull, os.O_WRONLY)  # what a crash prints is not ours to show
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            try:
+                answer = ("ok", function(*args))
+            except ProblemError as error:
+                answer = ("problem", str(error))
+            except (RuntimeError, ValueError) as error:
+                answer = ("refused", " ".join(str(error).split()))
+            except BaseException as error:  # noqa: BLE001 - carried to the parent
+                answer = ("error", f"{type(error).__name__}: {error}")
+            with os.fdopen(writable, "wb") as pipe:
+                pickle.dump(answer, pipe)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writable)
+    with os.fdopen(readable, "rb") as pipe:
+        answer = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if not answer:
+        code = os.waitstatus_to_exitcode(status)
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        raise TflmRefused(f"TFLM's interpreter crashed on the model ({how})")
+    kind, value = pickle.loads(answer)
+    if kind == "ok":
+        return value
+    raise {"problem": ProblemError, "refused": TflmRefused}.get(kind, RuntimeError)(value)
 
 
 def _try(data: bytes, arena_size: int, inputs: list[np.ndarray]) -> bool:
@@ -208,11 +272,12 @@ class TflmReport:
     tensors: int  # tensors of the subgraph (weights included)
     buffers: int  # tensors TFLM plans (the problem's buffers)
     arena_size: int  # memplan's plan
-    tflm: TflmRun  # TFLM's own planner
-    planned: TflmRun  # memplan's offline plan
+    tflm: TflmRun | None  # TFLM's own planner (None: TFLM refused the model)
+    planned: TflmRun | None  # memplan's offline plan (None: not run)
     min_arena: int | None = None  # smallest arena_size TFLM runs with, its own planner
     planned_min_arena: int | None = None  # ... with memplan's plan
     mismatches: list[str] = field(default_factory=list)  # outputs that differ
+    refused: str | None = None  # why TFLM did not run the model (then nothing is proven)
 
     @property
     def expected_head(self) -> int:
@@ -221,13 +286,15 @@ class TflmReport:
 
     @property
     def head_matches(self) -> bool:
-        return self.planned.head == self.expected_head
+        return self.planned is not None and self.planned.head == self.expected_head
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and self.head_matches
+        return self.refused is None and not self.mismatches and self.head_matches
 
     def __str__(self) -> str:
+        if self.refused is not None:
+            return f"{self.model}: not proven: {self.refused}"
         lines = [f"{self.model}: {self.tensors} tensors, {self.buffers} buffers planned "
                  "(TFLM's planned tensors and kernel scratch)",
                  f"  TFLM planner   head {self.tflm.head} B, tail {self.tflm.tail} B"
@@ -262,15 +329,31 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
         plan = solve(problem, time_limit=time_limit, seed=seed)
     check(problem, plan)
     planned = planned_model(data, problem, plan)
-    inputs = random_inputs(data, seed)
-    own, ours = run(data, inputs), run(planned, inputs)
-    mismatches = [f"output {i}" for i, (a, b) in enumerate(zip(own.outputs, ours.outputs,
-                                                              strict=True))
-                  if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()]
     report = TflmReport(model=problem.name or (file or "model"),
                         tensors=len(tflite.read_model(data).subgraphs[0].tensors or []),
-                        buffers=len(problem), arena_size=int(plan.arena_size), tflm=own,
-                        planned=ours, mismatches=mismatches)
+                        buffers=len(problem), arena_size=int(plan.arena_size), tflm=None,
+                        planned=None)
+    arena = _generous_arena(data, int(plan.arena_size))
+    if arena > MAX_ARENA:
+        report.refused = (f"the plan's arena of {plan.arena_size} B needs a TFLM arena of "
+                          f"{arena} B, more than memplan runs TFLM with ({MAX_ARENA} B)")
+        return report
+    try:
+        inputs = _isolated(random_inputs, data, seed)
+        report.tflm = own = _isolated(run, data, inputs)
+    except TflmRefused as error:
+        report.refused = f"TFLM refuses the model with its own planner: {error}"
+        return report
+    try:
+        report.planned = ours = _isolated(run, planned, inputs, arena)
+    except TflmRefused as error:
+        report.refused = (f"TFLM refuses the model with memplan's plan in an arena of {arena} B "
+                          f"(the plan's {plan.arena_size} B, TFLM's head and tail): {error}")
+        return report
+    report.mismatches = [f"output {i}" for i, (a, b) in enumerate(zip(own.outputs, ours.outputs,
+                                                                     strict=True))
+                         if a.dtype != b.dtype or a.shape != b.shape
+                         or a.tobytes() != b.tobytes()]
     if bisect:
         report.min_arena = smallest_arena(data, inputs, own.total)
         report.planned_min_arena = smallest_arena(planned, inputs, ours.total)

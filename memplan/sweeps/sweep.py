@@ -35,12 +35,13 @@ with the columns of `COLUMNS`; `memplan.sweeps.sweep_report` draws and summarise
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from memplan.errors import require
+from memplan.errors import ProblemError, require
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
 from memplan.sweeps.sweep_tasks import (
     ALL,
@@ -59,6 +60,19 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------ the engine
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(\[[0-9A-Fa-f:.]+\]|[\w.-]+)(?::(\d{1,5}))?")
+
+
+def scheduler_address(text: str) -> str:
+    """``text`` when it is a Dask scheduler address (``tcp://HOST:PORT``; the port may be left
+    out), else `ProblemError`: refused before any task is made, not deep inside Dask."""
+    match = _ADDRESS.fullmatch(text.strip())
+    if match is None or not 0 < int(match.group(2) or 8786) < 65536:
+        raise ProblemError(f"--scheduler: not a Dask scheduler address: {text!r} (expected "
+                           f"tcp://HOST:PORT, the port a number from 1 to 65535)")
+    return text.strip()
+
+
 def dask_setup(worker) -> None:
     """Worker preload (``preload=["memplan.sweeps.sweep"]``): Ctrl-C is the client's to handle.
 
@@ -129,6 +143,7 @@ def sweep(models: Iterable[str | os.PathLike], *,
 
     require("distributed", "sweep", "memplan sweep (Dask)")
     began = time.perf_counter()
+    scheduler = None if scheduler is None else scheduler_address(scheduler)
     tasks = make_tasks(models, dims=dims, batches=batches, capacities=capacities,
                        planners=planners, time_limit=time_limit,
                        heuristic_time_limit=heuristic_time_limit, seed=seed, threads=threads,
@@ -220,4 +235,4 @@ def _running(engine, pending: int) -> int:
 
 
 __all__ = ["ALL", "FROM_FILE", "SOLVE", "Task", "dask_setup", "make_tasks", "model_files",
-           "parse_size", "planner_names", "run_task", "sweep"]
+           "parse_size", "planner_names", "run_task", "scheduler_address", "sweep"]

@@ -5,8 +5,11 @@ machine), so every finished row must already be on disk, and a later run
 must be able to read them back to skip those tasks (resume):
 
 - CSV (``.csv``, no dependency): the header once, then one line per row,
-  flushed as the row arrives. A line cut short by a crash is dropped when
-  the file is read back (its task simply runs again);
+  flushed as the row arrives. A last row cut short by a crash (or a full
+  disk), even inside a quoted field, is dropped when the file is read back
+  and cut off the file before new rows are appended, with a warning naming
+  the file and line (its task simply runs again); every complete row stays.
+  A row that does not parse anywhere else is an error naming the line;
 - Parquet (``.parquet``/``.pq``, needs pyarrow: ``pip install 'memplan[parquet]'``):
   the format has no append, so the whole table is written to a temporary
   file and renamed over the old one (atomic), at most every
@@ -23,6 +26,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,7 @@ from memplan.errors import ProblemError
 
 # name -> pandas dtype; the order is the order of the columns in files and tables
 COLUMNS: dict[str, str] = {
-    "model": "string",  # the file's stem
+    "model": "string",  # the file's stem (more of its path where files share a stem)
     "bindings": "string",  # the shape planned: "batch=8,seq=128" ('' as in the file)
     "batch": "Int64",  # the batch size it was re-batched to (empty: as in the file)
     "capacity": "Int64",  # the capacity planned under, bytes (empty: minimise)
@@ -80,11 +84,14 @@ class RowWriter:
         self._written = 0.0
         self._file = None
         self._csv = None
+        self._repaired = False  # the CSV's tail was checked (once per writer)
 
     def existing(self) -> dict[str, dict[str, Any]]:
         """The rows already in the file, by task key (empty when there is no file)."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return {}
+        if self.format == "csv":
+            self._repair_tail()
         table = read_rows(self.path)
         rows = {row["task"]: row for row in table.to_dict("records")}
         if self.format == "parquet":
@@ -112,11 +119,18 @@ class RowWriter:
         self._file.flush()
 
     def _repair_tail(self) -> None:
-        """End the file with a newline: a line cut short by a crash stays alone on its line."""
-        with open(self.path, "rb+") as f:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
+        """Cut a last row that a crash left unfinished off the file (with a warning), so that
+        new rows start on a line of their own, outside any quoted field."""
+        if self._repaired:
+            return
+        self._repaired = True
+        cut = _records(self.path, quiet=True)[2]
+        if cut is not None:
+            line, offset = cut
+            with open(self.path, "rb+") as f:
+                f.truncate(offset)
+            warnings.warn(f"{self.path}:{line}: dropped a row cut short (a crash or a full "
+                          f"disk?); its task runs again", RowsWarning, stacklevel=3)
 
     def _write_parquet(self) -> None:
         import pandas as pd
@@ -143,7 +157,8 @@ def read_rows(path: str | os.PathLike):
     if SUFFIXES.get(path.suffix.lower()) == "parquet":
         table = pd.read_parquet(path)
     else:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, on_bad_lines="skip")
+        header, rows, _ = _records(path)
+        table = pd.DataFrame(rows, columns=header, dtype="string").fillna("")
     missing = [name for name in COLUMNS if name not in table.columns]
     if missing:
         raise ProblemError(f"not a memplan sweep's rows (no column {missing[0]!r}); write "
@@ -152,6 +167,51 @@ def read_rows(path: str | os.PathLike):
     if SUFFIXES.get(path.suffix.lower()) != "parquet":
         table = _typed_csv(table, path)
     return table.astype(COLUMNS)
+
+
+class RowsWarning(UserWarning):
+    """A sweep's rows file needed a repair that loses no complete row (a cut last row)."""
+
+
+def _records(path: Path, *, quiet: bool = False
+             ) -> tuple[list[str], list[list[str]], tuple[int, int] | None]:
+    """``(header, rows, cut)`` of a sweep's CSV; ``cut`` is ``(line, byte offset)`` of a last
+    row left unfinished (no final newline, an open quote, too few fields), else None.
+
+    Rows elsewhere with another number of fields than the header are skipped
+    (with a warning unless ``quiet``); text that is no CSV before the last row
+    is a `ProblemError` naming the line.
+    """
+    data = path.read_bytes()
+    text = data.decode("utf-8", "surrogateescape")
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    reader = csv.reader(lines, strict=True)
+    records: list[tuple[list[str], int]] = []  # each with the line where it ends
+    try:
+        for record in reader:
+            records.append((record, reader.line_num))
+    except csv.Error as error:
+        if reader.line_num < len(lines):
+            raise ProblemError(f"not a CSV row ({error}); remove or fix that line",
+                               file=str(path), line=reader.line_num) from None
+        records.append(([], len(lines)))  # an open quote at the end: the row was cut
+    if not records or not records[0][0]:
+        return [], [], None
+    header = records[0][0]
+    cut = None
+    last = records[-1][0]
+    if len(records) > 1 and (not text.endswith("\n") or len(last) != len(header)):
+        start = records[-2][1]  # the cut row begins on the line after the previous row
+        cut = (start + 1, len("".join(lines[:start]).encode("utf-8", "surrogateescape")))
+        records.pop()
+    rows = [record for record, _ in records[1:] if len(record) == len(header)]
+    if len(rows) < len(records) - 1 and not quiet:
+        first = next(end for record, end in records[1:] if len(record) != len(header))
+        warnings.warn(f"{path}:{first}: skipped {len(records) - 1 - len(rows)} rows whose "
+                      f"number of fields is not the header's ({len(header)})", RowsWarning,
+                      stacklevel=3)
+    return header, rows, cut
 
 
 def _typed_csv(table, path: Path):
@@ -172,4 +232,4 @@ def _typed_csv(table, path: Path):
     return table
 
 
-__all__ = ["COLUMNS", "RowWriter", "finish_row", "read_rows"]
+__all__ = ["COLUMNS", "RowWriter", "RowsWarning", "finish_row", "read_rows"]

@@ -36,7 +36,18 @@ PROVERS = ("exact", "solve")  # planners whose infeasible status may be a proof
 
 
 def _planned(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table["status"] != "error"]
+    """The rows that hold a plan, each model told apart by its file (`model_labels`)."""
+    return table[table["status"] != "error"].assign(model=model_labels)
+
+
+def model_labels(table: pd.DataFrame) -> pd.Series:
+    """Each row's model, told apart by file: its name, or its path where files that differ
+    share that name (rows of older sweeps name a model by its stem alone)."""
+    if "path" not in table.columns:
+        return table["model"]
+    paths = table["path"].fillna(table["model"])
+    shared = paths.groupby(table["model"]).transform("nunique") > 1
+    return table["model"].where(~shared, paths)
 
 
 def _shape(table: pd.DataFrame) -> pd.Series:
@@ -203,7 +214,8 @@ def report_html(table: pd.DataFrame) -> str:
     matplotlib.use("Agg", force=False)
     planners = ", ".join(sorted(table["planner"].unique()))
     statuses = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
-    parts = [f"<h1>memplan sweep</h1><p>{len(table)} tasks: {table['model'].nunique()} models, "
+    models = model_labels(table).nunique()
+    parts = [f"<h1>memplan sweep</h1><p>{len(table)} tasks: {models} models, "
              f"planners {html.escape(planners)}; {statuses}. Every plan was checked by "
              f"memplan.validate on its worker.</p>"]
     by_batch = arena_by_batch(table)
@@ -251,6 +263,6 @@ def write_report(table: pd.DataFrame, path: str) -> None:
     Path(path).write_text(report_html(table), encoding="utf-8")
 
 
-__all__ = ["arena_by_batch", "capacity_fit", "planners_vs_optimum", "plot_arena_by_batch",
-           "plot_capacity", "plot_planners", "report_html", "smallest_fitting_capacity",
-           "write_report"]
+__all__ = ["arena_by_batch", "capacity_fit", "model_labels", "planners_vs_optimum",
+           "plot_arena_by_batch", "plot_capacity", "plot_planners", "report_html",
+           "smallest_fitting_capacity", "write_report"]

@@ -52,10 +52,11 @@ class Task:
     capacity: int | str | None = None  # bytes, None (minimise), or FROM_FILE
     planner: str = "best"
     settings: tuple[tuple[str, Any], ...] = field(default=(), compare=True)  # planner options
+    name: str = field(default="", compare=False)  # the model's name in rows (default: stem)
 
     @property
     def model(self) -> str:
-        return Path(self.path).stem
+        return self.name or Path(self.path).stem
 
     @property
     def bindings(self) -> str:
@@ -114,6 +115,26 @@ def model_files(models: Iterable[str | os.PathLike]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def model_names(files: Sequence[str]) -> dict[str, str]:
+    """Each file's model name in rows and reports: its stem, unless other files share it;
+    then the shortest end of its path that none of them has, without the suffix if that
+    is enough (``small/model``, ``big/model``; ``big/model.csv``, ``model.json``), else
+    the whole path. Models are told apart by path everywhere."""
+    def tail(path: Path, k: int, suffixed: bool) -> tuple[str, ...]:
+        return (path if suffixed else path.with_suffix("")).parts[-k:]
+
+    names = {}
+    for file in files:
+        path = Path(file)
+        others = [Path(f) for f in files if f != file and Path(f).stem == path.stem]
+        ends = [(k, suffixed) for suffixed in (False, True)
+                for k in range(2 - suffixed, len(path.parts) + 1)]
+        names[file] = path.stem if not others else next(
+            ("/".join(tail(path, k, s)) for k, s in ends
+             if all(tail(other, k, s) != tail(path, k, s) for other in others)), file)
+    return names
+
+
 def planner_names(planners: Iterable[str]) -> list[str]:
     """The planners named (``all`` expanded), each checked against the registry."""
     from memplan.api import heuristic_names
@@ -152,13 +173,15 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
     shapes = [tuple(combo) for combo in itertools.product(*dim_items)]
     combos = list(itertools.product(batches or [None], shapes))
     tasks = []
+    models = model_names(files)
     for path in files:
         onnx = Path(path).suffix.lower() == ".onnx"
         for (batch, bound), capacity, planner in itertools.product(
                 combos if onnx else [(None, ())], sizes, names):
             tasks.append(Task(path, bound, batch, capacity, planner,
                               _settings(planner, time_limit, heuristic_time_limit, seed,
-                                        threads, alignment, options.get(planner, {}))))
+                                        threads, alignment, options.get(planner, {})),
+                              models[path]))
     return tasks
 
 
@@ -299,4 +322,4 @@ def _worker_name() -> str:
 
 
 __all__ = ["ALL", "FROM_FILE", "MODEL_SUFFIXES", "SOLVE", "Task", "make_tasks", "model_files",
-           "parse_size", "planner_names", "run_task"]
+           "model_names", "parse_size", "planner_names", "run_task"]
