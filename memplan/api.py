@@ -52,6 +52,7 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.options import option
 from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
@@ -88,21 +89,16 @@ class SolveOptions:
 
     def __post_init__(self):
         check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+        for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
+            object.__setattr__(self, name, check_time_limit(getattr(self, name), name))
 
 
 def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
-    """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer."""
-    for name, value, optional in (("time_limit", time_limit, True),
-                                  ("heuristic_time_limit", heuristic_time_limit, True)):
-        if value is None and optional:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not value >= 0 or math.isnan(value):
-            raise ProblemError(f"{name} must be a number of seconds >= 0"
-                               f"{' or None' if optional else ''}, got {value!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ProblemError(f"workers must be a whole number >= 1, got {workers!r}")
+    """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer
+    (the rules of `memplan.limits`)."""
+    check_time_limit(time_limit, "time_limit")
+    check_time_limit(heuristic_time_limit, "heuristic_time_limit")
+    check_workers(workers, "workers")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ProblemError(f"seed must be a whole number, got {seed!r}")
 
@@ -297,7 +293,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     settings = solve_options(options, **fields)
     problem = as_problem(problem)
     if capacity is not None:
-        problem = problem.replace(capacity=capacity)
+        problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
         report = _solve_deployment(problem, settings, *deployment)
@@ -425,7 +421,7 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
     stacked ones. ``MultiModel.split`` and `memplan.deploy.multimodel.report` give
     each model's share.
     """
-    multi = combine(problems, mode, capacity=capacity)
+    multi = combine(problems, mode, capacity=check_capacity(capacity))
     steps = dict(on_progress=on_progress, stop=stop, exact_options=exact_options)
     settings = solve_options(options, **fields)
     if mode == "exclusive":

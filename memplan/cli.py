@@ -34,13 +34,13 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from memplan import api
+from memplan import api, cli_checks
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.export import FORMATS
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.frontends import READERS, memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
@@ -56,6 +56,13 @@ INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 _DIMS_HINT = re.compile(r"""dims=\{(['"])(.*?)\1: \.\.\.\}""")
+_KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
+          ".csv": "MiniMalloc CSV", ".json": "memplan JSON"}
+MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
+    f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
+FIELD_TYPES = {"time_limit": cli_checks.seconds("--time-limit"),  # one rule: memplan.limits
+               "heuristic_time_limit": cli_checks.seconds("--heuristic-time-limit"),
+               "workers": cli_checks.count("--workers")}
 
 
 class UsageError(Exception):
@@ -96,11 +103,12 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
         if field.type == "bool":
             parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
                                 action="store_false" if default else "store_true",
-                                help=f"turn off: {comment}" if default else comment)
+                                help=cli_checks.negated_help(comment) if default else comment)
             continue
         kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
         parser.add_argument(f"--{flag}", dest=field.name, default=default,
-                            type=_optional_number(kind) if "None" in field.type else kind,
+                            type=FIELD_TYPES.get(field.name) or
+                            (_optional_number(kind) if "None" in field.type else kind),
                             choices=(choices or {}).get(field.name),
                             metavar=None if field.name in (choices or {}) else
                             (metavars or {}).get(field.name, kind.__name__.upper()),
@@ -159,8 +167,6 @@ def _reorder(path: Path, args: argparse.Namespace) -> Reordering:
     """``--reorder``: the model in its best operator order found (kept in ``args.reordering``)."""
     if path.suffix.lower() != ".onnx":
         raise UsageError(f"{path}: --reorder: for ONNX models only")
-    if not args.reorder_time_limit > 0:
-        raise UsageError(f"--reorder-time-limit must be positive, got {args.reorder_time_limit}")
     args.reordering = reorder(path, method=args.reorder_method,
                               time_limit=args.reorder_time_limit,
                               seed=getattr(args, "seed", 0), dims=_dims(args.dim),
@@ -543,7 +549,7 @@ def _parents() -> tuple[argparse.ArgumentParser, ...]:
     model = model_parser.add_argument_group("model options")
     model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                        help="bind a symbolic ONNX dimension (repeatable)")
-    model.add_argument("--alignment", type=int, metavar="BYTES",
+    model.add_argument("--alignment", type=cli_checks.size("--alignment"), metavar="BYTES",
                        help="align every offset to this many bytes")
     add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
     reordering = argparse.ArgumentParser(add_help=False)
@@ -554,12 +560,15 @@ def _parents() -> tuple[argparse.ArgumentParser, ...]:
     order.add_argument("--reorder-method", choices=METHODS, default="fast",
                        help="fast: list scheduling and local search (default); exact: CP-SAT "
                             "over order and layout, warm-started by fast")
-    order.add_argument("--reorder-time-limit", type=float, default=5.0, metavar="S",
+    order.add_argument("--reorder-time-limit", default=5.0, metavar="S",
+                       type=cli_checks.seconds("--reorder-time-limit", unlimited=False),
                        help="seconds for the order search (default 5)")
     capacity = argparse.ArgumentParser(add_help=False)
     capacity.add_argument_group("problem options").add_argument(
-        "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
-        help="fit under this many bytes ('none': minimise, ignoring a capacity the file gives)")
+        "--capacity", type=cli_checks.capacity("--capacity"), default=argparse.SUPPRESS,
+        metavar="BYTES",
+        help="fit under this many bytes (4096, 512KiB, 1MiB; 'none': minimise, ignoring a "
+             "capacity the file gives)")
     return common, model_parser, reordering, capacity
 
 
@@ -569,7 +578,7 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
                            help="plan a model (or several in one arena): heuristics, then "
                                 "the exact planner")
     solve.add_argument("models", nargs="*", metavar="MODEL",
-                       help="ONNX, CSV or JSON (default: a bundled model); several share one "
+                       help=f"{MODEL_KINDS} (default: a bundled model); several share one "
                             "arena")
     sharing = solve.add_argument_group("several models").add_mutually_exclusive_group()
     sharing.add_argument("--exclusive", dest="mode", action="store_const", const="exclusive",
@@ -618,7 +627,7 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 
     compare = sub.add_parser("compare", parents=[common, model_parser, capacity],
                              help="every planner on every model, one table")
-    compare.add_argument("models", nargs="+", metavar="MODEL")
+    compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
     compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
     compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")
     add_dataclass_options(compare, api.SolveOptions,
@@ -627,33 +636,35 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 
     check = sub.add_parser("validate", parents=[common, model_parser, capacity],
                            help="check a plan (.json or .csv solution) against its problem")
-    check.add_argument("problem")
+    check.add_argument("problem", help=MODEL_KINDS)
     check.add_argument("plan")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=cmd_validate)
 
     describe = sub.add_parser("info", parents=[common, model_parser, reordering],
                               help="buffers, lower bound, widths, aliases, largest tensors")
-    describe.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    describe.add_argument("model", nargs="?", help=f"{MODEL_KINDS} (default: a bundled model)")
     describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")
     describe.add_argument("--json", action="store_true", help="print as JSON")
     describe.set_defaults(run=cmd_info)
 
     convert = sub.add_parser("convert", parents=[common, model_parser],
                              help="write a model as a problem file (.csv or .json)")
-    convert.add_argument("model")
+    convert.add_argument("model", help=MODEL_KINDS)
     convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
     convert.set_defaults(run=cmd_convert)
 
     why = sub.add_parser("explain", parents=[common, model_parser, capacity],
                          help="where the peak comes from, a plan's gap, why a capacity "
                               "cannot be met, and what would help")
-    why.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    why.add_argument("model", nargs="?", help=f"{MODEL_KINDS} (default: a bundled model)")
     why.add_argument("--planner", default="best", metavar="NAME|none",
                      help="the plan whose gap to explain (default: best; none: no plan)")
-    why.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+    why.add_argument("--time-limit", default=10.0, metavar="S",
+                     type=cli_checks.seconds("--time-limit", unlimited=False),
                      help="seconds for the CP-SAT checks of a capacity (default: 10)")
-    why.add_argument("--workers", type=int, default=1, help="CP-SAT threads (default: 1)")
+    why.add_argument("--workers", type=cli_checks.count("--workers"), default=1,
+                     help="CP-SAT threads (default: 1)")
     why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
@@ -666,7 +677,7 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 def build_parser() -> argparse.ArgumentParser:
     """The ``memplan`` parser: one sub-command per task, options from the options records."""
     shared = _parents()  # (common, model, reordering, capacity)
-    parser = argparse.ArgumentParser(
+    parser = cli_checks.Parser(
         prog="memplan", description="Ahead-of-time memory planning for neural networks: "
         "every tensor an offset in one arena, as small as it can be, with a proof of how "
         "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "

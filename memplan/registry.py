@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from memplan.errors import UnknownPlannerError
+from memplan.limits import check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -58,6 +59,10 @@ def get_planner(name: str) -> Planner:
 def plan_with(name: str, problem: Problem, **options) -> Plan:
     """Run the planner ``name`` on ``problem``; the plan's ``seconds`` is its wall time."""
     planner = get_planner(name)
+    if "time_limit" in options:  # one rule for every entry point (`memplan.limits`)
+        options["time_limit"] = check_time_limit(options["time_limit"], "time_limit")
+    if options.get("workers"):  # 0: the planner's own default
+        check_workers(options["workers"], "workers")
     began = time.perf_counter()
     plan = planner(problem, **options)
     if not plan.seconds:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from memplan.limits import check_time_limit, check_workers
 from memplan.options import option
 
 ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.cp_search.unit_order`
@@ -67,6 +68,9 @@ class ExactOptions:
     log: bool = option(False, "print CP-SAT's search log")
 
     def __post_init__(self):
+        object.__setattr__(self, "time_limit", check_time_limit(self.time_limit, "time_limit"))
+        if self.workers != 0:  # 0: one per core
+            check_workers(self.workers, "workers")
         unknown = set(self.orders) - set(ORDERS)
         if unknown or not self.orders:
             raise ValueError(f"unknown order(s) {sorted(unknown)}; valid: {', '.join(ORDERS)}")
