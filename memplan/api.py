@@ -52,7 +52,7 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.limits import check_capacity, check_time_limit, check_workers
+from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
 from memplan.options import option
 from memplan.plan import Plan, fits, plan_rank
 from memplan.problem import Buffer, Problem
@@ -86,9 +86,14 @@ class SolveOptions:
     workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
+    gap: str | float | int | None = option(None, "stop once the proven gap is this small: a "
+                                           "share (1%, 0.01) or bytes (4KiB, 4096B); the plan "
+                                           "is then 'feasible' with its gap")
 
     def __post_init__(self):
         check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+        if self.gap is not None:
+            parse_gap(self.gap)
         for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
             object.__setattr__(self, name, check_time_limit(getattr(self, name), name))
 
@@ -115,6 +120,7 @@ class SolveReport:
     exact: Plan | None  # the exact planner's plan, None when it did not run
     interrupted: bool = False  # Ctrl-C stopped the exact planner
     out_of_time: bool = False  # the heuristics left the exact planner no time
+    within_gap: bool = False  # the heuristic plan was within the gap tolerance already
     seconds: float = 0.0  # wall time of the whole pipeline
 
     @property
@@ -124,6 +130,8 @@ class SolveReport:
             return None
         if self.heuristic.status == "optimal":
             return "not needed, the heuristic plan reaches the lower bound"
+        if self.within_gap:
+            return "not needed, the heuristic plan is within the gap tolerance"
         if self.interrupted:
             return "interrupted during the heuristics"
         if self.out_of_time:
@@ -270,6 +278,8 @@ def exact_settings(settings: SolveOptions,
     extra: dict[str, Any] = {}
     if settings.workers is not None:
         extra["workers"] = settings.workers
+    if settings.gap is not None:
+        extra["relative_gap"], extra["absolute_gap"] = parse_gap(settings.gap)
     if on_progress is not None:
         extra["on_progress"] = on_progress
     if stop is not None:
@@ -310,7 +320,10 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
-    if settings.exact and heuristic.status != "optimal" and not report.interrupted:
+    report.within_gap = heuristic.status == "feasible" and \
+        record.within_gap(heuristic.arena_size, heuristic.best_bound)
+    if settings.exact and heuristic.status != "optimal" and not report.interrupted \
+            and not report.within_gap:
         try:
             # CP-SAT is imported by the exact planner (inside its own time limit) only if
             # its canonical search has not settled the question. The exact plan is
@@ -375,7 +388,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
-    if settings.exact and heuristic.status != "optimal":
+    if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.workers is None else {"workers": settings.workers}
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=settings.time_limit, seed=settings.seed, hint=heuristic,

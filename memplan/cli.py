@@ -44,7 +44,7 @@ from memplan.frontends import READERS, memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
-from memplan.plan import Plan
+from memplan.plan import Plan, gap_of
 from memplan.problem import Problem
 from memplan.proofs import BACKENDS
 from memplan.solver.exact_options import ORDERS, ExactOptions
@@ -62,7 +62,7 @@ MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
     f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
 FIELD_TYPES = {"time_limit": cli_checks.seconds("--time-limit"),  # one rule: memplan.limits
                "heuristic_time_limit": cli_checks.seconds("--heuristic-time-limit"),
-               "workers": cli_checks.count("--workers")}
+               "workers": cli_checks.count("--workers"), "gap": cli_checks.gap("--gap")}
 
 
 class UsageError(Exception):
@@ -99,7 +99,7 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
             continue
         flag = field.name.replace("_", "-")
         default = field.default if field.default is not MISSING else None
-        comment = option_help(field)
+        comment = option_help(field).replace("%", "%%")  # argparse formats help with %
         if field.type == "bool":
             parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
                                 action="store_false" if default else "store_true",
@@ -209,11 +209,8 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
 
     written = {}
     if args.output:
-        fmt = args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
+        fmt = _export_format(args)
         suffix = model.suffix.lower() if model is not None else None
-        if fmt in MODEL_EXPORTS and suffix != f".{fmt}":
-            verb, kind = MODEL_EXPORTS[fmt]
-            raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
         given = model if fmt in MODEL_EXPORTS or (fmt, suffix) in (("tflm", ".tflite"),
                                                                    ("c", ".onnx")) else None
         if given is not None and reordered is not None:
@@ -234,12 +231,40 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
     return written
 
 
-def _plan_summary(plan: Plan | None) -> dict[str, Any] | None:
+def _export_format(args: argparse.Namespace) -> str:
+    return args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
+
+
+def _check_outputs(args: argparse.Namespace, problems: list[Problem],
+                   paths: list[str | None]) -> None:
+    """Refuse, before solving, an output that could not be written: a missing folder, a
+    model export without its one model, a CSV that cannot hold the problem."""
+    csv = [option for option, path in (("-o", args.output), ("--csv", args.csv)) if path
+           and (option == "--csv" or _export_format(args) == "csv")]
+    for option, path in (("-o", args.output), ("--csv", args.csv)):
+        if path:
+            cli_checks.check_output_path(path, option)
+    if args.output:
+        fmt = _export_format(args)
+        model = Path(paths[0]) if paths[0] else api.default_model()
+        if fmt in MODEL_EXPORTS and (len(paths) > 1 or model.suffix.lower() != f".{fmt}"):
+            verb, kind = MODEL_EXPORTS[fmt]
+            raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
+    for problem in problems if csv else ():
+        reason = minimalloc_csv.csv_refusal(problem)
+        if reason is not None:
+            raise UsageError(f"{' and '.join(csv)}: {reason}")
+
+
+def _plan_summary(plan: Plan | None, proven: int) -> dict[str, Any] | None:
+    """A plan in the summary; its ``gap`` is to ``proven``, the best bound of the solve."""
     if plan is None:
         return None
+    cost = {key: plan.stats[key] for key in ("cost", "cost_optimal") if key in plan.stats}
     return {"planner": plan.planner, "chosen": plan.stats.get("winner", plan.planner),
             "arena_size": plan.arena_size, "status": plan.status,
-            "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds}
+            "best_bound": plan.best_bound, "gap": gap_of(plan.arena_size, proven),
+            "seconds": plan.seconds, **cost}
 
 
 def _summary(model: str, report: api.SolveReport, written: dict[str, str],
@@ -248,20 +273,26 @@ def _summary(model: str, report: api.SolveReport, written: dict[str, str],
     models = None if multi is None else {
         name: {"base": r.base, "arena_size": r.arena_size, "max_live_blocks": r.max_live_blocks}
         for name, r in model_report(multi, report.plan).items()}
+    proven = max(p.best_bound for p in (report.plan, report.heuristic, report.exact) if p)
     return {
         "model": model, "buffers": len(problem), "lower_bound": report.plan.lower_bound,
-        "capacity": problem.capacity, "naive": report.naive,
-        "heuristic": _plan_summary(report.heuristic), "exact": _plan_summary(report.exact),
-        "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan),
+        "best_bound": proven, "capacity": problem.capacity, "naive": report.naive,
+        "heuristic": _plan_summary(report.heuristic, proven),
+        "exact": _plan_summary(report.exact, proven),
+        "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan, proven),
         "interrupted": report.interrupted, "seconds": report.seconds,
         "models": models, "written": written,
     }
 
 
-def _size(value: int, bound: int) -> str:
-    over = f"  ({value / bound - 1:+.2%} over the bound)" if bound and value != bound else ""
-    exact = f" ({value} B)" if value >= 1024 else ""
-    return f"{human_bytes(value)}{exact}{over}"
+def _size(value: int) -> str:
+    """Bytes as every command shows them: human units, and the exact count past 1 KiB."""
+    return f"{human_bytes(value)} ({value} B)" if value >= 1024 else human_bytes(value)
+
+
+def _gap(value: int, bound: int) -> str:
+    """``gap 4.83% (190 KiB)``: `memplan.plan.gap_of` and the bytes above ``bound``."""
+    return f"gap {gap_of(value, bound):.2%} ({human_bytes(max(value - bound, 0))})"
 
 
 def _name(plan: dict[str, Any]) -> str:
@@ -277,22 +308,29 @@ def _print_rows(rows: list[tuple[str, str]]) -> None:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    plan, exact, bound = s["plan"], s["exact"], s["lower_bound"]
+    """The summary of a solve; every gap is to the best proven bound (one definition:
+    `memplan.plan.gap_of`)."""
+    plan, exact, proven = s["plan"], s["exact"], s["best_bound"]
+    heuristic = s["heuristic"]["arena_size"]
     rows = [("model", f"{s['model']}  ({s['buffers']} buffers)"),
-            ("lower bound", _size(bound, 0)),
-            ("naive", _size(s["naive"], bound)),
-            ("best heuristic", f"{_size(s['heuristic']['arena_size'], bound)}  "
-                               f"{_name(s['heuristic'])}")]
+            ("lower bound", _size(s["lower_bound"]))]
+    if proven > s["lower_bound"]:
+        rows.append(("proven bound", _size(proven)))
+    rows += [("naive", f"{_size(s['naive'])}, {_gap(s['naive'], proven)}"),
+             ("best heuristic", f"{_size(heuristic)}, {_gap(heuristic, proven)}  "
+                                f"{_name(s['heuristic'])}")]
     if exact is not None:
-        rows.append(("exact", f"{_size(exact['arena_size'], bound)}  {exact['status']}, "
-                              f"proven bound {human_bytes(exact['best_bound'])}, "
+        rows.append(("exact", f"{_size(exact['arena_size'])}, "
+                              f"{_gap(exact['arena_size'], proven)}: {exact['status']}, "
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
     if s["capacity"] is not None:
-        rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
+        rows.append(("capacity", f"{_size(s['capacity'])}"))
+    cost = "" if "cost" not in plan else f"; region cost {plan['cost']:g}" + \
+        (" (the least possible)" if plan.get("cost_optimal") else "")
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
-                      f"{plan['status']}, gap {plan['gap']:.2%}"
+                      f"{plan['status']}, {_gap(plan['arena_size'], proven)}{cost}"
                       + ("  (interrupted)" if s["interrupted"] else ""))]
     rows += [(f"  {name}", f"from {human_bytes(m['base'])} to {human_bytes(m['arena_size'])}, "
                            f"at most {m['max_live_blocks']} blocks live")
@@ -333,6 +371,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
     problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
+    _check_outputs(args, problems, paths)
     model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
     options = api.SolveOptions(**_options_of(args, api.SolveOptions))
     live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
@@ -462,8 +501,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- validate
 def _read_plan(path: str, problem: Problem) -> Plan | dict[str, int]:
-    if Path(path).suffix.lower() == ".csv":
-        return minimalloc_csv.read_solution(path, capacity=None)[1]
+    if Path(path).suffix.lower() == ".csv":  # one row per alias group: members put back
+        return minimalloc_csv.expand_offsets(
+            problem, minimalloc_csv.read_solution(path, capacity=None)[1])
     return memplan_json.read_plan(path, problem)
 
 
@@ -483,7 +523,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         arena = plan.arena_size if isinstance(plan, Plan) else \
             max((plan[b.id] + b.size for b in problem.buffers), default=0)
-        print(f"{args.plan}: valid, arena {_size(arena, api.lower_bound(problem))}")
+        bound = api.lower_bound(problem)
+        print(f"{args.plan}: valid, arena {_size(arena)}, {_gap(arena, bound)} to the lower "
+              f"bound")
     return FAILED if violations else OK
 
 
@@ -498,13 +540,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     rows = [("problem", f"{facts['name']}  ({facts['source']})"),
             ("buffers", f"{facts['buffers']} over {facts['steps']} steps ("
                         + ", ".join(f"{n} {kind}" for kind, n in facts["kinds"].items()) + ")"),
-            ("lower bound", _size(bound, 0)),
-            ("total size", _size(facts["total_size"], bound)),
+            ("lower bound", _size(bound)),
+            ("total size", _size(facts["total_size"])),
             ("widths", f"max {human_bytes(facts['max_width'])}, "
                        f"mean {human_bytes(facts['mean_width'])} per step"),
             ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
             ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
-            ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
+            ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"]))]
     if facts["order"]:
         rows.append(_order_row(facts["order"]))
     _print_rows(rows)
@@ -516,13 +558,20 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    problem = _load(args.model, args)
     suffix = Path(args.output).suffix.lower()
     writers = {".json": memplan_json.write_problem, ".csv": minimalloc_csv.write_csv}
     if suffix not in writers:
         raise UsageError(f"{args.output}: the output must end in .csv or .json")
+    cli_checks.check_output_path(args.output, "-o")
+    problem = _load(args.model, args)
     writers[suffix](args.output, problem)
-    print(f"wrote {args.output}: {len(problem)} buffers")
+    rows = len(minimalloc_csv.csv_rows(problem)[0]) if suffix == ".csv" else len(problem)
+    kept = "" if rows == len(problem) else \
+        f" in {rows} rows (one per alias group; validate expands a solution back)"
+    dropped = int(problem.alias_optional.sum()) if suffix == ".csv" else 0
+    left = f"; {dropped} optional aliases left out (CSV has no place for them)" \
+        if dropped else ""
+    print(f"wrote {args.output}: {len(problem)} buffers{kept}{left}")
     return OK
 
 
@@ -587,7 +636,7 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
     sharing.add_argument("--concurrent", dest="mode", action="store_const", const="concurrent",
                          help="the models may run at the same time: each its own part")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
-                          metavars={"heuristic": "NAME|all"})
+                          metavars={"heuristic": "NAME|all", "gap": "SHARE|BYTES"})
     add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
                           only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
                           metavars={"orders": f"{{{','.join(ORDERS)}}},..."})

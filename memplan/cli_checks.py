@@ -89,8 +89,12 @@ def capacity(name: str = "capacity"):
 
 
 def gap(name: str = "gap"):
-    """An argparse type: ``(relative, absolute)`` from ``1%``, ``0.01`` or ``4KiB``."""
-    return _type(lambda text: parse_gap(text, name), name, "gap")
+    """An argparse type: a gap tolerance, ``1%``, ``0.01`` or ``4KiB`` (`memplan.limits.parse_gap`),
+    kept as given."""
+    def check(text: str) -> str:
+        parse_gap(text, name)
+        return text
+    return _type(check, name, "gap")
 
 
 # ---------------------------------------------------------------- the parser

@@ -68,7 +68,7 @@ def test_csv_header_aliases_and_inclusive_end(tmp_path):
 
 
 def test_csv_refuses_what_it_cannot_hold(tmp_path):
-    with pytest.raises(ProblemError, match="cannot hold pinned offsets, aliases"):
+    with pytest.raises(ProblemError, match="cannot hold pinned offsets, explicit conflicts"):
         minimalloc_csv.write_csv(tmp_path / "x.csv", rich_problem())
 
 
