@@ -54,7 +54,7 @@ from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
 from memplan.options import option
-from memplan.plan import Plan, fits, plan_rank
+from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.solver.exact import canonical_first
@@ -462,7 +462,8 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     ``time_limit`` seconds. Columns: problem, buffers, planner, arena_size,
     lower_bound, best_bound, optimum (the proven optimum of the problem when
     some plan proved it, else NaN), over_lower_bound and over_optimum
-    (fractions: 0.05 is 5 % more), status, seconds. Every plan is validated.
+    (fractions: 0.05 is 5 % more), gap (`memplan.plan.gap_of` to the best bound any planner
+    proved for the problem), status, seconds. Every plan is validated.
     """
     import pandas as pd
 
@@ -489,6 +490,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
                              best_bound=plan.best_bound, optimum=optimum,
                              over_lower_bound=_over(plan.arena_size, plan.lower_bound),
                              over_optimum=_over(plan.arena_size, optimum),
+                             gap=gap_of(plan.arena_size, proven),
                              status=plan.status, seconds=plan.seconds))
     return pd.DataFrame(rows)
 

@@ -49,7 +49,7 @@ from memplan.problem import Problem
 from memplan.proofs import BACKENDS
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
-from memplan.viz import human_bytes
+from memplan.viz import human_bytes, show_bytes
 
 OK, FAILED, BAD_INPUT = 0, 1, 2  # exit codes
 INTERRUPTED = 130  # Ctrl-C before any plan existed
@@ -285,11 +285,6 @@ def _summary(model: str, report: api.SolveReport, written: dict[str, str],
     }
 
 
-def _size(value: int) -> str:
-    """Bytes as every command shows them: human units, and the exact count past 1 KiB."""
-    return f"{human_bytes(value)} ({value} B)" if value >= 1024 else human_bytes(value)
-
-
 def _gap(value: int, bound: int) -> str:
     """``gap 4.83% (190 KiB)``: `memplan.plan.gap_of` and the bytes above ``bound``."""
     return f"gap {gap_of(value, bound):.2%} ({human_bytes(max(value - bound, 0))})"
@@ -313,20 +308,20 @@ def _print_summary(s: dict[str, Any]) -> None:
     plan, exact, proven = s["plan"], s["exact"], s["best_bound"]
     heuristic = s["heuristic"]["arena_size"]
     rows = [("model", f"{s['model']}  ({s['buffers']} buffers)"),
-            ("lower bound", _size(s["lower_bound"]))]
+            ("lower bound", show_bytes(s["lower_bound"]))]
     if proven > s["lower_bound"]:
-        rows.append(("proven bound", _size(proven)))
-    rows += [("naive", f"{_size(s['naive'])}, {_gap(s['naive'], proven)}"),
-             ("best heuristic", f"{_size(heuristic)}, {_gap(heuristic, proven)}  "
+        rows.append(("proven bound", show_bytes(proven)))
+    rows += [("naive", f"{show_bytes(s['naive'])}, {_gap(s['naive'], proven)}"),
+             ("best heuristic", f"{show_bytes(heuristic)}, {_gap(heuristic, proven)}  "
                                 f"{_name(s['heuristic'])}")]
     if exact is not None:
-        rows.append(("exact", f"{_size(exact['arena_size'])}, "
+        rows.append(("exact", f"{show_bytes(exact['arena_size'])}, "
                               f"{_gap(exact['arena_size'], proven)}: {exact['status']}, "
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
     if s["capacity"] is not None:
-        rows.append(("capacity", f"{_size(s['capacity'])}"))
+        rows.append(("capacity", f"{show_bytes(s['capacity'])}"))
     cost = "" if "cost" not in plan else f"; region cost {plan['cost']:g}" + \
         (" (the least possible)" if plan.get("cost_optimal") else "")
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
@@ -473,10 +468,6 @@ def _markdown(table) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def _percent(value: float) -> str:
-    return "" if value != value else f"{value:+.2%}"  # NaN: no proven optimum
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     problems = {}
     for path in args.models:
@@ -490,11 +481,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         return OK
-    shown = table.assign(over_lower_bound=table["over_lower_bound"].map(_percent),
-                         over_optimum=table["over_optimum"].map(_percent),
+    proven = table.groupby("problem")["best_bound"].transform("max")
+    shown = table.assign(arena=table["arena_size"].map(show_bytes),
+                         lower_bound=table["lower_bound"].map(show_bytes),
+                         gap=[f"{gap_of(a, b):.2%}" for a, b in zip(table["arena_size"], proven,
+                                                                    strict=True)],
                          seconds=table["seconds"].map(lambda s: f"{s:.2f}"))
-    shown = shown[["problem", "buffers", "planner", "arena_size", "lower_bound",
-                   "over_lower_bound", "over_optimum", "status", "seconds"]]
+    shown = shown[["problem", "buffers", "planner", "arena", "lower_bound", "gap", "status",
+                   "seconds"]]
     print(_markdown(shown) if args.format == "markdown" else shown.to_string(index=False))
     return OK
 
@@ -524,7 +518,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         arena = plan.arena_size if isinstance(plan, Plan) else \
             max((plan[b.id] + b.size for b in problem.buffers), default=0)
         bound = api.lower_bound(problem)
-        print(f"{args.plan}: valid, arena {_size(arena)}, {_gap(arena, bound)} to the lower "
+        print(f"{args.plan}: valid, arena {show_bytes(arena)}, {_gap(arena, bound)} to the lower "
               f"bound")
     return FAILED if violations else OK
 
@@ -540,13 +534,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     rows = [("problem", f"{facts['name']}  ({facts['source']})"),
             ("buffers", f"{facts['buffers']} over {facts['steps']} steps ("
                         + ", ".join(f"{n} {kind}" for kind, n in facts["kinds"].items()) + ")"),
-            ("lower bound", _size(bound)),
-            ("total size", _size(facts["total_size"])),
+            ("lower bound", show_bytes(bound)),
+            ("total size", show_bytes(facts["total_size"])),
             ("widths", f"max {human_bytes(facts['max_width'])}, "
                        f"mean {human_bytes(facts['mean_width'])} per step"),
             ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
             ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
-            ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"]))]
+            ("capacity", "none" if facts["capacity"] is None else show_bytes(facts["capacity"]))]
     if facts["order"]:
         rows.append(_order_row(facts["order"]))
     _print_rows(rows)
@@ -675,7 +669,8 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
     proof.set_defaults(run=cmd_prove)
 
     compare = sub.add_parser("compare", parents=[common, model_parser, capacity],
-                             help="every planner on every model, one table")
+                             help="every planner on every model, one table (gap: to the best "
+                                  "bound any planner proved for that model)")
     compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
     compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
     compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")

@@ -160,7 +160,7 @@ def test_compare_formats(capsys, tricky, fmt):
     assert code == OK
     lines = out.strip().splitlines()
     assert len(lines) == 1 + (fmt == "markdown") + 2 * 3
-    assert "over_optimum" in lines[0] and "exact" in out
+    assert "gap" in lines[0] and "exact" in out
     if fmt == "markdown":
         assert lines[1].startswith("|---")
     if fmt == "csv":

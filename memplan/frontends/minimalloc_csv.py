@@ -82,11 +82,10 @@ def _parse(path: str | os.PathLike):
                     if field == "id":
                         columns["id"].append(cell)
                         continue
-                    try:
-                        columns[field].append(int(cell) + shift)
-                    except ValueError:
-                        raise ProblemError(f"{field} must be an integer, got {cell!r}",
-                                           file=name, line=line) from None
+                    if not (cell.isascii() and cell.removeprefix("-").isdigit()):
+                        raise ProblemError(f"{field} must be an integer (ASCII digits), got "
+                                           f"{cell!r}", file=name, line=line)
+                    columns[field].append(int(cell) + shift)
         except (csv.Error, UnicodeDecodeError) as error:
             raise ProblemError(f"not a CSV file ({error})", file=name,
                                line=reader.line_num) from None
