@@ -14,9 +14,11 @@
                                    (a .tflite model: in TFLite-Micro, beside TFLM's planner)
     memplan sweep MODEL...         models x shapes x capacities x planners on Dask (sweep_cli)
 
-Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
-input, with one line naming the file and what is wrong (``--debug`` shows the
-traceback). The options that steer planning are built from the options
+Exit codes: 0 success; 1 infeasible, undecided in the time limit (a capacity
+neither met nor ruled out) or invalid plan; 2 bad usage or bad input, with one
+line naming the file and what is wrong (``--debug`` shows the traceback).
+Every option value goes through `memplan.cli_checks` (the rules of
+`memplan.limits`) before any work starts. The options that steer planning are built from the options
 dataclasses (`memplan.api.SolveOptions`, `memplan.frontends.onnx.OnnxOptions`,
 `memplan.solver.exact_options.ExactOptions`): one option per field, its metadata help the
 help text. The live line and Ctrl-C handling are in `memplan.progress`.
@@ -700,7 +702,11 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 
     why = sub.add_parser("explain", parents=[common, model_parser, capacity],
                          help="where the peak comes from, a plan's gap, why a capacity "
-                              "cannot be met, and what would help")
+                              "cannot be met, and what would help",
+                         epilog="Exit codes: 0 no capacity, or it fits; 1 the capacity is "
+                                "not met: ruled out (live load, pins, packing) or undecided "
+                                "within --time-limit (the JSON's capacity.kind says which); "
+                                "2 bad usage or bad input.")
     why.add_argument("model", nargs="?", help=f"{MODEL_KINDS} (default: a bundled model)")
     why.add_argument("--planner", default="best", metavar="NAME|none",
                      help="the plan whose gap to explain (default: best; none: no plan)")
@@ -724,8 +730,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli_checks.Parser(
         prog="memplan", description="Ahead-of-time memory planning for neural networks: "
         "every tensor an offset in one arena, as small as it can be, with a proof of how "
-        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
-        "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
+        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible, undecided within "
+        "the time limit, or invalid plan, 2 bad usage or bad input. 'memplan COMMAND -h' for "
+        "a command's options.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub, *shared)
     _add_other_commands(sub, *shared)

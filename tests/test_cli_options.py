@@ -375,3 +375,13 @@ def test_light_onnx_models_go_to_csv_and_back(tmp_path, name, inplace):
     plan = memplan.plan_with("best", rows)
     offsets = minimalloc_csv.expand_offsets(problem, dict(zip(rows.ids, plan.offsets.tolist())))
     assert validate(problem, offsets) == []
+
+
+def test_sample_outputs_come_from_the_real_command():
+    from .sample_output import render, same_output
+
+    shown = render("memplan solve --no-exact")
+    assert "3.747 MiB (3928576 B)" in shown and shown.splitlines()[-1] == "seconds         …"
+    documented = shown.replace("seconds         …", "seconds         0.03")
+    assert same_output(documented, "memplan solve --no-exact")
+    assert not same_output(documented.replace("3.747", "3.748"), "memplan solve --no-exact")
