@@ -311,6 +311,10 @@ def aliased_problem() -> Problem:
                    name="aliased")
 
 
+def rows_offsets(problem: Problem, plan) -> dict[str, int]:
+    return dict(zip(problem.ids, plan.offsets.tolist(), strict=True))
+
+
 def test_csv_holds_alias_groups_as_one_row_and_plans_come_back_valid(tmp_path):
     problem = aliased_problem()
     path = tmp_path / "aliased.csv"
@@ -319,15 +323,13 @@ def test_csv_holds_alias_groups_as_one_row_and_plans_come_back_valid(tmp_path):
     assert len(rows) == len(problem) - 3  # x_view, left/right folded into their groups
     for planner in ("naive", "greedy_by_size", "best_fit", "exact"):
         plan = memplan.plan_with(planner, rows, time_limit=2)
-        offsets = minimalloc_csv.expand_offsets(problem, dict(zip(rows.ids,
-                                                                  plan.offsets.tolist())))
+        offsets = minimalloc_csv.expand_offsets(problem, rows_offsets(rows, plan))
         assert validate(problem, offsets) == [], planner
     solution = tmp_path / "solution.csv"
     plan = memplan.solve(problem, time_limit=2)
     minimalloc_csv.write_csv(solution, problem, plan)
     offsets = minimalloc_csv.read_solution(solution)[1]
-    assert minimalloc_csv.expand_offsets(problem, offsets) == dict(zip(
-        problem.ids, plan.offsets.tolist()))
+    assert minimalloc_csv.expand_offsets(problem, offsets) == rows_offsets(problem, plan)
 
 
 def test_convert_and_validate_with_alias_groups(capsys, tmp_path):
@@ -373,7 +375,7 @@ def test_light_onnx_models_go_to_csv_and_back(tmp_path, name, inplace):
     minimalloc_csv.write_csv(path, problem)
     rows = minimalloc_csv.read_problem(path)
     plan = memplan.plan_with("best", rows)
-    offsets = minimalloc_csv.expand_offsets(problem, dict(zip(rows.ids, plan.offsets.tolist())))
+    offsets = minimalloc_csv.expand_offsets(problem, rows_offsets(rows, plan))
     assert validate(problem, offsets) == []
 
 
