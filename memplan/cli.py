@@ -289,7 +289,9 @@ def _summary(model: str, report: api.SolveReport, written: dict[str, str],
 
 def _gap(value: int, bound: int) -> str:
     """``gap 4.83% (190 KiB)``: `memplan.plan.gap_of` and the bytes above ``bound``."""
-    return f"gap {gap_of(value, bound):.2%} ({human_bytes(max(value - bound, 0))})"
+    share = gap_of(value, bound)
+    shown = "<0.01%" if 0 < share < 0.00005 else f"{share:.2%}"
+    return f"gap {shown} ({human_bytes(max(value - bound, 0))})"
 
 
 def _name(plan: dict[str, Any]) -> str:
