@@ -749,6 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+    except SystemExit as stop:  # bad usage (one line printed), or --help: its exit code
+        return stop.code if isinstance(stop.code, int) else BAD_INPUT
     except KeyboardInterrupt:
         print("memplan: interrupted", file=sys.stderr)
         return INTERRUPTED

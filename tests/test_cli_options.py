@@ -39,11 +39,8 @@ BAD_LIMITS = [math.nan, -1, -0.5, "3", True]
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """``memplan ...``: its exit code (argparse's exits included), stdout and stderr."""
-    try:
-        code = main(list(argv))
-    except SystemExit as stop:
-        code = stop.code
+    """``memplan ...``: its exit code, stdout and stderr."""
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
