@@ -13,6 +13,7 @@ which fill it (no import runs back up from here).
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -52,8 +53,10 @@ def get_planner(name: str) -> Planner:
     try:
         return _PLANNERS[name]
     except KeyError:
-        raise UnknownPlannerError(
-            f"unknown planner {name!r}; valid planners: {', '.join(sorted(_PLANNERS))}") from None
+        close = difflib.get_close_matches(str(name), _PLANNERS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownPlannerError(f"unknown planner {name!r}{hint}; valid planners: "
+                                  f"{', '.join(sorted(_PLANNERS))}") from None
 
 
 def plan_with(name: str, problem: Problem, **options) -> Plan:

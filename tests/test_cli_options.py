@@ -384,3 +384,10 @@ def test_sample_outputs_come_from_the_real_command():
     documented = shown.replace("seconds         …", "seconds         0.03")
     assert same_output(documented, "memplan solve --no-exact")
     assert not same_output(documented.replace("3.747", "3.748"), "memplan solve --no-exact")
+
+
+def test_a_mistyped_planner_or_choice_gets_a_suggestion(capsys):
+    code, _, err = run(capsys, "solve", "--heuristic", "bset")
+    assert code == BAD_INPUT and "unknown planner 'bset' (did you mean 'best'?)" in err
+    code, _, err = run(capsys, "solve", "--export", "jsn")
+    assert code == BAD_INPUT and "did you mean json?" in err
