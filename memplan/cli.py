@@ -253,7 +253,7 @@ def _check_outputs(args: argparse.Namespace, problems: list[Problem],
             verb, kind = MODEL_EXPORTS[fmt]
             raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
     for problem in problems if csv else ():
-        reason = minimalloc_csv.csv_refusal(problem)
+        reason = minimalloc_csv.csv_refusal(problem, planned=True)
         if reason is not None:
             raise UsageError(f"{' and '.join(csv)}: {reason}")
 

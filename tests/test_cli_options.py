@@ -391,3 +391,14 @@ def test_a_mistyped_planner_or_choice_gets_a_suggestion(capsys):
     assert code == BAD_INPUT and "unknown planner 'bset' (did you mean 'best'?)" in err
     code, _, err = run(capsys, "solve", "--export", "jsn")
     assert code == BAD_INPUT and "did you mean json?" in err
+
+
+def test_a_plan_with_variable_scratch_goes_to_csv_with_its_granted_sizes(capsys, tmp_path):
+    problem = Problem([Buffer("a", 8, 0, 2), Buffer("s", 4, 1, 2, kind="scratch", max_size=16)])
+    source = tmp_path / "scratch.json"
+    memplan_json.write_problem(source, problem)
+    assert "variable-size scratch" in minimalloc_csv.csv_refusal(problem)
+    code, _, err = run(capsys, "solve", str(source), "--csv", str(tmp_path / "p.csv"), "--quiet")
+    assert code == OK and err == ""
+    assert run(capsys, "convert", str(source), "-o",
+               str(tmp_path / "c.csv"))[0] == BAD_INPUT

@@ -124,14 +124,15 @@ def read_solution(path: str | os.PathLike, *, capacity: int | None | str = "name
     return problem, dict(zip(problem.ids, offsets, strict=True))
 
 
-def csv_refusal(problem: Problem) -> str | None:
+def csv_refusal(problem: Problem, *, planned: bool = False) -> str | None:
     """Why ``problem`` cannot be written as MiniMalloc CSV (None when it can): the format has
-    no place for pinned offsets, explicit conflicts, regions, variable scratch sizes, or an
-    alias group whose alignment is not a multiple of one number at its base."""
+    no place for pinned offsets, explicit conflicts, regions, variable scratch sizes (unless
+    ``planned``: a plan's granted sizes are written), or an alias group whose alignment is
+    not a multiple of one number at its base."""
     lost = [what for what, has in (("pinned offsets", (problem.pinned >= 0).any()),
                                    ("explicit conflicts", len(problem.conflicts)),
                                    ("memory regions", len(problem.regions)),
-                                   ("variable-size scratch",
+                                   ("variable-size scratch", not planned and
                                     (problem.max_sizes > problem.sizes).any())) if has]
     if not lost and not problem.alias_optional.all():
         units = alias_units(problem.replace(aliases=_mandatory(problem)))
