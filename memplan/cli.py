@@ -21,7 +21,8 @@ Every option value goes through `memplan.cli_checks` (the rules of
 `memplan.limits`) before any work starts. The options that steer planning are
 built from the options dataclasses (`memplan.api.SolveOptions`,
 `memplan.frontends.onnx.OnnxOptions`, `memplan.solver.exact_options.ExactOptions`):
-one option per field, its metadata help the help text. The live line and Ctrl-C handling are in `memplan.progress`.
+one option per field, its metadata help the help text. The live line and Ctrl-C
+handling are in `memplan.progress`.
 """
 
 from __future__ import annotations
