@@ -78,6 +78,21 @@ def _option(text: str) -> tuple[str, str, object]:
     return planner, name, _value(value)
 
 
+BYTE_COLUMNS = ("capacity", "lower_bound", "arena_size", "best_bound", "peak_memory")
+
+
+def _shown(table):
+    """The rows as printed: bytes in human units, the gap in percent (``--out`` keeps the
+    exact numbers)."""
+    from memplan.viz import human_bytes
+
+    shown = table.drop(columns=["task", "path", "settings", "worker"])
+    for column in BYTE_COLUMNS:
+        shown[column] = shown[column].map(lambda v: human_bytes(int(v)), na_action="ignore")
+    shown["gap"] = shown["gap"].map(lambda g: f"{g:.2%}", na_action="ignore")
+    return shown.astype(object).fillna("")
+
+
 def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
     """The ``sweep`` subcommand, under the parser's subcommands ``sub``."""
     parser = sub.add_parser("sweep", parents=parents,
@@ -159,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_report(table, args.report)
     if not args.out and not args.quiet:
-        shown = table.drop(columns=["task", "path", "settings", "worker"])
-        print(shown.to_string(index=False))
+        print(_shown(table).to_string(index=False))
     if not args.quiet:
         lines = summary(table, out=args.out)
         if args.report:
