@@ -402,3 +402,17 @@ def test_a_plan_with_variable_scratch_goes_to_csv_with_its_granted_sizes(capsys,
     assert code == OK and err == ""
     assert run(capsys, "convert", str(source), "-o",
                str(tmp_path / "c.csv"))[0] == BAD_INPUT
+
+
+def test_the_sweep_table_shows_bytes_in_human_units():
+    import pandas as pd
+
+    from memplan.sweeps.sweep_cli import _shown
+    from memplan.sweeps.sweep_io import COLUMNS
+
+    row = {name: None for name in COLUMNS}
+    row.update(model="m", arena_size=3 << 20, lower_bound=1 << 20, best_bound=1 << 20,
+               capacity=None, peak_memory=90 << 20, gap=2 / 3, status="feasible")
+    shown = _shown(pd.DataFrame([row], columns=list(COLUMNS)).astype(COLUMNS))
+    assert shown.loc[0, "arena_size"] == "3 MiB" and shown.loc[0, "capacity"] == ""
+    assert shown.loc[0, "gap"] == "66.67%"
