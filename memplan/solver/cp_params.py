@@ -62,6 +62,7 @@ def exact_solver(options: ExactOptions, *, workers: int,
     params.max_pairs_pairwise_reasoning_in_no_overlap_2d = options.pairwise_pairs
     for name in options.subsolvers:
         params.subsolvers.append(name)
-    params.relative_gap_limit = options.relative_gap  # CP-SAT then says OPTIMAL: the search
-    params.absolute_gap_limit = options.absolute_gap  # takes its bound, not that word
+    if options.relative_gap or options.absolute_gap:  # CP-SAT then says OPTIMAL: the search
+        params.relative_gap_limit = options.relative_gap  # takes its bound, not that word
+        params.absolute_gap_limit = options.absolute_gap
     return solver
