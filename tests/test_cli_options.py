@@ -416,3 +416,20 @@ def test_the_sweep_table_shows_bytes_in_human_units():
     shown = _shown(pd.DataFrame([row], columns=list(COLUMNS)).astype(COLUMNS))
     assert shown.loc[0, "arena_size"] == "3 MiB" and shown.loc[0, "capacity"] == ""
     assert shown.loc[0, "gap"] == "66.67%"
+
+
+def test_cp_sat_optimal_within_a_gap_limit_is_not_taken_as_proof():
+    """CP-SAT says OPTIMAL when it stops at its gap limit: the outcome takes the bound."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from ortools.sat.python import cp_model
+
+    from memplan.solver.cp_search import _ended
+
+    model = SimpleNamespace(peak=object(), problem=SimpleNamespace(sizes=np.array([4, 6])))
+    best = np.array([0, 4])  # peak 10
+    within = _ended(model, cp_model.OPTIMAL, best, 9, {}, final=True)
+    assert within.status == "feasible" and within.bound == 9
+    proven = _ended(model, cp_model.OPTIMAL, best, 10, {}, final=True)
+    assert proven.status == "optimal" and proven.bound == 10
