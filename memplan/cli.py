@@ -596,7 +596,7 @@ def _parents() -> tuple[argparse.ArgumentParser, ...]:
     model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                        help="bind a symbolic ONNX dimension (repeatable)")
     model.add_argument("--alignment", type=cli_checks.size("--alignment"), metavar="BYTES",
-                       help="align every offset to this many bytes")
+                       help="align every offset to this many bytes (64, 4KiB)")
     add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
     reordering = argparse.ArgumentParser(add_help=False)
     order = reordering.add_argument_group("operator order (ONNX models)")

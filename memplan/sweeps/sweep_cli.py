@@ -111,7 +111,7 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
                       help="registered planners, 'solve' (heuristics then exact), 'all' "
                            "(every heuristic and exact) (default: best)")
     grid.add_argument("--alignment", type=size("--alignment"), metavar="BYTES",
-                      help="align every offset to this many bytes")
+                      help="align every offset to this many bytes (64, 4KiB)")
     plan = parser.add_argument_group("planner options")
     plan.add_argument("--time-limit", type=seconds("--time-limit"), default=10.0, metavar="S",
                       help="seconds for each exact (or solve) task (default: 10; 'none')")
