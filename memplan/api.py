@@ -52,8 +52,9 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
 from memplan.options import option
-from memplan.plan import Plan, fits, plan_rank
+from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.solver.exact import canonical_first
@@ -85,24 +86,24 @@ class SolveOptions:
     workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
+    gap: str | float | int | None = option(None, "stop once the proven gap is this small: a "
+                                           "share (1%, 0.01) or bytes (4KiB, 4096B); the plan "
+                                           "is then 'feasible' with its gap")
 
     def __post_init__(self):
         check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+        if self.gap is not None:
+            parse_gap(self.gap)
+        for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
+            object.__setattr__(self, name, check_time_limit(getattr(self, name), name))
 
 
 def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
-    """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer."""
-    for name, value, optional in (("time_limit", time_limit, True),
-                                  ("heuristic_time_limit", heuristic_time_limit, True)):
-        if value is None and optional:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not value >= 0 or math.isnan(value):
-            raise ProblemError(f"{name} must be a number of seconds >= 0"
-                               f"{' or None' if optional else ''}, got {value!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ProblemError(f"workers must be a whole number >= 1, got {workers!r}")
+    """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer
+    (the rules of `memplan.limits`)."""
+    check_time_limit(time_limit, "time_limit")
+    check_time_limit(heuristic_time_limit, "heuristic_time_limit")
+    check_workers(workers, "workers")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ProblemError(f"seed must be a whole number, got {seed!r}")
 
@@ -119,6 +120,7 @@ class SolveReport:
     exact: Plan | None  # the exact planner's plan, None when it did not run
     interrupted: bool = False  # Ctrl-C stopped the exact planner
     out_of_time: bool = False  # the heuristics left the exact planner no time
+    within_gap: bool = False  # the heuristic plan was within the gap tolerance already
     seconds: float = 0.0  # wall time of the whole pipeline
 
     @property
@@ -128,6 +130,8 @@ class SolveReport:
             return None
         if self.heuristic.status == "optimal":
             return "not needed, the heuristic plan reaches the lower bound"
+        if self.within_gap:
+            return "not needed, the heuristic plan is within the gap tolerance"
         if self.interrupted:
             return "interrupted during the heuristics"
         if self.out_of_time:
@@ -274,6 +278,8 @@ def exact_settings(settings: SolveOptions,
     extra: dict[str, Any] = {}
     if settings.workers is not None:
         extra["workers"] = settings.workers
+    if settings.gap is not None:
+        extra["relative_gap"], extra["absolute_gap"] = parse_gap(settings.gap)
     if on_progress is not None:
         extra["on_progress"] = on_progress
     if stop is not None:
@@ -297,7 +303,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     settings = solve_options(options, **fields)
     problem = as_problem(problem)
     if capacity is not None:
-        problem = problem.replace(capacity=capacity)
+        problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
         report = _solve_deployment(problem, settings, *deployment)
@@ -314,7 +320,10 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
-    if settings.exact and heuristic.status != "optimal" and not report.interrupted:
+    report.within_gap = heuristic.status == "feasible" and \
+        record.within_gap(heuristic.arena_size, heuristic.best_bound)
+    if settings.exact and heuristic.status != "optimal" and not report.interrupted \
+            and not report.within_gap:
         try:
             # CP-SAT is imported by the exact planner (inside its own time limit) only if
             # its canonical search has not settled the question. The exact plan is
@@ -379,7 +388,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
-    if settings.exact and heuristic.status != "optimal":
+    if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.workers is None else {"workers": settings.workers}
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=settings.time_limit, seed=settings.seed, hint=heuristic,
@@ -425,7 +434,7 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
     stacked ones. ``MultiModel.split`` and `memplan.deploy.multimodel.report` give
     each model's share.
     """
-    multi = combine(problems, mode, capacity=capacity)
+    multi = combine(problems, mode, capacity=check_capacity(capacity))
     steps = dict(on_progress=on_progress, stop=stop, exact_options=exact_options)
     settings = solve_options(options, **fields)
     if mode == "exclusive":
@@ -453,7 +462,8 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     ``time_limit`` seconds. Columns: problem, buffers, planner, arena_size,
     lower_bound, best_bound, optimum (the proven optimum of the problem when
     some plan proved it, else NaN), over_lower_bound and over_optimum
-    (fractions: 0.05 is 5 % more), status, seconds. Every plan is validated.
+    (fractions: 0.05 is 5 % more), gap (`memplan.plan.gap_of` to the best bound any planner
+    proved for the problem), status, seconds. Every plan is validated.
     """
     import pandas as pd
 
@@ -480,6 +490,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
                              best_bound=plan.best_bound, optimum=optimum,
                              over_lower_bound=_over(plan.arena_size, plan.lower_bound),
                              over_optimum=_over(plan.arena_size, optimum),
+                             gap=gap_of(plan.arena_size, proven),
                              status=plan.status, seconds=plan.seconds))
     return pd.DataFrame(rows)
 

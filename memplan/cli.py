@@ -14,12 +14,15 @@
                                    (a .tflite model: in TFLite-Micro, beside TFLM's planner)
     memplan sweep MODEL...         models x shapes x capacities x planners on Dask (sweep_cli)
 
-Exit codes: 0 success; 1 infeasible or invalid plan; 2 bad usage or bad
-input, with one line naming the file and what is wrong (``--debug`` shows the
-traceback). The options that steer planning are built from the options
-dataclasses (`memplan.api.SolveOptions`, `memplan.frontends.onnx.OnnxOptions`,
-`memplan.solver.exact_options.ExactOptions`): one option per field, its metadata help the
-help text. The live line and Ctrl-C handling are in `memplan.progress`.
+Exit codes: 0 success; 1 infeasible, undecided in the time limit (a capacity
+neither met nor ruled out) or invalid plan; 2 bad usage or bad input, with one
+line naming the file and what is wrong (``--debug`` shows the traceback).
+Every option value goes through `memplan.cli_checks` (the rules of
+`memplan.limits`) before any work starts. The options that steer planning are
+built from the options dataclasses (`memplan.api.SolveOptions`,
+`memplan.frontends.onnx.OnnxOptions`, `memplan.solver.exact_options.ExactOptions`):
+one option per field, its metadata help the help text. The live line and Ctrl-C
+handling are in `memplan.progress`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import memplan
-from memplan import api
+from memplan import api, cli_checks
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
@@ -48,22 +51,29 @@ from memplan.errors import (
     one_line,
 )
 from memplan.export import FORMATS
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.frontends import READERS, memplan_json, minimalloc_csv
 from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.operator_order import METHODS, Reordering, reorder
 from memplan.options import option_help
-from memplan.plan import Plan
+from memplan.plan import Plan, gap_of
 from memplan.problem import Problem
 from memplan.proofs import BACKENDS
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
-from memplan.viz import human_bytes
+from memplan.viz import human_bytes, show_bytes
 
 OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # exit codes (3: a solver defect caught)
 INTERRUPTED = 130  # Ctrl-C before any plan existed
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 _DIMS_HINT = re.compile(r"""dims=\{(['"])(.*?)\1: \.\.\.\}""")
+_KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
+          ".csv": "MiniMalloc CSV", ".json": "memplan JSON"}
+MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
+    f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
+FIELD_TYPES = {"time_limit": cli_checks.seconds("--time-limit"),  # one rule: memplan.limits
+               "heuristic_time_limit": cli_checks.seconds("--heuristic-time-limit"),
+               "workers": cli_checks.count("--workers"), "gap": cli_checks.gap("--gap")}
 
 
 class UsageError(Exception):
@@ -100,15 +110,16 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
             continue
         flag = field.name.replace("_", "-")
         default = field.default if field.default is not MISSING else None
-        comment = option_help(field)
+        comment = option_help(field).replace("%", "%%")  # argparse formats help with %
         if field.type == "bool":
             parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
                                 action="store_false" if default else "store_true",
-                                help=f"turn off: {comment}" if default else comment)
+                                help=cli_checks.negated_help(comment) if default else comment)
             continue
         kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
         parser.add_argument(f"--{flag}", dest=field.name, default=default,
-                            type=_optional_number(kind) if "None" in field.type else kind,
+                            type=FIELD_TYPES.get(field.name) or
+                            (_optional_number(kind) if "None" in field.type else kind),
                             choices=(choices or {}).get(field.name),
                             metavar=None if field.name in (choices or {}) else
                             (metavars or {}).get(field.name, kind.__name__.upper()),
@@ -168,8 +179,6 @@ def _reorder(path: Path, args: argparse.Namespace) -> Reordering:
     """``--reorder``: the model in its best operator order found (kept in ``args.reordering``)."""
     if path.suffix.lower() != ".onnx":
         raise UsageError(f"{path}: --reorder: for ONNX models only")
-    if not args.reorder_time_limit > 0:
-        raise UsageError(f"--reorder-time-limit must be positive, got {args.reorder_time_limit}")
     args.reordering = reorder(path, method=args.reorder_method,
                               time_limit=args.reorder_time_limit,
                               seed=getattr(args, "seed", 0), dims=_dims(args.dim),
@@ -214,11 +223,8 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
 
     written = {}
     if args.output:
-        fmt = args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
+        fmt = _export_format(args)
         suffix = model.suffix.lower() if model is not None else None
-        if fmt in MODEL_EXPORTS and suffix != f".{fmt}":
-            verb, kind = MODEL_EXPORTS[fmt]
-            raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
         given = model if fmt in MODEL_EXPORTS or (fmt, suffix) in (("tflm", ".tflite"),
                                                                    ("c", ".onnx")) else None
         if given is not None and reordered is not None:
@@ -239,13 +245,40 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
     return written
 
 
-def _plan_summary(plan: Plan | None) -> dict[str, Any] | None:
+def _export_format(args: argparse.Namespace) -> str:
+    return args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
+
+
+def _check_outputs(args: argparse.Namespace, problems: list[Problem],
+                   paths: list[str | None]) -> None:
+    """Refuse, before solving, an output that could not be written: a missing folder, a
+    model export without its one model, a CSV that cannot hold the problem."""
+    csv = [option for option, path in (("-o", args.output), ("--csv", args.csv)) if path
+           and (option == "--csv" or _export_format(args) == "csv")]
+    for option, path in (("-o", args.output), ("--csv", args.csv)):
+        if path:
+            cli_checks.check_output_path(path, option)
+    if args.output:
+        fmt = _export_format(args)
+        model = Path(paths[0]) if paths[0] else api.default_model()
+        if fmt in MODEL_EXPORTS and (len(paths) > 1 or model.suffix.lower() != f".{fmt}"):
+            verb, kind = MODEL_EXPORTS[fmt]
+            raise UsageError(f"--export {fmt} {verb} the model: give one {kind} model")
+    for problem in problems if csv else ():
+        reason = minimalloc_csv.csv_refusal(problem, planned=True)
+        if reason is not None:
+            raise UsageError(f"{' and '.join(csv)}: {reason}")
+
+
+def _plan_summary(plan: Plan | None, proven: int) -> dict[str, Any] | None:
+    """A plan in the summary; its ``gap`` is to ``proven``, the best bound of the solve."""
     if plan is None:
         return None
+    cost = {key: plan.stats[key] for key in ("cost", "cost_optimal") if key in plan.stats}
     return {"planner": plan.planner, "chosen": plan.stats.get("winner", plan.planner),
             "arena_size": plan.arena_size, "status": plan.status,
-            "best_bound": plan.best_bound, "gap": plan.gap, "seconds": plan.seconds,
-            "clock_cut": bool(plan.stats.get("clock_cut"))}
+            "best_bound": plan.best_bound, "gap": gap_of(plan.arena_size, proven),
+            "seconds": plan.seconds, "clock_cut": bool(plan.stats.get("clock_cut")), **cost}
 
 
 def _summary(model: str, report: api.SolveReport, written: dict[str, str],
@@ -254,20 +287,23 @@ def _summary(model: str, report: api.SolveReport, written: dict[str, str],
     models = None if multi is None else {
         name: {"base": r.base, "arena_size": r.arena_size, "max_live_blocks": r.max_live_blocks}
         for name, r in model_report(multi, report.plan).items()}
+    proven = max(p.best_bound for p in (report.plan, report.heuristic, report.exact) if p)
     return {
         "model": model, "buffers": len(problem), "lower_bound": report.plan.lower_bound,
-        "capacity": problem.capacity, "naive": report.naive,
-        "heuristic": _plan_summary(report.heuristic), "exact": _plan_summary(report.exact),
-        "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan),
+        "best_bound": proven, "capacity": problem.capacity, "naive": report.naive,
+        "heuristic": _plan_summary(report.heuristic, proven),
+        "exact": _plan_summary(report.exact, proven),
+        "exact_skipped": report.skipped_exact, "plan": _plan_summary(report.plan, proven),
         "interrupted": report.interrupted, "seconds": report.seconds,
         "models": models, "written": written,
     }
 
 
-def _size(value: int, bound: int) -> str:
-    over = f"  ({value / bound - 1:+.2%} over the bound)" if bound and value != bound else ""
-    exact = f" ({value} B)" if value >= 1024 else ""
-    return f"{human_bytes(value)}{exact}{over}"
+def _gap(value: int, bound: int) -> str:
+    """``gap 4.83% (190 KiB)``: `memplan.plan.gap_of` and the bytes above ``bound``."""
+    share = gap_of(value, bound)
+    shown = "<0.01%" if 0 < share < 0.00005 else f"{share:.2%}"
+    return f"gap {shown} ({human_bytes(max(value - bound, 0))})"
 
 
 def _name(plan: dict[str, Any]) -> str:
@@ -283,15 +319,20 @@ def _print_rows(rows: list[tuple[str, str]]) -> None:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    plan, exact, bound = s["plan"], s["exact"], s["lower_bound"]
+    """The summary of a solve; every gap is to the best proven bound (one definition:
+    `memplan.plan.gap_of`)."""
+    plan, exact, proven = s["plan"], s["exact"], s["best_bound"]
+    heuristic = s["heuristic"]["arena_size"]
     rows = [("model", f"{s['model']}  ({s['buffers']} buffers)"),
-            ("lower bound", _size(bound, 0)),
-            ("naive", _size(s["naive"], bound)),
-            ("best heuristic", f"{_size(s['heuristic']['arena_size'], bound)}  "
-                               f"{_name(s['heuristic'])}")]
+            ("lower bound", show_bytes(s["lower_bound"]))]
+    if proven > s["lower_bound"]:
+        rows.append(("proven bound", show_bytes(proven)))
+    rows += [("naive", f"{show_bytes(s['naive'])}, {_gap(s['naive'], proven)}"),
+             ("best heuristic", f"{show_bytes(heuristic)}, {_gap(heuristic, proven)}  "
+                                f"{_name(s['heuristic'])}")]
     if exact is not None:
-        rows.append(("exact", f"{_size(exact['arena_size'], bound)}  {exact['status']}, "
-                              f"proven bound {human_bytes(exact['best_bound'])}, "
+        rows.append(("exact", f"{show_bytes(exact['arena_size'])}, "
+                              f"{_gap(exact['arena_size'], proven)}: {exact['status']}, "
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
@@ -299,9 +340,11 @@ def _print_summary(s: dict[str, Any]) -> None:
         rows.append(("note", "deterministic mode stopped by the clock at the time limit "
                              "(CP-SAT's deterministic time fell behind): a rerun may differ"))
     if s["capacity"] is not None:
-        rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
+        rows.append(("capacity", f"{show_bytes(s['capacity'])}"))
+    cost = "" if "cost" not in plan else f"; region cost {plan['cost']:g}" + \
+        (" (the least possible)" if plan.get("cost_optimal") else "")
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
-                      f"{plan['status']}, gap {plan['gap']:.2%}"
+                      f"{plan['status']}, {_gap(plan['arena_size'], proven)}{cost}"
                       + ("  (interrupted)" if s["interrupted"] else ""))]
     rows += [(f"  {name}", f"from {human_bytes(m['base'])} to {human_bytes(m['arena_size'])}, "
                            f"at most {m['max_live_blocks']} blocks live")
@@ -342,6 +385,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
     problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
+    _check_outputs(args, problems, paths)
     model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
     options = api.SolveOptions(**_options_of(args, api.SolveOptions))
     live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
@@ -444,10 +488,6 @@ def _markdown(table) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def _percent(value: float) -> str:
-    return "" if value != value else f"{value:+.2%}"  # NaN: no proven optimum
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     problems = {}
     for path in args.models:
@@ -461,19 +501,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         return OK
-    shown = table.assign(over_lower_bound=table["over_lower_bound"].map(_percent),
-                         over_optimum=table["over_optimum"].map(_percent),
+    shown = table.assign(arena=table["arena_size"].map(show_bytes),
+                         lower_bound=table["lower_bound"].map(show_bytes),
+                         gap=table["gap"].map(lambda g: f"{g:.2%}"),
                          seconds=table["seconds"].map(lambda s: f"{s:.2f}"))
-    shown = shown[["problem", "buffers", "planner", "arena_size", "lower_bound",
-                   "over_lower_bound", "over_optimum", "status", "seconds"]]
+    shown = shown[["problem", "buffers", "planner", "arena", "lower_bound", "gap", "status",
+                   "seconds"]]
     print(_markdown(shown) if args.format == "markdown" else shown.to_string(index=False))
     return OK
 
 
 # ---------------------------------------------------------------- validate
 def _read_plan(path: str, problem: Problem) -> Plan | dict[str, int]:
-    if Path(path).suffix.lower() == ".csv":
-        return minimalloc_csv.read_solution(path, capacity=None)[1]
+    if Path(path).suffix.lower() == ".csv":  # one row per alias group: members put back
+        return minimalloc_csv.expand_offsets(
+            problem, minimalloc_csv.read_solution(path, capacity=None)[1])
     return memplan_json.read_plan(path, problem)
 
 
@@ -493,7 +535,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         arena = plan.arena_size if isinstance(plan, Plan) else \
             max((plan[b.id] + b.size for b in problem.buffers), default=0)
-        print(f"{args.plan}: valid, arena {_size(arena, api.lower_bound(problem))}")
+        bound = api.lower_bound(problem)
+        print(f"{args.plan}: valid, arena {show_bytes(arena)}, {_gap(arena, bound)} to the lower "
+              f"bound")
     return FAILED if violations else OK
 
 
@@ -509,13 +553,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     rows = [("problem", f"{facts['name']}  ({facts['source']})"),
             ("buffers", f"{facts['buffers']} over {facts['steps']} steps ("
                         + ", ".join(f"{n} {kind}" for kind, n in facts["kinds"].items()) + ")"),
-            ("lower bound", _size(bound, 0)),
-            ("total size", _size(facts["total_size"], bound)),
+            ("lower bound", show_bytes(bound)),
+            ("total size", show_bytes(facts["total_size"])),
             ("widths", f"max {human_bytes(facts['max_width'])}, "
                        f"mean {human_bytes(facts['mean_width'])} per step"),
             ("aliases", f"{facts['aliases']} mandatory, {facts['optional_aliases']} optional"),
             ("conflicts", str(facts["conflicts"])), ("pinned", str(facts["pinned"])),
-            ("capacity", "none" if facts["capacity"] is None else _size(facts["capacity"], 0))]
+            ("capacity", "none" if facts["capacity"] is None else show_bytes(facts["capacity"]))]
     if facts["order"]:
         rows.append(_order_row(facts["order"]))
     rows.append(("kernels", kernel_line()))
@@ -537,13 +581,20 @@ def kernel_line() -> str:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    problem = _load(args.model, args)
     suffix = Path(args.output).suffix.lower()
     writers = {".json": memplan_json.write_problem, ".csv": minimalloc_csv.write_csv}
     if suffix not in writers:
         raise UsageError(f"{args.output}: the output must end in .csv or .json")
+    cli_checks.check_output_path(args.output, "-o")
+    problem = _load(args.model, args)
     writers[suffix](args.output, problem)
-    print(f"wrote {args.output}: {len(problem)} buffers")
+    rows = len(minimalloc_csv.csv_rows(problem)[0]) if suffix == ".csv" else len(problem)
+    kept = "" if rows == len(problem) else \
+        f" in {rows} rows (one per alias group; validate expands a solution back)"
+    dropped = int(problem.alias_optional.sum()) if suffix == ".csv" else 0
+    left = f"; {dropped} optional aliases left out (CSV has no place for them)" \
+        if dropped else ""
+    print(f"wrote {args.output}: {len(problem)} buffers{kept}{left}")
     return OK
 
 
@@ -570,8 +621,8 @@ def _parents() -> tuple[argparse.ArgumentParser, ...]:
     model = model_parser.add_argument_group("model options")
     model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                        help="bind a symbolic ONNX dimension (repeatable)")
-    model.add_argument("--alignment", type=int, metavar="BYTES",
-                       help="align every offset to this many bytes")
+    model.add_argument("--alignment", type=cli_checks.size("--alignment"), metavar="BYTES",
+                       help="align every offset to this many bytes (64, 4KiB)")
     add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
     reordering = argparse.ArgumentParser(add_help=False)
     order = reordering.add_argument_group("operator order (ONNX models)")
@@ -581,12 +632,15 @@ def _parents() -> tuple[argparse.ArgumentParser, ...]:
     order.add_argument("--reorder-method", choices=METHODS, default="fast",
                        help="fast: list scheduling and local search (default); exact: CP-SAT "
                             "over order and layout, warm-started by fast")
-    order.add_argument("--reorder-time-limit", type=float, default=5.0, metavar="S",
+    order.add_argument("--reorder-time-limit", default=5.0, metavar="S",
+                       type=cli_checks.seconds("--reorder-time-limit", unlimited=False),
                        help="seconds for the order search (default 5)")
     capacity = argparse.ArgumentParser(add_help=False)
     capacity.add_argument_group("problem options").add_argument(
-        "--capacity", type=_optional_number(int), default=argparse.SUPPRESS, metavar="BYTES",
-        help="fit under this many bytes ('none': minimise, ignoring a capacity the file gives)")
+        "--capacity", type=cli_checks.capacity("--capacity"), default=argparse.SUPPRESS,
+        metavar="BYTES",
+        help="fit under this many bytes (4096, 512KiB, 1MiB; 'none': minimise, ignoring a "
+             "capacity the file gives)")
     return common, model_parser, reordering, capacity
 
 
@@ -596,7 +650,7 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
                            help="plan a model (or several in one arena): heuristics, then "
                                 "the exact planner")
     solve.add_argument("models", nargs="*", metavar="MODEL",
-                       help="ONNX, CSV or JSON (default: a bundled model); several share one "
+                       help=f"{MODEL_KINDS} (default: a bundled model); several share one "
                             "arena")
     sharing = solve.add_argument_group("several models").add_mutually_exclusive_group()
     sharing.add_argument("--exclusive", dest="mode", action="store_const", const="exclusive",
@@ -605,7 +659,7 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
     sharing.add_argument("--concurrent", dest="mode", action="store_const", const="concurrent",
                          help="the models may run at the same time: each its own part")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
-                          metavars={"heuristic": "NAME|all"})
+                          metavars={"heuristic": "NAME|all", "gap": "SHARE|BYTES"})
     add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
                           only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
                           metavars={"orders": f"{{{','.join(ORDERS)}}},..."})
@@ -644,8 +698,9 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
     proof.set_defaults(run=cmd_prove)
 
     compare = sub.add_parser("compare", parents=[common, model_parser, capacity],
-                             help="every planner on every model, one table")
-    compare.add_argument("models", nargs="+", metavar="MODEL")
+                             help="every planner on every model, one table (gap: to the best "
+                                  "bound any planner proved for that model)")
+    compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
     compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
     compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")
     add_dataclass_options(compare, api.SolveOptions,
@@ -654,33 +709,39 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 
     check = sub.add_parser("validate", parents=[common, model_parser, capacity],
                            help="check a plan (.json or .csv solution) against its problem")
-    check.add_argument("problem")
+    check.add_argument("problem", help=MODEL_KINDS)
     check.add_argument("plan")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=cmd_validate)
 
     describe = sub.add_parser("info", parents=[common, model_parser, reordering],
                               help="buffers, lower bound, widths, aliases, largest tensors")
-    describe.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+    describe.add_argument("model", nargs="?", help=f"{MODEL_KINDS} (default: a bundled model)")
     describe.add_argument("--largest", type=int, default=10, help="how many tensors to list")
     describe.add_argument("--json", action="store_true", help="print as JSON")
     describe.set_defaults(run=cmd_info)
 
     convert = sub.add_parser("convert", parents=[common, model_parser],
                              help="write a model as a problem file (.csv or .json)")
-    convert.add_argument("model")
+    convert.add_argument("model", help=MODEL_KINDS)
     convert.add_argument("-o", "--output", required=True, metavar="PROBLEM.csv|.json")
     convert.set_defaults(run=cmd_convert)
 
     why = sub.add_parser("explain", parents=[common, model_parser, capacity],
                          help="where the peak comes from, a plan's gap, why a capacity "
-                              "cannot be met, and what would help")
-    why.add_argument("model", nargs="?", help="ONNX, CSV or JSON (default: a bundled model)")
+                              "cannot be met, and what would help",
+                         epilog="Exit codes: 0 no capacity, or it fits; 1 the capacity is "
+                                "not met: ruled out (live load, pins, packing) or undecided "
+                                "within --time-limit (the JSON's capacity.kind says which); "
+                                "2 bad usage or bad input.")
+    why.add_argument("model", nargs="?", help=f"{MODEL_KINDS} (default: a bundled model)")
     why.add_argument("--planner", default="best", metavar="NAME|none",
                      help="the plan whose gap to explain (default: best; none: no plan)")
-    why.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+    why.add_argument("--time-limit", default=10.0, metavar="S",
+                     type=cli_checks.seconds("--time-limit", unlimited=False),
                      help="seconds for the CP-SAT checks of a capacity (default: 10)")
-    why.add_argument("--workers", type=int, default=1, help="CP-SAT threads (default: 1)")
+    why.add_argument("--workers", type=cli_checks.count("--workers"), default=1,
+                     help="CP-SAT threads (default: 1)")
     why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
@@ -693,11 +754,12 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
 def build_parser() -> argparse.ArgumentParser:
     """The ``memplan`` parser: one sub-command per task, options from the options records."""
     shared = _parents()  # (common, model, reordering, capacity)
-    parser = argparse.ArgumentParser(
+    parser = cli_checks.Parser(
         prog="memplan", description="Ahead-of-time memory planning for neural networks: "
         "every tensor an offset in one arena, as small as it can be, with a proof of how "
-        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible or invalid plan, "
-        "2 bad usage or bad input. 'memplan COMMAND -h' for a command's options.")
+        "close to optimal.", epilog="Exit codes: 0 success, 1 infeasible, undecided within "
+        "the time limit, or invalid plan, 2 bad usage or bad input, 3 a solver defect caught "
+        "(please report it). 'memplan COMMAND -h' for a command's options.")
     parser.add_argument("--version", action="version", version=f"memplan {memplan.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub, *shared)
@@ -713,6 +775,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+    except SystemExit as stop:  # bad usage (one line printed), or --help: its exit code
+        return stop.code if isinstance(stop.code, int) else BAD_INPUT
     except KeyboardInterrupt:
         print("memplan: interrupted", file=sys.stderr)
         return INTERRUPTED

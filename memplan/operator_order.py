@@ -57,6 +57,7 @@ from memplan.bounds import lower_bound
 from memplan.errors import ProblemError, naming
 from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
+from memplan.limits import check_time_limit, check_workers
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
 
@@ -530,6 +531,9 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
+    time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
+    if workers != 0:  # 0: CP-SAT's default
+        check_workers(workers, "workers")
     began = time.perf_counter()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_model(model)

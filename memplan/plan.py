@@ -71,8 +71,8 @@ class Plan:
 
     @property
     def gap(self) -> float:
-        """``(arena_size - best_bound) / arena_size``: 0 when proven optimal."""
-        return (self.arena_size - self.best_bound) / self.arena_size if self.arena_size else 0.0
+        """``(arena_size - best_bound) / arena_size`` (`gap_of`): 0 when proven optimal."""
+        return gap_of(self.arena_size, self.best_bound)
 
     def offset_of(self, problem: Problem, id: str) -> int:
         """The offset of the buffer named ``id`` (``problem`` maps names to positions)."""
@@ -81,6 +81,13 @@ class Plan:
     def __repr__(self) -> str:
         return (f"<Plan {self.planner}: arena {self.arena_size}, lower bound {self.lower_bound}, "
                 f"{self.status}, gap {self.gap:.2%}, {self.seconds:.3f} s>")
+
+
+def gap_of(arena: int, bound: int) -> float:
+    """The gap of an arena over a bound, the one definition memplan uses everywhere:
+    ``(arena - bound) / arena``, the share of the arena that may be waste (CP-SAT's relative
+    gap); 0 when the arena meets the bound (or both are 0), never negative."""
+    return max(arena - bound, 0) / arena if arena > 0 else 0.0
 
 
 def plan_status(value: float, bound: float, *, fits: bool = True, proven_infeasible: bool = False,

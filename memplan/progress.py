@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from rich.text import Text
 
+from memplan.plan import gap_of
 from memplan.viz import human_bytes
 
 
@@ -68,7 +69,7 @@ class LiveLine:
             best = "-" if self.incumbent is None else human_bytes(self.incumbent)
             parts = ["exact", f"best {best}", f"bound {human_bytes(self.bound)}"]
             if self.incumbent:
-                parts.append(f"gap {(self.incumbent - self.bound) / self.incumbent:.1%}")
+                parts.append(f"gap {gap_of(self.incumbent, self.bound):.1%}")
             limit = f"/{self.time_limit:g}" if self.time_limit else ""
             parts += [f"{elapsed:.1f}{limit} s", "Ctrl-C: keep best"]
         return Text("  ".join(parts), no_wrap=True, overflow="ellipsis")

@@ -13,11 +13,13 @@ which fill it (no import runs back up from here).
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from memplan.errors import UnknownPlannerError
+from memplan.limits import check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -51,13 +53,19 @@ def get_planner(name: str) -> Planner:
     try:
         return _PLANNERS[name]
     except KeyError:
-        raise UnknownPlannerError(
-            f"unknown planner {name!r}; valid planners: {', '.join(sorted(_PLANNERS))}") from None
+        close = difflib.get_close_matches(str(name), _PLANNERS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownPlannerError(f"unknown planner {name!r}{hint}; valid planners: "
+                                  f"{', '.join(sorted(_PLANNERS))}") from None
 
 
 def plan_with(name: str, problem: Problem, **options) -> Plan:
     """Run the planner ``name`` on ``problem``; the plan's ``seconds`` is its wall time."""
     planner = get_planner(name)
+    if "time_limit" in options:  # one rule for every entry point (`memplan.limits`)
+        options["time_limit"] = check_time_limit(options["time_limit"], "time_limit")
+    if options.get("workers"):  # 0: the planner's own default
+        check_workers(options["workers"], "workers")
     began = time.perf_counter()
     plan = planner(problem, **options)
     if not plan.seconds:

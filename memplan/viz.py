@@ -77,6 +77,11 @@ def human_bytes(value: float) -> str:
     return f"{value:g} B"
 
 
+def show_bytes(value: int) -> str:
+    """Bytes as every command prints them: ``3.747 MiB (3928576 B)``, ``512 B``."""
+    return f"{human_bytes(value)} ({value} B)" if abs(value) >= 1024 else human_bytes(value)
+
+
 def _unit(largest: float) -> tuple[int, str]:
     """The byte unit to draw an axis reaching ``largest`` in (round ticks in that unit)."""
     return next(((scale, unit) for scale, unit in _UNITS if largest >= 4 * scale), (1, "B"))

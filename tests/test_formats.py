@@ -68,7 +68,7 @@ def test_csv_header_aliases_and_inclusive_end(tmp_path):
 
 
 def test_csv_refuses_what_it_cannot_hold(tmp_path):
-    with pytest.raises(ProblemError, match="cannot hold pinned offsets, aliases"):
+    with pytest.raises(ProblemError, match="cannot hold pinned offsets, explicit conflicts"):
         minimalloc_csv.write_csv(tmp_path / "x.csv", rich_problem())
 
 
@@ -78,6 +78,9 @@ def test_csv_refuses_what_it_cannot_hold(tmp_path):
     ("id,lower,upper,size,colour\n", "unknown column 'colour'"),
     ("id,lower,upper,size\na,0,1\n", ":2: malformed row: 3 fields"),
     ("id,lower,upper,size\na,0,1,big\n", ":2: size must be an integer in ASCII digits, got 'big'"),
+    ("id,lower,upper,size\na,0,1,1_000\n", ":2: size must be an integer"),
+    ("id,lower,upper,size\na,0,1,\u0661\u0662\n", ":2: size must be an integer"),
+    ("id,lower,upper,size\na,0,1,4.0\n", ":2: size must be an integer"),
     ("id,lower,upper,size\na,0,1,4\nb,0,1,-4\n", ":3: buffer 'b': size must be positive"),
     ("id,lower,upper,size\na,0,1,4\nb,5,5,4\n", ":3: buffer 'b': empty lifetime"),
     ("id,lower,upper,size\na,0,1,4\na,0,1,4\n", "buffer 'a': duplicate id"),

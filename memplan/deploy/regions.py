@@ -108,7 +108,9 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
     """A plan over regions: arena size = the sum of the regions' tops, stats with the cost.
 
     ``best_cost`` is the best proven lower bound on the cost (default
-    `cost_bound`); the status is ``optimal`` when the cost reaches it,
+    `cost_bound`); ``stats["cost_optimal"]`` says whether the cost reaches it. The
+    status means what it means for every plan: ``optimal`` when the arena meets the
+    proven bound on bytes, else ``feasible`` (a cost-optimal plan may have a gap);
     ``infeasible`` when a region overflows its capacity.
     """
     offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
@@ -120,11 +122,12 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
             if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
     cost = region_cost(problem, regions)
     bound = max(cost_bound(problem), best_cost or 0.0)
-    status = plan_status(cost, bound + 1e-9, fits=not over)
     bytes_bound = lower_bound(problem)
+    arena = sum(region_sizes.values())
+    status = plan_status(arena, bytes_bound, fits=not over)
     info = dict(stats or {}, region_sizes=region_sizes, cost=cost, cost_bound=bound,
-                over_capacity=over)
-    return Plan(offsets, sum(region_sizes.values()), bytes_bound, status, bytes_bound, planner,
+                cost_optimal=not over and cost <= bound + 1e-9, over_capacity=over)
+    return Plan(offsets, arena, bytes_bound, status, bytes_bound, planner,
                 seconds, info, regions, None if sizes is None else used)
 
 

@@ -55,6 +55,7 @@ from memplan.diagnosis.explanation import (
     render_text,
 )
 from memplan.diagnosis.what_if import Remedy, alias_remedies, producers_and_readers, remedies
+from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
@@ -185,7 +186,9 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
 
     ``time_limit`` bounds the CP-SAT checks of a capacity reason (seconds).
     """
-    capacity = problem.capacity if capacity is None else capacity
+    capacity = problem.capacity if capacity is None else check_capacity(capacity)
+    time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
+    workers = check_workers(workers, "workers", default_allowed=False)
     if plan is not None and len(plan.offsets) != len(problem):
         raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
     d = _Describer(problem, plan)

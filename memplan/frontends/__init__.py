@@ -23,6 +23,9 @@ READERS = (".onnx", ".tflite", ".csv", ".json")
 def load(path: str | os.PathLike, **options) -> Problem:
     """The problem in ``path``, read by extension; ``options`` go to the reader."""
     suffix = Path(path).suffix.lower()
+    if Path(path).is_dir():
+        raise ProblemError(f"is a folder; give a model file ({', '.join(READERS)})",
+                           file=str(path))
     if suffix == ".csv":
         return minimalloc_csv.read_problem(path, **options)
     if suffix == ".json":

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.groups import alias_units
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -125,27 +126,95 @@ def read_solution(path: str | os.PathLike, *, capacity: int | None | str = "name
     return problem, dict(zip(problem.ids, offsets, strict=True))
 
 
+def csv_refusal(problem: Problem, *, planned: bool = False) -> str | None:
+    """Why ``problem`` cannot be written as MiniMalloc CSV (None when it can): the format has
+    no place for pinned offsets, explicit conflicts, regions, variable scratch sizes (unless
+    ``planned``: a plan's granted sizes are written), or an alias group whose alignment is
+    not a multiple of one number at its base."""
+    lost = [what for what, has in (("pinned offsets", (problem.pinned >= 0).any()),
+                                   ("explicit conflicts", len(problem.conflicts)),
+                                   ("memory regions", len(problem.regions)),
+                                   ("variable-size scratch", not planned and
+                                    (problem.max_sizes > problem.sizes).any())) if has]
+    if not lost and not problem.alias_optional.all():
+        units = alias_units(problem.replace(aliases=_mandatory(problem)))
+        skewed = np.flatnonzero(units.residue != 0)
+        if len(skewed):
+            lost.append(f"the alignment of the alias group of "
+                        f"{problem.ids[int(units.first_member[skewed[0]])]!r}")
+    if not lost:
+        return None
+    return f"MiniMalloc CSV cannot hold {', '.join(lost)}; use memplan JSON (.json)"
+
+
+def _mandatory(problem: Problem) -> list:
+    return [a for a in problem.aliases if not a.optional]
+
+
+def csv_rows(problem: Problem) -> tuple[Problem, np.ndarray]:
+    """The problem as CSV rows: one row per group of mandatory aliases, and the buffer whose
+    id and offset each row carries.
+
+    A group becomes its bounding rectangle (the union of its members' lifetimes, its extent
+    as size, its alignment at its base), named after a member at the base: a layout of the
+    rows is a valid layout of ``problem`` once `expand_offsets` puts every member back at
+    its distance from the base. Optional aliases are left out (a plan need not take them).
+    Refused (`ProblemError`) when `csv_refusal` says so.
+    """
+    reason = csv_refusal(problem)
+    if reason is not None:
+        raise ProblemError(reason, file=problem.source)
+    mandatory = _mandatory(problem)
+    if not mandatory:
+        return problem.replace(aliases=[]), np.arange(len(problem))
+    units = alias_units(problem.replace(aliases=mandatory))
+    at_base = np.full(len(units), -1, np.int64)
+    order = np.flatnonzero(units.rel == 0)
+    at_base[units.unit_of[order[::-1]]] = order[::-1]  # the first member at the base
+    starts = np.full(len(units), np.iinfo(np.int64).max)
+    ends = np.zeros(len(units), np.int64)
+    np.minimum.at(starts, units.unit_of, problem.starts)
+    np.maximum.at(ends, units.unit_of, problem.ends)
+    rows = Problem.from_arrays(units.extent, starts, ends,
+                               ids=[problem.ids[b] for b in at_base.tolist()],
+                               alignments=units.modulus, capacity=problem.capacity,
+                               name=problem.name, source=problem.source)
+    return rows, at_base
+
+
+def expand_offsets(problem: Problem, offsets: dict[str, int]) -> dict[str, int]:
+    """Every buffer's offset from a solution of `csv_rows`: a member of an alias group missing
+    from ``offsets`` sits at its distance above the group's row."""
+    if len(offsets) == len(problem):
+        return offsets
+    units = alias_units(problem.replace(aliases=_mandatory(problem)))
+    base = {}
+    for b, unit in enumerate(units.unit_of.tolist()):
+        if problem.ids[b] in offsets and unit not in base:
+            base[unit] = offsets[problem.ids[b]] - int(units.rel[b])
+    expanded = dict(offsets)
+    for b, unit in enumerate(units.unit_of.tolist()):
+        if problem.ids[b] not in expanded and unit in base:
+            expanded[problem.ids[b]] = base[unit] + int(units.rel[b])
+    return expanded
+
+
 def write_csv(path: str | os.PathLike, problem: Problem, plan: Plan | None = None) -> None:
     """Write the problem (and the plan's offsets, as a solution) in MiniMalloc's CSV.
 
-    Pinned offsets, aliases, conflicts and regions have no place in this
-    format; a problem that has them is refused rather than written lossily.
+    One row per group of mandatory aliases (`csv_rows`; a problem without
+    aliases: one row per buffer); optional aliases are left out. What the format
+    cannot hold (`csv_refusal`) is refused rather than written lossily.
     """
-    lost = [what for what, has in (("pinned offsets", (problem.pinned >= 0).any()),
-                                   ("aliases", len(problem.aliases)),
-                                   ("conflicts", len(problem.conflicts)),
-                                   ("regions", len(problem.regions))) if has]
-    if lost:
-        raise ProblemError(f"MiniMalloc CSV cannot hold {', '.join(lost)}; use memplan JSON",
-                           file=str(path))
+    rows, carrier = csv_rows(problem)
     header = ["id", "lower", "upper", "size"]
-    columns = [problem.ids, problem.starts, problem.ends, problem.sizes]
-    if (problem.alignments != 1).any():
+    columns = [rows.ids, rows.starts, rows.ends, rows.sizes]
+    if (rows.alignments != 1).any():
         header.append("alignment")
-        columns.append(problem.alignments)
+        columns.append(rows.alignments)
     if plan is not None:
         header.append("offset")
-        columns.append(np.asarray(plan.offsets))
+        columns.append(np.asarray(plan.offsets)[carrier])
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)

@@ -109,6 +109,13 @@ class Corruption:
                 f"overwrote its bytes")
 
 
+def arena_text(arena_bytes: list[int]) -> str:
+    """``3.747 MiB (3928576 B)``; regions joined by `` + ``: bytes as every command shows them."""
+    from memplan.viz import show_bytes
+
+    return " + ".join(map(show_bytes, arena_bytes)) or "0 B"
+
+
 @dataclass
 class ArenaReport:
     """What running a model inside a plan's arena showed."""
@@ -172,7 +179,7 @@ class ArenaReport:
         return lines
 
     def __str__(self) -> str:
-        head = (f"ok: arena {self.arena_bytes} bytes, outputs match a normal run" if self.ok
+        head = (f"ok: arena {arena_text(self.arena_bytes)}, outputs match a normal run" if self.ok
                 else "plan corrupts data:")
         lines = [str(c) for c in self.corruptions[:10]]
         if len(self.corruptions) > 10:

@@ -39,7 +39,7 @@ from memplan.frontends.onnx import OnnxOptions, from_onnx
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.proofs import BACKENDS
-from memplan.proofs.onnx_arena import ArenaReport, check_plan_on_model
+from memplan.proofs.onnx_arena import ArenaReport, arena_text, check_plan_on_model
 from memplan.validate import Violation, validate
 
 MODEL_OPTIONS = tuple(f.name for f in fields(OnnxOptions) if f.name != "name")
@@ -100,7 +100,7 @@ class Proof:
         shown = ", ".join(f"{k}={v}" for k, v in self.options.items() if k != "dims")
         dims = ", ".join(f"{k}={v}" for k, v in self.options["dims"].items())
         lines = [f"{verdict}: {self.plan_file} on {self.model} ({len(self.problem)} buffers, "
-                 f"arena {self.report.arena_bytes} bytes, {self.backend})",
+                 f"arena {arena_text(self.report.arena_bytes)}, {self.backend})",
                  f"model options: {shown}" + (f", dims {dims}" if dims else ""),
                  *self.notes]
         if self.violations:

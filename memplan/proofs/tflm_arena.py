@@ -295,18 +295,20 @@ class TflmReport:
     def __str__(self) -> str:
         if self.refused is not None:
             return f"{self.model}: not proven: {self.refused}"
+        from memplan.viz import show_bytes as b
+
         lines = [f"{self.model}: {self.tensors} tensors, {self.buffers} buffers planned "
                  "(TFLM's planned tensors and kernel scratch)",
-                 f"  TFLM planner   head {self.tflm.head} B, tail {self.tflm.tail} B"
-                 + (f", smallest arena {self.min_arena} B" if self.min_arena else ""),
-                 f"  memplan plan   head {self.planned.head} B (memplan arena "
-                 f"{self.arena_size} B), tail {self.planned.tail} B"
-                 + (f", smallest arena {self.planned_min_arena} B"
+                 f"  TFLM planner   head {b(self.tflm.head)}, tail {b(self.tflm.tail)}"
+                 + (f", smallest arena {b(self.min_arena)}" if self.min_arena else ""),
+                 f"  memplan plan   head {b(self.planned.head)} (memplan arena "
+                 f"{b(self.arena_size)}), tail {b(self.planned.tail)}"
+                 + (f", smallest arena {b(self.planned_min_arena)}"
                     if self.planned_min_arena else ""),
                  "  outputs        " + ("bit-identical" if not self.mismatches
                                         else "DIFFER: " + ", ".join(self.mismatches))]
         if not self.head_matches:
-            lines.append(f"  head           {self.planned.head} B != {self.expected_head} B: "
+            lines.append(f"  head           {b(self.planned.head)} != {b(self.expected_head)}: "
                          "kernel scratch buffers outside memplan's plan")
         return "\n".join(lines)
 

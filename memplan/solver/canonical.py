@@ -283,7 +283,7 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
 def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
             threads: int, stop: threading.Event | None = None, widths=None,
             deterministic: bool = False, on_better=None, on_floor=None,
-            prove=None) -> Outcome:
+            prove=None, enough=None) -> Outcome:
     """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
 
     Steps:
@@ -305,7 +305,9 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     Deterministic mode: one thread, probes limited by nodes
     (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
     `NODES_PER_SECOND` nodes. ``on_better(offsets)`` and ``on_floor(floor)``
-    report progress. Returns ``optimal`` when the best peak meets the floor.
+    report progress. ``enough(floor)``: the highest peak close enough to the floor to stop at
+    (a gap tolerance; default: the floor). Returns ``optimal`` when the best peak meets the
+    floor.
     """
     began = time.perf_counter()
     sizes = problem.sizes
@@ -344,7 +346,8 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     top = peak(best)
     hard, step = floor - 1, PROBE_SECONDS
     given = probes  # the probes made before the descent (the first dive)
-    while top > floor and not interrupted:
+    enough = enough or (lambda low: low)
+    while top > enough(floor) and not interrupted:
         rest = left()
         if rest is not None and rest <= 0:
             break
@@ -365,7 +368,7 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
                     floor = lifted
                     if on_floor is not None:
                         on_floor(floor)
-                if top <= floor or interrupted:
+                if top <= enough(floor) or interrupted:
                     break
             hard, step = floor - 1, 2 * step
             continue

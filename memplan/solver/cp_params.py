@@ -76,6 +76,9 @@ def exact_solver(options: ExactOptions, *, workers: int, seconds: float | None,
     params.max_pairs_pairwise_reasoning_in_no_overlap_2d = options.pairwise_pairs
     for name in options.subsolvers:
         params.subsolvers.append(name)
+    if options.relative_gap or options.absolute_gap:  # CP-SAT then says OPTIMAL: the search
+        params.relative_gap_limit = options.relative_gap  # takes its bound, not that word
+        params.absolute_gap_limit = options.absolute_gap
     return solver
 
 

@@ -231,7 +231,7 @@ class _State:
         if found is not None and (self.best is None or _peak(self.model, found)
                                   < _peak(self.model, self.best)):
             self.best = found
-        if self.minimize and status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        if self.minimize and status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
             self.bound = max(self.bound, proven_bound(solver, lane.cp))
         if self.outcome is None:
             self.outcome = _ended(self.model, status, self.best, self.bound, self.stats,
@@ -250,8 +250,10 @@ def _ended(model: Model, status: int, best, bound: int, stats: dict, *,
         if minimize and best is not None:  # the tightened bound was infeasible: best is optimal
             return Outcome("optimal", best, _peak(model, best), stats=stats)
         return Outcome("infeasible", None, bound, stats=stats)
-    if status == cp_model.OPTIMAL and minimize:
-        return Outcome("optimal", best, _peak(model, best), stats=stats)
+    if status == cp_model.OPTIMAL and minimize:  # within a gap limit, or proven
+        peak = _peak(model, best)
+        return Outcome("optimal" if peak <= bound else "feasible", best, min(bound, peak),
+                       stats=stats)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not minimize:
         return Outcome("feasible", best, bound, stats=stats)
     if final:

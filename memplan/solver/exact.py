@@ -137,10 +137,11 @@ class _Run:
         floor = max(lower_bound(scaled), math.ceil(self.lower / part.scale))
         hinted = None if self.hint is None else part_offsets(part, self.hint.offsets)
         top = None if hinted is None else int((hinted + scaled.sizes).max())
-        goal = floor if self.minimize else scaled.capacity
+        goal = self.options.enough(floor, part.scale) if self.minimize else scaled.capacity
         if top is not None and top <= goal and (scaled.capacity is None
                                                 or top <= scaled.capacity):
-            return Outcome("optimal" if self.minimize else "feasible", hinted, floor)
+            return Outcome("optimal" if self.minimize and top <= floor else "feasible", hinted,
+                           floor)
         left = self.seconds_left()
         seconds = None if left is None else max(left, 0) / parts_left
         if hinted is not None and (len(part.buffers) > self.options.lns_buffers or
@@ -180,7 +181,8 @@ class _Run:
         outcome = canonical.descend(
             part.problem, floor, hinted, seconds=seconds, stop=options.stop,
             threads=threads, widths=widths, deterministic=options.deterministic,
-            on_better=on_better, on_floor=on_floor, prove=prove if options.floors else None)
+            on_better=on_better, on_floor=on_floor, prove=prove if options.floors else None,
+            enough=lambda low: options.enough(low, part.scale))
         if proofs:
             outcome.stats["floor_probes"] = proofs
         return outcome
@@ -194,7 +196,7 @@ class _Run:
         began = time.perf_counter()
         part = self.parts[i]
         capacity = part.problem.capacity
-        goal = floor if self.minimize else max(floor, capacity)
+        goal = self.options.enough(floor, part.scale) if self.minimize else max(floor, capacity)
         lns = import_within("memplan.solver.lns", seconds)  # CP-SAT: only when used
         found_offsets, extra = hinted, {"cut": "no time left to import CP-SAT"}
         interrupted = False
@@ -250,7 +252,8 @@ class _Run:
                 floor = hard = target + 1
             else:
                 hard = target
-            if outcome.interrupted or (top is not None and top <= floor):
+            if outcome.interrupted or (top is not None and
+                                       top <= self.options.enough(floor, self.parts[i].scale)):
                 status = "optimal" if top is not None and top <= floor else "feasible"
                 return Outcome(status, best, floor, outcome.interrupted, outcome.stats)
             limit = top if capacity is None or top is None else min(top, capacity + 1)
@@ -338,6 +341,10 @@ class _Run:
             return Outcome("unknown", None, floor, stats={"cut": "no time left to import "
                                                                  "CP-SAT"})
         from memplan.solver.model import build_model
+
+        if minimize and options.absolute_gap:  # CP-SAT's objective is in the part's units
+            options = dataclasses.replace(options,
+                                          absolute_gap=options.absolute_gap // part.scale)
 
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from fractions import Fraction
 
+from memplan.errors import ProblemError
+from memplan.limits import check_time_limit, check_workers, whole
 from memplan.options import option
 
 ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.cp_search.unit_order`
@@ -65,13 +69,34 @@ class ExactOptions:
     stop: threading.Event | None = option(None, "set it (from any thread) to stop with the best "
                                           "plan")
     log: bool = option(False, "print CP-SAT's search log")
+    relative_gap: float = option(0.0, "stop once (arena - proven bound) / arena is at most this "
+                                 "(0.01: within 1 %); the plan is then 'feasible' with its gap")
+    absolute_gap: int = option(0, "stop once arena - proven bound is at most this many bytes")
 
     def __post_init__(self):
+        object.__setattr__(self, "time_limit", check_time_limit(self.time_limit, "time_limit"))
+        if self.workers != 0:  # 0: one per core
+            check_workers(self.workers, "workers")
+        if not 0 <= self.relative_gap < 1:
+            raise ProblemError(f"relative_gap must be a share in [0, 1), got "
+                               f"{self.relative_gap!r}")
+        whole(self.absolute_gap, "absolute_gap")
         unknown = set(self.orders) - set(ORDERS)
         if unknown or not self.orders:
             raise ValueError(f"unknown order(s) {sorted(unknown)}; valid: {', '.join(ORDERS)}")
         if self.strategy not in ("lowest_offset", "none"):
             raise ValueError(f"unknown strategy {self.strategy!r}; valid: lowest_offset, none")
+
+    def enough(self, floor: int, scale: int = 1) -> int:
+        """The highest arena within the gap tolerance of the bound ``floor`` (both in units of
+        ``scale`` bytes): ``floor`` itself without a tolerance."""
+        by_share = Fraction(floor) / (1 - Fraction(self.relative_gap)) if self.relative_gap \
+            else floor
+        return max(floor + self.absolute_gap // scale, math.floor(by_share))
+
+    def within_gap(self, arena: int, bound: int) -> bool:
+        """Whether ``arena`` is close enough to the proven ``bound`` to stop searching."""
+        return arena <= self.enough(bound)
 
     @classmethod
     def from_kwargs(cls, **options) -> ExactOptions:

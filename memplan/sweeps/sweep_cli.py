@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memplan.cli_checks import check_output_path, count, seconds, size
 from memplan.errors import ProblemError
 from memplan.sweeps.sweep import FROM_FILE, parse_size
 
@@ -36,12 +37,6 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
-
-
 def _dim(text: str) -> tuple[str, list[int]]:
     name, _, values = text.partition("=")
     if not name or not values:
@@ -51,9 +46,13 @@ def _dim(text: str) -> tuple[str, list[int]]:
 
 def _sizes(text: str) -> list:
     try:
-        return [parse_size(v) for v in text.split(",") if v.strip()]
+        sizes = [parse_size(v) for v in text.split(",") if v.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"expected capacities (bytes, with a unit, 'none' or "
+                                         f"'file'), got {text!r}")
+    return sizes
 
 
 def _value(text: str):
@@ -79,13 +78,19 @@ def _option(text: str) -> tuple[str, str, object]:
     return planner, name, _value(value)
 
 
-def _limit(text: str) -> float | None:
-    if text.lower() in ("none", "inf", "unlimited"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds or 'none', got {text!r}") from None
+BYTE_COLUMNS = ("capacity", "lower_bound", "arena_size", "best_bound", "peak_memory")
+
+
+def _shown(table):
+    """The rows as printed: bytes in human units, the gap in percent (``--out`` keeps the
+    exact numbers)."""
+    from memplan.viz import human_bytes
+
+    shown = table.drop(columns=["task", "path", "settings", "worker"])
+    for column in BYTE_COLUMNS:
+        shown[column] = shown[column].map(lambda v: human_bytes(int(v)), na_action="ignore")
+    shown["gap"] = shown["gap"].map(lambda g: f"{g:.2%}", na_action="ignore")
+    return shown.astype(object).fillna("")
 
 
 def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
@@ -105,22 +110,23 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
     grid.add_argument("--planner", default="best", metavar="P1,P2",
                       help="registered planners, 'solve' (heuristics then exact), 'all' "
                            "(every heuristic and exact) (default: best)")
-    grid.add_argument("--alignment", type=int, metavar="BYTES",
-                      help="align every offset to this many bytes")
+    grid.add_argument("--alignment", type=size("--alignment"), metavar="BYTES",
+                      help="align every offset to this many bytes (64, 4KiB)")
     plan = parser.add_argument_group("planner options")
-    plan.add_argument("--time-limit", type=_limit, default=10.0, metavar="S",
+    plan.add_argument("--time-limit", type=seconds("--time-limit"), default=10.0, metavar="S",
                       help="seconds for each exact (or solve) task (default: 10; 'none')")
-    plan.add_argument("--heuristic-time-limit", type=float, default=1.0, metavar="S",
+    plan.add_argument("--heuristic-time-limit", type=seconds("--heuristic-time-limit"),
+                      default=1.0, metavar="S",
                       help="seconds for each searching heuristic (default: 1)")
     plan.add_argument("--seed", type=int, default=0, help="random seed of every planner")
-    plan.add_argument("--threads", type=_positive, default=1,
+    plan.add_argument("--threads", type=count("--threads"), default=1,
                       help="CP-SAT threads per exact task (default: 1; tasks run in parallel)")
     plan.add_argument("--option", type=_option, action="append", default=[],
                       metavar="PLANNER.NAME=VALUE",
                       help="a planner's own option, e.g. hill_climb.iterations=500 or "
                            "exact.orders=total,lifetime (repeatable)")
     engine = parser.add_argument_group("where it runs")
-    engine.add_argument("--workers", type=_positive, metavar="N",
+    engine.add_argument("--workers", type=count("--workers"), metavar="N",
                         help="worker processes of the local cluster (default: one per core)")
     engine.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                         help="run on this existing Dask cluster instead")
@@ -144,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
     from memplan.sweeps.sweep import sweep
     from memplan.sweeps.sweep_progress import SweepProgress, summary
 
+    for option, path in (("--out", args.out), ("--report", args.report)):
+        if path:  # before any task runs
+            check_output_path(path, option)
     if args.report:
         try:
             import matplotlib  # noqa: F401
@@ -165,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_report(table, args.report)
     if not args.out and not args.quiet:
-        shown = table.drop(columns=["task", "path", "settings", "worker"])
-        print(shown.to_string(index=False))
+        print(_shown(table).to_string(index=False))
     if not args.quiet:
         lines = summary(table, out=args.out)
         if args.report:

@@ -31,14 +31,13 @@ from typing import Any
 
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.frontends import READERS
+from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.sweeps.sweep_io import finish_row
 
 MODEL_SUFFIXES = READERS  # what memplan.load reads: .onnx, .tflite, .csv, .json
 FROM_FILE = "file"  # capacity: the one the model's file gives (MiniMalloc's name.CAP.csv)
 SOLVE = "solve"  # planner: the whole memplan.solve pipeline (heuristics, then exact)
 ALL = "all"  # planner: every heuristic and the exact planner
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
-          "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
 
 
 # ------------------------------------------------------------------ the tasks
@@ -73,24 +72,11 @@ class Task:
 
 
 def parse_size(text: str | int | None) -> int | str | None:
-    """A capacity: bytes, or with a unit (``256KiB``, ``1MiB``, ``2MB``); ``none``; ``file``."""
-    if text is None or isinstance(text, int):
-        return text
-    word = text.strip().lower().replace(" ", "")
-    if word in ("none", "inf", "unlimited"):
-        return None
-    if word == FROM_FILE:
+    """A capacity: bytes, or with a unit (``256KiB``, ``1MiB``, ``2MB``); ``none``; ``file``
+    (the rules of `memplan.limits.check_capacity`)."""
+    if isinstance(text, str) and text.strip().lower() == FROM_FILE:
         return FROM_FILE
-    number = word.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = word[len(number):]
-    try:
-        value = float(number) * _UNITS[unit]
-    except (KeyError, ValueError):
-        raise ProblemError(f"not a memory size: {text!r} (bytes, or with a unit: 256KiB, 1MiB, "
-                           f"2MB; or 'none', 'file')") from None
-    if value < 0 or value != int(value):
-        raise ProblemError(f"not a whole number of bytes: {text!r}")
-    return int(value)
+    return check_capacity(text, "capacity")
 
 
 def model_files(models: Iterable[str | os.PathLike]) -> list[str]:
@@ -168,7 +154,12 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
     if stray:
         raise ProblemError(f"options for planner {stray[0]!r}, which the sweep does not run "
                            f"(planners: {', '.join(names)})")
+    time_limit = check_time_limit(time_limit, "time_limit")
+    heuristic_time_limit = check_time_limit(heuristic_time_limit, "heuristic_time_limit")
+    check_workers(threads, "threads", default_allowed=False)
     sizes = [parse_size(c) for c in (capacities if capacities is not None else [FROM_FILE])]
+    if not sizes:
+        raise ProblemError("no capacity given (bytes, with a unit, 'none' or 'file')")
     dim_items = [[(name, int(v)) for v in values] for name, values in (dims or {}).items()]
     shapes = [tuple(combo) for combo in itertools.product(*dim_items)]
     combos = list(itertools.product(batches or [None], shapes))

@@ -1,0 +1,167 @@
+"""The command line's checks: option values, mistyped names, outputs, all before any work.
+
+Every value a command takes goes through the one rule of `memplan.limits`
+(time limits, worker counts, sizes with units, capacities, gaps), here turned
+into argparse types, so that ``memplan solve --time-limit nan`` and
+``memplan sweep --capacity 9007199254740993`` stop at once with one line and
+exit 2, as a library call with the same value raises `ProblemError`.
+
+`Parser` prints a usage error as one line (``memplan solve: error: ...``)
+and suggests the closest flag or command for a mistyped one (difflib: the
+argparse of Python 3.11 has no ``suggest_on_error``). `check_outputs` refuses
+an output that could not be written (a missing folder, a format that needs
+another model, a CSV that cannot hold the problem) before the solve starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from pathlib import Path
+
+from memplan.errors import ProblemError
+from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
+
+BAD_INPUT = 2
+_NO_LIMIT = ("none", "inf", "infinity", "unlimited")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+# ---------------------------------------------------------------- argparse types
+def _type(check, name: str, metavar: str = ""):
+    """An argparse type from a `memplan.limits` check: its `ProblemError` as the message."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except ProblemError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse.__name__ = metavar or name
+    return parse
+
+
+def _seconds_of(name: str, unlimited: bool):
+    def check(text: str) -> float | None:
+        word = text.strip().lower()
+        if word in _NO_LIMIT:
+            if not unlimited:
+                raise ProblemError(f"{name} must be a finite number of seconds >= 0, "
+                                   f"got {text!r}")
+            return None
+        try:
+            value = float(word)
+        except ValueError:
+            raise ProblemError(f"{name} must be a number of seconds"
+                               f"{' or none' if unlimited else ''}, got {text!r}") from None
+        return check_time_limit(value, name, unlimited=unlimited)
+    return check
+
+
+def seconds(name: str = "time_limit", *, unlimited: bool = True):
+    """An argparse type: a time limit (`memplan.limits.check_time_limit`); ``none``/``inf``
+    mean no limit where ``unlimited``."""
+    return _type(_seconds_of(name, unlimited), name, "seconds")
+
+
+def count(name: str = "workers"):
+    """An argparse type: a whole number >= 1 (`memplan.limits.check_workers`)."""
+    def check(text: str) -> int:
+        word = text.strip()
+        return check_workers(int(word) if word.isascii() and word.lstrip("-").isdigit()
+                             else text, name, default_allowed=False)
+    return _type(check, name, "count")
+
+
+def size(name: str = "size"):
+    """An argparse type: bytes, with an optional unit (``4096``, ``512KiB``, ``1MiB``)."""
+    def check(text: str) -> int:
+        value = parse_size(text, name)
+        if value is None:
+            raise ProblemError(f"{name}: give a number of bytes, got {text!r}")
+        return check_capacity(value, name)
+    return _type(check, name, "size")
+
+
+def capacity(name: str = "capacity"):
+    """An argparse type: a capacity (`memplan.limits.check_capacity`); ``none`` for none."""
+    return _type(lambda text: check_capacity(text, name), name, "capacity")
+
+
+def gap(name: str = "gap"):
+    """An argparse type: a gap tolerance, ``1%``, ``0.01`` or ``4KiB`` (`memplan.limits.parse_gap`),
+    kept as given."""
+    def check(text: str) -> str:
+        parse_gap(text, name)
+        return text
+    return _type(check, name, "gap")
+
+
+# ---------------------------------------------------------------- the parser
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line, with a close match when there is one."""
+
+    def error(self, message: str):  # argparse's hook; never returns
+        message = _without_repeat(message)
+        unknown = _UNRECOGNIZED.match(message)
+        if unknown:
+            message += _suggest(unknown.group(1).split()[0], self._option_names())
+        choice = _INVALID_CHOICE.search(message)
+        if choice:
+            words = [w.strip("'") for w in choice.group(2).split(", ")]
+            message += _suggest(choice.group(1), words)
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} ('{self.prog} -h' for help)\n")
+
+    def _option_names(self) -> list[str]:
+        return [flag for action in self._actions for flag in action.option_strings]
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag is reported by the command it was given to."""
+        found, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(found, "command", None)
+            owner = self._commands().get(command, self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return found
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
+def _without_repeat(message: str) -> str:
+    """``argument --capacity: capacity: ...`` -> ``capacity: ...`` (the check names it)."""
+    found = re.match(r"argument (--[\w-]+)(?:/\S+)?: ", message)
+    if found:
+        rest = message[found.end():]
+        flag = found.group(1)
+        if rest.startswith((flag, flag.lstrip("-").replace("-", "_"))):
+            return rest
+    return message
+
+
+def _suggest(word: str, candidates: list[str]) -> str:
+    """``; did you mean --time-limit?`` for the closest of ``candidates`` ('' if none)."""
+    flag, _, _ = word.partition("=")
+    close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def negated_help(comment: str) -> str:
+    """The help of ``--no-NAME``: what the flag turns off, said as such."""
+    return f"do not {comment}" if comment else "turn it off"
+
+
+# ---------------------------------------------------------------- outputs, before the solve
+def check_output_path(path: str, option: str) -> None:
+    """Refuse an output file whose folder does not exist or that is a folder itself."""
+    target = Path(path)
+    if target.is_dir():
+        raise ProblemError(f"{option}: is a folder, expected a file name", file=path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise ProblemError(f"{option}: the folder {str(folder)!r} does not exist", file=path)
+
+
