@@ -39,6 +39,7 @@ import numpy as np
 from memplan.bounds import live_bytes
 from memplan.plan import Plan
 from memplan.problem import Problem, alias_components
+from memplan.viz_html import inline, plan_usage, to_html, write_html
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,20 +183,6 @@ def _label_boxes(ax: Axes, problem: Problem, offsets, sizes, shown, arena: int) 
                     problem.ids[i], ha="center", va="center", fontsize=7, clip_on=True)
 
 
-def plan_usage(problem: Problem, plan: Plan) -> np.ndarray:
-    """The highest address the plan uses at each step ``0 .. horizon - 1``.
-
-    Buffers in increasing order of their top (``offset + size``) each write
-    their top over their lifetime's steps, so the highest one stays:
-    O(n log n + the sum of lifetime lengths).
-    """
-    top = np.zeros(problem.horizon, np.int64)
-    tops = np.asarray(plan.offsets, np.int64) + _used_sizes(problem, plan)
-    for i in np.argsort(tops).tolist():  # ascending: later writes are the higher tops
-        top[problem.starts[i]:problem.ends[i]] = tops[i]
-    return top
-
-
 def plot_memory(problem: Problem, plan: Plan, *, ax: Axes | None = None,
                 title: str | None = None) -> Axes:
     """Live bytes per step against the plan's highest used address and its arena size."""
@@ -248,3 +235,7 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     ax.set_title(title if title is not None else "arena size relative to the lower bound")
     return ax
+
+
+__all__ = ["MAX_LABELS", "human_bytes", "inline", "plan_usage", "plot_comparison", "plot_layout",
+           "plot_memory", "to_html", "write_html"]
