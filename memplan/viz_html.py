@@ -162,13 +162,14 @@ def to_html(problem: Problem, plan: Plan, *, other_plan: Plan | None = None,
     ``IPython.display.HTML(to_html(...))`` or write it to a file.
     """
     shown = [plan] if other_plan is None else [plan, other_plan]
-    titles = list(names) if names is not None else [_title(p) for p in shown]
+    titles = list(names) if names is not None else [plan_title(p) for p in shown]
     if len(titles) == 2 and titles[0] == titles[1]:
         titles = [f"{titles[0]} (A)", f"{titles[1]} (B)"]
     return page(problem, dict(zip(titles, shown, strict=False)), title=title, region=region)
 
 
-def _title(plan: Plan) -> str:
+def plan_title(plan: Plan) -> str:
+    """``best (greedy_by_size)``: the planner, with the one a composite planner chose."""
     winner = plan.stats.get("winner")
     return f"{plan.planner} ({winner})" if winner and winner != plan.planner else plan.planner
 
