@@ -422,6 +422,8 @@
     if (!next) {
       matches = [];
       if (text) for (let i = 0; i < N; i++) if (ids[i].toLowerCase().includes(text)) matches.push(i);
+      const same = matches.findIndex(i => ids[i].toLowerCase() === text);  // an exact name first
+      if (same > 0) matches.unshift(...matches.splice(same, 1));
       matchAt = -1;
     }
     found.textContent = text ? `${matches.length} match${matches.length === 1 ? "" : "es"}` : "";
