@@ -96,7 +96,7 @@
   const top0 = Math.max(1, ...plans.map(p => p.arena_size), D.lower_bound) * 1.04;
   const home = {t0: 0, t1: H, a0: 0, a1: top0};
   const view = {...home};
-  const MARGIN = {left: 70, right: 12, top: 6, bottom: 22};
+  const MARGIN = {left: 70, right: 12, top: 20, bottom: 22};  // the label above the plot
   let shownPlans = plans.length > 1 ? [0, 1] : [0];
   let matches = [], matchAt = -1, hover = null;
 
