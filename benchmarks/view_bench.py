@@ -28,10 +28,9 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks.large import training_step, transformer_decoder
 from memplan import plan_with, validate
 from memplan.viz_html import to_html
-
-from benchmarks.large import training_step, transformer_decoder
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -146,7 +146,7 @@ def _colours(problem: Problem, offsets: np.ndarray, colour: str):
         raise ValueError(f"{problem.name or 'the problem'} has no operators (Problem.steps): "
                          f"colour by 'kind' or 'alias'")
     writer = {name: step.op or "?" for step in reversed(problem.steps) for name in step.writes}
-    ops = np.array([writer.get(id, "(none)") for id in problem.ids])
+    ops = np.array([writer.get(id, "(no operator)") for id in problem.ids])
     names, inverse = np.unique(ops, return_inverse=True)
     weight = np.bincount(inverse, problem.sizes * (problem.ends - problem.starts))
     ranked = names[np.argsort(-weight, kind="stable")]

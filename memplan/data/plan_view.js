@@ -64,14 +64,14 @@
     if (mode === "operator" && steps && producer) {
       const weight = new Map();
       for (let i = 0; i < N; i++) {
-        const op = producer[i] >= 0 ? steps[producer[i]][1] || "?" : "(none)";
+        const op = producer[i] >= 0 ? steps[producer[i]][1] || "?" : "(no operator)";
         weight.set(op, (weight.get(op) || 0) + sizes[i] * (ends[i] - starts[i]));
       }
       names = [...weight.keys()].sort((a, b) => weight.get(b) - weight.get(a));
       if (names.length > 12) names = names.slice(0, 11).concat(["other"]);
       const index = new Map(names.map((n, k) => [n, k]));
       for (let i = 0; i < N; i++) {
-        const op = producer[i] >= 0 ? steps[producer[i]][1] || "?" : "(none)";
+        const op = producer[i] >= 0 ? steps[producer[i]][1] || "?" : "(no operator)";
         cls[i] = index.has(op) ? index.get(op) : names.length - 1;
       }
       colours = names.map((n, k) => n === "other" ? "#9a9a9a" : PALETTE[k]);
