@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 MAX_LABELS = 60  # write buffer names only when a plot has at most this many buffers
 EDGE_LIMIT = 300  # more buffers than this: no rectangle edges, rectangles rasterised
 OPERATOR_COLOURS = 10  # colour by operator: this many colours, the last for the other types
+COMPARISON_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#e7ba52")
 KIND_COLOURS = {"activation": "#4e79a7", "input": "#59a14f", "output": "#e15759",
                 "scratch": "#f28e2b", "weight": "#b07aa1"}  # as the HTML view
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
@@ -277,11 +279,15 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     n = len(wide.columns)
     width = 0.85 / max(n, 1)
     positions = np.arange(len(wide))
-    colours = _pyplot().get_cmap("tab20")(np.arange(n) % 20)
+    others = [p for p in wide.columns if p != "exact"]
     for k, planner in enumerate(wide.columns):
-        colour = "black" if planner == "exact" else colours[k]  # the reference stands out
+        # the reference stands out in black; the others each a colour of its own (no
+        # paired shades), hatched past the palette's twelve
+        j = others.index(planner) if planner != "exact" else 0
+        colour = "black" if planner == "exact" else COMPARISON_COLOURS[j % 12]
         ax.bar(positions + (k - (n - 1) / 2) * width, wide[planner].to_numpy(), width,
-               label=planner, color=colour)
+               label=planner, color=colour, hatch=None if j < 12 else "//",
+               edgecolor="white", linewidth=0.3)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(positions, wide.index, rotation=20, ha="right", rotation_mode="anchor")
     ax.set_ylabel("arena size / lower bound")

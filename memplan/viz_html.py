@@ -179,8 +179,8 @@ def inline(html_page: str, *, height: int = 720):
     document, so that several views in one notebook keep their ids and styles apart."""
     from IPython.display import HTML
 
-    return HTML(f'<iframe srcdoc="{html.escape(html_page, quote=True)}" '
-                f'style="width:100%;height:{height}px;border:1px solid #ddd"></iframe>')
+    return HTML(f'<div><iframe srcdoc="{html.escape(html_page, quote=True)}" '
+                f'style="width:100%;height:{height}px;border:1px solid #ddd"></iframe></div>')
 
 
 def write_html(path, problem: Problem, plan: Plan, **options) -> None:

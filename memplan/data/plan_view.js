@@ -173,6 +173,9 @@
     ctx.setLineDash([]);
     ctx.fillStyle = colour; ctx.textAlign = "right"; ctx.textBaseline = y < MARGIN.top + 14 ? "top" : "bottom";
     right = right || p.w - MARGIN.right - 4;
+    const width = ctx.measureText(text).width, ty = ctx.textBaseline === "top" ? y + 2 : y - 13;
+    ctx.fillStyle = "rgba(255,255,255,.8)"; ctx.fillRect(right - width - 2, ty, width + 4, 12);
+    ctx.fillStyle = colour;
     ctx.fillText(text, right, ctx.textBaseline === "top" ? y + 2 : y - 1);
     return right - ctx.measureText(text).width - 14;
   }

@@ -123,24 +123,49 @@ def smallest_fitting_capacity(table: pd.DataFrame) -> int | None:
 
 # ------------------------------------------------------------------ figures
 def plot_arena_by_batch(table: pd.DataFrame, ax=None):
-    """Arena (solid) and lower bound (dotted) against the batch size, one line per model."""
-    import matplotlib.pyplot as plt
+    """Best arena against the batch size, one line per model, each named at its right end.
 
-    data = arena_by_batch(table)
-    ax = ax or plt.subplots(figsize=(7, 4.2))[1]
-    for model, rows in data.groupby("model"):
-        line, = ax.plot(rows["batch"], rows["arena_size"] / 2**20, marker="o", label=model)
-        ax.plot(rows["batch"], rows["lower_bound"] / 2**20, ls=":", color=line.get_color())
-    ax.set(xlabel="batch size", ylabel="arena (MiB)", title="arena vs batch size "
-           "(dotted: lower bound)", xscale="log", yscale="log")
+    The lower bound is a wide pale band of the model's colour under its line, so it
+    shows where the two meet (a dotted line would hide under the arena). Models are
+    nudged apart along x (a few percent) so that equal arenas do not hide each other.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+    data = arena_by_batch(table)
+    ax = ax or plt.subplots(figsize=(8, 4.8), layout="constrained")[1]
+    models = list(data.groupby("model"))
+    colours = [plt.get_cmap("tab10")(k % 10) for k in range(len(models))]
+    markers = "osD^vP*Xph"
+    ends = []
+    for k, (model, rows) in enumerate(models):
+        x = rows["batch"].to_numpy() * 1.025 ** (k - (len(models) - 1) / 2)
+        ax.plot(x, rows["lower_bound"] / 2**20, lw=8, alpha=0.22, color=colours[k],
+                solid_capstyle="round")
+        ax.plot(x, rows["arena_size"] / 2**20, lw=1.3, marker=markers[k % len(markers)],
+                ms=5, color=colours[k])
+        ends.append([float(rows["arena_size"].iloc[-1]) / 2**20, model, colours[k]])
+    ends.sort()
+    for k in range(1, len(ends)):  # labels at least a line apart (log scale: a ratio)
+        ends[k][0] = max(ends[k][0], ends[k - 1][0] * 1.13)
+    right = float(data["batch"].max()) * 1.15 if len(data) else 1.0
+    for y, model, colour in ends:  # one column of names right of the lines
+        ax.text(right, y, model, va="center", fontsize=8, color=colour)
+    ax.set(xlabel="batch size", ylabel="arena (MiB)", xscale="log", yscale="log",
+           title="best arena per model vs batch size")
     batches = sorted(data["batch"].unique())
+    if batches:
+        ax.set_xlim(batches[0] / 1.2, batches[-1] * 2.3)  # room for the names
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.legend(fontsize=7, ncol=2)
+    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax.legend(handles=[Line2D([], [], color="0.3", marker="o", ms=5, label="best arena"),
+                       Line2D([], [], color="0.3", lw=8, alpha=0.22,
+                              label="lower bound (pale band)")],
+              loc="upper left", fontsize=8, frameon=False)
     return ax
 
 
