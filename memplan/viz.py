@@ -39,7 +39,7 @@ import numpy as np
 from memplan.bounds import live_bytes
 from memplan.plan import Plan
 from memplan.problem import Problem, alias_components
-from memplan.viz_html import inline, plan_title, plan_usage, to_html, write_html
+from memplan.viz_html import UNITS, human_bytes, inline, plan_title, plan_usage, to_html, write_html
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,6 @@ COMPARISON_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8
                       "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#e7ba52")
 KIND_COLOURS = {"activation": "#4e79a7", "input": "#59a14f", "output": "#e15759",
                 "scratch": "#f28e2b", "weight": "#b07aa1"}  # as the HTML view
-_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
 
 
 def _pyplot():
@@ -75,17 +74,9 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return ax
 
 
-def human_bytes(value: float) -> str:
-    """``3145728 -> '3 MiB'``, ``1536 -> '1.5 KiB'``."""
-    for scale, unit in _UNITS:
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {unit}"
-    return f"{value:g} B"
-
-
 def _unit(largest: float) -> tuple[int, str]:
     """The byte unit to draw an axis reaching ``largest`` in (round ticks in that unit)."""
-    return next(((scale, unit) for scale, unit in _UNITS if largest >= 4 * scale), (1, "B"))
+    return next(((scale, unit) for scale, unit in UNITS if largest >= 4 * scale), (1, "B"))
 
 
 def _byte_axis(ax: Axes, top: float, label: str, bottom: float = 0) -> None:

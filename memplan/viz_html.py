@@ -37,6 +37,16 @@ from memplan.bounds import live_bytes
 from memplan.plan import Plan
 from memplan.problem import KINDS, Problem
 
+UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
+
+
+def human_bytes(value: float) -> str:
+    """``3145728 -> '3 MiB'``, ``1536 -> '1.5 KiB'``."""
+    for scale, unit in UNITS:
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return f"{value:g} B"
+
 
 def plan_usage(problem: Problem, plan: Plan) -> np.ndarray:
     """The highest address the plan uses at each step ``0 .. horizon - 1``.
@@ -138,8 +148,8 @@ def page(problem: Problem, plans: dict[str, Plan], *, title: str | None = None,
     name = title or f"{problem.name or 'problem'}: {len(problem):,} buffers, " \
                     f"{problem.horizon:,} steps"
     summary = " ".join(
-        f"<span><b>{html.escape(t)}</b> {p.planner}: arena {p.arena_size:,} B, {p.status}, "
-        f"gap {p.gap:.2%}</span>" for t, p in plans.items())
+        f"<span><b>{html.escape(t)}</b>: arena {human_bytes(p.arena_size)} "
+        f"({p.arena_size:,} B), {p.status}, gap {p.gap:.2%}</span>" for t, p in plans.items())
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{html.escape(name)}</title><style>{_asset('plan_view.css')}</style></head>"

@@ -474,11 +474,12 @@
     makePanel(null, 0);
     layoutPanels(); draw();
   }
-  const chosen = /plan=([^&]+)/.exec(location.hash);
+  const chosen = /plan=([^&]+)/.exec(location.hash);  // page.html#plan=TITLE: that plan first
   if (chosen) {
     const k = plans.findIndex(q => q.title === decodeURIComponent(chosen[1]));
-    if (k >= 0) shownPlans = [k];
+    if (k >= 0) shownPlans = plans.length > 1 ? [k, k ? 0 : 1] : [k];
   }
+  header.querySelectorAll(".pick").forEach(s => { s.value = String(shownPlans[+s.dataset.slot]); });
   window.addEventListener("resize", () => { layoutPanels(); draw(); });
 
   // what a test or a script can read and drive
