@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -55,22 +56,15 @@ def save_plan(folder: str, task, problem, plan) -> None:
     os.replace(partial, path)
 
 
-def _load_shape(task: dict[str, Any]):
-    from memplan.sweeps.sweep_tasks import _load  # the worker's own loader (and its cache)
-
-    stat = os.stat(task["path"])
-    return _load(task["path"], (stat.st_mtime_ns, stat.st_size),
-                 tuple(map(tuple, task["dims"])), task["batch"], task["alignment"])
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:80] or "model"
 
 
-def write_plan_pages(keys: list[str], folder: str | os.PathLike,
-                     pages: str | os.PathLike) -> dict[str, str]:
+def write_plan_pages(keys: list[str], folder: str | os.PathLike, pages: str | os.PathLike,
+                     load: Callable[[dict[str, Any]], Any]) -> dict[str, str]:
     """One page per model shape into ``pages``, for the tasks ``keys`` whose plans are in
-    ``folder``; the link of each task (relative to ``pages``' parent), by key. A plan
+    ``folder``; the link of each task (relative to ``pages``' parent), by key. ``load``
+    gives the problem of a plan file's ``task`` entry (as the worker loaded it). A plan
     that is missing, stale (its model changed) or invalid gets no link."""
     shapes: dict[tuple, list[dict]] = defaultdict(list)
     for key in keys:
@@ -90,7 +84,7 @@ def write_plan_pages(keys: list[str], folder: str | os.PathLike,
     links: dict[str, str] = {}
     for (path, dims, batch, _), documents in shapes.items():
         try:
-            problem = _load_shape(documents[0]["task"])
+            problem = load(documents[0]["task"])
         except (MemplanError, OSError):
             continue  # the model is gone or no longer reads: no view
         if len(problem) > MAX_PAGE_BUFFERS:

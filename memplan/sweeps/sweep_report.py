@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -342,6 +343,15 @@ def report_html(table: pd.DataFrame, links: dict[str, str] | None = None) -> str
             f"<body>{''.join(parts)}<script>{SORT}</script></body></html>")
 
 
+def _load_shape(task: dict):
+    """The problem of a saved plan's task, as its worker loaded it (and with its cache)."""
+    from memplan.sweeps.sweep_tasks import _load
+
+    stat = os.stat(task["path"])
+    return _load(task["path"], (stat.st_mtime_ns, stat.st_size),
+                 tuple(map(tuple, task["dims"])), task["batch"], task["alignment"])
+
+
 def write_report(table: pd.DataFrame, path: str, plans: str | None = None) -> None:
     """Write `report_html` to ``path``; with ``plans`` (the folder the sweep's tasks wrote
     their plans to), the interactive plan pages beside it in ``<name>_files/``."""
@@ -351,7 +361,7 @@ def write_report(table: pd.DataFrame, path: str, plans: str | None = None) -> No
 
         target = Path(path)
         links = write_plan_pages(list(table["task"].dropna()), plans,
-                                 target.with_name(f"{target.stem}_files"))
+                                 target.with_name(f"{target.stem}_files"), _load_shape)
     Path(path).write_text(report_html(table, links), encoding="utf-8")
 
 
