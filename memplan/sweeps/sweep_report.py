@@ -148,8 +148,10 @@ def plot_arena_by_batch(table: pd.DataFrame, ax=None):
                 ms=5, color=colours[k])
         ends.append([float(rows["arena_size"].iloc[-1]) / 2**20, model, colours[k]])
     ends.sort()
-    for k in range(1, len(ends)):  # labels at least a line apart (log scale: a ratio)
-        ends[k][0] = max(ends[k][0], ends[k - 1][0] * 1.13)
+    values = pd.concat([data["arena_size"], data["lower_bound"]]) / 2**20
+    apart = max(1.05, float(values.max() / values.min()) ** (1 / 24)) if len(values) else 1.1
+    for k in range(1, len(ends)):  # labels a line apart: on a log axis, a ratio of the span
+        ends[k][0] = max(ends[k][0], ends[k - 1][0] * apart)
     right = float(data["batch"].max()) * 1.15 if len(data) else 1.0
     for y, model, colour in ends:  # one column of names right of the lines
         ax.text(right, y, model, va="center", fontsize=8, color=colour)
