@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -202,3 +203,13 @@ def test_figure_outputs_are_checked_before_solving(capsys, tricky, tmp_path, arg
     code, out, err = run(capsys, "solve", tricky, "-o", str(plan_file), *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not plan_file.exists() and out == ""  # nothing was solved
+
+
+def test_plot_without_matplotlib_is_refused_before_solving(capsys, tricky, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
+    plan_file = tmp_path / "plan.json"
+    code, out, err = run(capsys, "solve", tricky, "-o", str(plan_file), "--plot",
+                         str(tmp_path / "layout.png"))
+    assert code == 2 and "--plot needs matplotlib: pip install 'memplan[plot]'" in err
+    assert not plan_file.exists() and out == ""

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from memplan import api, plan_with, validate
+from memplan.viz_html import page as page_of
 from memplan.viz_html import to_html
 
 CHROMIUM = os.environ.get("MEMPLAN_CHROMIUM", "/usr/bin/chromium")
@@ -38,23 +39,29 @@ def squeezenet():
 
 
 @pytest.fixture(scope="module")
-def browser_page(squeezenet, tmp_path_factory):
+def browser():
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(browser, squeezenet, tmp_path_factory):
     """The page of two plans of the bundled model, open in Chromium; and what it logged."""
     problem, first, other = squeezenet
     path = tmp_path_factory.mktemp("view") / "view.html"
     path.write_text(to_html(problem, first, other_plan=other), encoding="utf-8")
     logged: dict[str, list[str]] = {"errors": [], "requests": []}
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        page = browser.new_page(viewport={"width": 1280, "height": 860})
-        page.on("console", lambda m: logged["errors"].append(m.text)
-                if m.type in ("error", "warning") else None)
-        page.on("pageerror", lambda error: logged["errors"].append(str(error)))
-        page.on("request", lambda request: logged["requests"].append(request.url))
-        page.goto(path.as_uri())
-        page.wait_for_function("window.memplanView && window.memplanView.firstPaint !== null")
-        yield page, logged, path
-        browser.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    page.on("console", lambda m: logged["errors"].append(m.text)
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda error: logged["errors"].append(str(error)))
+    page.on("request", lambda request: logged["requests"].append(request.url))
+    page.goto(path.as_uri())
+    page.wait_for_function("window.memplanView && window.memplanView.firstPaint !== null")
+    yield page, logged, path
+    page.close()
 
 
 def test_the_page_paints_without_errors_or_network(browser_page):
@@ -109,3 +116,33 @@ def test_search_finds_a_tensor_by_name(browser_page, squeezenet):
     i = problem.index(name)
     assert view["t0"] <= problem.starts[i] and problem.ends[i] <= view["t1"]
     assert logged["errors"] == []
+
+
+def test_colour_by_operator_and_the_legend(browser_page):
+    page, logged, _ = browser_page
+    page.select_option("#colour", "operator")
+    page.wait_for_timeout(200)
+    legend = page.locator("#legend").inner_text()
+    assert "Conv" in legend and "Relu" in legend
+    page.select_option("#colour", "kind")
+    assert logged["errors"] == []
+
+
+def test_a_page_of_three_plans_opens_on_the_one_its_address_names(browser, squeezenet,
+                                                                  tmp_path):
+    problem, first, other = squeezenet
+    path = tmp_path / "three.html"
+    path.write_text(page_of(problem, {"one": first, "two": other, "three": first}))
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri() + "#plan=two")
+    page.wait_for_function("window.memplanView && window.memplanView.firstPaint !== null")
+    labels = page.locator(".panel .label").all_inner_texts()
+    assert labels[0].startswith("two:") and labels[1].startswith("one:")
+    assert page.locator("select.pick").first.input_value() == "1"
+    page.select_option("select.pick >> nth=1", "2")  # plan B: the third
+    page.wait_for_timeout(200)
+    assert page.locator(".panel .label").all_inner_texts()[1].startswith("three:")
+    page.close()
+    assert errors == []
