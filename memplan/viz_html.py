@@ -144,7 +144,7 @@ def page(problem: Problem, plans: dict[str, Plan], *, title: str | None = None,
     if not plans:
         raise ValueError("page() needs at least one plan")
     data = json.dumps(page_data(problem, plans, region=region), separators=(",", ":"))
-    data = data.replace("</", "<\\/")  # never closes the script element early
+    data = data.replace("<", "\\u003c")  # no "</script>" or "<!--" can end the element early
     name = title or f"{problem.name or 'problem'}: {len(problem):,} buffers, " \
                     f"{problem.horizon:,} steps"
     summary = " ".join(
