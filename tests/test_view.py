@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from memplan import Alias, Buffer, Plan, Problem, plan_with, validate
+from memplan import Alias, Buffer, Plan, Problem, plan_with, validate, viz
 from memplan.bounds import live_bytes
 from memplan.cli import main
 from memplan.frontends import memplan_json, minimalloc_csv
@@ -65,6 +65,7 @@ def embedded(html: str) -> dict:
 
 
 def test_the_page_is_self_contained(small):
+    assert viz.to_html is to_html  # memplan.viz.to_html: the Python entry point
     html = to_html(*small[:2], other_plan=small[2])
     assert not re.search(r"""(src|href)\s*=|url\(|@import|https?://""", html)
     assert html.count("<script") == 2  # the data and the viewer, both inline
