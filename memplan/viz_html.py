@@ -30,6 +30,7 @@ import base64
 import html
 import json
 from importlib import resources
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -83,22 +84,31 @@ def _b64(values, dtype: str | None = None) -> list[str]:
     return [dtype, base64.b64encode(data.tobytes()).decode("ascii")]
 
 
+def _named(problem: Problem, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """(buffer index, step) of every buffer the steps name in ``field`` (reads or writes)."""
+    lists = [getattr(step, field) for step in problem.steps]
+    counts = np.fromiter(map(len, lists), np.int64, len(lists))
+    found = np.fromiter(map(problem._index.get, chain.from_iterable(lists), repeat(-1)),
+                        np.int64, int(counts.sum()))
+    step = np.repeat(np.arange(len(lists)), counts)
+    keep = found >= 0  # other names (weights left out, zero-size tensors) are no buffer
+    return found[keep], step[keep]
+
+
 def _operators(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per buffer: the step that writes it (-1: none) and the steps that read it (CSR)."""
+    """Per buffer: the first step that writes it (-1: none) and the steps that read it
+    (CSR: ``readers[pointer[i]:pointer[i + 1]]``, ascending); vectorised, O(names log)."""
     if problem.steps is None:
         return None
-    index = problem._index
-    producer = np.full(len(problem), -1, np.int64)
-    pairs: list[tuple[int, int]] = []
-    for t, step in enumerate(problem.steps):
-        for name in step.writes:
-            i = index.get(name)
-            if i is not None and producer[i] < 0:
-                producer[i] = t
-        pairs.extend((i, t) for i in map(index.get, step.reads) if i is not None)
-    pairs_array = np.array(sorted(set(pairs)), np.int64).reshape(-1, 2)
-    pointer = np.searchsorted(pairs_array[:, 0], np.arange(len(problem) + 1))
-    return producer, pointer, pairs_array[:, 1]
+    n, horizon = len(problem), max(len(problem.steps), 1)
+    written, at = _named(problem, "writes")
+    producer = np.full(n, horizon, np.int64)
+    np.minimum.at(producer, written, at)
+    producer[producer == horizon] = -1
+    read, at = _named(problem, "reads")
+    pairs = np.unique(read * horizon + at)  # sorted by buffer, then step; repeats once
+    pointer = np.searchsorted(pairs // horizon, np.arange(n + 1))
+    return producer, pointer, pairs % horizon
 
 
 def _plan_entry(problem: Problem, plan: Plan, title: str, region: int) -> dict:
