@@ -13,9 +13,11 @@ A plan is a picture before it is a number. Three plots, each on a matplotlib
         |   a    |  b  :b'|     b' aliases b: drawn hatched, over b's bytes
         +--------+-----+--+--> time
 
-  Buffers joined by aliases the plan honours share a colour; the alias
-  targets are hatched, so memory that two tensors share on purpose stands
-  out from a bug. Lines mark the arena size, the lower bound and the capacity.
+  Buffers joined by aliases the plan honours share a colour (or: a colour
+  per kind, per producing operator); the alias targets are hatched, so
+  memory that two tensors share on purpose stands out from a bug. Lines mark
+  the arena size, the lower bound and the capacity. A window of steps and of
+  addresses draws a part of a large plan.
 - `plot_memory`: live bytes per step (what any plan must hold) against the
   highest address the plan uses at that step and the arena size; the space
   between the two curves is fragmentation.
@@ -23,7 +25,10 @@ A plan is a picture before it is a number. Three plots, each on a matplotlib
   lower bound (1.0 = provably optimal), from `memplan.api.compare`'s table.
 
 Rectangles go into one ``PolyCollection``, O(n) and fast for thousands of
-buffers; names are written only into rectangles large enough to hold them.
+buffers; past `EDGE_LIMIT` buffers without edges (they would paint a 10k-buffer
+plan black) and rasterised (a vector file stays small); names are written
+only into rectangles large enough to hold them. The interactive HTML page
+(pan, zoom, hover; 100k buffers) is `to_html`, from `memplan.viz_html`.
 Matplotlib is an optional dependency (``pip install memplan[plot]``); headless
 (no display, not in a notebook) the Agg backend is used.
 """
