@@ -88,8 +88,9 @@
       const [r, g, b] = shade(c, f);
       rgba[4 * k + j] = (255 << 24 | b << 16 | g << 8 | r) >>> 0;
     }));
-    return {names, colours, key, rgba};
+    return {names, colours, key, rgba, id: ++paletteCount};
   }
+  let paletteCount = 0;
   let palette = classes("kind");
 
   // ------------------------------------------------------------ the view
@@ -231,6 +232,11 @@
       p.image = p.ctx.createImageData(W, Hp);
       p.pixels = new Uint32Array(p.image.data.buffer);
     }
+    const stamp = [view.t0, view.t1, view.a0, view.a1, W, Hp, p.plan, palette.id].join();
+    if (p.stamp === stamp) {  // only the outlines changed (hover, search): the image stands
+      p.ctx.putImageData(p.image, 0, 0);
+      return p.wide;
+    }
     const px = p.pixels;
     px.fill(0);
     const cx0 = Math.round(MARGIN.left * r), cx1 = Math.round((p.w - MARGIN.right) * r);
@@ -253,6 +259,7 @@
       if (fx1 - fx0 > 6 * r && fy1 - fy0 > 6 * r) wide.push(fx0 / r, fy0 / r, (fx1 - fx0) / r, (fy1 - fy0) / r);
     }
     p.ctx.putImageData(p.image, 0, 0);
+    p.stamp = stamp; p.wide = wide;
     return wide;
   }
   function strokeBuffer(p, ctx, plan, i, sx, sy, min) {
