@@ -214,3 +214,8 @@ def test_plot_without_matplotlib_is_refused_before_solving(capsys, tricky, tmp_p
                          str(tmp_path / "layout.png"))
     assert code == 2 and "--plot needs matplotlib: pip install 'memplan[plot]'" in err
     assert not plan_file.exists() and out == ""
+
+
+def test_explain_checks_its_plot_first(capsys, tricky, tmp_path):
+    code, out, err = run(capsys, "explain", tricky, "--plot", str(tmp_path / "gap.html"))
+    assert code == 2 and "for an interactive page use --html" in err and out == ""
