@@ -180,14 +180,15 @@
     ctx.fillText(text, right, ctx.textBaseline === "top" ? y + 2 : y - 1);
     return right - ctx.measureText(text).width - 14;
   }
+  // the peak step as a pale band over its width (at least 3 px), not a line that would
+  // hide a one-step spike of the live bytes
   function peakLine(p, ctx) {
-    const x = xOf(p, D.peak_step + 0.5);
-    if (x < MARGIN.left || x > p.w - MARGIN.right) return;
-    ctx.strokeStyle = "rgba(200,0,0,.55)"; ctx.setLineDash([2, 3]); ctx.lineWidth = 1;
-    ctx.beginPath(); ctx.moveTo(x, MARGIN.top); ctx.lineTo(x, p.height - MARGIN.bottom); ctx.stroke();
-    ctx.setLineDash([]);
+    let x0 = xOf(p, D.peak_step), x1 = xOf(p, D.peak_step + 1);
+    if (x1 < MARGIN.left || x0 > p.w - MARGIN.right) return;
+    if (x1 - x0 < 3) { const mid = (x0 + x1) / 2; x0 = mid - 1.5; x1 = mid + 1.5; }
+    ctx.fillStyle = "rgba(200,0,0,.16)";
+    ctx.fillRect(x0, MARGIN.top, x1 - x0, p.height - MARGIN.top - MARGIN.bottom);
   }
-
   function drawLayout(p) {
     const ctx = p.ctx, plan = plans[p.plan];
     ctx.setTransform(p.ratio, 0, 0, p.ratio, 0, 0);
@@ -306,9 +307,9 @@
     const a1 = top0;
     ctx.save();
     ctx.beginPath(); ctx.rect(MARGIN.left, MARGIN.top, p.w - MARGIN.left - MARGIN.right, p.height - MARGIN.top - MARGIN.bottom); ctx.clip();
+    peakLine(p, ctx);
     curve(p, ctx, live, 0, a1, "rgba(78,121,167,.45)");
     shownPlans.forEach((k, j) => curve(p, ctx, plans[k].usage, 0, a1, null, PLAN_LINES[j], j ? [5, 3] : []));
-    peakLine(p, ctx);
     ctx.restore();
     axes(p, ctx, 0, a1);
     const saved = {...view};
@@ -464,7 +465,7 @@
   function showLegend() {
     legend.innerHTML = palette.names.map((n, k) => `<span><i style="background:${palette.colours[k]}"></i>${esc(n)}</span>`).join("") +
       `<span><i style="background:rgba(230,60,60,.25)"></i>gap (proven bound to arena)</span>` +
-      `<span><i style="background:rgba(200,0,0,.55);width:2px"></i>peak step ${D.peak_step}</span>`;
+      `<span><i style="background:rgba(200,0,0,.3);width:5px"></i>peak step ${D.peak_step}</span>`;
   }
   const input = header.querySelector("#find");
   let last = "";
