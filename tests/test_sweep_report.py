@@ -91,3 +91,10 @@ def test_a_stale_or_broken_plan_gets_no_link(swept, tmp_path):
     report = tmp_path / "report.html"
     write_report(table, str(report), plans=str(plans))
     assert len(re.findall(r">view</a>", report.read_text())) == 10
+
+
+def test_a_plan_that_cannot_be_written_costs_only_its_link(tmp_path):
+    memplan_json.write_problem(tmp_path / "one.json", Problem([Buffer("a", 4, 0, 2)]))
+    task, = make_tasks([tmp_path / "one.json"], planners=["greedy_by_size"])
+    row = run_task(task, str(tmp_path / "missing" / "folder"))
+    assert row["status"] == "optimal" and row["valid"]

@@ -45,15 +45,19 @@ def plan_file(folder: str | os.PathLike, key: str) -> Path:
 
 def save_plan(folder: str, task, problem, plan) -> None:
     """Write ``plan`` of ``task`` (a `memplan.sweeps.sweep_tasks.Task`) into ``folder``:
-    written whole, then renamed (a reader never sees half a file)."""
+    written whole, then renamed (a reader never sees half a file). A file that cannot be
+    written costs the row its view link, never its result."""
     document = plan_to_dict(problem, plan)
     document["task"] = {"key": task.key, "path": task.path, "dims": list(map(list, task.dims)),
                         "batch": task.batch, "alignment": dict(task.settings).get("alignment"),
                         "capacity": problem.capacity, "planner": task.planner}
     path = plan_file(folder, task.key)
     partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-    partial.write_text(json.dumps(document), encoding="utf-8")
-    os.replace(partial, path)
+    try:
+        partial.write_text(json.dumps(document), encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
 
 
 def _slug(text: str) -> str:
