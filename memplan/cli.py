@@ -8,6 +8,7 @@
     memplan validate PROBLEM PLAN  check a plan file against its problem
     memplan info [MODEL]           buffers, lower bound, widths, aliases, largest tensors
     memplan convert MODEL -o F     a model as a problem file (.csv or .json)
+    memplan view PLAN.json         plans as one interactive HTML page (view_cli)
     memplan explain [MODEL]        where the peak comes from, a plan's gap, why a capacity
                                    cannot be met, and what would help (`memplan.explain`)
     memplan prove MODEL PLAN.json  run an ONNX model in one arena at that plan's offsets
@@ -60,6 +61,7 @@ from memplan.problem import Problem
 from memplan.proofs import BACKENDS
 from memplan.solver.exact_options import ORDERS, ExactOptions
 from memplan.validate import validate
+from memplan.view_cli import check_figure_path, check_html_path
 from memplan.viz import human_bytes, show_bytes
 
 OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # exit codes (3: a solver defect caught)
@@ -129,6 +131,22 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
 
 def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in fields(cls)}
+
+
+def _span(text: str) -> tuple[int, int]:
+    """``START:END`` (whole numbers, sizes may carry a unit: ``1MiB:2MiB``), START < END."""
+    from memplan.sweeps.sweep_tasks import parse_size
+
+    low, colon, high = text.partition(":")
+    try:
+        span = (parse_size(low), parse_size(high))
+    except (ValueError, ProblemError):
+        span = None
+    if not colon or span is None or not all(isinstance(v, int) for v in span) \
+            or not 0 <= span[0] < span[1]:
+        raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END, "
+                                         f"got {text!r}")
+    return span
 
 
 def _dims(pairs: list[str]) -> dict[str, int]:
@@ -212,8 +230,10 @@ MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into
 
 
 def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
-                   model: Path | None, reordered=None) -> dict[str, str]:
-    """-o (in the --export format), --csv and --plot; what was written, by option.
+                   model: Path | None, reordered=None, heuristic: Plan | None = None
+                   ) -> dict[str, str]:
+    """-o (in the --export format), --csv, --plot and --html (the best ``heuristic`` plan
+    beside the final one when they differ); what was written, by option.
 
     ``model`` is the one model file planned (None for several): the ``onnx`` and
     ``tflite`` exports write the plan into it (into ``reordered``, the model in
@@ -234,14 +254,21 @@ def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
     if args.csv:
         export(problem, plan, "csv", args.csv)
         written["csv"] = args.csv
-    if args.plot:
-        try:
-            from memplan.viz import plot_layout
-            ax = plot_layout(problem, plan)
-        except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
+    if args.plot:  # checked before solving (check_figure_path)
+        from memplan.viz import plot_layout
+
+        ax = plot_layout(problem, plan, window=args.window, addresses=args.addresses,
+                         colour=args.colour)
         ax.figure.savefig(args.plot, dpi=120)
         written["plot"] = args.plot
+    if args.html:
+        from memplan.viz_html import write_html
+
+        other = heuristic if heuristic is not None and \
+            (heuristic.offsets != plan.offsets).any() else None
+        write_html(args.html, problem, plan if other is None else other,
+                   other_plan=None if other is None else plan)
+        written["html"] = args.html
     return written
 
 
@@ -374,6 +401,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
             **{name: getattr(args, name) for name in _changed(args, ExactOptions, EXACT_FLAGS)})
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
+    check_figure_path(args.plot)
+    check_html_path(args.html)
+    if not args.plot and (args.window or args.addresses or args.colour != "alias"):
+        raise UsageError("--window, --addresses and --colour shape the --plot figure: "
+                         "give --plot FILE.png")
     paths = args.models or [None]
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
@@ -409,7 +441,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
         plan = with_model_options(plan, _model_options(onnx_model, args))
     written = _write_outputs(args, problem, plan, single if len(paths) == 1 else None,
-                             None if reordering is None else reordering.model)
+                             None if reordering is None else reordering.model,
+                             report.heuristic if multi is None else None)
     summary = _summary(model, report, written, multi)
     summary["order"] = _order_summary(reordering)
     summary["reason"] = capacity_line(report.problem, report.plan)
@@ -599,6 +632,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    check_figure_path(args.plot)
     problem = _load(args.model, args)
     plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)
     found = explain(problem, plan, time_limit=args.time_limit, workers=args.workers)
@@ -672,7 +706,17 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
                              "(offline plan bytes), csv (MiniMalloc), onnx (model metadata), "
                              "tflite (the model with its TFLM offline plan)")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
-    output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
+    output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout (.png, .svg, "
+                        ".pdf)")
+    output.add_argument("--window", type=_span, metavar="START:END",
+                        help="--plot only the steps [START, END)")
+    output.add_argument("--addresses", type=_span, metavar="LOW:HIGH",
+                        help="--plot only the addresses [LOW, HIGH) (bytes, or 1MiB:2MiB)")
+    output.add_argument("--colour", choices=("alias", "kind", "operator"), default="alias",
+                        help="--plot colours: alias groups (default), tensor kind, or the "
+                             "type of the producing operator")
+    output.add_argument("--html", metavar="VIEW.html", help="an interactive page of the plan "
+                        "(beside the best heuristic plan when the exact planner changed it)")
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
     output.add_argument("--json", action="store_true", help="print the summary as JSON")
     output.add_argument("--prove", action="store_true", help="run the ONNX model in one arena "
@@ -747,8 +791,10 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
     why.add_argument("--json", action="store_true", help="print as JSON")
     why.set_defaults(run=cmd_explain)
     from memplan.sweeps.sweep_cli import add_command as add_sweep
+    from memplan.view_cli import add_command as add_view
 
     add_sweep(sub, [common])
+    add_view(sub, [common])
 
 
 def build_parser() -> argparse.ArgumentParser:

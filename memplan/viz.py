@@ -13,9 +13,11 @@ A plan is a picture before it is a number. Three plots, each on a matplotlib
         |   a    |  b  :b'|     b' aliases b: drawn hatched, over b's bytes
         +--------+-----+--+--> time
 
-  Buffers joined by aliases the plan honours share a colour; the alias
-  targets are hatched, so memory that two tensors share on purpose stands
-  out from a bug. Lines mark the arena size, the lower bound and the capacity.
+  Buffers joined by aliases the plan honours share a colour (or: a colour
+  per kind, per producing operator); the alias targets are hatched, so
+  memory that two tensors share on purpose stands out from a bug. Lines mark
+  the arena size, the lower bound and the capacity. A window of steps and of
+  addresses draws a part of a large plan.
 - `plot_memory`: live bytes per step (what any plan must hold) against the
   highest address the plan uses at that step and the arena size; the space
   between the two curves is fragmentation.
@@ -23,7 +25,10 @@ A plan is a picture before it is a number. Three plots, each on a matplotlib
   lower bound (1.0 = provably optimal), from `memplan.api.compare`'s table.
 
 Rectangles go into one ``PolyCollection``, O(n) and fast for thousands of
-buffers; names are written only into rectangles large enough to hold them.
+buffers; past `EDGE_LIMIT` buffers without edges (they would paint a 10k-buffer
+plan black) and rasterised (a vector file stays small); names are written
+only into rectangles large enough to hold them. The interactive HTML page
+(pan, zoom, hover; 100k buffers) is `to_html`, from `memplan.viz_html`.
 Matplotlib is an optional dependency (``pip install memplan[plot]``); headless
 (no display, not in a notebook) the Agg backend is used.
 """
@@ -40,13 +45,28 @@ from memplan.bounds import live_bytes
 from memplan.errors import require
 from memplan.plan import Plan
 from memplan.problem import Problem, alias_components
+from memplan.viz_html import (
+    UNITS,
+    human_bytes,
+    inline,
+    plan_title,
+    plan_usage,
+    show_bytes,
+    to_html,
+    write_html,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
 
 MAX_LABELS = 60  # write buffer names only when a plot has at most this many buffers
-_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
+EDGE_LIMIT = 300  # more buffers than this: no rectangle edges, rectangles rasterised
+OPERATOR_COLOURS = 10  # colour by operator: this many colours, the last for the other types
+COMPARISON_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#e7ba52")
+KIND_COLOURS = {"activation": "#4e79a7", "input": "#59a14f", "output": "#e15759",
+                "scratch": "#f28e2b", "weight": "#b07aa1"}  # as the HTML view
 
 
 def _pyplot():
@@ -69,40 +89,30 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return ax
 
 
-def human_bytes(value: float) -> str:
-    """``3145728 -> '3 MiB'``, ``1536 -> '1.5 KiB'``."""
-    for scale, unit in _UNITS:
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {unit}"
-    return f"{value:g} B"
-
-
-def show_bytes(value: int) -> str:
-    """Bytes as every command prints them: ``3.747 MiB (3928576 B)``, ``512 B``."""
-    return f"{human_bytes(value)} ({value} B)" if abs(value) >= 1024 else human_bytes(value)
-
-
 def _unit(largest: float) -> tuple[int, str]:
     """The byte unit to draw an axis reaching ``largest`` in (round ticks in that unit)."""
-    return next(((scale, unit) for scale, unit in _UNITS if largest >= 4 * scale), (1, "B"))
+    return next(((scale, unit) for scale, unit in UNITS if largest >= 4 * scale), (1, "B"))
 
 
-def _byte_axis(ax: Axes, top: float, label: str) -> None:
-    """A y axis from 0 to ``top`` bytes with round ticks in KiB, MiB, ... as fits."""
+def _byte_axis(ax: Axes, top: float, label: str, bottom: float = 0) -> None:
+    """A y axis from ``bottom`` to ``top`` bytes with round ticks in KiB, MiB, ... as fits."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
-    scale, unit = _unit(top)
-    ticks = MaxNLocator(nbins=8, steps=[1, 2, 4, 5, 8, 10]).tick_values(0, top / scale)
+    scale, unit = _unit(top - bottom)
+    ticks = MaxNLocator(nbins=8, steps=[1, 2, 4, 5, 8, 10]).tick_values(bottom / scale,
+                                                                        top / scale)
     ax.yaxis.set_major_locator(FixedLocator(ticks * scale))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / scale:g}"))
     ax.set_ylabel(f"{label} ({unit})")
-    ax.set_ylim(0, top)
+    ax.set_ylim(bottom, top)
 
 
-def _legend_below(ax: Axes) -> None:
-    """The legend under the axes, where it hides no rectangle or line."""
-    handles, _ = ax.get_legend_handles_labels()
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles),
+def _legend_below(ax: Axes, extra: list | None = None) -> None:
+    """The legend under the axes, where it hides no rectangle or line (``extra``: more
+    handles, such as the colours of a layout)."""
+    handles = ax.get_legend_handles_labels()[0] + (extra or [])
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=min(len(handles), 6),
               fontsize="small", frameon=False)
 
 
@@ -120,26 +130,74 @@ def _honoured_groups(problem: Problem, offsets: np.ndarray) -> tuple[np.ndarray,
     return group, is_target
 
 
+def _colours(problem: Problem, offsets: np.ndarray, colour: str):
+    """Per buffer an RGBA colour, whether it is an alias target, and legend entries.
+
+    ``alias``: buffers joined by honoured aliases share a colour (tab20 by
+    group); ``kind``: one colour per `memplan.problem.KINDS`; ``operator``: by
+    the type of the operator that writes the buffer (`Problem.steps`), the
+    `OPERATOR_COLOURS` - 1 types of the most bytes x steps, the rest grey.
+    """
+    from matplotlib.colors import to_rgba_array
+
+    group, is_target = _honoured_groups(problem, offsets)
+    if colour == "alias":
+        return _pyplot().get_cmap("tab20")(group % 20), is_target, []
+    if colour == "kind":
+        names = np.array(problem.kinds)
+        used = [k for k in KIND_COLOURS if (names == k).any()]
+        return to_rgba_array([KIND_COLOURS[k] for k in names]), is_target, \
+            [(k, KIND_COLOURS[k]) for k in used]
+    if colour != "operator":
+        raise ValueError(f"unknown colour {colour!r}; valid: alias, kind, operator")
+    if problem.steps is None:
+        raise ValueError(f"{problem.name or 'the problem'} has no operators (Problem.steps): "
+                         f"colour by 'kind' or 'alias'")
+    writer = {name: step.op or "?" for step in reversed(problem.steps) for name in step.writes}
+    ops = np.array([writer.get(id, "(no operator)") for id in problem.ids])
+    names, inverse = np.unique(ops, return_inverse=True)
+    weight = np.bincount(inverse, problem.sizes * (problem.ends - problem.starts))
+    ranked = names[np.argsort(-weight, kind="stable")]
+    palette = _pyplot().get_cmap("tab10")
+    shown = {op: palette(k) for k, op in enumerate(ranked[:OPERATOR_COLOURS - 1])}
+    other = (0.6, 0.6, 0.6, 1.0)
+    legend = list(shown.items()) + ([("other", other)] if len(ranked) > len(shown) else [])
+    return np.array([shown.get(op, other) for op in ops]), is_target, legend
+
+
 def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
                 title: str | None = None, labels: bool | None = None,
-                region: int = 0, top: int | None = None) -> Axes:
+                region: int = 0, top: int | None = None,
+                window: tuple[int, int] | None = None,
+                addresses: tuple[int, int] | None = None, colour: str = "alias") -> Axes:
     """Draw ``plan``: one rectangle per buffer, time on x, address on y.
 
     ``labels`` writes buffer ids into rectangles (default: when at most
     `MAX_LABELS` buffers). With memory regions, only the buffers placed in
     ``region`` are drawn. ``top`` (bytes) fixes the address axis, so that
-    plots side by side share one scale. Returns the ``Axes``.
+    plots side by side share one scale. ``window`` (steps ``[start, end)``)
+    and ``addresses`` (bytes ``[low, high)``) draw a part of the plan, only the
+    buffers that reach into it. ``colour``: ``alias``, ``kind`` or
+    ``operator`` (see `_colours`). Past `EDGE_LIMIT` buffers the rectangles
+    lose their edges (which would hide every colour) and are rasterised (a
+    vector file stays small). Returns the ``Axes``.
     """
     from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
 
     ax = _axes(ax, (10, 5))
     offsets = np.asarray(plan.offsets, np.int64)
     sizes = _used_sizes(problem, plan)
     shown = np.ones(len(problem), bool) if plan.regions is None else plan.regions == region
-    group, is_target = _honoured_groups(problem, offsets)
-    colours = _pyplot().get_cmap("tab20")(group % 20)
-    plain = dict(alpha=1.0, linewidths=0.4, linestyles="-", hatch=None)
-    shared = dict(alpha=0.6, linewidths=0.6, linestyles="--", hatch="//")  # alias targets
+    step_lo, step_hi = window if window is not None else (0, max(problem.horizon, 1))
+    shown &= (problem.ends > step_lo) & (problem.starts < step_hi)
+    if addresses is not None:
+        shown &= (offsets + sizes > addresses[0]) & (offsets < addresses[1])
+    colours, is_target, legend = _colours(problem, offsets, colour)
+    many = shown.sum() > EDGE_LIMIT
+    plain = dict(alpha=1.0, linewidths=0 if many else 0.4, hatch=None)
+    shared = dict(alpha=0.6, linewidths=0 if many else 0.6, linestyles="--",
+                  hatch=None if many else "//")  # alias targets
     for members, style in ((shown & ~is_target, plain), (shown & is_target, shared)):
         members = np.flatnonzero(members)
         if len(members):
@@ -147,9 +205,11 @@ def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
             x0, x1 = problem.starts[members], problem.ends[members]
             boxes = np.stack([np.c_[x0, lo], np.c_[x1, lo], np.c_[x1, hi], np.c_[x0, hi]], 1)
             ax.add_collection(PolyCollection(boxes, facecolors=colours[members],
-                                             edgecolors="black", **style))
+                                             edgecolors="face" if many else "black",
+                                             rasterized=many, **style))
+    everything = np.ones(len(problem), bool) if plan.regions is None else plan.regions == region
     arena = plan.arena_size if plan.regions is None else int(
-        (offsets + sizes)[shown].max(initial=0))
+        (offsets + sizes)[everything].max(initial=0))
     lines = [(arena, "arena size", "tab:red", "-")]
     if plan.regions is None:
         lines.append((plan.lower_bound, "lower bound", "tab:green", "--"))
@@ -159,22 +219,20 @@ def plot_layout(problem: Problem, plan: Plan, *, ax: Axes | None = None,
         else problem.regions[region].capacity
     if capacity is not None:
         lines.append((capacity, "capacity", "black", ":"))
-    for value, name, colour, style in lines:
-        ax.axhline(value, color=colour, linestyle=style, linewidth=1.2,
+    for value, name, line_colour, style in lines:
+        ax.axhline(value, color=line_colour, linestyle=style, linewidth=1.2,
                    label=f"{name} {human_bytes(value)}")
     if labels if labels is not None else shown.sum() <= MAX_LABELS:
         _label_boxes(ax, problem, offsets, sizes, np.flatnonzero(shown), arena)
-    horizon = max(problem.horizon, 1)
-    ax.set_xlim(0, horizon)
+    ax.set_xlim(step_lo, step_hi)
     ax.set_xlabel("time (step)")
-    _byte_axis(ax, top or max(v for v, *_ in lines) * 1.05 or 1, "address")
-    _legend_below(ax)
-    name = problem.name or "problem"
-    winner = plan.stats.get("winner")  # the planner a composite one (best) chose
-    planner = f"{plan.planner} ({winner})" if winner and winner != plan.planner else plan.planner
+    low, high = addresses if addresses is not None else \
+        (0, top or max(v for v, *_ in lines) * 1.05 or 1)
+    _byte_axis(ax, high, "address", bottom=low)
+    _legend_below(ax, [Patch(facecolor=face, label=name) for name, face in legend])
     ax.set_title(title if title is not None else
-                 f"{name}: {planner}, arena {human_bytes(plan.arena_size)} "
-                 f"({plan.status}, gap {plan.gap:.1%})")
+                 f"{problem.name or 'problem'}: {plan_title(plan)}, arena "
+                 f"{human_bytes(plan.arena_size)} ({plan.status}, gap {plan.gap:.1%})")
     return ax
 
 
@@ -186,20 +244,6 @@ def _label_boxes(ax: Axes, problem: Problem, offsets, sizes, shown, arena: int) 
         if sizes[i] >= arena / 30 and width >= horizon / 40:
             ax.text((problem.starts[i] + problem.ends[i]) / 2, offsets[i] + sizes[i] / 2,
                     problem.ids[i], ha="center", va="center", fontsize=7, clip_on=True)
-
-
-def plan_usage(problem: Problem, plan: Plan) -> np.ndarray:
-    """The highest address the plan uses at each step ``0 .. horizon - 1``.
-
-    Buffers in increasing order of their top (``offset + size``) each write
-    their top over their lifetime's steps, so the highest one stays:
-    O(n log n + the sum of lifetime lengths).
-    """
-    top = np.zeros(problem.horizon, np.int64)
-    tops = np.asarray(plan.offsets, np.int64) + _used_sizes(problem, plan)
-    for i in np.argsort(tops).tolist():  # ascending: later writes are the higher tops
-        top[problem.starts[i]:problem.ends[i]] = tops[i]
-    return top
 
 
 def plot_memory(problem: Problem, plan: Plan, *, ax: Axes | None = None,
@@ -241,11 +285,15 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     n = len(wide.columns)
     width = 0.85 / max(n, 1)
     positions = np.arange(len(wide))
-    colours = _pyplot().get_cmap("tab20")(np.arange(n) % 20)
+    others = [p for p in wide.columns if p != "exact"]
     for k, planner in enumerate(wide.columns):
-        colour = "black" if planner == "exact" else colours[k]  # the reference stands out
+        # the reference stands out in black; the others each a colour of its own (no
+        # paired shades), hatched past the palette's twelve
+        j = others.index(planner) if planner != "exact" else 0
+        colour = "black" if planner == "exact" else COMPARISON_COLOURS[j % 12]
         ax.bar(positions + (k - (n - 1) / 2) * width, wide[planner].to_numpy(), width,
-               label=planner, color=colour)
+               label=planner, color=colour, hatch=None if j < 12 else "//",
+               edgecolor="white", linewidth=0.3)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(positions, wide.index, rotation=20, ha="right", rotation_mode="anchor")
     ax.set_ylabel("arena size / lower bound")
@@ -254,3 +302,7 @@ def plot_comparison(table: pd.DataFrame, *, ax: Axes | None = None,
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     ax.set_title(title if title is not None else "arena size relative to the lower bound")
     return ax
+
+
+__all__ = ["MAX_LABELS", "human_bytes", "inline", "plan_usage", "plot_comparison", "plot_layout",
+           "plot_memory", "show_bytes", "to_html", "write_html"]

@@ -36,6 +36,12 @@ def outputs(notebook) -> str:
     return "\n".join(texts)
 
 
+def pages(notebook) -> list[str]:
+    """The HTML the code cells displayed (the interactive plan views among them)."""
+    return [output["data"]["text/html"] for cell in notebook.cells
+            for output in cell.get("outputs", []) if "text/html" in output.get("data", {})]
+
+
 def images(notebook) -> int:
     return sum("image/png" in output.get("data", {})
                for cell in notebook.cells for output in cell.get("outputs", []))
@@ -50,6 +56,9 @@ def test_quickstart_runs():
     assert "proven by CP-SAT, a minimal set" in text  # why 6 bytes cannot work
     assert "opens at step 65 'n89' (Conv)" in text  # the DenseNet gap
     assert images(notebook) == 5  # two layouts, memory over time, the peak, the gap
+    assert "buffers                        177" in text  # counts shown whole, not 1.77e+02
+    views = [page for page in pages(notebook) if "memplan-data" in page]
+    assert len(views) == 1 and "<iframe srcdoc=" in views[0]  # DenseNet's two plans, inline
 
 
 def test_optimal_vs_heuristic_runs():

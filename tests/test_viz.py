@@ -11,7 +11,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+import memplan  # noqa: E402
 from memplan import Alias, Buffer, Plan, Problem, validate, viz  # noqa: E402
+from memplan.problem import Step  # noqa: E402
 
 #   address (KiB)
 #     7 +               +-----+--+
@@ -98,3 +100,54 @@ def test_human_bytes():
     assert viz.human_bytes(3 << 20) == "3 MiB"
     assert viz.human_bytes(1536) == "1.5 KiB"
     assert viz.human_bytes(12) == "12 B"
+
+
+def test_large_layouts_lose_their_edges_and_are_rasterised():
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, 200, viz.EDGE_LIMIT + 1)
+    problem = Problem.from_arrays(rng.integers(1, 64, len(starts)), starts,
+                                  starts + rng.integers(1, 20, len(starts)))
+    plan = memplan.plan_with("greedy_by_size", problem)
+    assert validate(problem, plan) == []
+    collection, = viz.plot_layout(problem, plan).collections
+    assert collection.get_rasterized() and not collection.get_linewidths().any()
+    small = problem.replace(buffers=list(problem.buffers)[:50])
+    plan = memplan.plan_with("greedy_by_size", small)
+    assert validate(small, plan) == []
+    collection, = viz.plot_layout(small, plan).collections
+    assert not collection.get_rasterized() and collection.get_linewidths().all()
+
+
+def test_window_and_addresses_draw_what_reaches_into_them(toy):
+    problem, plan = toy
+    ax = viz.plot_layout(problem, plan, window=(3, 6), addresses=(4096, 7168))
+    drawn = sorted(_boxes(ax.collections[0]))
+    assert drawn == [(3, 4096, 6, 6144), (4, 6144, 7, 7168)]  # b and d; a, c and v end lower
+    assert ax.get_xlim() == (3, 6) and ax.get_ylim() == (4096, 7168)
+
+
+def test_colour_by_kind_and_by_operator():
+    steps = [Step("in", "Input", (), ("x",)), Step("c1", "Conv", ("x",), ("y",)),
+             Step("r1", "Relu", ("y",), ("z",))]
+    problem = Problem([Buffer("x", 64, 0, 2, kind="input"), Buffer("y", 128, 1, 3),
+                       Buffer("z", 32, 2, 3, kind="output")], steps=steps)
+    plan = memplan.plan_with("greedy_by_size", problem)
+    assert validate(problem, plan) == []
+
+    def legend(ax):
+        return [t.get_text() for t in ax.get_legend().get_texts()][2:]  # after the two lines
+
+    assert legend(viz.plot_layout(problem, plan, colour="kind")) == ["activation", "input",
+                                                                     "output"]
+    assert legend(viz.plot_layout(problem, plan, colour="operator")) == ["Conv", "Input", "Relu"]
+    with pytest.raises(ValueError, match="no operators"):
+        viz.plot_layout(problem.replace(steps=None), plan, colour="operator")
+
+
+def test_solve_plots_a_window_coloured_by_kind(tmp_path):
+    from memplan.cli import main
+
+    path = tmp_path / "layout.svg"
+    assert main(["solve", "--plot", str(path), "--window", "10:30", "--addresses", "0:2MiB",
+                 "--colour", "kind", "--quiet"]) == 0
+    assert path.stat().st_size > 5000

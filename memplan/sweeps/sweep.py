@@ -119,7 +119,8 @@ def sweep(models: Iterable[str | os.PathLike], *,
           scheduler: str | None = None, workers: int | None = None,
           out: str | os.PathLike | None = None, resume: bool = True,
           retries: int = 1, progress: Any = None,
-          on_row: Callable[[dict[str, Any]], None] | None = None) -> pd.DataFrame:
+          on_row: Callable[[dict[str, Any]], None] | None = None,
+          plans: str | os.PathLike | None = None) -> pd.DataFrame:
     """Plan every combination as a Dask task; one row per task (see the module docstring).
 
     ``dims`` maps an ONNX symbol to its values (``{"seq": [128, 512]}``);
@@ -134,7 +135,9 @@ def sweep(models: Iterable[str | os.PathLike], *,
     .parquet) gets the rows as they arrive; with ``resume`` the tasks whose
     rows it holds are not run again. ``progress``: a `memplan.sweeps.sweep_report.SweepProgress`
     or any object with ``start(total, done)``, ``update(row, running)`` and
-    ``close()``. ``on_row(row)`` is called on the client for each new row.
+    ``close()``. ``on_row(row)`` is called on the client for each new row. ``plans``: a
+    folder (the workers must see it) where each task writes its plan, for the report's
+    plan views (`memplan.sweeps.sweep_plans`).
     The DataFrame's ``attrs`` hold ``interrupted``, ``skipped`` (rows taken
     from ``out``), ``ran``, ``tasks``, ``wall_seconds``, ``startup_seconds`` (until
     the engine was ready) and ``workers``.
@@ -158,8 +161,10 @@ def sweep(models: Iterable[str | os.PathLike], *,
             with _engine(client, scheduler, workers) as engine:
                 startup = time.perf_counter() - began
                 nworkers = len(engine.scheduler_info().get("workers", {}))
+                if plans is not None:
+                    os.makedirs(plans, exist_ok=True)
                 interrupted = _run(engine, todo, rows, writer, progress, retries, on_row,
-                                   len(tasks) - len(todo))
+                                   len(tasks) - len(todo), None if plans is None else str(plans))
     finally:
         if writer is not None:
             writer.close()
@@ -174,13 +179,14 @@ def sweep(models: Iterable[str | os.PathLike], *,
 
 
 def _run(engine, todo: list[Task], rows: dict, writer, progress, retries: int, on_row,
-         done_before: int) -> bool:
+         done_before: int, plans: str | None = None) -> bool:
     """Submit ``todo`` and collect rows as they finish; True when Ctrl-C stopped it."""
     from distributed import wait
     from distributed.client import FIRST_COMPLETED
 
     run = f"memplan-sweep-{os.getpid()}-{time.time_ns():x}"  # unique keys on a shared cluster
-    futures = {engine.submit(run_task, task, key=f"{run}-{i}", pure=False, retries=retries): task
+    futures = {engine.submit(run_task, task, plans, key=f"{run}-{i}", pure=False,
+                             retries=retries): task
                for i, task in enumerate(todo)}
     pending = set(futures)
     if progress is not None:

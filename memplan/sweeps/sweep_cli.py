@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memplan.cli_checks import check_output_path, count, seconds, size
 from memplan.errors import ProblemError
@@ -140,7 +141,8 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
                         help="run every task even when --out has its row")
     output.add_argument("--report", metavar="REPORT.html",
                         help="an HTML page of figures: arena vs batch, planners vs the "
-                             "optimum, the smallest capacity that fits every model")
+                             "optimum, the smallest capacity that fits every model; every "
+                             "row's plan viewable (pages in REPORT_files/)")
     output.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     parser.set_defaults(run=run)
 
@@ -163,16 +165,18 @@ def run(args: argparse.Namespace) -> int:
     for planner, name, value in args.option:
         options.setdefault(planner, {})[name] = value
     progress = SweepProgress() if not args.quiet and on_terminal() else None
+    plans = None if not args.report else \
+        str(Path(args.report).with_name(f"{Path(args.report).stem}_files") / "plans")
     table = sweep(args.models, dims=dict(args.dim), batches=args.batch,
                   capacities=args.capacity, planners=args.planner.split(","),
                   time_limit=args.time_limit, heuristic_time_limit=args.heuristic_time_limit,
                   seed=args.seed, threads=args.threads, alignment=args.alignment, options=options,
                   scheduler=args.scheduler, workers=args.workers, out=args.out,
-                  resume=args.resume, retries=args.retries, progress=progress)
+                  resume=args.resume, retries=args.retries, progress=progress, plans=plans)
     if args.report:
         from memplan.sweeps.sweep_report import write_report
 
-        write_report(table, args.report)
+        write_report(table, args.report, plans=plans)
     if not args.out and not args.quiet:
         print(_shown(table).to_string(index=False))
     if not args.quiet:

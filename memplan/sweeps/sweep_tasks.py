@@ -268,8 +268,9 @@ def _plan(task: Task, problem):
     return plan
 
 
-def run_task(task: Task) -> dict[str, Any]:
-    """Load, plan and validate one task where it runs; its row (errors included, never raised)."""
+def run_task(task: Task, plans: str | None = None) -> dict[str, Any]:
+    """Load, plan and validate one task where it runs; its row (errors included, never raised).
+    ``plans``: a folder to write the plan into (`memplan.sweeps.sweep_plans`)."""
     began = time.perf_counter()
     exact_peak = _reset_peak()
     row: dict[str, Any] = {"task": task.key, "model": task.model, "path": task.path,
@@ -285,6 +286,10 @@ def run_task(task: Task) -> dict[str, Any]:
         row.update(capacity=problem.capacity, buffers=len(problem),
                    lower_bound=_lower_bound(problem))
         plan = _plan(task, problem)
+        if plans is not None:
+            from memplan.sweeps.sweep_plans import save_plan
+
+            save_plan(plans, task, problem, plan)
         row.update(arena_size=plan.arena_size, best_bound=plan.best_bound, status=plan.status,
                    gap=plan.gap, seconds=plan.seconds, valid=True,
                    winner=plan.stats.get("winner", plan.planner))
