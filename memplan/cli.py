@@ -135,7 +135,7 @@ def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 def _span(text: str) -> tuple[int, int]:
     """``START:END`` (whole numbers, sizes may carry a unit: ``1MiB:2MiB``), START < END."""
-    from memplan.sweeps.sweep_tasks import parse_size
+    from memplan.limits import parse_size
 
     low, colon, high = text.partition(":")
     try:
