@@ -249,11 +249,13 @@ def test_validate_and_prove_on_plans_written_then_broken(inputs, tmp_path):
 
 # ------------------------------------------------------------------ generated combinations
 OPTIONS = {  # option -> values, extreme and malformed among them
-    "--capacity": ["0", "1", "17", "none", "9007199254740992", "-3", "x", " "],
+    "--capacity": ["0", "1", "17", "none", "9007199254740992", "9007199254740993", "-3", "x",
+                   " ", "1e300", "1MiB", "512KiB"],
     "--alignment": ["1", "3", "64", "0", "-8", "4096"],
     "--seed": ["0", "-1", "99999999999999999999", "x"],
     "--dim": ["N=2", "N=0", "N=x", "M=3", "N=99999999999", "=3"],
     "--time-limit": ["-1", "0", "nan", "1e-9", "inf", "x"],
+    "--workers": ["1", "0", "-3", "x"],
 }
 COMMANDS = {"solve": LIMITS, "explain": ["--time-limit", "2"], "info": [],
             "compare": ["--planners", "best_fit", "--time-limit", "0.5"]}
