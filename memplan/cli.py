@@ -187,8 +187,9 @@ def _order_row(order: dict[str, Any]) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- solve
 EXPORT_SUFFIXES = {".h": "c", ".csv": "csv", ".onnx": "onnx", ".json": "json", ".bin": "tflm",
-                   ".tflite": "tflite"}
-MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into", "TFLite")}
+                   ".tflite": "tflite", ".pte": "pte"}
+MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into", "TFLite"),
+                 "pte": ("re-plans", "ExecuTorch .pte")}
 
 
 def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
@@ -320,9 +321,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
     if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(
-            (".onnx", ".tflite"))):
-        raise UsageError("--prove runs one ONNX model in the plan's arena, or one TFLite "
-                         "model in TFLite-Micro: give one .onnx or .tflite")
+            (".onnx", ".tflite", ".pte"))):
+        raise UsageError("--prove runs one ONNX model in the plan's arena, one TFLite "
+                         "model in TFLite-Micro, or one .pte in ExecuTorch: give one .onnx, "
+                         ".tflite or .pte")
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
@@ -361,6 +363,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.prove and onnx_model is not None:
         proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
                            plan.stats["model_options"], plan_file=args.output or "the plan")
+    elif args.prove and single.suffix.lower() == ".pte":  # both programs in ExecuTorch
+        from memplan.proofs.executorch_runtime import prove_program
+
+        proof = prove_program(single, plan, plan_file=args.output or "the plan")
     elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
@@ -410,6 +416,16 @@ def cmd_prove(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if path.suffix.lower() == ".tflite":
         return _prove_tflite(path, args)
+    if path.suffix.lower() == ".pte":
+        from memplan.proofs.executorch_runtime import prove_plan_file
+
+        _onnx_options(path, args)  # refuses ONNX-only flags
+        if args.dim or args.alignment is not None:
+            raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is "
+                             f"the program's")
+        proof = prove_plan_file(path, args.plan, seed=args.seed)
+        print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
+        return OK if proof.ok else FAILED
     given = _onnx_options(path, args)
     given.update({"dims": _dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})

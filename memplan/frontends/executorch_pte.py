@@ -28,6 +28,7 @@ Cost: reading the file, plus the chain's (see there).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from memplan.frontends.executorch_chain import accesses, lifetimes
 from memplan.problem import Alias, Buffer, Problem, Step
 
 EXECUTORCH_VERSION = "1.5.1"  # the version whose internal serialisation memplan reads
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")  # log warnings while ExecuTorch imports
 ALIGNMENT = 16  # ExecuTorch's MemoryPlanningPass default
 ITEM_BYTES = {"BYTE": 1, "CHAR": 1, "SHORT": 2, "INT": 4, "LONG": 8, "HALF": 2, "FLOAT": 4,
               "DOUBLE": 8, "COMPLEX32": 4, "COMPLEX64": 8, "COMPLEX128": 16, "BOOL": 1,
@@ -66,7 +68,8 @@ class PteLayout:
 
 
 def check_version() -> None:
-    """Refuse an ExecuTorch other than the pinned one (its serialisation is internal)."""
+    """Import ExecuTorch's serialisation, refusing a version other than the pinned one (it
+    is internal); the warnings torchao and torch log while importing are silenced."""
     try:
         from executorch.version import __version__
     except ImportError:
@@ -75,13 +78,21 @@ def check_version() -> None:
     if __version__.split("+")[0] != EXECUTORCH_VERSION:
         raise ProblemError(f"memplan reads .pte files with executorch=={EXECUTORCH_VERSION} "
                            f"(its serialisation is internal), found {__version__}")
+    import torch  # noqa: F401 (torch sets its loggers' levels when imported: before ours)
+
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        import executorch.exir._serialize  # noqa: F401
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def read_program(model: str | os.PathLike | bytes) -> tuple[Any, str]:
     """(ExecuTorch's ``PTEFile``, the file's name) of a ``.pte`` path or its bytes."""
-    check_version()
-    from executorch.exir._serialize import _deserialize_pte_binary
-
     file = "<bytes>" if isinstance(model, bytes | bytearray) else str(model)
     if isinstance(model, bytes | bytearray):
         data = bytes(model)
@@ -92,6 +103,9 @@ def read_program(model: str | os.PathLike | bytes) -> tuple[Any, str]:
             raise ProblemError(f"cannot read: {error.strerror}", file=file) from None
     if data[4:6] != b"ET":
         raise ProblemError("not an ExecuTorch program (no 'ET' file identifier)", file=file)
+    check_version()
+    from executorch.exir._serialize import _deserialize_pte_binary
+
     try:
         return _deserialize_pte_binary(data), file
     except Exception as error:  # noqa: BLE001 (a damaged file fails anywhere in the reader)
@@ -135,9 +149,9 @@ def _choose(program: Any, method: str | None, mem_id: int | None, file: str):
 def pte_layout(model: str | os.PathLike | bytes, *, method: str | None = None,
                mem_id: int | None = None, alignment: int = ALIGNMENT) -> PteLayout:
     """The `PteLayout` of one arena of a ``.pte`` program; see the module docstring."""
+    pte, file = read_program(model)
     from executorch.exir import schema
 
-    pte, file = read_program(model)
     index, plan, mem_id = _choose(pte.program, method, mem_id, file)
     planned, span = set(), {}
     for v, value in enumerate(plan.values):
