@@ -99,7 +99,8 @@ def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, mode
 
     ``model`` is the ONNX model to annotate for ``onnx`` (a path or
     ``onnx.ModelProto``), the ``.tflite`` model (a path or its bytes) for
-    ``tflite``, the ``.pte`` program (a path or its bytes) for ``pte``, for ``c`` optionally the ONNX model whose outputs to mark, and
+    ``tflite``, the ``.pte`` program (a path or its bytes) for ``pte``, for
+    ``c`` optionally the ONNX model whose outputs to mark, and
     for ``tflm`` optionally the model's tensor names in tensor-index order, or
     the ``.tflite`` model they are read from. ``options`` go to the writer:
     ``prefix`` for ``c``, ``subgraph`` for ``tflm``.

@@ -35,7 +35,6 @@ from memplan.frontends.memplan_json import plan_from_dict
 from memplan.plan import Plan
 from memplan.validate import Violation, validate
 
-
 SCALARS = {"Int": "int_val", "Bool": "bool_val", "Double": "double_val"}  # scalar inputs
 
 
