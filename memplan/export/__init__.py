@@ -10,7 +10,7 @@
 - ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`);
 - ``tflite``: the ``.tflite`` model with the plan as TFLite-Micro's offline plan
   (``OfflineMemoryAllocation`` metadata; `tflite_model`);
-- ``pte``: the ExecuTorch ``.pte`` program re-planned (`executorch_pte`).
+- ``pte``: the ExecuTorch ``.pte`` program re-planned (`pte_program`).
 
 Layer 3: may import layers 0-2 (the vocabulary, frontends/ to write the
 formats they read); never deploy/ or the top-level modules.
@@ -73,7 +73,7 @@ def _write_pte(path, problem: Problem, plan: Plan, model=None) -> None:
     if model is None:
         raise ValueError("the pte export re-plans a program: pass model= (a .pte path or "
                          "its bytes)")
-    from memplan.export.executorch_pte import write_planned_program
+    from memplan.export.pte_program import write_planned_program
 
     write_planned_program(path, model, problem, plan)
 

@@ -8,7 +8,7 @@ settles it for those inputs.
 Steps (`prove_program`):
 
 - check the plan with the validator against the problem rebuilt from the
-  program; write the re-planned program (`memplan.export.executorch_pte`,
+  program; write the re-planned program (`memplan.export.pte_program`,
   without its checks, so that an invalid plan is run too and seen to fail);
 - load each program in ``executorch.runtime`` (the ``Program`` object stays
   referenced while its method runs: the method points into it) and call the
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memplan.errors import ProblemError
-from memplan.export.executorch_pte import with_offsets
+from memplan.export.pte_program import with_offsets
 from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
 from memplan.frontends.memplan_json import plan_from_dict
 from memplan.plan import Plan
