@@ -8,7 +8,8 @@ it reads and writes; the operator's schema says which is which.
 Steps (`accesses`, then `lifetimes`):
 
 - step 0: the plan's inputs arrive; instruction ``i`` runs at step ``i + 1``;
-- a kernel call's arguments follow its schema, then its returns: a mutable
+- a kernel call's arguments follow its schema, then its return value (a list
+  of tensors when it returns several): a mutable
   (``Tensor(a!)``) keyword-only argument (``out=``) is written, a mutable
   positional one (``copy_``'s ``self``) read and written, any other tensor
   read; a return that aliases no argument is written too;
@@ -91,9 +92,9 @@ def _kernel(plan: Any, i: int, call: Any, planned: set[int]) -> tuple[str, list[
                                f"operator, so which tensors it writes is unknown")
         return op, [], []
     arguments, returns = schema.arguments, schema.returns
-    if len(call.args) != len(arguments) + len(returns):
+    if len(call.args) != len(arguments) + 1:  # the returns are one value (a list when several)
         raise ProblemError(f"instruction {i} ({op}): {len(call.args)} arguments, its schema "
-                           f"has {len(arguments)} and {len(returns)} returns")
+                           f"has {len(arguments)} and a return value")
     reads, writes = [], []
     for argument, index in zip(arguments, call.args, strict=False):
         tensors = _tensors(plan.values, index, planned)
@@ -102,9 +103,8 @@ def _kernel(plan: Any, i: int, call: Any, planned: set[int]) -> tuple[str, list[
             reads += tensors
         if mutable:
             writes += tensors
-    for ret, index in zip(returns, call.args[len(arguments):], strict=True):
-        if ret.alias_info is None:
-            writes += _tensors(plan.values, index, planned)
+    if any(ret.alias_info is None for ret in returns):  # not only the mutated arguments
+        writes += _tensors(plan.values, call.args[-1], planned)
     return op, reads, writes
 
 
