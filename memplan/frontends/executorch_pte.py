@@ -180,7 +180,8 @@ def pte_layout(model: str | os.PathLike | bytes, *, method: str | None = None,
     steps = [Step("inputs", "", (), tuple(f"v{v}" for v in sorted(inputs)))]
     steps += [Step(f"#{i}", op, tuple(f"v{v}" for v in reads), tuple(f"v{v}" for v in writes))
               for i, (op, reads, writes) in enumerate(found.steps)]
-    name = Path(file).stem if method is None else f"{Path(file).stem}.{plan.name}"
+    stem = "program" if file == "<bytes>" else Path(file).stem
+    name = stem if method is None else f"{stem}.{plan.name}"
     problem = Problem(buffers, aliases=aliases, name=name, source=file, steps=steps)
     offsets = np.array([span[v][0] for v in values], np.int64)
     arena = int(plan.non_const_buffer_sizes[mem_id])
