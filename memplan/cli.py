@@ -601,11 +601,12 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
     output = solve.add_argument_group("output options")
     output.add_argument("-o", "--output", metavar="FILE",
                         help="write the plan (format: --export, else by suffix: .json, .h, "
-                             ".csv, .onnx, .tflite, .bin)")
+                             ".csv, .onnx, .tflite, .pte, .bin)")
     output.add_argument("--export", choices=FORMATS,
                         help="format of -o: json (problem and plan), c (header), tflm "
                              "(offline plan bytes), csv (MiniMalloc), onnx (model metadata), "
-                             "tflite (the model with its TFLM offline plan)")
+                             "tflite (the model with its TFLM offline plan), pte (the ExecuTorch "
+                             "program re-planned)")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
     output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout")
     output.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
@@ -623,7 +624,8 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
                            help="run an ONNX model in one arena at the offsets of a plan file (a "
                                 ".tflite model: in TFLite-Micro, beside TFLM's own planner); "
                                 "exit 1 unless every output matches a normal run bit for bit")
-    proof.add_argument("model", help="the .onnx or .tflite model")
+    proof.add_argument("model", help="the .onnx or .tflite model, or the .pte program (run "
+                                     "with its own plan and with the plan file's in ExecuTorch)")
     proof.add_argument("plan", help="its plan (memplan JSON, as 'memplan solve -o' writes); "
                                     "the model options it stores apply")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",

@@ -36,10 +36,14 @@ def programs(tmp_path_factory) -> dict[str, str]:
     return paths
 
 
-def test_the_pinned_version_is_installed():
-    from executorch.version import __version__
+def test_the_pinned_version_is_installed_and_another_refused(programs, monkeypatch):
+    import executorch.version
 
-    assert __version__.split("+")[0] == EXECUTORCH_VERSION
+    assert executorch.version.__version__.split("+")[0] == EXECUTORCH_VERSION
+    monkeypatch.setattr(executorch.version, "__version__", "1.6.0")
+    with pytest.raises(ProblemError, match=r"executorch==1\.5\.1 \(its serialisation is "
+                                           r"internal\), found 1\.6\.0"):
+        read_pte(programs["mlp"])
 
 
 @pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
