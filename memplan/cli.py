@@ -366,7 +366,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     elif args.prove and single.suffix.lower() == ".pte":  # both programs in ExecuTorch
         from memplan.proofs.executorch_runtime import prove_program
 
-        proof = prove_program(single, plan, plan_file=args.output or "the plan")
+        proof = prove_program(single, plan, seed=args.seed or 0,
+                              plan_file=args.output or "the plan")
     elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
