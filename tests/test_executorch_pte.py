@@ -129,6 +129,32 @@ def test_other_instructions_are_refused_naming_them(programs, call, why):
         read_pte(data)
 
 
+def test_a_dynamic_shape_program_runtime_views_are_aliases_and_it_is_proven():
+    import torch
+    from executorch.exir import to_edge
+
+    class Dynamic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.linear(x).view(-1, 4)
+            return y.relu(), torch.cat([y, y], 0)
+
+    batch = torch.export.Dim("batch", max=16)
+    with torch.no_grad():
+        exported = torch.export.export(Dynamic(), (torch.randn(4, 8),),
+                                       dynamic_shapes={"x": {0: batch}})
+        data = to_edge(exported).to_executorch().buffer
+    problem = read_pte(data)
+    view = next(t for t, step in enumerate(problem.steps) if "et_view" in step.op)
+    (read,) = problem.steps[view].reads[:1]
+    assert any(alias.src == read for alias in problem.aliases)  # the view aliases its base
+    plan = api.solve(problem, time_limit=2)
+    assert prove_program(data, plan).ok
+
+
 def test_a_value_assembled_from_parts_is_refused():
     """Value 3 is read at step 3, but values 1 and 2 wrote its two halves: no single base."""
     found = Access(reads={3: [3]}, writes={1: [1], 2: [2]}, final=3)

@@ -22,7 +22,10 @@ Steps (`accesses`, then `lifetimes`):
   state, a mutable buffer: live the whole program. A state inside another
   state's bytes is a view of it;
 - every other value lives from its first write to its last read (the plan's
-  outputs: to the end).
+  outputs: to the end);
+- a view made at run time (``executorch_prim::et_view``, dynamic shapes: its
+  data pointed at its base's) is a view as above when it is memory-planned
+  (at its base's bytes), else it stands for its base: reading it reads the base.
 
 What cannot be rebuilt safely is refused with the instruction named: control
 flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, delegate calls (which of
@@ -37,6 +40,8 @@ from typing import Any
 
 from memplan.errors import ProblemError
 
+RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
+
 
 @dataclass
 class Access:
@@ -46,6 +51,7 @@ class Access:
     writes: dict[int, list[int]] = field(default_factory=dict)  # value -> steps writing it
     steps: list[tuple[str, list[int], list[int]]] = field(default_factory=list)  # op, r, w
     final: int = 0  # the last step: the plan's outputs are live up to it
+    viewed: dict[int, int] = field(default_factory=dict)  # planned et_view output -> its base
 
 
 @dataclass(frozen=True)
@@ -68,23 +74,34 @@ def _schema(name: str, overload: str) -> Any:
         return None
 
 
-def _tensors(values: list, index: int, planned: set[int]) -> list[int]:
-    """The planned tensors behind value ``index`` (a tensor, or a list of them)."""
+def _tensors(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
+    """The planned tensors behind value ``index`` (a tensor, or a list of them); a run-time
+    view stands for the tensor it views."""
     from executorch.exir import schema
 
+    index = views.get(index, index)
     if index in planned:
         return [index]
     value = values[index].val if 0 <= index < len(values) else None
     if isinstance(value, schema.TensorList | schema.OptionalTensorList):
-        return [i for i in value.items if i in planned]
+        return [views.get(i, i) for i in value.items if views.get(i, i) in planned]
     return []
 
 
-def _kernel(plan: Any, i: int, call: Any, planned: set[int]) -> tuple[str, list[int], list[int]]:
-    """(operator, values read, values written) of kernel call ``call``, instruction ``i``."""
+def _kernel(plan: Any, i: int, call: Any, planned: set[int], views: dict[int, int],
+            viewed: dict[int, int]) -> tuple[str, list[int], list[int]]:
+    """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
+    an ``et_view`` call adds its output to ``views`` (not planned) or ``viewed``."""
     operator = plan.operators[call.op_index]
     op = f"{operator.name}.{operator.overload}" if operator.overload else operator.name
-    touched = [t for a in call.args for t in _tensors(plan.values, a, planned)]
+    touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
+    if operator.name == RUNTIME_VIEW and len(call.args) == 3:
+        base, out = call.args[0], call.args[2]
+        if out in planned:  # at its base's bytes: a view like a static one (`lifetimes`)
+            viewed[out] = views.get(base, base)
+        else:
+            views[out] = views.get(base, base)
+        return op, touched, []
     schema = _schema(operator.name, operator.overload)
     if schema is None:
         if touched:
@@ -97,14 +114,14 @@ def _kernel(plan: Any, i: int, call: Any, planned: set[int]) -> tuple[str, list[
                            f"has {len(arguments)} and a return value")
     reads, writes = [], []
     for argument, index in zip(arguments, call.args, strict=False):
-        tensors = _tensors(plan.values, index, planned)
+        tensors = _tensors(plan.values, index, planned, views)
         mutable = argument.alias_info is not None and argument.alias_info.is_write
         if not (mutable and argument.kwarg_only):
             reads += tensors
         if mutable:
             writes += tensors
     if any(ret.alias_info is None for ret in returns):  # not only the mutated arguments
-        writes += _tensors(plan.values, call.args[-1], planned)
+        writes += _tensors(plan.values, call.args[-1], planned, views)
     return op, reads, writes
 
 
@@ -116,6 +133,7 @@ def accesses(plan: Any, planned: set[int]) -> Access:
         raise ProblemError(f"execution plan {plan.name!r} has {len(plan.chains)} chains; "
                            f"memplan rebuilds plans of one chain")
     found = Access()
+    views: dict[int, int] = {}  # et_view's output -> the planned tensor it views
     for v in plan.inputs:
         if v in planned:
             found.writes.setdefault(v, []).append(0)
@@ -128,7 +146,7 @@ def accesses(plan: Any, planned: set[int]) -> Access:
                 what, "control flow cannot be rebuilt into lifetimes")
             raise ProblemError(f"instruction {i} ({what}): {why}; memplan re-plans programs "
                                f"of kernel calls only")
-        op, reads, writes = _kernel(plan, i, call, planned)
+        op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
         for v in reads:
             found.reads.setdefault(v, []).append(i + 1)
         for v in writes:
@@ -188,6 +206,10 @@ def lifetimes(found: Access, span: dict[int, tuple[int, int]], inputs: set[int],
                                f"part of them (a tensor assembled in place); not re-planned")
         last = max([*reads, found.final if v in outputs else 0])
         result[v] = Lifetime(step, last + 1, "view", base, span[v][0] - span[base][0])
+    for v, base in found.viewed.items():
+        if (result.get(v, Lifetime(0, 0, "")).base, span[v][0]) != (base, span[base][0]):
+            raise ProblemError(f"value {v}, a view of value {base} made at run time, is not "
+                               f"planned at its bytes; not re-planned")
     state.sort(key=lambda v: (span[v][0] - span[v][1], v))  # largest first
     for k, v in enumerate(state):
         holders = [b for b in state[:k] if span[b][0] <= span[v][0] and span[v][1] <= span[b][1]]
