@@ -13,13 +13,14 @@ downloaded) with ``torch.export`` -> ``executorch.exir.to_edge`` ->
   (`memplan.proofs.executorch_runtime`): outputs bit-identical.
 
 The models: ``mlp`` (three linear layers), ``conv_net`` (convolutions, batch
-norm folded in eval mode, a residual add, pooling), ``decoder`` (two
+norm in eval mode, a residual add, pooling), ``decoder`` (two
 transformer blocks with a KV cache in mutable buffers, one token a call),
 ``encoder`` (a BERT-like encoder, four layers, dim 64, 32 tokens),
 ``mobilenet`` (inverted residual blocks, 64x64), ``lstm`` (two layers, 16 steps),
 ``llama`` (ExecuTorch's llama example, dim 256, 4 layers, context 128, no KV
-cache) and ``llama_kv`` (the same with its KV cache, context 256). Exports run
-under ``torch.no_grad()``.
+cache), ``llama_kv`` (the same with its KV cache, context 256) and
+``llama_kv_large`` (dim 512, 8 layers, context 512, KV cache: about a minute to
+export). Exports run under ``torch.no_grad()``.
 
     python -m benchmarks.pte_models --time-limit 10 [--models mlp,decoder]
 """
@@ -138,12 +139,12 @@ class MobileNet(torch.nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
-def _llama(kv_cache: bool):
+def _llama(kv_cache: bool, dim: int = 256, layers: int = 4, context: int | None = None):
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
-    context = 256 if kv_cache else 128
-    args = ModelArgs(dim=256, n_layers=4, n_heads=8, vocab_size=512, max_seq_len=context,
+    context = context or (256 if kv_cache else 128)
+    args = ModelArgs(dim=dim, n_layers=layers, n_heads=8, vocab_size=512, max_seq_len=context,
                      max_context_len=context, use_kv_cache=kv_cache,
                      generate_full_logits=False, enable_dynamic_shape=False)
     model = construct_transformer(args).eval()
@@ -161,6 +162,7 @@ MODELS = {
     "lstm": lambda: (torch.nn.LSTM(32, 64, num_layers=2), (torch.randn(16, 1, 32),)),
     "llama": lambda: _llama(False),
     "llama_kv": lambda: _llama(True),
+    "llama_kv_large": lambda: _llama(True, dim=512, layers=8, context=512),
 }
 
 
