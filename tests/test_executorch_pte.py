@@ -155,6 +155,38 @@ def test_a_dynamic_shape_program_runtime_views_are_aliases_and_it_is_proven():
     assert prove_program(data, plan).ok
 
 
+def test_an_arena_shared_by_methods_is_refused_each_methods_own_is_read():
+    import torch
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
+
+    class Add(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.zeros(4))
+
+        def forward(self, x):
+            self.state.add_(x)
+            return self.state * 2
+
+    class Get(Add):
+        def forward(self, x):
+            return self.state + x
+
+    with torch.no_grad():
+        methods = {"add": torch.export.export(Add(), (torch.randn(4),)),
+                   "get": torch.export.export(Get(), (torch.randn(4),))}
+        shared = MemoryPlanningPass(share_mutable_buffers=True)
+        program = to_edge(methods).to_executorch(ExecutorchBackendConfig(
+            memory_planning_pass=shared, emit_mutable_buffer_names=True)).buffer
+    with pytest.raises(ProblemError, match="2 execution plans \\(add, get\\): name one"):
+        read_pte(program)
+    with pytest.raises(ProblemError, match="memory id 2 of execution plan 'add' is shared "
+                                           "with get"):
+        read_pte(program, method="add", mem_id=2)
+    assert len(read_pte(program, method="get", mem_id=1)) >= 1
+
+
 def test_a_value_assembled_from_parts_is_refused():
     """Value 3 is read at step 3, but values 1 and 2 wrote its two halves: no single base."""
     found = Access(reads={3: [3]}, writes={1: [1], 2: [2]}, final=3)

@@ -143,6 +143,13 @@ def _choose(program: Any, method: str | None, mem_id: int | None, file: str):
     if mem_id is None or mem_id not in used:
         raise ProblemError(f"execution plan {plan.name!r} plans no tensor in memory id "
                            f"{mem_id}", file=file)
+    sharing = [p.name for p in plans if p is not plan and mem_id > 1 and any(
+        isinstance(v.val, schema.Tensor) and v.val.allocation_info is not None
+        and v.val.allocation_info.memory_id == mem_id for v in p.values)]
+    if sharing:  # ExecuTorch's shared mutable buffers: one arena for every method
+        raise ProblemError(f"memory id {mem_id} of execution plan {plan.name!r} is shared "
+                           f"with {', '.join(sharing)} (shared mutable buffers); memplan "
+                           f"re-plans one method's arena", file=file)
     return index, plan, mem_id
 
 
