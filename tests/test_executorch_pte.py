@@ -218,6 +218,26 @@ def test_the_planned_program_differs_only_in_offsets_and_arena_size(programs, na
     assert again.arena_size == plan.arena_size + original.tail <= original.arena_size
 
 
+def test_zero_byte_tensors_are_no_buffers_and_written_at_offset_0():
+    import torch
+    from executorch.exir import to_edge
+
+    class Empty(torch.nn.Module):
+        def forward(self, x):
+            empty = x[:, 2:2] * 3
+            return torch.cat([x * 2, empty], 1) + 1, empty
+
+    with torch.no_grad():
+        data = to_edge(torch.export.export(Empty(), (torch.randn(4, 8),))).to_executorch().buffer
+    layout = pte_layout(data)
+    assert layout.empty and not {f"v{v}" for v in layout.empty} & set(layout.problem.ids)
+    plan = api.solve(layout.problem, time_limit=2)
+    planned = planned_program(data, layout.problem, plan)
+    values = read_program(planned)[0].program.execution_plan[0].values
+    assert all(values[v].val.allocation_info.memory_offset == 0 for v in layout.empty)
+    assert prove_program(data, plan).ok
+
+
 def test_the_writer_refuses_an_invalid_plan_or_another_programs(programs):
     problem = read_pte(programs["mlp"])
     overlapping = Plan.from_offsets(problem, np.zeros(len(problem)), planner="zeros")

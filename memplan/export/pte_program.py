@@ -11,7 +11,8 @@ Steps (`planned_program`):
   (`memplan.frontends.executorch_pte.pte_layout`); the plan must be one of that
   problem (same buffers, sizes and lifetimes) and valid, else refused;
 - every planned tensor's ``memory_offset_low`` / ``memory_offset_high`` (the
-  offset's low and high 32 bits) get the plan's offset; the arena's
+  offset's low and high 32 bits) get the plan's offset (a zero-byte tensor
+  offset 0: its old offset may lie past the new arena's end); the arena's
   ``non_const_buffer_sizes`` entry gets the plan's arena size plus the padding
   the program kept after its last tensor (delegates that read past a tensor's
   end rely on it);
@@ -46,7 +47,9 @@ def with_offsets(model: str | os.PathLike | bytes, layout: PteLayout, offsets: n
 
     pte, _ = read_program(model)
     plan = pte.program.execution_plan[layout.plan_index]
-    for value, offset in zip(layout.values, np.asarray(offsets).tolist(), strict=True):
+    moved = zip([*layout.values, *layout.empty],
+                [*np.asarray(offsets).tolist(), *[0] * len(layout.empty)], strict=True)
+    for value, offset in moved:
         info = plan.values[value].val.allocation_info
         info.memory_offset_low = int(offset) & 0xFFFFFFFF
         info.memory_offset_high = int(offset) >> 32

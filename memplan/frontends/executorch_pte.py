@@ -65,6 +65,7 @@ class PteLayout:
     arena_size: int  # non_const_buffer_sizes[mem_id]: what the runtime allocates
     tail: int  # arena_size minus the end of the last tensor: padding kept when re-planned
     stateful: bool  # some tensor is persistent state (a mutable buffer)
+    empty: tuple[int, ...] = ()  # the arena's zero-byte tensors: no buffer, offset 0 when written
 
 
 def check_version() -> None:
@@ -160,15 +161,18 @@ def pte_layout(model: str | os.PathLike | bytes, *, method: str | None = None,
     from executorch.exir import schema
 
     index, plan, mem_id = _choose(pte.program, method, mem_id, file)
-    planned, span = set(), {}
+    planned, span, empty = set(), {}, []
     for v, value in enumerate(plan.values):
         tensor = value.val
-        if isinstance(tensor, schema.Tensor) and tensor.allocation_info is not None:
+        if isinstance(tensor, schema.Tensor) and tensor.allocation_info is not None \
+                and tensor.allocation_info.memory_id == mem_id:
             size = tensor_bytes(tensor, file=file, value=v)
-            if tensor.allocation_info.memory_id == mem_id and size:
-                offset = tensor.allocation_info.memory_offset
+            offset = tensor.allocation_info.memory_offset
+            if size:
                 planned.add(v)
                 span[v] = (offset, offset + size)
+            else:
+                empty.append(v)
     try:
         found = accesses(plan, planned)
         inputs, outputs = set(plan.inputs) & planned, set(plan.outputs) & planned
@@ -194,7 +198,8 @@ def pte_layout(model: str | os.PathLike | bytes, *, method: str | None = None,
     arena = int(plan.non_const_buffer_sizes[mem_id])
     extent = int((offsets + problem.sizes).max()) if values else 0
     layout = PteLayout(file, plan.name, index, mem_id, problem, values, offsets, arena,
-                       max(arena - extent, 0), any(lives[v].kind == "state" for v in values))
+                       max(arena - extent, 0), any(lives[v].kind == "state" for v in values),
+                       tuple(empty))
     _check_original(layout)
     return layout
 
