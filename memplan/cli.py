@@ -284,6 +284,8 @@ def _print_summary(s: dict[str, Any]) -> None:
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
+    if s.get("program_plan") is not None:
+        rows.append(("program's own plan", _size(s["program_plan"], bound)))
     if s["capacity"] is not None:
         rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
@@ -356,6 +358,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     summary = _summary(model, report, written, multi)
     summary["order"] = _order_summary(reordering)
     summary["reason"] = capacity_line(report.problem, report.plan)
+    if len(paths) == 1 and single.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
+        from memplan.frontends.executorch_pte import pte_layout
+
+        summary["program_plan"] = pte_layout(single).arena_size
     if summary["reason"] and multi is None:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"

@@ -280,6 +280,7 @@ def test_cli_info_solve_prove_on_a_pte(capsys, programs, tmp_path):
     assert main(["solve", path, "--time-limit", "5", "-o", planned, "--prove"]) == OK
     out = capsys.readouterr().out
     assert "wrote output (pte)" in out and "PROVEN" in out and "3 calls" in out
+    assert "program's own plan  " in out and f"({pte_layout(path).arena_size} B)" in out
     assert read_pte(planned).ids == read_pte(path).ids
     assert main(["solve", path, "--time-limit", "5", "-o", plan_json, "--quiet"]) == OK
     assert main(["prove", path, plan_json, "--json"]) == OK
