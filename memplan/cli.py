@@ -284,8 +284,6 @@ def _print_summary(s: dict[str, Any]) -> None:
                               f"{exact['seconds']:.2f} s"))
     else:
         rows.append(("exact", f"skipped: {s['exact_skipped']}"))
-    if s.get("program_plan") is not None:
-        rows.append(("program's own plan", _size(s["program_plan"], bound)))
     if s["capacity"] is not None:
         rows.append(("capacity", f"{_size(s['capacity'], 0)}"))
     rows += [("plan", f"{human_bytes(plan['arena_size'])} by {_name(plan)}: "
@@ -296,6 +294,9 @@ def _print_summary(s: dict[str, Any]) -> None:
              for name, m in (s["models"] or {}).items()]
     if s.get("order"):
         rows.append(_order_row(s["order"]))
+    if s.get("program_plan") is not None:  # a .pte: the arena its own plan takes
+        rows.append(("program's own plan", f"{human_bytes(s['program_plan'])} "
+                                           f"({s['program_plan']} B)"))
     rows += [("reason", s["reason"])] if s.get("reason") else []
     rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
