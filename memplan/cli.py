@@ -225,8 +225,9 @@ def _order_row(order: dict[str, Any]) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- solve
 EXPORT_SUFFIXES = {".h": "c", ".csv": "csv", ".onnx": "onnx", ".json": "json", ".bin": "tflm",
-                   ".tflite": "tflite"}
-MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into", "TFLite")}
+                   ".tflite": "tflite", ".pte": "pte"}
+MODEL_EXPORTS = {"onnx": ("annotates", "ONNX"), "tflite": ("writes the plan into", "TFLite"),
+                 "pte": ("re-plans", "ExecuTorch .pte")}
 
 
 def _write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
@@ -378,6 +379,9 @@ def _print_summary(s: dict[str, Any]) -> None:
              for name, m in (s["models"] or {}).items()]
     if s.get("order"):
         rows.append(_order_row(s["order"]))
+    if s.get("program_plan") is not None:  # a .pte: the arena its own plan takes
+        rows.append(("program's own plan", f"{human_bytes(s['program_plan'])} "
+                                           f"({s['program_plan']} B)"))
     rows += [("reason", s["reason"])] if s.get("reason") else []
     rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
@@ -410,9 +414,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
     if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(
-            (".onnx", ".tflite"))):
-        raise UsageError("--prove runs one ONNX model in the plan's arena, or one TFLite "
-                         "model in TFLite-Micro: give one .onnx or .tflite")
+            (".onnx", ".tflite", ".pte"))):
+        raise UsageError("--prove runs one ONNX model in the plan's arena, one TFLite "
+                         "model in TFLite-Micro, or one .pte in ExecuTorch: give one .onnx, "
+                         ".tflite or .pte")
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
@@ -446,6 +451,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     summary = _summary(model, report, written, multi)
     summary["order"] = _order_summary(reordering)
     summary["reason"] = capacity_line(report.problem, report.plan)
+    if len(paths) == 1 and single.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
+        from memplan.frontends.executorch_pte import pte_layout
+
+        summary["program_plan"] = pte_layout(single).arena_size
     if summary["reason"] and multi is None:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"
@@ -453,6 +462,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.prove and onnx_model is not None:
         proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
                            plan.stats["model_options"], plan_file=args.output or "the plan")
+    elif args.prove and single.suffix.lower() == ".pte":  # both programs in ExecuTorch
+        from memplan.proofs.executorch_runtime import prove_program
+
+        proof = prove_program(single, plan, seed=args.seed or 0,
+                              plan_file=args.output or "the plan")
     elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
@@ -503,6 +517,16 @@ def cmd_prove(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if path.suffix.lower() == ".tflite":
         return _prove_tflite(path, args)
+    if path.suffix.lower() == ".pte":
+        from memplan.proofs.executorch_runtime import prove_plan_file
+
+        _onnx_options(path, args)  # refuses ONNX-only flags
+        if args.dim or args.alignment is not None:
+            raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is "
+                             f"the program's")
+        proof = prove_plan_file(path, args.plan, seed=args.seed)
+        print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
+        return OK if proof.ok else FAILED
     given = _onnx_options(path, args)
     given.update({"dims": _dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
@@ -700,11 +724,12 @@ def _add_solve(sub, common, model_parser, reordering, capacity) -> None:
     output = solve.add_argument_group("output options")
     output.add_argument("-o", "--output", metavar="FILE",
                         help="write the plan (format: --export, else by suffix: .json, .h, "
-                             ".csv, .onnx, .tflite, .bin)")
+                             ".csv, .onnx, .tflite, .pte, .bin)")
     output.add_argument("--export", choices=FORMATS,
                         help="format of -o: json (problem and plan), c (header), tflm "
                              "(offline plan bytes), csv (MiniMalloc), onnx (model metadata), "
-                             "tflite (the model with its TFLM offline plan)")
+                             "tflite (the model with its TFLM offline plan), pte (the ExecuTorch "
+                             "program re-planned)")
     output.add_argument("--csv", metavar="PLAN.csv", help="write the plan as MiniMalloc CSV")
     output.add_argument("--plot", metavar="LAYOUT.png", help="draw the layout (.png, .svg, "
                         ".pdf)")
@@ -732,7 +757,8 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
                            help="run an ONNX model in one arena at the offsets of a plan file (a "
                                 ".tflite model: in TFLite-Micro, beside TFLM's own planner); "
                                 "exit 1 unless every output matches a normal run bit for bit")
-    proof.add_argument("model", help="the .onnx or .tflite model")
+    proof.add_argument("model", help="the .onnx or .tflite model, or the .pte program (run "
+                                     "with its own plan and with the plan file's in ExecuTorch)")
     proof.add_argument("plan", help="its plan (memplan JSON, as 'memplan solve -o' writes); "
                                     "the model options it stores apply")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",

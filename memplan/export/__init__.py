@@ -9,7 +9,8 @@
 - ``csv``: a MiniMalloc CSV solution (granted sizes for variable-size scratch);
 - ``onnx``: the ONNX model with the plan in its metadata_props (`onnx_metadata`);
 - ``tflite``: the ``.tflite`` model with the plan as TFLite-Micro's offline plan
-  (``OfflineMemoryAllocation`` metadata; `tflite_model`).
+  (``OfflineMemoryAllocation`` metadata; `tflite_model`);
+- ``pte``: the ExecuTorch ``.pte`` program re-planned (`pte_program`).
 
 Layer 3: may import layers 0-2 (the vocabulary, frontends/ to write the
 formats they read); never deploy/ or the top-level modules.
@@ -68,6 +69,15 @@ def _write_tflite(path, problem: Problem, plan: Plan, model=None) -> None:
     write_planned_model(path, model, problem, plan)
 
 
+def _write_pte(path, problem: Problem, plan: Plan, model=None) -> None:
+    if model is None:
+        raise ValueError("the pte export re-plans a program: pass model= (a .pte path or "
+                         "its bytes)")
+    from memplan.export.pte_program import write_planned_program
+
+    write_planned_program(path, model, problem, plan)
+
+
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
     if model is not None:  # the ONNX model: which inputs it also returns
         from memplan.frontends.onnx_graph import load_model
@@ -78,7 +88,7 @@ def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
 
 WRITERS: dict[str, Callable[..., None]] = {
     "c": _write_c, "tflm": _write_tflm, "json": _write_json, "csv": _write_csv,
-    "onnx": _write_onnx, "tflite": _write_tflite,
+    "onnx": _write_onnx, "tflite": _write_tflite, "pte": _write_pte,
 }
 FORMATS: tuple[str, ...] = tuple(WRITERS)
 
@@ -89,7 +99,8 @@ def export(problem: Problem, plan: Plan, fmt: str, path: str | os.PathLike, mode
 
     ``model`` is the ONNX model to annotate for ``onnx`` (a path or
     ``onnx.ModelProto``), the ``.tflite`` model (a path or its bytes) for
-    ``tflite``, for ``c`` optionally the ONNX model whose outputs to mark, and
+    ``tflite``, the ``.pte`` program (a path or its bytes) for ``pte``, for
+    ``c`` optionally the ONNX model whose outputs to mark, and
     for ``tflm`` optionally the model's tensor names in tensor-index order, or
     the ``.tflite`` model they are read from. ``options`` go to the writer:
     ``prefix`` for ``c``, ``subgraph`` for ``tflm``.

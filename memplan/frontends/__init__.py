@@ -1,8 +1,9 @@
 """Frontends: models and files in, `Problem` out. They know nothing of planners.
 
 `load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.tflite``
-(a TensorFlow Lite model, as TFLite-Micro plans it), ``.csv`` (MiniMalloc's
-CSV), ``.json`` (memplan's own problem format).
+(a TensorFlow Lite model, as TFLite-Micro plans it), ``.pte`` (an ExecuTorch
+program, one arena), ``.csv`` (MiniMalloc's CSV), ``.json`` (memplan's own
+problem format).
 
 Layer 2: may import layers 0-1 (errors, problem, plan, groups, options,
 ...); never heuristics/, solver/, deploy/, export/ or the top level.
@@ -17,7 +18,7 @@ from memplan.errors import ProblemError
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.problem import Problem
 
-READERS = (".onnx", ".tflite", ".csv", ".json")
+READERS = (".onnx", ".tflite", ".pte", ".csv", ".json")
 
 
 def load(path: str | os.PathLike, **options) -> Problem:
@@ -38,5 +39,9 @@ def load(path: str | os.PathLike, **options) -> Problem:
         from memplan.frontends.tflite import from_tflite
 
         return from_tflite(path, **options)
+    if suffix == ".pte":
+        from memplan.frontends.executorch_pte import read_pte
+
+        return read_pte(path, **options)
     raise ProblemError(f"unknown file type {suffix or '(none)'!r}; memplan reads "
                        f"{', '.join(READERS)}", file=str(path))

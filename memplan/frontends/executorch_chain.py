@@ -1,0 +1,219 @@
+"""The lifetimes of an ExecuTorch execution plan's tensors, rebuilt from its instruction chain.
+
+Why: a ``.pte`` file keeps where every planned tensor lives (memory id and
+offset), not when: its lifetimes were node indices of a graph that is gone.
+What runs is the chain of instructions, and every kernel call names the values
+it reads and writes; the operator's schema says which is which.
+
+Steps (`accesses`, then `lifetimes`):
+
+- step 0: the plan's inputs arrive; instruction ``i`` runs at step ``i + 1``;
+- a kernel call's arguments follow its schema, then its return value (a list
+  of tensors when it returns several): a mutable
+  (``Tensor(a!)``) keyword-only argument (``out=``) is written, a mutable
+  positional one (``copy_``'s ``self``) read and written, any other tensor
+  read; a return that aliases no argument is written too;
+- a value read that no instruction writes and that is no input is a *static
+  view*: the emitter gave it bytes inside its base. Its base is the value that
+  last wrote those bytes before the view's first read; it must cover all of
+  them, else the tensor was assembled in place from parts and is refused. The
+  view becomes a memplan alias of its base, live from the base's write;
+- a value read before anything wrote its bytes (and no input) is persistent
+  state, a mutable buffer: live the whole program. A state inside another
+  state's bytes is a view of it;
+- every other value lives from its first write to its last read (the plan's
+  outputs: to the end);
+- a view made at run time (``executorch_prim::et_view``, dynamic shapes: its
+  data pointed at its base's) is a view as above when it is memory-planned
+  (at its base's bytes), else it stands for its base: reading it reads the base.
+
+What cannot be rebuilt safely is refused with the instruction named: control
+flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, delegate calls (which of
+their arguments a delegate writes is not recorded), operators whose schema
+torch does not know. Cost: O(instructions x arguments + views x values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memplan.errors import ProblemError
+
+RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
+
+
+@dataclass
+class Access:
+    """When each planned value is read and written, and what every step does."""
+
+    reads: dict[int, list[int]] = field(default_factory=dict)  # value -> steps reading it
+    writes: dict[int, list[int]] = field(default_factory=dict)  # value -> steps writing it
+    steps: list[tuple[str, list[int], list[int]]] = field(default_factory=list)  # op, r, w
+    final: int = 0  # the last step: the plan's outputs are live up to it
+    viewed: dict[int, int] = field(default_factory=dict)  # planned et_view output -> its base
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """A value's half-open lifetime, and the base it views (or None) at ``delta`` bytes."""
+
+    start: int
+    end: int
+    kind: str  # input, output, activation, state, view
+    base: int | None = None
+    delta: int = 0
+
+
+def _schema(name: str, overload: str) -> Any:
+    import torch
+
+    try:
+        return torch._C._get_schema(name, overload)
+    except RuntimeError:
+        return None
+
+
+def _tensors(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
+    """The planned tensors behind value ``index`` (a tensor, or a list of them); a run-time
+    view stands for the tensor it views."""
+    from executorch.exir import schema
+
+    index = views.get(index, index)
+    if index in planned:
+        return [index]
+    value = values[index].val if 0 <= index < len(values) else None
+    if isinstance(value, schema.TensorList | schema.OptionalTensorList):
+        return [views.get(i, i) for i in value.items if views.get(i, i) in planned]
+    return []
+
+
+def _kernel(plan: Any, i: int, call: Any, planned: set[int], views: dict[int, int],
+            viewed: dict[int, int]) -> tuple[str, list[int], list[int]]:
+    """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
+    an ``et_view`` call adds its output to ``views`` (not planned) or ``viewed``."""
+    operator = plan.operators[call.op_index]
+    op = f"{operator.name}.{operator.overload}" if operator.overload else operator.name
+    touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
+    if operator.name == RUNTIME_VIEW and len(call.args) == 3:
+        base, out = call.args[0], call.args[2]
+        if out in planned:  # at its base's bytes: a view like a static one (`lifetimes`)
+            viewed[out] = views.get(base, base)
+        else:
+            views[out] = views.get(base, base)
+        return op, touched, []
+    schema = _schema(operator.name, operator.overload)
+    if schema is None:
+        if touched:
+            raise ProblemError(f"instruction {i} ({op}): torch knows no schema of this "
+                               f"operator, so which tensors it writes is unknown")
+        return op, [], []
+    arguments, returns = schema.arguments, schema.returns
+    if len(call.args) != len(arguments) + 1:  # the returns are one value (a list when several)
+        raise ProblemError(f"instruction {i} ({op}): {len(call.args)} arguments, its schema "
+                           f"has {len(arguments)} and a return value")
+    reads, writes = [], []
+    for argument, index in zip(arguments, call.args, strict=False):
+        tensors = _tensors(plan.values, index, planned, views)
+        mutable = argument.alias_info is not None and argument.alias_info.is_write
+        if not (mutable and argument.kwarg_only):
+            reads += tensors
+        if mutable:
+            writes += tensors
+    if any(ret.alias_info is None for ret in returns):  # not only the mutated arguments
+        writes += _tensors(plan.values, call.args[-1], planned, views)
+    return op, reads, writes
+
+
+def accesses(plan: Any, planned: set[int]) -> Access:
+    """Which step reads and writes which planned value, from the plan's one chain."""
+    from executorch.exir import schema
+
+    if len(plan.chains) != 1:
+        raise ProblemError(f"execution plan {plan.name!r} has {len(plan.chains)} chains; "
+                           f"memplan rebuilds plans of one chain")
+    found = Access()
+    views: dict[int, int] = {}  # et_view's output -> the planned tensor it views
+    for v in plan.inputs:
+        if v in planned:
+            found.writes.setdefault(v, []).append(0)
+    for i, instruction in enumerate(plan.chains[0].instructions):
+        call = instruction.instr_args
+        if not isinstance(call, schema.KernelCall):
+            what = type(call).__name__
+            why = {"DelegateCall": "which of its arguments a delegate writes is not recorded",
+                   "FreeCall": "it frees a tensor memplan cannot follow"}.get(
+                what, "control flow cannot be rebuilt into lifetimes")
+            raise ProblemError(f"instruction {i} ({what}): {why}; memplan re-plans programs "
+                               f"of kernel calls only")
+        op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
+        for v in reads:
+            found.reads.setdefault(v, []).append(i + 1)
+        for v in writes:
+            found.writes.setdefault(v, []).append(i + 1)
+        found.steps.append((op, reads, writes))
+    found.final = len(found.steps)
+    return found
+
+
+def _last_writer(value: int, before: int, found: Access, span: dict[int, tuple[int, int]]):
+    """(value, step) that last wrote bytes of ``value`` before step ``before``, or None;
+    several values writing them at that step: refused."""
+    lo, hi = span[value]
+    best: tuple[int, list[int]] = (-1, [])
+    for other, steps in found.writes.items():
+        o_lo, o_hi = span[other]
+        if other == value or o_lo >= hi or lo >= o_hi:
+            continue
+        step = max((s for s in steps if s < before), default=-1)
+        if step > best[0]:
+            best = (step, [other])
+        elif step == best[0] >= 0:
+            best[1].append(other)
+    if best[0] < 0:
+        return None
+    if len(best[1]) > 1:
+        raise ProblemError(f"value {value}: its bytes were last written by values "
+                           f"{best[1][:3]} at one step; memplan cannot tell its base")
+    return best[1][0], best[0]
+
+
+def lifetimes(found: Access, span: dict[int, tuple[int, int]], inputs: set[int],
+              outputs: set[int]) -> dict[int, Lifetime]:
+    """Every planned value's `Lifetime`; ``span`` gives its byte range ``[lo, hi)``."""
+    end = found.final + 1
+    result: dict[int, Lifetime] = {}
+    state = []
+    for v in sorted(span):
+        reads, writes = found.reads.get(v, []), found.writes.get(v, [])
+        first_read = min(reads, default=end)
+        if writes and min(writes) < first_read:  # a mutated argument is read first
+            last = max([*reads, *writes, found.final if v in outputs else 0])
+            kind = "input" if v in inputs else "output" if v in outputs else "activation"
+            result[v] = Lifetime(min(writes), last + 1, kind)
+            continue
+        if not reads and v not in outputs:
+            result[v] = Lifetime(0, 1, "activation")  # never used: one step, out of the way
+            continue
+        source = None if writes else _last_writer(v, first_read, found, span)
+        if source is None:
+            state.append(v)
+            continue
+        base, step = source
+        if not (span[base][0] <= span[v][0] and span[v][1] <= span[base][1]):
+            raise ProblemError(f"value {v} is read at instruction {first_read - 1}, but its "
+                               f"bytes were last written by value {base}, which covers only "
+                               f"part of them (a tensor assembled in place); not re-planned")
+        last = max([*reads, found.final if v in outputs else 0])
+        result[v] = Lifetime(step, last + 1, "view", base, span[v][0] - span[base][0])
+    for v, base in found.viewed.items():
+        if (result.get(v, Lifetime(0, 0, "")).base, span[v][0]) != (base, span[base][0]):
+            raise ProblemError(f"value {v}, a view of value {base} made at run time, is not "
+                               f"planned at its bytes; not re-planned")
+    state.sort(key=lambda v: (span[v][0] - span[v][1], v))  # largest first
+    for k, v in enumerate(state):
+        holders = [b for b in state[:k] if span[b][0] <= span[v][0] and span[v][1] <= span[b][1]]
+        base = holders[0] if holders else None
+        result[v] = Lifetime(0, end, "state", base, 0 if base is None else
+                             span[v][0] - span[base][0])
+    return result

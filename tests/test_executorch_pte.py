@@ -1,0 +1,306 @@
+"""ExecuTorch programs (``.pte``): read, re-planned, written back, proven in ExecuTorch's runtime.
+
+The programs are exported here from small PyTorch models (`benchmarks.pte_models`),
+once per module: an MLP, a conv net (a static view), a decoder whose KV cache
+lives in mutable buffers (state carried from call to call).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.pte_models import export_pte
+from memplan import api, validate
+from memplan.cli import BAD_INPUT, FAILED, OK, main
+from memplan.errors import InvalidPlanError, ProblemError
+from memplan.export.pte_program import planned_program, program_differences, with_offsets
+from memplan.frontends import load
+from memplan.frontends.executorch_chain import Access, lifetimes
+from memplan.frontends.executorch_pte import EXECUTORCH_VERSION, pte_layout, read_program, read_pte
+from memplan.plan import Plan
+from memplan.proofs.executorch_runtime import prove_program
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> dict[str, str]:
+    """Each model's ``.pte`` file, exported by ExecuTorch (greedy planner)."""
+    folder = tmp_path_factory.mktemp("pte")
+    paths = {}
+    for name in ("mlp", "conv_net", "decoder"):
+        paths[name] = str(folder / f"{name}.pte")
+        with open(paths[name], "wb") as handle:
+            handle.write(export_pte(name))
+    return paths
+
+
+def test_the_pinned_version_is_installed_and_another_refused(programs, monkeypatch):
+    import executorch.version
+
+    assert executorch.version.__version__.split("+")[0] == EXECUTORCH_VERSION
+    monkeypatch.setattr(executorch.version, "__version__", "1.6.0")
+    with pytest.raises(ProblemError, match=r"executorch==1\.5\.1 \(its serialisation is "
+                                           r"internal\), found 1\.6\.0"):
+        read_pte(programs["mlp"])
+
+
+@pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
+def test_the_programs_own_plan_is_valid_for_the_rebuilt_problem(programs, name):
+    layout = pte_layout(programs[name])
+    problem = layout.problem
+    offsets = dict(zip(problem.ids, layout.offsets.tolist(), strict=True))
+    assert validate(problem, offsets) == []
+    assert int((layout.offsets + problem.sizes).max()) + layout.tail == layout.arena_size
+    assert layout.method == "forward" and layout.mem_id == 1
+    assert {b.kind for b in problem.buffers} >= {"input", "output"}
+    ops = {step.op for step in problem.steps}
+    assert "aten::addmm.out" in ops or "aten::convolution.out" in ops
+    produced = {v for step in problem.steps for v in step.writes}
+    viewed = {alias.dst for alias in problem.aliases}
+    assert set(problem.ids) == produced | viewed  # every tensor is written or a view
+
+
+def test_views_are_aliases_of_their_base_and_live_from_its_write(programs):
+    problem = read_pte(programs["conv_net"])
+    assert len(problem.aliases) >= 1
+    for alias in problem.aliases:
+        base = problem.buffer(problem.index(alias.src))
+        view = problem.buffer(problem.index(alias.dst))
+        assert alias.delta == 0 and view.size <= base.size
+        assert view.start == base.start  # its bytes must hold from the base's write on
+        assert not any(alias.dst in step.writes for step in problem.steps)
+
+
+def test_mutable_buffers_are_state_live_the_whole_program(programs):
+    layout = pte_layout(programs["decoder"])
+    problem = layout.problem
+    assert layout.stateful
+    horizon = problem.horizon
+    whole = [b for b in problem.buffers if (b.start, b.end) == (0, horizon) and b.kind != "input"]
+    cache = 2 * 2 * 16 * 16 * 4  # two layers, k and v: 1 x heads 2 x context 16 x 16 x float32
+    assert sum(b.size for b in whole) >= cache
+    # a cache is read (attention) before the call writes it (index_copy_): state
+    first = {b.id: min([t for t, s in enumerate(problem.steps) if b.id in s.reads] or [horizon])
+             for b in whole}
+    assert any(first[b.id] < min([t for t, s in enumerate(problem.steps) if b.id in s.writes]
+                                 or [horizon]) for b in whole)
+
+
+def test_read_refuses_what_cannot_be_rebuilt(tmp_path, programs):
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(b"not a program at all")
+    with pytest.raises(ProblemError, match="bad.pte: not an ExecuTorch program"):
+        read_pte(bad)
+    with pytest.raises(ProblemError, match="no execution plan 'other'; the program has forward"):
+        read_pte(programs["mlp"], method="other")
+    with pytest.raises(ProblemError, match="plans no tensor in memory id 3"):
+        read_pte(programs["mlp"], mem_id=3)
+
+
+def test_control_flow_is_refused_naming_the_instruction():
+    import torch
+    from executorch.exir import to_edge
+
+    class Branch(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: x - 1, (x,))
+
+    with torch.no_grad():
+        branch = to_edge(torch.export.export(Branch(), (torch.randn(4),))).to_executorch()
+    with pytest.raises(ProblemError, match=r"instruction \d+ \(JumpFalseCall\): control flow"):
+        read_pte(branch.buffer)
+
+
+@pytest.mark.parametrize("call, why", [
+    ("DelegateCall(delegate_index=0, args=[4])", "which of its arguments a delegate writes"),
+    ("MoveCall(move_from=4, move_to=5)", "control flow"),
+    ("FreeCall(value_index=4)", "it frees a tensor")])
+def test_other_instructions_are_refused_naming_them(programs, call, why):
+    from executorch.exir import schema
+    from executorch.exir._serialize import _serialize_pte_binary
+
+    pte, _ = read_program(programs["mlp"])
+    chain = pte.program.execution_plan[0].chains[0]
+    chain.instructions.insert(1, schema.Instruction(eval(call, vars(schema))))
+    data = bytes(_serialize_pte_binary(pte, extract_delegate_segments=True))
+    with pytest.raises(ProblemError, match=rf"instruction 1 \({call.split('(')[0]}\): {why}"):
+        read_pte(data)
+
+
+def test_a_dynamic_shape_program_runtime_views_are_aliases_and_it_is_proven():
+    import torch
+    from executorch.exir import to_edge
+
+    class Dynamic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.linear(x).view(-1, 4)
+            return y.relu(), torch.cat([y, y], 0)
+
+    batch = torch.export.Dim("batch", max=16)
+    with torch.no_grad():
+        exported = torch.export.export(Dynamic(), (torch.randn(4, 8),),
+                                       dynamic_shapes={"x": {0: batch}})
+        data = to_edge(exported).to_executorch().buffer
+    problem = read_pte(data)
+    view = next(t for t, step in enumerate(problem.steps) if "et_view" in step.op)
+    (read,) = problem.steps[view].reads[:1]
+    assert any(alias.src == read for alias in problem.aliases)  # the view aliases its base
+    plan = api.solve(problem, time_limit=2)
+    assert prove_program(data, plan).ok
+
+
+def test_an_arena_shared_by_methods_is_refused_each_methods_own_is_read():
+    import torch
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
+
+    class Add(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.zeros(4))
+
+        def forward(self, x):
+            self.state.add_(x)
+            return self.state * 2
+
+    class Get(Add):
+        def forward(self, x):
+            return self.state + x
+
+    with torch.no_grad():
+        methods = {"add": torch.export.export(Add(), (torch.randn(4),)),
+                   "get": torch.export.export(Get(), (torch.randn(4),))}
+        shared = MemoryPlanningPass(share_mutable_buffers=True)
+        program = to_edge(methods).to_executorch(ExecutorchBackendConfig(
+            memory_planning_pass=shared, emit_mutable_buffer_names=True)).buffer
+    with pytest.raises(ProblemError, match="2 execution plans \\(add, get\\): name one"):
+        read_pte(program)
+    with pytest.raises(ProblemError, match="memory id 2 of execution plan 'add' is shared "
+                                           "with get"):
+        read_pte(program, method="add", mem_id=2)
+    assert len(read_pte(program, method="get", mem_id=1)) >= 1
+
+
+def test_a_value_assembled_from_parts_is_refused():
+    """Value 3 is read at step 3, but values 1 and 2 wrote its two halves: no single base."""
+    found = Access(reads={3: [3]}, writes={1: [1], 2: [2]}, final=3)
+    span = {1: (0, 64), 2: (64, 128), 3: (0, 128)}
+    with pytest.raises(ProblemError, match="value 3 is read at instruction 2, but its bytes were "
+                                           "last written by value 2, which covers only part"):
+        lifetimes(found, span, set(), set())
+    whole = lifetimes(found, {1: (0, 128), 2: (128, 192), 3: (0, 64)}, set(), set())
+    assert (whole[3].base, whole[3].start, whole[3].end) == (1, 1, 4)  # a view of value 1
+
+
+@pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
+def test_the_planned_program_differs_only_in_offsets_and_arena_size(programs, name):
+    problem = read_pte(programs[name])
+    plan = api.solve(problem, time_limit=5)
+    planned = planned_program(programs[name], problem, plan)
+    changed = program_differences(programs[name], planned)
+    assert changed, "the plan moves some tensor"
+    for path in changed:
+        assert path.endswith((".allocation_info.memory_offset_low",
+                              ".allocation_info.memory_offset_high",
+                              ".non_const_buffer_sizes[1]")), path
+    again = pte_layout(planned)
+    original = pte_layout(programs[name])
+    assert again.problem.ids == problem.ids
+    assert np.array_equal(again.problem.starts, problem.starts)
+    assert np.array_equal(again.problem.ends, problem.ends)
+    assert np.array_equal(again.offsets, plan.offsets)
+    assert again.arena_size == plan.arena_size + original.tail <= original.arena_size
+
+
+def test_zero_byte_tensors_are_no_buffers_and_written_at_offset_0():
+    import torch
+    from executorch.exir import to_edge
+
+    class Empty(torch.nn.Module):
+        def forward(self, x):
+            empty = x[:, 2:2] * 3
+            return torch.cat([x * 2, empty], 1) + 1, empty
+
+    with torch.no_grad():
+        data = to_edge(torch.export.export(Empty(), (torch.randn(4, 8),))).to_executorch().buffer
+    layout = pte_layout(data)
+    assert layout.empty and not {f"v{v}" for v in layout.empty} & set(layout.problem.ids)
+    plan = api.solve(layout.problem, time_limit=2)
+    planned = planned_program(data, layout.problem, plan)
+    values = read_program(planned)[0].program.execution_plan[0].values
+    assert all(values[v].val.allocation_info.memory_offset == 0 for v in layout.empty)
+    assert prove_program(data, plan).ok
+
+
+def test_the_writer_refuses_an_invalid_plan_or_another_programs(programs):
+    problem = read_pte(programs["mlp"])
+    overlapping = Plan.from_offsets(problem, np.zeros(len(problem)), planner="zeros")
+    with pytest.raises(InvalidPlanError):
+        planned_program(programs["mlp"], problem, overlapping)
+    other = read_pte(programs["conv_net"])
+    with pytest.raises(ProblemError, match="another program"):
+        planned_program(programs["mlp"], other, api.solve(other, time_limit=1))
+
+
+@pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
+def test_the_replanned_program_runs_bit_identical_in_executorch(programs, name):
+    plan = api.solve(read_pte(programs[name]), time_limit=5)
+    proof = prove_program(programs[name], plan)
+    assert proof.ok, proof.lines()
+    assert proof.calls == (3 if name == "decoder" else 1)
+    assert proof.planned_bytes <= proof.original_bytes
+    assert "PROVEN" in proof.lines()[0]
+
+
+@pytest.mark.parametrize("name", ["mlp", "decoder"])
+def test_an_overlapping_plan_is_caught_by_the_validator_and_by_the_runtime(programs, name):
+    problem = read_pte(programs[name])
+    overlapping = Plan.from_offsets(problem, np.zeros(len(problem)), planner="zeros")
+    written = with_offsets(programs[name], pte_layout(programs[name]), overlapping.offsets,
+                           overlapping.arena_size)
+    with pytest.raises(ProblemError, match="on shared bytes|assembled in place"):
+        read_pte(written)  # the overlapping program, read back, is refused
+    proof = prove_program(programs[name], overlapping)
+    assert not proof.ok and proof.violations, "the validator sees the overlap"
+    assert proof.mismatches, "the runtime's outputs differ (or it refuses the program)"
+    assert "MISMATCH" in proof.lines()[0]
+
+
+def test_cli_info_solve_prove_on_a_pte(capsys, programs, tmp_path):
+    path = programs["decoder"]
+    assert main(["info", path]) == OK
+    assert "lower bound" in capsys.readouterr().out
+    planned, plan_json = str(tmp_path / "planned.pte"), str(tmp_path / "plan.json")
+    assert main(["solve", path, "--time-limit", "5", "-o", planned, "--prove"]) == OK
+    out = capsys.readouterr().out
+    assert "wrote output (pte)" in out and "PROVEN" in out and "3 calls" in out
+    assert "program's own plan  " in out and f"({pte_layout(path).arena_size} B)" in out
+    assert read_pte(planned).ids == read_pte(path).ids
+    assert main(["solve", path, "--time-limit", "5", "-o", plan_json, "--quiet"]) == OK
+    assert main(["prove", path, plan_json, "--json"]) == OK
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["proven"] and verdict["planned_bytes"] <= verdict["original_bytes"]
+    with open(plan_json) as handle:
+        document = json.load(handle)
+    document["plan"]["offsets"] = {k: 0 for k in document["plan"]["offsets"]}
+    with open(plan_json, "w") as handle:
+        json.dump(document, handle)
+    assert main(["prove", path, plan_json]) == FAILED
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_cli_bad_pte_is_one_line_exit_2(capsys, tmp_path, programs):
+    bad = tmp_path / "broken.pte"
+    bad.write_bytes(open(programs["mlp"], "rb").read()[:200])
+    assert main(["info", str(bad)]) == BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "broken.pte: not a readable ExecuTorch program" in err
+    assert main(["info", str(tmp_path / "missing.pte")]) == BAD_INPUT
+    assert "missing.pte: cannot read" in capsys.readouterr().err
+    assert load(programs["mlp"]).ids == read_pte(programs["mlp"]).ids  # by extension
