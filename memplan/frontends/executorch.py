@@ -1,0 +1,99 @@
+"""PyTorch programs through ExecuTorch in, `Problem` out: what ExecuTorch's pass plans.
+
+`from_executorch` takes what a PyTorch user holds at each stage of lowering:
+
+- an ``ExportedProgram`` (``torch.export.export``): lowered with ``to_edge``,
+  then as an edge program;
+- an ``EdgeProgramManager`` (``to_edge``): lowered with ``to_executorch``
+  (``config``: an ``ExecutorchBackendConfig``, ExecuTorch's default when
+  None) on a deep copy (``to_executorch`` rewrites the graphs it lowers, so
+  the user's program stays as it was), then as an ExecuTorch program;
+- an ``ExecutorchProgramManager``: the tensors its memory planning pass
+  placed (those with an offset, constants left out), with the sizes,
+  lifetimes, alignment and arenas they were planned with
+  (`memplan.frontends.executorch_specs`), and the graph's nodes as steps;
+- a path to a ``.pte`` file: read by `memplan.frontends.executorch_pte`.
+
+A program holds methods (``forward`` by default; any name when there is only
+one) and each method one or more arenas (``mem_id``; 1 unless a custom pass
+set others): ``method`` and ``mem_id`` choose, and a choice left open among
+several is refused naming the valid ones. Whatever ExecuTorch refuses while
+lowering comes back as `ProblemError` with ExecuTorch's first line.
+Cost: one lowering (seconds for a small model), then O(nodes).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from memplan.errors import ProblemError
+from memplan.problem import Problem
+
+KINDS = ("ExportedProgram", "EdgeProgramManager", "ExecutorchProgramManager")
+
+
+def from_executorch(program: Any, *, method: str = "forward", mem_id: int | None = None,
+                    config: Any = None) -> Problem:
+    """The problem ExecuTorch plans for ``program`` (see the module docstring)."""
+    if isinstance(program, str | os.PathLike):
+        if Path(program).suffix.lower() != ".pte":
+            raise ProblemError("not a .pte file; from_executorch reads ExecuTorch programs",
+                               file=str(program))
+        from memplan.frontends.executorch_pte import read_pte
+
+        return read_pte(program)
+    kind = type(program).__name__
+    if kind not in KINDS:
+        raise ProblemError(f"from_executorch takes an {', '.join(KINDS)} or a .pte path, "
+                           f"not {kind}")
+    if kind != "ExecutorchProgramManager":
+        program = _lowered(program, config)
+    return planned_problem(program, method=method, mem_id=mem_id)
+
+
+def _lowered(program: Any, config: Any) -> Any:
+    """``program`` lowered to an ExecuTorch program manager, without touching it."""
+    from executorch.exir import EdgeProgramManager, to_edge
+
+    try:
+        edge = program if isinstance(program, EdgeProgramManager) else to_edge(program)
+        return copy.deepcopy(edge).to_executorch(config)
+    except Exception as error:  # whatever ExecuTorch refuses, in one line
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ProblemError(f"ExecuTorch could not lower the program: {first}") from error
+
+
+def planned_problem(program: Any, *, method: str = "forward", mem_id: int | None = None
+                    ) -> Problem:
+    """The problem of one method and arena of a planned ``ExecutorchProgramManager``."""
+    from executorch.exir.memory_planning import collect_specs_from_nodes
+
+    from memplan.frontends.executorch_specs import spec_layout
+
+    methods = sorted(program.methods)
+    if method not in methods:
+        if len(methods) != 1:
+            raise ProblemError(f"no method {method!r}; the program has "
+                               f"{', '.join(methods) or 'none'}")
+        method = methods[0]
+    exported = program.exported_program(method)
+    graph_module = exported.graph_module
+    specs = [spec for spec in collect_specs_from_nodes(
+        graph_module.graph.nodes, exported.graph_signature, do_assertion=False)
+        if spec.mem_offset is not None]
+    alignment = max((spec.alignment for spec in specs), default=1)  # the pass's: no change
+    layout = spec_layout(specs, graph_module, alignment=alignment,
+                         signature=exported.graph_signature, name=method)
+    arenas = sorted(layout.problems)
+    if mem_id is None:
+        if len(arenas) > 1:
+            raise ProblemError(f"method {method!r} plans several arenas: choose mem_id= "
+                               f"{', '.join(map(str, arenas))}")
+        mem_id = arenas[0] if arenas else 1
+    if mem_id not in layout.problems:
+        raise ProblemError(f"method {method!r} has no tensors planned in mem_id {mem_id}; "
+                           f"arenas: {', '.join(map(str, arenas)) or 'none'}")
+    return layout.problems[mem_id]
