@@ -188,7 +188,10 @@ def test_storage_backed_specs_sit_in_their_base():
 
 
 def test_xnnpack_delegates_pad_the_arena():
-    model = zoo.deit_tiny(layers=1, image=32)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                 torch.nn.Linear(64, 8), torch.nn.Softmax(-1)).eval()
+    model = zoo.Model("mlp", module, [(torch.randn(2, 32),)])
     edge = export(model, xnnpack=True)
     _, memplan_program, planning_pass, verdict = planned(model, edge)
     assert verdict == "identical"
