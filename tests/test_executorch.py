@@ -41,6 +41,7 @@ from benchmarks.executorch_models import (  # noqa: E402
 )
 from memplan import InvalidPlanError, ProblemError  # noqa: E402
 from memplan.executorch.spec_planner import verify_result  # noqa: E402
+from memplan.frontends.executorch import planned_offsets  # noqa: E402
 
 
 def planned(model: zoo.Model, edge=None, **config):
@@ -113,7 +114,9 @@ def test_a_plan_at_offset_zero_is_caught(decoder):
     with pytest.raises(InvalidPlanError, match="Verifier: Unexpected storage overlap"):
         memplan.executorch.verify_graph(exported.graph_module, exported.graph_signature)
     problem = memplan.from_executorch(program)
-    violations = memplan.validate(problem, {id: 0 for id in problem.ids})
+    offsets = planned_offsets(program)  # the program's own plan, read back
+    assert set(offsets.values()) == {0}
+    violations = memplan.validate(problem, offsets)
     assert violations and all(v.kind == "overlap" for v in violations)
 
 

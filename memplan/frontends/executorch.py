@@ -56,6 +56,7 @@ def from_executorch(program: Any, *, method: str = "forward", mem_id: int | None
 
 def _lowered(program: Any, config: Any) -> Any:
     """``program`` lowered to an ExecuTorch program manager, without touching it."""
+    _need_executorch()
     from executorch.exir import EdgeProgramManager, to_edge
 
     try:
@@ -69,10 +70,29 @@ def _lowered(program: Any, config: Any) -> Any:
 def planned_problem(program: Any, *, method: str = "forward", mem_id: int | None = None
                     ) -> Problem:
     """The problem of one method and arena of a planned ``ExecutorchProgramManager``."""
+    layout, mem_id = _arena(program, method, mem_id)
+    return layout.problems[mem_id]
+
+
+def planned_offsets(program: Any, *, method: str = "forward", mem_id: int | None = None
+                    ) -> dict[str, int]:
+    """The offsets ExecuTorch's pass gave the buffers of `planned_problem`, by buffer id:
+    the program's own plan, for memplan's validator and plots (``Plan.from_offsets``).
+    Measured from the arena's planned part (above its subgraphs' reserved bytes)."""
+    layout, mem_id = _arena(program, method, mem_id)
+    base = layout.bases[mem_id]
+    return {layout.names[spec]: spec.mem_offset - base for spec in layout.roots[mem_id]}
+
+
+def _arena(program: Any, method: str, mem_id: int | None) -> tuple[Any, int]:
+    """The layout of ``program``'s method and the arena chosen (see the module docstring)."""
+    _need_executorch()
     from executorch.exir.memory_planning import collect_specs_from_nodes
 
     from memplan.frontends.executorch_specs import spec_layout
 
+    if type(program).__name__ != "ExecutorchProgramManager":
+        raise ProblemError(f"expected an ExecutorchProgramManager, not {type(program).__name__}")
     methods = sorted(program.methods)
     if method not in methods:
         if len(methods) != 1:
@@ -96,4 +116,13 @@ def planned_problem(program: Any, *, method: str = "forward", mem_id: int | None
     if mem_id not in layout.problems:
         raise ProblemError(f"method {method!r} has no tensors planned in mem_id {mem_id}; "
                            f"arenas: {', '.join(map(str, arenas)) or 'none'}")
-    return layout.problems[mem_id]
+    return layout, mem_id
+
+
+def _need_executorch() -> None:
+    """Refuse in one line when the ``executorch`` extra is not installed."""
+    try:
+        import executorch  # noqa: F401
+    except ImportError as error:
+        raise ProblemError("PyTorch programs need the executorch extra: pip install "
+                           "'memplan[executorch]'") from error
