@@ -62,7 +62,7 @@ def lower(edge, memory_planning_pass=None):
     from executorch.exir import ExecutorchBackendConfig
 
     config = ExecutorchBackendConfig() if memory_planning_pass is None else \
-        ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass)
+        ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass)  # or {method: pass}
     return copy.deepcopy(edge).to_executorch(config)
 
 

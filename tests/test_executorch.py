@@ -138,13 +138,33 @@ def test_the_verifier_check_of_a_result_fails_on_overlap(decoder):
 
 def test_kv_cache_state_lives_the_whole_graph():
     model = zoo.llama(64, 1, 8, kv_cache=True, vocab=64)
-    _, _, planning_pass, verdict = planned(model)
+    edge = export(model)
+    _, _, planning_pass, verdict = planned(model, edge)
     assert verdict == "identical"  # three calls: the cache carries over
     assert_valid(planning_pass)
     problem = planning_pass.reports[-1].problems[1]
     caches = [i for i, id in enumerate(problem.ids) if "cache" in id]
     assert len(caches) == 2  # k and v of one layer
     assert all(problem.starts[i] == 0 and problem.ends[i] == problem.horizon for i in caches)
+    # shared across methods: ExecuTorch places the caches in an arena of their own
+    programs = [lower(edge, {"forward": p}) for p in (
+        MemoryPlanningPass(share_mutable_buffers=True),
+        memplan.executorch.memory_planning_pass(time_limit=5, share_mutable_buffers=True))]
+    greedy_sizes, memplan_sizes = (p.executorch_program.execution_plan[0].non_const_buffer_sizes
+                                   for p in programs)
+    assert len(memplan_sizes) == 3 and memplan_sizes[2] == greedy_sizes[2]
+    assert memplan_sizes[1] <= greedy_sizes[1]
+    assert runtime_verdict(*(run(p, model.calls) for p in programs), eager(model)) == "identical"
+
+
+def test_inputs_and_outputs_left_to_the_caller(decoder):
+    model, edge = decoder
+    planning_pass = memplan.executorch.memory_planning_pass(
+        time_limit=5, alloc_graph_input=False, alloc_graph_output=False)
+    lower(edge, planning_pass)  # the Verifier checks that inputs and outputs have no offset
+    assert_valid(planning_pass)
+    problem = planning_pass.reports[-1].problems[1]
+    assert set(problem.kinds) == {"activation"}
 
 
 def test_control_flow_subgraphs_sit_below_their_parent():
