@@ -117,11 +117,11 @@ def measure(model: zoo.Model, *, xnnpack: bool = False, time_limit: float = TIME
     planning_pass = memplan.executorch.memory_planning_pass(time_limit=time_limit)
     try:
         memplan_program = lower(edge, planning_pass)
-        verifier = "passed"
     except InvalidPlanError as error:
         return Row(model.name, 0, arena_bytes(greedy_program), 0, 0, "invalid", 0.0,
                    str(error), "not run")
     report = planning_pass.reports[-1]
+    verifier = f"passed ({sum(r.verify_seconds for r in planning_pass.reports):.1f} s)"
     plans = report.plans.values()
     memplan_bytes = arena_bytes(memplan_program)
     bound = memplan_bytes - sum(p.arena_size - p.lower_bound for p in plans)

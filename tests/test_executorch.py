@@ -241,6 +241,33 @@ def test_what_memplan_cannot_plan_is_refused_or_handed_to_greedy():
     assert result.bufsizes == [0, 1 << 54] and algorithm.reports[-1].fallback
 
 
+def _spec(elements: int, first: int, last: int, base=None, offset: int = 0):
+    spec = TensorSpec(torch.float32, torch.Size([elements]))
+    spec.lifetime = [first, last]
+    spec.storage_base, spec.storage_base_offset = base, offset
+    return spec
+
+
+def test_specs_planned_above_a_subgraph_arena_with_padding():
+    """Inclusive lifetimes, a storage-backed spec, a zero-byte one, a subgraph's 100
+    reserved bytes (rounded up to the alignment) and the XNNPACK padding, without a
+    graph: every offset as ExecuTorch's contract says."""
+    a, b = _spec(16, 0, 2), _spec(16, 2, 3)  # meet at node 2: inclusive, so they conflict
+    inner, empty = _spec(4, 1, 2, base=a, offset=32), _spec(0, 0, 3)
+    graph_module = torch.fx.GraphModule({}, torch.fx.Graph())
+    graph_module.input_mem_buffer_sizes = [0, 100]
+    algorithm = memplan.executorch.algorithm(time_limit=1, verify=False)
+    result = algorithm(16, [a, b, inner, empty], graph_module, None, 64)
+    placed = {s: (r.mem_id, r.mem_offset, r.mem_obj_id) for s, r in result.spec_dict.items()}
+    (_, at_a, obj_a), (_, at_b, obj_b) = placed[a], placed[b]
+    assert {at_a, at_b} == {112, 176} and obj_a != obj_b  # 100 -> 112, then 64 bytes each
+    assert placed[inner] == (1, at_a + 32, obj_a)
+    assert placed[empty][:2] == (1, 112)
+    assert result.bufsizes == [0, 112 + 128 + 64]
+    problem = algorithm.reports[-1].problems[1]
+    assert problem.starts.tolist() == [0, 2] and problem.ends.tolist() == [3, 4]
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ProblemError, match="time_limit"):
         memplan.executorch.algorithm(time_limit=-1)

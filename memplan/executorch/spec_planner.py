@@ -174,14 +174,19 @@ def memory_objects(placed: dict[Any, tuple[int, int]]) -> dict[Any, int]:
     it starts below the object's end. Zero-byte specs meet nothing: one each."""
     ids: dict[Any, int] = {}
     order = sorted(placed, key=lambda s: (placed[s][0], placed[s][1], -s.allocated_memory))
-    count, arena, end = -1, None, -1
+    count, current, arena, end = 0, -1, None, -1
     for spec in order:
         mem_id, offset = placed[spec]
         size = spec.allocated_memory
-        if mem_id != arena or offset >= end or size == 0:
-            count, arena, end = count + 1, mem_id, offset
-        end = max(end, offset + size)
-        ids[spec] = count
+        if size and (mem_id != arena or offset >= end):  # a new object starts here
+            current, arena, end = count, mem_id, offset
+            count += 1
+        if size:
+            end = max(end, offset + size)
+            ids[spec] = current
+        else:  # meets nothing: an object of its own, the current one goes on
+            ids[spec] = count
+            count += 1
     return ids
 
 
