@@ -10,6 +10,7 @@ programs and equal to eager PyTorch (``torch.allclose``)::
 
     PYTHONPATH=. python -m benchmarks.executorch_models            # every model
     PYTHONPATH=. python -m benchmarks.executorch_models llama lstm  # names containing these
+    PYTHONPATH=. python -m benchmarks.executorch_models --limits    # the time limit kept
 
 Bytes are ``sum(non_const_buffer_sizes)`` of the program (the arenas the
 runtime allocates); the bound is memplan's arena less its proven distance to
@@ -157,7 +158,29 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def limit_table(build=lambda: zoo.llama(512, 8, 512, kv_cache=True),
+                limits=(0.5, 1.0, 3.0)) -> str:
+    """Planning seconds against the time limit on one model (exported once)."""
+    import memplan.executorch
+
+    model = build()
+    edge = export(model)
+    lines = ["| model | time limit | planning seconds | memplan bytes | status | proven gap |",
+             "|---" * 6 + "|"]
+    for limit in limits:
+        planning_pass = memplan.executorch.memory_planning_pass(time_limit=limit, verify=False)
+        program = lower(edge, planning_pass)
+        report = planning_pass.reports[-1]
+        lines.append(f"| {model.name} | {limit} | {report.seconds:.2f} | "
+                     f"{arena_bytes(program):,} | {report.plans[1].status} | "
+                     f"{report.gap:.3%} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["--limits"]:
+        print(limit_table())
+        return
     chosen = [name for name in MODELS if not argv or any(a in name for a in argv)]
     rows = []
     for name in chosen:
