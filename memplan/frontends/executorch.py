@@ -14,10 +14,10 @@
   (`memplan.frontends.executorch_specs`), and the graph's nodes as steps;
 - a path to a ``.pte`` file: read by `memplan.frontends.executorch_pte`.
 
-A program holds methods (``forward`` by default; any name when there is only
-one) and each method one or more arenas (``mem_id``; 1 unless a custom pass
-set others): ``method`` and ``mem_id`` choose, and a choice left open among
-several is refused naming the valid ones. Whatever ExecuTorch refuses while
+A program holds methods (``method``: ``forward`` by default, or the only one)
+and each method one or more arenas (``mem_id``; 1 unless a custom pass set
+others): ``method`` and ``mem_id`` choose; a method not there, or an arena
+left open among several, is refused naming the valid ones. Whatever ExecuTorch refuses while
 lowering comes back as `ProblemError` with ExecuTorch's first line.
 Cost: one lowering (seconds for a small model), then O(nodes).
 """
@@ -35,7 +35,7 @@ from memplan.problem import Problem
 KINDS = ("ExportedProgram", "EdgeProgramManager", "ExecutorchProgramManager")
 
 
-def from_executorch(program: Any, *, method: str = "forward", mem_id: int | None = None,
+def from_executorch(program: Any, *, method: str | None = None, mem_id: int | None = None,
                     config: Any = None) -> Problem:
     """The problem ExecuTorch plans for ``program`` (see the module docstring)."""
     if isinstance(program, str | os.PathLike):
@@ -44,7 +44,7 @@ def from_executorch(program: Any, *, method: str = "forward", mem_id: int | None
                                file=str(program))
         from memplan.frontends.executorch_pte import read_pte
 
-        return read_pte(program)
+        return read_pte(program, method=method, mem_id=mem_id)
     kind = type(program).__name__
     if kind not in KINDS:
         raise ProblemError(f"from_executorch takes an {', '.join(KINDS)} or a .pte path, "
@@ -67,14 +67,14 @@ def _lowered(program: Any, config: Any) -> Any:
         raise ProblemError(f"ExecuTorch could not lower the program: {first}") from error
 
 
-def planned_problem(program: Any, *, method: str = "forward", mem_id: int | None = None
+def planned_problem(program: Any, *, method: str | None = None, mem_id: int | None = None
                     ) -> Problem:
     """The problem of one method and arena of a planned ``ExecutorchProgramManager``."""
     layout, mem_id = _arena(program, method, mem_id)
     return layout.problems[mem_id]
 
 
-def planned_offsets(program: Any, *, method: str = "forward", mem_id: int | None = None
+def planned_offsets(program: Any, *, method: str | None = None, mem_id: int | None = None
                     ) -> dict[str, int]:
     """The offsets ExecuTorch's pass gave the buffers of `planned_problem`, by buffer id:
     the program's own plan, for memplan's validator and plots (``Plan.from_offsets``).
@@ -84,7 +84,7 @@ def planned_offsets(program: Any, *, method: str = "forward", mem_id: int | None
     return {layout.names[spec]: spec.mem_offset - base for spec in layout.roots[mem_id]}
 
 
-def _arena(program: Any, method: str, mem_id: int | None) -> tuple[Any, int]:
+def _arena(program: Any, method: str | None, mem_id: int | None) -> tuple[Any, int]:
     """The layout of ``program``'s method and the arena chosen (see the module docstring)."""
     _need_executorch()
     from executorch.exir.memory_planning import collect_specs_from_nodes
@@ -94,11 +94,12 @@ def _arena(program: Any, method: str, mem_id: int | None) -> tuple[Any, int]:
     if type(program).__name__ != "ExecutorchProgramManager":
         raise ProblemError(f"expected an ExecutorchProgramManager, not {type(program).__name__}")
     methods = sorted(program.methods)
-    if method not in methods:
-        if len(methods) != 1:
-            raise ProblemError(f"no method {method!r}; the program has "
-                               f"{', '.join(methods) or 'none'}")
+    if method is None and len(methods) == 1:
         method = methods[0]
+    method = "forward" if method is None else method
+    if method not in methods:
+        raise ProblemError(f"no method {method!r}; the program has "
+                           f"{', '.join(methods) or 'none'}")
     exported = program.exported_program(method)
     graph_module = exported.graph_module
     specs = [spec for spec in collect_specs_from_nodes(
