@@ -40,6 +40,7 @@ from benchmarks.executorch_models import (  # noqa: E402
     runtime_verdict,
 )
 from memplan import InvalidPlanError, ProblemError  # noqa: E402
+from memplan.executorch import spec_planner  # noqa: E402
 from memplan.executorch.spec_planner import verify_result  # noqa: E402
 from memplan.frontends.executorch import planned_offsets  # noqa: E402
 
@@ -221,6 +222,23 @@ def test_xnnpack_delegates_pad_the_arena():
     report = planning_pass.reports[-1]
     assert report.bufsizes == [0, report.plans[1].arena_size + 64]
     assert arena_bytes(memplan_program) == sum(report.bufsizes)
+
+
+def test_a_plan_the_verifier_rejects_is_refused_or_handed_to_greedy(decoder, monkeypatch):
+    """Memory objects numbered wrongly (one per spec): the Verifier rejects the plan; the
+    pass raises, or with ``fallback="greedy"`` lowers greedy's plan with a warning."""
+    model, edge = decoder
+    monkeypatch.setattr(spec_planner, "memory_objects",
+                        lambda placed: {spec: k for k, spec in enumerate(placed)})
+    with pytest.raises(InvalidPlanError, match="mem_obj_id mismatch"):
+        lower(edge, memplan.executorch.memory_planning_pass(time_limit=5))
+    planning_pass = memplan.executorch.memory_planning_pass(time_limit=5, fallback="greedy")
+    with pytest.warns(UserWarning, match="greedy plans it"):
+        program = lower(edge, planning_pass)
+    assert "mem_obj_id mismatch" in planning_pass.reports[-1].fallback
+    assert arena_bytes(program) == arena_bytes(lower(edge))  # greedy's plan, verified
+    assert runtime_verdict(run(program, model.calls), run(program, model.calls),
+                           eager(model)) == "identical"
 
 
 def _huge_spec():

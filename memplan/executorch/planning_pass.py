@@ -64,7 +64,8 @@ class MemplanPlanningPass(MemoryPlanningPass):
                      alloc_graph_output=self.alloc_graph_output,
                      alloc_mutable_buffers=self.alloc_mutable_buffers
                      and not self.share_mutable_buffers,
-                     allow_overlap=self.allow_lifetime_and_storage_overlap)
+                     allow_overlap=self.allow_lifetime_and_storage_overlap,
+                     storage=not self.algorithm.verify)
         if self.reports:  # the graph's own report comes after its subgraphs'
             self.reports[-1].verify_seconds = time.perf_counter() - began
         return result
@@ -72,14 +73,16 @@ class MemplanPlanningPass(MemoryPlanningPass):
 
 def verify_graph(graph_module, signature=None, *, alloc_graph_input: bool = True,
                  alloc_graph_output: bool = True, alloc_mutable_buffers: bool = True,
-                 allow_overlap: bool = False) -> None:
+                 allow_overlap: bool = False, storage: bool = True) -> None:
     """Check a planned graph and its control-flow subgraphs (see the module docstring);
-    `InvalidPlanError` naming what is wrong. O(specs^2) (ExecuTorch's pairwise check)."""
+    `InvalidPlanError` naming what is wrong. O(specs^2) (ExecuTorch's pairwise check;
+    ``storage=False`` leaves it out, when the algorithm ran it on its own plan)."""
     verifier = Verifier(graph_module, alloc_graph_input, alloc_graph_output,
                         alloc_mutable_buffers, signature)
     try:
         verifier.verify_graph_input_output()
-        verifier.verify_storage_reuse(allow_overlap)
+        if storage:
+            verifier.verify_storage_reuse(allow_overlap)
     except Exception as error:  # ExecuTorch's InternalError or AssertionError
         raise InvalidPlanError([f"ExecuTorch's Verifier: {error}"]) from error
     sizes = graph_module.meta.get("non_const_buffer_sizes") or []
@@ -99,7 +102,8 @@ def verify_graph(graph_module, signature=None, *, alloc_graph_input: bool = True
             raise InvalidPlanError([f"a tensor at {offset} in mem_id {mem_id} lies in the "
                                     f"{reserved[mem_id]} bytes reserved for subgraphs"])
     for node, inputs in _subgraphs(graph_module):
-        verify_graph(getattr(graph_module, node.target), signature, alloc_graph_input=inputs)
+        verify_graph(getattr(graph_module, node.target), signature, alloc_graph_input=inputs,
+                     storage=storage)
 
 
 def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
@@ -116,9 +120,11 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
                          verify: bool = True, seed: int = 0, workers: int | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
-    graph; ``fallback="greedy"`` hands what memplan cannot plan to ExecuTorch's greedy
-    with a warning (default: refused); ``verify=False`` skips the checks after each
-    graph. ``pass_options`` are ExecuTorch's (``alloc_graph_input``, ``alignment``...)."""
-    return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=False,
+    graph; ``fallback="greedy"`` hands what memplan cannot plan (or the Verifier
+    rejects: it then runs inside the algorithm) to ExecuTorch's greedy with a warning
+    (default: refused); ``verify=False`` skips the checks after each graph.
+    ``pass_options`` are ExecuTorch's (``alloc_graph_input``, ``alignment``...)."""
+    inside = verify and fallback is not None
+    return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
                                          seed=seed, workers=workers),
                                verify=verify, **pass_options)

@@ -24,8 +24,10 @@ arena (``bufsizes``). `MemplanAlgorithm` answers that call:
   here it runs on every plan (the specs carry the result while it checks,
   then get their old values back: the suite writes the winner's).
 
-What cannot be planned is refused (`ProblemError` naming the node), or with
-``fallback="greedy"`` handed to ExecuTorch's greedy with a warning. Every call
+What cannot be planned is refused (`ProblemError` naming the node; a plan the
+Verifier rejects: `InvalidPlanError`), or with ``fallback="greedy"`` handed to
+ExecuTorch's greedy with a warning (the pass then has the algorithm run the
+Verifier, so that a rejected plan falls back too). Every call
 is kept in ``reports`` and logged (logger ``memplan.executorch``): arena
 bytes, lower bound, status, proven gap, seconds. ``time_limit`` holds for
 each call (a graph), the layout and the write-back included; the Verifier's
@@ -100,7 +102,15 @@ class MemplanAlgorithm:
         try:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
-        except ProblemError as error:
+            plans = self._plan(layout, began)
+            result = algo_result(layout, plans, graph_module, extra_padding)
+            report = GraphReport(graph, layout.problems, plans, result.bufsizes,
+                                 time.perf_counter() - began)
+            if self.verify:
+                checked = time.perf_counter()
+                verify_result(result, graph_module, graph_signature)
+                report.verify_seconds = time.perf_counter() - checked
+        except (ProblemError, InvalidPlanError) as error:
             if self.fallback != "greedy":
                 raise
             warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's greedy "
@@ -109,14 +119,6 @@ class MemplanAlgorithm:
             self.reports.append(GraphReport(graph, {}, {}, result.bufsizes,
                                             time.perf_counter() - began, fallback=str(error)))
             return result
-        plans = self._plan(layout, began)
-        result = algo_result(layout, plans, graph_module, extra_padding)
-        report = GraphReport(graph, layout.problems, plans, result.bufsizes,
-                             time.perf_counter() - began)
-        if self.verify:
-            checked = time.perf_counter()
-            verify_result(result, graph_module, graph_signature)
-            report.verify_seconds = time.perf_counter() - checked
         self.reports.append(report)
         for mem_id, plan in plans.items():
             log.info("memplan: %s mem_id %d: %d bytes (lower bound %d), %s, proven gap "
