@@ -211,6 +211,24 @@ def test_storage_backed_specs_sit_in_their_base():
         assert spec.mem_obj_id == spec.storage_base.mem_obj_id
 
 
+def test_bounded_dynamic_shapes_are_planned_at_their_bound():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 16)
+    exported = torch.export.export(module, (x,),
+                                   dynamic_shapes=({0: torch.export.Dim("rows", max=8)},))
+    edge = to_edge(exported)
+    planning_pass = memplan.executorch.memory_planning_pass(time_limit=5)
+    program = lower(edge, planning_pass)
+    assert_valid(planning_pass)
+    sizes = set(planning_pass.reports[-1].problems[1].sizes.tolist())
+    assert sizes == {8 * 16 * 4, 16 * 16 * 4}  # activations at 8 rows (the bound), a weight
+    for rows in (8, 2):
+        model = zoo.Model("dynamic", module, [(torch.randn(rows, 16),)])
+        assert runtime_verdict(run(lower(edge), model.calls), run(program, model.calls),
+                               eager(model)) == "identical"
+
+
 def test_xnnpack_delegates_pad_the_arena():
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
