@@ -160,6 +160,15 @@ def from_tflite(model: Any, **options: Any) -> Problem:
     return convert(model, **options)
 
 
+def from_executorch(program: Any, **options: Any) -> Problem:
+    """A PyTorch program lowered through ExecuTorch (``ExportedProgram``, edge or ExecuTorch
+    program manager, ``.pte`` path) as the `Problem` its memory planning pass plans; see
+    `memplan.frontends.executorch` (needs the ``executorch`` extra)."""
+    from memplan.frontends.executorch import from_executorch as convert
+
+    return convert(program, **options)
+
+
 def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
          alignment: int | None = None, **options: Any) -> Problem:
     """The problem in ``path`` (``.onnx``, ``.tflite``, ``.csv`` or ``.json``, by extension).
@@ -533,6 +542,7 @@ def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
 
 
 __all__ = ["SolveOptions", "SolveReport", "as_problem", "compare", "default_model",
-           "from_onnx", "from_tflite", "heuristic_names", "info", "load", "lower_bound",
+           "from_executorch", "from_onnx", "from_tflite", "heuristic_names", "info", "load",
+           "lower_bound",
            "plan_with", "planners", "solve", "solve_models", "solve_report", "validate",
            "with_alignment"]

@@ -76,3 +76,14 @@ def test_sweep_runs():
     assert "smallest tested capacity that fits every model: 32 MiB" in text
     assert "proven: needs >= 24.5 MiB" in text  # VGG-19 at 8 and 16 MiB, by the exact planner
     assert images(notebook) == 3  # arena vs batch, planners vs the optimum, capacities
+
+
+def test_executorch_runs():
+    pytest.importorskip("executorch")
+    notebook = execute("executorch.ipynb")
+    text = outputs(notebook)
+    assert "greedy:  139,264 bytes" in text and "memplan: 114,688 bytes, optimal" in text
+    assert text.count("violations: []") == 2  # both plans pass memplan's validator
+    assert "bit-identical to greedy's program: True" in text
+    assert "equal to eager PyTorch: True" in text
+    assert images(notebook) == 2  # both layouts, memory over time

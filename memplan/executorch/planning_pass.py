@@ -1,0 +1,130 @@
+"""ExecuTorch's ``MemoryPlanningPass`` with memplan as its algorithm, every plan verified.
+
+One line for a user::
+
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=memplan.executorch.memory_planning_pass(time_limit=10))
+    program = to_edge(exported).to_executorch(config)
+
+`MemplanPlanningPass` is ExecuTorch's pass (its options mean what they mean
+there: ``alloc_graph_input``, ``alloc_graph_output``,
+``alloc_mutable_buffers``, ``share_mutable_buffers``, ``alignment``), whose
+suite holds one algorithm, `memplan.executorch.spec_planner.MemplanAlgorithm`.
+ExecuTorch's pass verifies storage reuse only for an algorithm named
+``greedy``; after each graph this one runs `verify_graph` with the pass's own
+flags: ExecuTorch's ``Verifier`` (graph inputs and outputs, then no two live
+tensors on shared bytes unless one is stored in the other, and ``mem_obj_id``
+consistent) on the graph and on each control-flow subgraph, and two checks
+of the arenas' sizes that the Verifier leaves out: every planned tensor ends
+within its arena (``non_const_buffer_sizes``), and no tensor of a graph lies
+in the bytes reserved below it for its subgraphs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from executorch.exir.memory_planning import (
+    MemoryPlanningAlgorithmSuite,
+    Verifier,
+    collect_specs_from_nodes,
+    get_cond_nodes,
+    get_map_nodes,
+    get_scan_nodes,
+    get_while_nodes,
+)
+from executorch.exir.passes import MemoryPlanningPass
+
+from memplan.errors import InvalidPlanError
+from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm, algorithm
+
+
+class MemplanPlanningPass(MemoryPlanningPass):
+    """ExecuTorch's memory planning pass, planned by memplan and verified after each graph."""
+
+    def __init__(self, algorithm: MemplanAlgorithm, *, verify: bool = True,
+                 **pass_options: Any):
+        super().__init__(memory_planning_algo=MemoryPlanningAlgorithmSuite([algorithm]),
+                         **pass_options)
+        self.algorithm = algorithm
+        self.verify = verify  # run `verify_graph` after each graph
+
+    @property
+    def reports(self) -> list[GraphReport]:
+        """One per graph planned, in order: plans, status, proven gap, seconds."""
+        return self.algorithm.reports
+
+    def run(self, graph_module, graph_signature=None):
+        result = super().run(graph_module, graph_signature)
+        if not self.verify:
+            return result
+        began = time.perf_counter()
+        verify_graph(graph_module, graph_signature, alloc_graph_input=self.alloc_graph_input,
+                     alloc_graph_output=self.alloc_graph_output,
+                     alloc_mutable_buffers=self.alloc_mutable_buffers
+                     and not self.share_mutable_buffers,
+                     allow_overlap=self.allow_lifetime_and_storage_overlap,
+                     storage=not self.algorithm.verify)
+        if self.reports:  # the graph's own report comes after its subgraphs'
+            self.reports[-1].verify_seconds = time.perf_counter() - began
+        return result
+
+
+def verify_graph(graph_module, signature=None, *, alloc_graph_input: bool = True,
+                 alloc_graph_output: bool = True, alloc_mutable_buffers: bool = True,
+                 allow_overlap: bool = False, storage: bool = True) -> None:
+    """Check a planned graph and its control-flow subgraphs (see the module docstring);
+    `InvalidPlanError` naming what is wrong. O(specs^2) (ExecuTorch's pairwise check;
+    ``storage=False`` leaves it out, when the algorithm ran it on its own plan)."""
+    verifier = Verifier(graph_module, alloc_graph_input, alloc_graph_output,
+                        alloc_mutable_buffers, signature)
+    try:
+        verifier.verify_graph_input_output()
+        if storage:
+            verifier.verify_storage_reuse(allow_overlap)
+    except Exception as error:  # ExecuTorch's InternalError or AssertionError
+        raise InvalidPlanError([f"ExecuTorch's Verifier: {error}"]) from error
+    sizes = graph_module.meta.get("non_const_buffer_sizes") or []
+    reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
+    for spec in collect_specs_from_nodes(
+            graph_module.graph.nodes, signature, ignore_graph_input=not alloc_graph_input,
+            ignore_graph_output=not alloc_graph_output,
+            ignore_mutable_buffers=not alloc_mutable_buffers, do_assertion=False,
+            ignore_out_var_node=False):
+        mem_id, offset, size = spec.mem_id, spec.mem_offset, spec.allocated_memory
+        if mem_id is None or offset is None:
+            continue  # left to the runtime (unbound dynamic shapes); the Verifier saw it
+        if mem_id >= len(sizes) or offset + size > sizes[mem_id]:
+            raise InvalidPlanError([f"a tensor of {size} bytes at {offset} in mem_id {mem_id} "
+                                    f"ends beyond its arena {sizes[mem_id:mem_id + 1]}"])
+        if size and mem_id < len(reserved) and offset < reserved[mem_id]:
+            raise InvalidPlanError([f"a tensor at {offset} in mem_id {mem_id} lies in the "
+                                    f"{reserved[mem_id]} bytes reserved for subgraphs"])
+    for node, inputs in _subgraphs(graph_module):
+        verify_graph(getattr(graph_module, node.target), signature, alloc_graph_input=inputs,
+                     storage=storage)
+
+
+def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
+    """The control-flow subgraphs' ``get_attr`` nodes, each with whether its inputs are
+    planned in it (``map`` and ``scan``: yes), as ExecuTorch plans them."""
+    found = [(node.args[k], False) for node in get_cond_nodes(graph_module) for k in (1, 2)]
+    found += [(node.args[k], False) for node in get_while_nodes(graph_module) for k in (0, 1)]
+    found += [(node.args[0], True) for node in get_map_nodes(graph_module)]
+    found += [(node.args[0], True) for node in get_scan_nodes(graph_module)]
+    return found
+
+
+def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
+                         verify: bool = True, seed: int = 0, workers: int | None = None,
+                         **pass_options: Any) -> MemplanPlanningPass:
+    """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
+    graph; ``fallback="greedy"`` hands what memplan cannot plan (or the Verifier
+    rejects: it then runs inside the algorithm) to ExecuTorch's greedy with a warning
+    (default: refused); ``verify=False`` skips the checks after each graph.
+    ``pass_options`` are ExecuTorch's (``alloc_graph_input``, ``alignment``...)."""
+    inside = verify and fallback is not None
+    return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
+                                         seed=seed, workers=workers),
+                               verify=verify, **pass_options)
