@@ -66,6 +66,8 @@ FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
+HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
+HEAD_START_SECONDS = 0.5  # ... and seconds before its pace counts
 NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
@@ -227,6 +229,26 @@ class Race:
         verdict = self.verdict or Verdict("unknown", None)
         verdict.stats.update(nodes=self.nodes, turns=self.turns)
         return verdict
+
+
+def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
+    """Wait while ``race`` runs alone for its head start; True if ``stop`` or Ctrl-C interrupted.
+
+    The head start ends when the race settles, after `HEAD_START_NODES`
+    nodes (the problems it wins, it wins within them), after ``most``
+    seconds, or after `HEAD_START_SECONDS` when its pace would not reach
+    those nodes within ``most`` seconds (costly nodes: tilings, where
+    CP-SAT wins). Nodes count when a turn ends, so the pace is a floor.
+    """
+    began = time.perf_counter()
+    while not race.settled.is_set():
+        elapsed = time.perf_counter() - began
+        if (elapsed >= most or race.nodes >= HEAD_START_NODES or
+                (elapsed >= HEAD_START_SECONDS and race.nodes * most < HEAD_START_NODES * elapsed)):
+            return False
+        if wait(race, min(0.05, most - elapsed), stop):
+            return True
+    return False
 
 
 def stacked(problem: Problem) -> np.ndarray:
