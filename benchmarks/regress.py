@@ -16,7 +16,7 @@ Steps, for each row (a problem of a class, with that class's planner settings):
   validator; keep its arena, status, seconds and ``seconds / peer``;
 - compare with the baseline row: the row **fails** when its plan is invalid,
   its arena grew, or its time ratio grew by more than ``--tolerance`` (25 %)
-  while it took at least `TIME_FLOOR` seconds (shorter runs are noise);
+  when it took at least `TIME_FLOOR` seconds (shorter runs are noise);
 - a failing row is run again, up to ``--retries`` times, and fails only if
   every attempt fails: a loaded machine slows one run, rarely three.
 
@@ -165,7 +165,7 @@ def measure(row: Row) -> dict:
     seconds = time.perf_counter() - began
     broken = [v for v in validate(problem, plan) if v.kind != "capacity" or
               plan.status in ("optimal", "feasible")]
-    return {"arena": int(plan.arena_size), "status": plan.status, "seconds": round(seconds, 3),
+    return {"arena": int(plan.arena_size), "status": plan.status, "seconds": round(seconds, 6),
             "peer_seconds": None if peer is None else round(peer, 6),
             "ratio": None if peer is None else round(seconds / peer, 2),
             "invalid": str(broken[0]) if broken else None}
@@ -179,7 +179,7 @@ def judge(now: dict, then: dict | None, tolerance: float = TOLERANCE) -> list[st
     if now["arena"] > then["arena"]:
         why.append(f"arena {then['arena']} -> {now['arena']}")
     timed = now["ratio"] is not None and then.get("ratio") is not None
-    if timed and max(now["seconds"], then["seconds"]) >= TIME_FLOOR and \
+    if timed and now["seconds"] >= TIME_FLOOR and \
             now["ratio"] > then["ratio"] * (1 + tolerance):
         why.append(f"time ratio to the peer {then['ratio']:g} -> {now['ratio']:g} "
                    f"({now['seconds']:.2f} s, baseline {then['seconds']:.2f} s)")
