@@ -67,7 +67,8 @@ MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they s
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
 HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
-HEAD_START_SECONDS = 0.5  # ... and seconds before its pace counts
+HEAD_START_SECONDS = 1.0  # ... seconds before its pace counts, and the slowest pace (nodes a
+HEAD_START_PACE = 8_000  # second) it keeps going at: tilings 2-5 k, MiniMalloc's 25 k and more
 NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
@@ -236,15 +237,15 @@ def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
 
     The head start ends when the race settles, after `HEAD_START_NODES`
     nodes (the problems it wins, it wins within them), after ``most``
-    seconds, or after `HEAD_START_SECONDS` when its pace would not reach
-    those nodes within ``most`` seconds (costly nodes: tilings, where
-    CP-SAT wins). Nodes count when a turn ends, so the pace is a floor.
+    seconds, or after `HEAD_START_SECONDS` when its pace is under
+    `HEAD_START_PACE` (costly nodes: tilings, where CP-SAT wins). Nodes
+    count when a turn ends, so the pace measured is a floor.
     """
     began = time.perf_counter()
     while not race.settled.is_set():
         elapsed = time.perf_counter() - began
         if (elapsed >= most or race.nodes >= HEAD_START_NODES or
-                (elapsed >= HEAD_START_SECONDS and race.nodes * most < HEAD_START_NODES * elapsed)):
+                (elapsed >= HEAD_START_SECONDS and race.nodes < HEAD_START_PACE * elapsed)):
             return False
         if wait(race, min(0.05, most - elapsed), stop):
             return True
