@@ -11,12 +11,15 @@ Steps, for each row (a problem of a class, with that class's planner settings):
 
 - measure the **peer** on the row's problem just before the row:
   omnimalloc's greedy-by-size (fixed code, fixed work) repeated until it has
-  taken `PEER_SECONDS`; its mean time is the machine's speed at that moment;
+  taken `PEER_SECONDS`; its fastest run is the machine's speed at that
+  moment (the fastest: a burst of load slows some runs, not all);
 - plan the row (`memplan.registry.plan_with`), check the plan with the
   validator; keep its arena, status, seconds and ``seconds / peer``;
 - compare with the baseline row: the row **fails** when its plan is invalid,
   its arena grew, or its time ratio grew by more than ``--tolerance`` (25 %)
-  when it took at least `TIME_FLOOR` seconds (shorter runs are noise);
+  when it took at least `TIME_FLOOR` seconds (shorter runs are noise) and it
+  or its baseline *settled* (proved optimal or infeasible, or fitted the
+  capacity: a run that was not settled took its time limit);
 - a failing row is run again, up to ``--retries`` times, and fails only if
   every attempt fails: a loaded machine slows one run, rarely three.
 
@@ -42,6 +45,7 @@ BASELINE = REPO / "benchmarks" / "baseline.json"
 TOLERANCE = 0.25  # a time ratio may grow by this share before the row fails
 TIME_FLOOR = 1.0  # seconds: shorter rows are not judged by their time
 PEER_SECONDS = 0.2  # the peer runs again until it has taken this long
+PEER_RUNS = 3  # ... and at least this many times
 TFLITE_MODELS = ("ds_cnn", "resnet8", "autoencoder")  # int8, built by benchmarks.tflite_models
 
 
@@ -136,7 +140,7 @@ def rows(classes: tuple[str, ...], only: tuple[str, ...] = ()) -> list[Row]:
 
 
 def peer_seconds(problem) -> float | None:
-    """Mean seconds of omnimalloc's greedy-by-size on ``problem`` (None without omnimalloc)."""
+    """Fastest seconds of omnimalloc's greedy-by-size on ``problem`` (None without omnimalloc)."""
     try:
         from omnimalloc.allocators import GreedyBySizeAllocator
         from omnimalloc.primitives import Allocation
@@ -146,11 +150,12 @@ def peer_seconds(problem) -> float | None:
                         for b, (size, start, end) in enumerate(zip(
                             problem.sizes.tolist(), problem.starts.tolist(),
                             problem.ends.tolist(), strict=True)))
-    runs, began = 0, time.perf_counter()
-    while runs == 0 or time.perf_counter() - began < PEER_SECONDS:
+    runs, began = [], time.perf_counter()
+    while len(runs) < PEER_RUNS or time.perf_counter() - began < PEER_SECONDS:
+        start = time.perf_counter()
         GreedyBySizeAllocator().allocate(allocations)
-        runs += 1
-    return (time.perf_counter() - began) / runs
+        runs.append(time.perf_counter() - start)
+    return min(runs)
 
 
 def measure(row: Row) -> dict:
@@ -165,7 +170,10 @@ def measure(row: Row) -> dict:
     seconds = time.perf_counter() - began
     broken = [v for v in validate(problem, plan) if v.kind != "capacity" or
               plan.status in ("optimal", "feasible")]
-    return {"arena": int(plan.arena_size), "status": plan.status, "seconds": round(seconds, 6),
+    settled = plan.status in ("optimal", "infeasible") or (
+        plan.status == "feasible" and problem.capacity is not None)
+    return {"arena": int(plan.arena_size), "status": plan.status, "settled": settled,
+            "seconds": round(seconds, 6),
             "peer_seconds": None if peer is None else round(peer, 6),
             "ratio": None if peer is None else round(seconds / peer, 2),
             "invalid": str(broken[0]) if broken else None}
@@ -178,7 +186,8 @@ def judge(now: dict, then: dict | None, tolerance: float = TOLERANCE) -> list[st
         return why
     if now["arena"] > then["arena"]:
         why.append(f"arena {then['arena']} -> {now['arena']}")
-    timed = now["ratio"] is not None and then.get("ratio") is not None
+    timed = now["ratio"] is not None and then.get("ratio") is not None and \
+        (now["settled"] or then["settled"])
     if timed and now["seconds"] >= TIME_FLOOR and \
             now["ratio"] > then["ratio"] * (1 + tolerance):
         why.append(f"time ratio to the peer {then['ratio']:g} -> {now['ratio']:g} "
@@ -227,7 +236,7 @@ def main(args) -> int:
     if args.write_baseline:
         stored["rows"] = {**stored["rows"], **results}
         stored["machine"] = info
-        stored["peer"] = "omnimalloc GreedyBySizeAllocator, mean of runs over " \
+        stored["peer"] = "omnimalloc GreedyBySizeAllocator, fastest of the runs in " \
                          f"{PEER_SECONDS:g} s"
         path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(results)} rows to {path}")

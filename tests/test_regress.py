@@ -16,7 +16,7 @@ def _row(**options) -> regress.Row:
 
 
 def _measured(**changes) -> dict:
-    row = {"arena": 12, "status": "optimal", "seconds": 2.0, "peer_seconds": 0.01,
+    row = {"arena": 12, "status": "optimal", "settled": True, "seconds": 2.0, "peer_seconds": 0.01,
            "ratio": 200.0, "invalid": None}
     return {**row, **changes}
 
@@ -25,7 +25,7 @@ def test_a_row_is_planned_checked_and_timed_against_the_peer():
     pytest.importorskip("omnimalloc")
     now = regress.measure(_row())
     assert now["arena"] == 12 and now["status"] == "optimal" and now["invalid"] is None
-    assert now["peer_seconds"] > 0 and now["ratio"] == pytest.approx(
+    assert now["settled"] and now["peer_seconds"] > 0 and now["ratio"] == pytest.approx(
         now["seconds"] / now["peer_seconds"], rel=0.01)
 
 
@@ -39,6 +39,9 @@ def test_judge_names_a_grown_arena_a_slower_ratio_and_an_invalid_plan():
     assert regress.judge(_measured(ratio=251.0), then, tolerance=0.5) == []
     fast = _measured(seconds=0.1, ratio=1000.0)  # below the time floor: not judged by time
     assert regress.judge(fast, _measured(seconds=0.05)) == []
+    unsettled = {"status": "unknown", "settled": False}  # both ran to their time limit
+    assert regress.judge(_measured(ratio=900.0, **unsettled), _measured(**unsettled)) == []
+    assert regress.judge(_measured(ratio=900.0, **unsettled), then)  # it settled before
     assert "invalid plan" in regress.judge(_measured(invalid="overlap"), None)[0]
 
 

@@ -16,7 +16,10 @@ to the optimum. Steps:
 - for each other part, smallest first, each with an equal share of the time left,
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
   NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.cp_search`):
-  - to fit a capacity: one race of the MiniMalloc orders;
+  - to fit a capacity: one race of the MiniMalloc orders; on a problem
+    without aliases, pins or conflicts, the compiled canonical search
+    first, alone for a short head start, then racing CP-SAT's own
+    portfolio (`_Run._fit_race`; docs/explanation/exact-lanes.md);
   - to minimise: fit at the lower bound first (most real problems end
     there), then bisect the peak between the floor and the best plan with
     fit races (far faster than CP-SAT's minimisation at finding low peaks),
