@@ -174,7 +174,7 @@ def measure(row: Row) -> dict:
         plan.status == "feasible" and problem.capacity is not None)
     return {"arena": int(plan.arena_size), "status": plan.status, "settled": settled,
             "seconds": round(seconds, 6),
-            "peer_seconds": None if peer is None else round(peer, 6),
+            "peer_seconds": None if peer is None else round(peer, 9),
             "ratio": None if peer is None else round(seconds / peer, 2),
             "invalid": str(broken[0]) if broken else None}
 
