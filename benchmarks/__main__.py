@@ -6,6 +6,7 @@
     python -m benchmarks regenerate --section minimalloc   # rerun a section's own command
     python -m benchmarks machine --section machine
     python -m benchmarks peers --problem A,J --minimalloc PATH --repeat 3  # side by side
+    python -m benchmarks regress --class tilings   # against benchmarks/baseline.json
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -87,6 +88,19 @@ def _parser() -> argparse.ArgumentParser:
     peers.add_argument("--out", type=Path, default=Path("benchmarks/results/peers"))
     peers.add_argument("--section", help="also replace this generated section of the doc")
     peers.add_argument("--doc", type=Path, default=report.DOC)
+    regress = commands.add_parser("regress", help="every class against the stored baseline; "
+                                                  "exit 1 when a row got worse "
+                                                  "(see benchmarks.regress)")
+    regress.add_argument("--class", dest="klass", type=_names, default=(),
+                         help="comma-separated classes (default all; see benchmarks.regress)")
+    regress.add_argument("--problem", type=_names, default=(), help="only these problems")
+    regress.add_argument("--baseline", type=Path, default=None,
+                         help="default: benchmarks/baseline.json")
+    regress.add_argument("--retries", type=int, default=2, help="runs again of a failing row")
+    regress.add_argument("--tolerance", type=float, default=0.25,
+                         help="how much a time ratio may grow (0.25: 25 %%)")
+    regress.add_argument("--write-baseline", action="store_true",
+                         help="measure and store the rows as the new baseline")
     listing = commands.add_parser("list", help="the suites, their problems, the planners")
     listing.add_argument("--suite", type=_names, default=tuple(SUITES))
     again = commands.add_parser("regenerate", help="rerun the commands behind the doc's "
@@ -186,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{', '.join(peers.PEERS)}; variants: {', '.join(peers.VARIANTS)}")
         args.argv = argv
         return peers.main(args)
+    if args.command == "regress":
+        from benchmarks import regress
+
+        args.baseline = args.baseline or regress.BASELINE
+        return regress.main(args)
     if args.command == "list":
         from memplan.registry import planners
 

@@ -66,6 +66,9 @@ FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
+HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
+HEAD_START_SECONDS = 1.0  # ... seconds before its pace counts, and the slowest pace (nodes a
+HEAD_START_PACE = 8_000  # second) it keeps going at: tilings 2-5 k, MiniMalloc's 25 k and more
 NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
@@ -229,6 +232,26 @@ class Race:
         return verdict
 
 
+def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
+    """Wait while ``race`` runs alone for its head start; True if ``stop`` or Ctrl-C interrupted.
+
+    The head start ends when the race settles, after `HEAD_START_NODES`
+    nodes (the problems it wins, it wins within them), after ``most``
+    seconds, or after `HEAD_START_SECONDS` when its pace is under
+    `HEAD_START_PACE` (costly nodes: tilings, where CP-SAT wins). Nodes
+    count when a turn ends, so the pace measured is a floor.
+    """
+    began = time.perf_counter()
+    while not race.settled.is_set():
+        elapsed = time.perf_counter() - began
+        if (elapsed >= most or race.nodes >= HEAD_START_NODES or
+                (elapsed >= HEAD_START_SECONDS and race.nodes < HEAD_START_PACE * elapsed)):
+            return False
+        if wait(race, min(0.05, most - elapsed), stop):
+            return True
+    return False
+
+
 def stacked(problem: Problem) -> np.ndarray:
     """A layout that shares nothing: every buffer above the previous one, aligned."""
     offsets = np.empty(len(problem), np.int64)
@@ -309,80 +332,119 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     (a gap tolerance; default: the floor). Returns ``optimal`` when the best peak meets the
     floor.
     """
-    began = time.perf_counter()
-    sizes = problem.sizes
-    budget = None if seconds is None or not deterministic else int(seconds * NODES_PER_SECOND)
-    spent = probes = 0
-    interrupted = False
-
-    def peak(offsets) -> int:
-        return int((offsets + sizes).max())
-
-    def left() -> float | None:
-        if deterministic:
-            return None if budget is None else budget - spent
-        return None if seconds is None else seconds - (time.perf_counter() - began)
-
-    def probe(target: int, step: float) -> Verdict:
-        nonlocal spent, probes, interrupted
-        limit = left()
-        nodes = None
-        if deterministic:
-            nodes = int(step / PROBE_SECONDS * PROBE_NODES)
-            nodes = nodes if limit is None else min(nodes, int(limit))
-        race = Race(problem, target, widths=widths, node_budget=nodes)
-        race.start(1 if deterministic else threads,
-                   None if deterministic else step if limit is None else min(step, limit))
-        interrupted = wait(race, None, stop)
-        race.cancel()
-        verdict = race.result()
-        spent += verdict.stats["nodes"]
-        probes += 1
-        return verdict
-
-    if best is None:  # a dive at a top that the aligned stack proves fits
-        verdict = probe(peak(stacked(problem)), PROBE_SECONDS)
-        best = verdict.offsets if verdict.offsets is not None else stacked(problem)
-    top = peak(best)
-    hard, step = floor - 1, PROBE_SECONDS
-    given = probes  # the probes made before the descent (the first dive)
-    enough = enough or (lambda low: low)
-    while top > enough(floor) and not interrupted:
-        rest = left()
+    descent = _Descent(problem, floor, seconds=seconds, threads=threads, stop=stop,
+                       widths=widths, deterministic=deterministic, on_better=on_better,
+                       on_floor=on_floor, enough=enough)
+    descent.dive(best)
+    while descent.top > descent.enough(descent.floor) and not descent.interrupted:
+        rest = descent.left()
         if rest is not None and rest <= 0:
             break
-        if hard + 1 >= top:
-            if prove is not None:
-                nodes = None if not deterministic else int(step / PROBE_SECONDS * PROBE_NODES)
-                if nodes is not None and rest is not None:
-                    nodes = min(nodes, int(rest))
-                lifted, used, interrupted, found = prove(
-                    floor, None if deterministic else step if rest is None else min(step, rest),
-                    nodes)
-                spent += used
-                if found is not None and peak(found) < top:
-                    best, top = found, peak(found)
-                    if on_better is not None:
-                        on_better(best)
-                if lifted > floor:
-                    floor = lifted
-                    if on_floor is not None:
-                        on_floor(floor)
-                if top <= enough(floor) or interrupted:
-                    break
-            hard, step = floor - 1, 2 * step
+        if descent.hard + 1 >= descent.top:  # stalled: every target up to the best given up
+            if descent.restart(prove, rest):
+                break
             continue
-        target = floor if probes == given else (hard + top) // 2  # the floor first
-        verdict = probe(target, step)
+        descent.bisect()
+    return descent.outcome()
+
+
+class _Descent:
+    """One descent's state (see `descend`): the best layout, the floor, what was spent."""
+
+    def __init__(self, problem: Problem, floor: int, *, seconds: float | None, threads: int,
+                 stop: threading.Event | None, widths, deterministic: bool, on_better,
+                 on_floor, enough=None):
+        self.problem, self.floor, self.seconds, self.threads = problem, floor, seconds, threads
+        self.enough = enough or (lambda low: low)  # the highest peak worth stopping at
+        self.stop, self.widths, self.deterministic = stop, widths, deterministic
+        self.on_better, self.on_floor = on_better, on_floor
+        self.began = time.perf_counter()
+        self.budget = None if seconds is None or not deterministic else \
+            int(seconds * NODES_PER_SECOND)
+        self.spent = self.probes = self.given = 0  # nodes; probes made; those before the descent
+        self.interrupted = False
+        self.best: np.ndarray | None = None
+        self.top = 0  # the best layout's peak
+        self.hard, self.step = floor - 1, PROBE_SECONDS  # the highest target given up; seconds
+
+    def peak(self, offsets: np.ndarray) -> int:
+        return int((offsets + self.problem.sizes).max())
+
+    def left(self) -> float | None:
+        """Nodes (deterministic mode) or seconds left; None without a limit."""
+        if self.deterministic:
+            return None if self.budget is None else self.budget - self.spent
+        return None if self.seconds is None else self.seconds - (time.perf_counter() - self.began)
+
+    def limits(self, step: float, rest: float | None) -> tuple[float | None, int | None]:
+        """A probe's ``(seconds, nodes)``: ``step`` seconds, or their nodes when deterministic."""
+        if not self.deterministic:
+            return (step if rest is None else min(step, rest)), None
+        nodes = int(step / PROBE_SECONDS * PROBE_NODES)
+        return None, nodes if rest is None else min(nodes, int(rest))
+
+    def probe(self, target: int, step: float) -> Verdict:
+        """One canonical search under ``target`` for ``step`` seconds' worth."""
+        seconds, nodes = self.limits(step, self.left())
+        race = Race(self.problem, target, widths=self.widths, node_budget=nodes)
+        race.start(1 if self.deterministic else self.threads, seconds)
+        self.interrupted = wait(race, None, self.stop)
+        race.cancel()
+        verdict = race.result()
+        self.spent += verdict.stats["nodes"]
+        self.probes += 1
+        return verdict
+
+    def better(self, offsets: np.ndarray):
+        self.best, self.top = offsets, self.peak(offsets)
+        if self.on_better is not None:
+            self.on_better(offsets)
+
+    def lift(self, floor: int):
+        self.floor = floor
+        if self.on_floor is not None:
+            self.on_floor(floor)
+
+    def dive(self, best: np.ndarray | None):
+        """Start from ``best``, or from a dive at the top of the aligned stack (which fits)."""
+        if best is None:
+            stack = stacked(self.problem)
+            verdict = self.probe(self.peak(stack), PROBE_SECONDS)
+            best = verdict.offsets if verdict.offsets is not None else stack
+        self.best, self.top = best, self.peak(best)
+        self.given = self.probes
+
+    def bisect(self):
+        """Probe the floor first, then halfway between the target given up and the best."""
+        target = self.floor if self.probes == self.given else (self.hard + self.top) // 2
+        verdict = self.probe(target, self.step)
         if verdict.status == "feasible":
-            best, top = verdict.offsets, peak(verdict.offsets)
-            if on_better is not None:
-                on_better(best)
+            self.better(verdict.offsets)
         elif verdict.status == "infeasible":
-            floor = hard = target + 1
-            if on_floor is not None:
-                on_floor(floor)
-        elif not interrupted:
-            hard = target
-    stats = {"probes": probes, "nodes": spent, "probe_seconds": step}
-    return Outcome("optimal" if top <= floor else "feasible", best, floor, interrupted, stats)
+            self.hard = target + 1
+            self.lift(target + 1)
+        elif not self.interrupted:
+            self.hard = target
+
+    def restart(self, prove, rest: float | None) -> bool:
+        """Stalled: ``prove`` a higher floor if it can, then probes twice as long.
+
+        True when the descent is over (the floor meets the best, or interrupted).
+        """
+        if prove is not None:
+            seconds, nodes = self.limits(self.step, rest)
+            lifted, used, self.interrupted, found = prove(self.floor, seconds, nodes)
+            self.spent += used
+            if found is not None and self.peak(found) < self.top:
+                self.better(found)
+            if lifted > self.floor:
+                self.lift(lifted)
+            if self.top <= self.enough(self.floor) or self.interrupted:
+                return True
+        self.hard, self.step = self.floor - 1, 2 * self.step
+        return False
+
+    def outcome(self) -> Outcome:
+        stats = {"probes": self.probes, "nodes": self.spent, "probe_seconds": self.step}
+        return Outcome("optimal" if self.top <= self.floor else "feasible", self.best,
+                       self.floor, self.interrupted, stats)

@@ -16,7 +16,10 @@ to the optimum. Steps:
 - for each other part, smallest first, each with an equal share of the time left,
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
   NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.cp_search`):
-  - to fit a capacity: one race of the MiniMalloc orders;
+  - to fit a capacity: one race of the MiniMalloc orders; on a problem
+    without aliases, pins or conflicts, the compiled canonical search
+    first, alone for a short head start, then racing CP-SAT's own
+    portfolio (`_Run._fit_race`; docs/explanation/exact-lanes.md);
   - to minimise: fit at the lower bound first (most real problems end
     there), then bisect the peak between the floor and the best plan with
     fit races (far faster than CP-SAT's minimisation at finding low peaks),
@@ -65,7 +68,7 @@ from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import known_valid, validate
 
-HEAD_START_SECONDS = (1.0, 30.0)  # fit: least and most seconds the canonical search has alone
+HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most seconds the canonical search has alone
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
@@ -280,40 +283,46 @@ class _Run:
         return self._cp_search(i, floor, top, hinted, seconds, minimize=minimize)
 
     def _fit_race(self, i: int, floor: int, top: int, seconds: float | None) -> Outcome:
-        """Fit part ``i`` under ``top``: the canonical search alone, then racing CP-SAT.
+        """Fit part ``i`` under ``top``: the canonical search and CP-SAT, racing.
 
-        The canonical search runs on every core for its head start (a share of
-        the time); if it has not settled the question by then, CP-SAT joins
-        (one canonical thread goes on) and the first verdict ends both. In
-        deterministic mode the canonical search has a node budget instead,
-        on one thread, and CP-SAT gets the rest of the time after it.
+        - the canonical search runs alone on every core for a short head
+          start (`head_start`): the problems it settles, it settles fast;
+        - then CP-SAT joins with its own portfolio (``strategy="none"``: the
+          canonical search already is the lowest-offset search, compiled),
+          the canonical search keeps one thread, and the first verdict ends
+          both (tilings, which only CP-SAT solves, lose the head start only).
+
+        Deterministic mode: the canonical search has a node budget on one
+        thread, then CP-SAT the rest of the time.
         """
         part, options = self.parts[i], self.options
         began = time.perf_counter()
-        share = options.canonical_share
-        head = HEAD_START_SECONDS[1] if seconds is None else min(
-            max(seconds * share, HEAD_START_SECONDS[0]), HEAD_START_SECONDS[1], seconds)
-        budget = None
-        if options.deterministic:
-            budget = int(canonical.NODES_PER_SECOND * (HEAD_START_SECONDS[1] if seconds is None
-                                             else max(seconds * share, HEAD_START_SECONDS[0])))
+        head = head_start(seconds, options.canonical_share)
+        budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
+            seconds is None else min(canonical.HEAD_START_NODES, int(
+                canonical.NODES_PER_SECOND * max(seconds * options.canonical_share, 1.0)))
         original = self.problem
         race = canonical.Race(part.problem, top, node_budget=budget,
                               widths=original.ends[part.buffers] - original.starts[part.buffers])
         threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
         race.start(threads, seconds)
-        interrupted = canonical.wait(race, None if options.deterministic else head, options.stop)
+        interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
+            canonical.head_start(race, head, options.stop)
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         if race.verdict is None and not interrupted and (left is None or left > 0):
             race.narrow(0 if options.deterministic else 1)
             joint = _Joint(race, options.stop)
             outcome = self._cp_search(i, floor, top, None, left, minimize=False,
-                                      options=dataclasses.replace(options, stop=joint.event))
+                                      options=_racing(options, threads, joint.event))
             joint.close()
             interrupted = outcome.interrupted and not race.settled.is_set()
         race.cancel()
-        verdict = race.result()
+        return self._verdict(i, floor, top, race.result(), outcome, interrupted)
+
+    def _verdict(self, i: int, floor: int, top: int, verdict: canonical.Verdict,
+                 outcome: Outcome | None, interrupted: bool) -> Outcome:
+        """The race's outcome: the canonical verdict if it settled, else CP-SAT's."""
         stats = {"canonical": verdict.stats}
         if verdict.status == "feasible":
             outcome = Outcome("feasible", verdict.offsets, floor, stats=stats)
@@ -406,6 +415,29 @@ class _Joint:
 
     def close(self):
         self._closed.set()
+
+
+def head_start(seconds: float | None, share: float) -> float:
+    """Seconds the canonical search may have alone: ``share`` of the time, within
+    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner)."""
+    least, most = HEAD_START_SECONDS
+    if seconds is None:
+        return most
+    return min(max(seconds * share, least), most, seconds)
+
+
+def _racing(options: ExactOptions, threads: int, stop: threading.Event) -> ExactOptions:
+    """CP-SAT's options beside the canonical search's one thread (of ``threads``).
+
+    Its own portfolio (the canonical search is the lowest-offset one), on
+    the other cores (measured on tilings: two workers beside a canonical
+    thread lose a third against one), stopped by ``stop``. Deterministic
+    mode: the options as given (CP-SAT runs after the canonical search).
+    """
+    if options.deterministic:
+        return dataclasses.replace(options, stop=stop)
+    return dataclasses.replace(options, stop=stop, strategy="none",
+                               workers=max(threads - 1, 1))
 
 
 @register("exact")

@@ -50,7 +50,9 @@ class ExactOptions:
                           "probe relaxations at the floor to prove a higher one "
                           "(memplan.solver.floors)")
     canonical_share: float = option(0.25, "of a fit search's time, the share the canonical "
-                                    "search has alone before CP-SAT joins")
+                                    "search has alone before CP-SAT joins (1 to 3 s; sooner "
+                                    "when its nodes are slow: memplan.solver.canonical"
+                                    ".head_start)")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
                                   "in slices of this many seconds, doubling every round")
     subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "
