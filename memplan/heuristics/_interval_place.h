@@ -37,6 +37,7 @@
 
 #define CLOCK_EVERY 64
 #define EMPTY INT64_MIN
+#define SCAN_BUFFERS 2000 /* up to this many buffers, a scan of the placed ones is faster */
 
 typedef struct { int64_t lo, hi; } Span; /* a forbidden base interval [lo, hi) */
 
@@ -59,9 +60,9 @@ static int by_lo(const void *a, const void *b) {
     return 0;
 }
 
-/* The base that fits among k forbidden intervals (sorted here): best fit or lowest. */
-static int64_t choose_gap(Span *s, int64_t k, int64_t residue, int64_t modulus, int best) {
-    qsort(s, (size_t)k, sizeof(Span), by_lo);
+/* The base that fits among k forbidden intervals sorted by (lo, hi): best fit or lowest. */
+static int64_t choose_gap(const Span *s, int64_t k, int64_t residue, int64_t modulus,
+                          int best) {
     int64_t reach = 0, tightest = 0, chosen = 0;
     int found = 0;
     for (int64_t i = 0; i < k; i++) {
@@ -88,6 +89,8 @@ typedef struct {
     int64_t *before;    /* per buffer: how many buffers start before it ends */
     int64_t *cptr, *cpartner; /* explicit conflicts, CSR per buffer */
     int64_t leaves, *tree;    /* max end of the placed buffers, over by_start positions */
+    int scan;                 /* small problems: partners by a scan of `by_offset` instead */
+    int64_t *by_offset, placed; /* the placed buffers by (offset, size), for the scan */
     int64_t *offset;          /* per buffer, once placed */
     Span *spans;
     int64_t room;
@@ -95,8 +98,8 @@ typedef struct {
 
 static void geometry_free(Geometry *g) {
     free(g->rank); free(g->before); free(g->cptr); free(g->cpartner); free(g->tree);
-    free(g->offset); free(g->spans);
-    g->rank = g->before = g->cptr = g->cpartner = g->tree = g->offset = NULL;
+    free(g->offset); free(g->spans); free(g->by_offset);
+    g->rank = g->before = g->cptr = g->cpartner = g->tree = g->offset = g->by_offset = NULL;
     g->spans = NULL;
 }
 
@@ -111,10 +114,12 @@ static int geometry_build(Geometry *g) {
     g->cpartner = malloc(sizeof(int64_t) * (size_t)(2 * g->nconf + 1));
     g->tree = malloc(sizeof(int64_t) * (size_t)(2 * g->leaves));
     g->offset = calloc((size_t)one, sizeof(int64_t));
+    g->by_offset = malloc(sizeof(int64_t) * (size_t)one);
+    g->scan = n <= SCAN_BUFFERS;
     g->room = 64;
     g->spans = malloc(sizeof(Span) * (size_t)g->room);
     if (!g->rank || !g->before || !g->cptr || !g->cpartner || !g->tree || !g->offset
-        || !g->spans) {
+        || !g->spans || !g->by_offset) {
         geometry_free(g);
         return -1;
     }
@@ -183,55 +188,125 @@ static int64_t descend(Geometry *g, int64_t node, int64_t l, int64_t r, int64_t 
     return descend(g, 2 * node + 1, mid, r, limit, after, reach, rel, k);
 }
 
+/* Whether placed buffer a lies below b: by (offset, size), the order of their spans. */
+static int lower(const Geometry *g, int64_t a, int64_t b) {
+    if (g->offset[a] != g->offset[b]) return g->offset[a] < g->offset[b];
+    return g->size[a] < g->size[b];
+}
+
+/* Buffer j into the scan's list of placed buffers by (offset, size): O(log p + p). */
+static void scan_insert(Geometry *g, int64_t j) {
+    int64_t lo = 0, hi = g->placed;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (lower(g, g->by_offset[mid], j)) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(g->by_offset + lo + 1, g->by_offset + lo, sizeof(int64_t) * (size_t)(g->placed - lo));
+    g->by_offset[lo] = j;
+    g->placed++;
+}
+
+/* Adds the spans of member mb's placed partners in time: a descent of the tree, or on small
+ * problems a scan of the placed buffers by offset (spans come out sorted); the new count. */
+static int64_t time_partners(Geometry *g, int64_t mb, int64_t k) {
+    int64_t rel = g->rel[mb], reach = rel + g->size[mb] - 1;
+    if (!g->scan) return descend(g, 1, 0, g->leaves, g->before[mb], g->start[mb], reach, rel, k);
+    int64_t start = g->start[mb], end = g->end[mb];
+    for (int64_t q = 0; q < g->placed; q++) {
+        int64_t j = g->by_offset[q];
+        if (g->start[j] >= end || g->end[j] <= start) continue;
+        if (add_span(g, k++, g->offset[j] - reach, g->offset[j] + g->size[j] - rel)) return -1;
+    }
+    return k;
+}
+
 /* The base unit u gets among the placed buffers; -1 when out of memory. */
 static int64_t unit_base(Geometry *g, int64_t u, int best) {
     int64_t k = 0;
+    int sorted = g->scan && g->member_ptr[u + 1] - g->member_ptr[u] == 1;
     for (int64_t q = g->member_ptr[u]; q < g->member_ptr[u + 1]; q++) {
         int64_t mb = g->members[q], rel = g->rel[mb], reach = rel + g->size[mb] - 1;
-        k = descend(g, 1, 0, g->leaves, g->before[mb], g->start[mb], reach, rel, k);
+        k = time_partners(g, mb, k);
         if (k < 0) return -1;
         for (int64_t e = g->cptr[mb]; e < g->cptr[mb + 1]; e++) {
             int64_t j = g->cpartner[e];
             if (g->tree[g->leaves + g->rank[j]] == EMPTY) continue;
             if (add_span(g, k++, g->offset[j] - reach, g->offset[j] + g->size[j] - rel))
                 return -1;
+            sorted = 0;
         }
     }
+    if (!sorted) qsort(g->spans, (size_t)k, sizeof(Span), by_lo);
     return choose_gap(g->spans, k, g->residue[u], g->modulus[u], best);
 }
 
-static void settle(Geometry *g, int64_t u, int64_t base) {
+/* Unit u at base: its members' offsets; with `insert`, into the tree and the scan's list
+ * (without, the caller fills the tree bottom-up). */
+static void settle(Geometry *g, int64_t u, int64_t base, int insert) {
     for (int64_t q = g->member_ptr[u]; q < g->member_ptr[u + 1]; q++) {
         int64_t mb = g->members[q];
         g->offset[mb] = base + g->rel[mb];
+        if (insert) {
+            tree_insert(g, mb);
+        } else {
+            g->tree[g->leaves + g->rank[mb]] = g->end[mb];
+            g->by_offset[g->placed++] = mb;
+        }
+        if (insert && g->scan) scan_insert(g, mb);
     }
 }
 
+typedef struct { int64_t offset, size, buffer; } Placed;
+
+static int by_place(const void *a, const void *b) {
+    const Placed *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    return 0;
+}
+
+/* The scan's list of the buffers placed so far, sorted by (offset, size): 0 or -1. */
+static int sort_placed(Geometry *g) {
+    Placed *key = malloc(sizeof(Placed) * (size_t)(g->placed ? g->placed : 1));
+    if (!key) return -1;
+    for (int64_t q = 0; q < g->placed; q++) {
+        int64_t j = g->by_offset[q];
+        key[q] = (Placed){g->offset[j], g->size[j], j};
+    }
+    qsort(key, (size_t)g->placed, sizeof(Placed), by_place);
+    for (int64_t q = 0; q < g->placed; q++) g->by_offset[q] = key[q].buffer;
+    free(key);
+    return 0;
+}
+
 /* Places order[prefix:] (the units before keep base[]); base[] out per unit. The peak, or
- * -1 when out of memory; *cut: the units stacked past the deadline (timed). */
+ * -1 when out of memory; *cut: the units stacked past the deadline (timed). A search that
+ * wants no peak above `limit` learns early: the pass stops once it is passed (a peak above
+ * `limit` returned, base[] unfinished). */
 static int64_t decode(Geometry *g, const int64_t *order, int64_t m, int64_t prefix,
-                      int64_t *base, int best, int timed, double deadline, int64_t *cut) {
+                      int64_t *base, int best, int timed, double deadline, int64_t *cut,
+                      int64_t limit) {
     int64_t peak = 0;
+    *cut = 0;
     for (int64_t i = 0; i < 2 * g->leaves; i++) g->tree[i] = EMPTY;
+    g->placed = 0;
     for (int64_t u = 0; u < g->units; u++) {
         if (g->pinned_base[u] < 0) continue;
         base[u] = g->pinned_base[u];
-        settle(g, u, base[u]);
-        for (int64_t q = g->member_ptr[u]; q < g->member_ptr[u + 1]; q++)
-            g->tree[g->leaves + g->rank[g->members[q]]] = g->end[g->members[q]];
+        settle(g, u, base[u], 0);
         if (base[u] + g->extent[u] > peak) peak = base[u] + g->extent[u];
     }
     for (int64_t c = 0; c < prefix; c++) {
         int64_t u = order[c];
-        settle(g, u, base[u]);
-        for (int64_t q = g->member_ptr[u]; q < g->member_ptr[u + 1]; q++)
-            g->tree[g->leaves + g->rank[g->members[q]]] = g->end[g->members[q]];
+        settle(g, u, base[u], 0);
         if (base[u] + g->extent[u] > peak) peak = base[u] + g->extent[u];
     }
     for (int64_t node = g->leaves - 1; node >= 1; node--) {
         int64_t l = g->tree[2 * node], r = g->tree[2 * node + 1];
         g->tree[node] = l > r ? l : r;
     }
+    if (g->scan && sort_placed(g)) return -1;
     *cut = 0;
     for (int64_t c = prefix; c < m; c++) {
         int64_t u = order[c], at;
@@ -244,10 +319,9 @@ static int64_t decode(Geometry *g, const int64_t *order, int64_t m, int64_t pref
             if (at < 0) return -1;
         }
         base[u] = at;
-        settle(g, u, at);
-        for (int64_t q = g->member_ptr[u]; q < g->member_ptr[u + 1]; q++)
-            tree_insert(g, g->members[q]);
+        settle(g, u, at, 1);
         if (at + g->extent[u] > peak) peak = at + g->extent[u];
+        if (peak > limit) break;
     }
     return peak;
 }

@@ -61,7 +61,7 @@ static PyObject *place(PyObject *self, PyObject *args) {
     double deadline = now() + seconds; /* building the structure counts against it too */
     code = geometry_build(&g);
     if (!code)
-        code = decode(&g, order, m, 0, base, best, timed, deadline, &cut) < 0 ? -1 : 0;
+        code = decode(&g, order, m, 0, base, best, timed, deadline, &cut, INT64_MAX) < 0 ? -1 : 0;
     geometry_free(&g);
     Py_END_ALLOW_THREADS
     result = finished(code, base, g.units, cut);
