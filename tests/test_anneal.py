@@ -139,4 +139,4 @@ def test_traces_are_seeded_and_have_the_shape_asked():
     assert 4 <= np.median(lifetimes) <= 6
     assert (lifetimes > problem.horizon / 2).sum() >= 250  # weights, moments, checkpoints
     assert problem.sizes.max() >= 100 << 20
-    assert 3_000 <= len(inference_trace(3_000)) <= 3_300
+    assert 2_800 <= len(inference_trace(3_000)) <= 3_200
