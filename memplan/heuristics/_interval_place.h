@@ -38,6 +38,7 @@
 #define CLOCK_EVERY 64
 #define EMPTY INT64_MIN
 #define SCAN_BUFFERS 2000 /* up to this many buffers, a scan of the placed ones is faster */
+#define SCAN_DENSITY 32   /* ... and when pairs x this >= n^2 (a buffer meets n/16 others) */
 
 typedef struct { int64_t lo, hi; } Span; /* a forbidden base interval [lo, hi) */
 
@@ -115,7 +116,6 @@ static int geometry_build(Geometry *g) {
     g->tree = malloc(sizeof(int64_t) * (size_t)(2 * g->leaves));
     g->offset = calloc((size_t)one, sizeof(int64_t));
     g->by_offset = malloc(sizeof(int64_t) * (size_t)one);
-    g->scan = n <= SCAN_BUFFERS;
     g->room = 64;
     g->spans = malloc(sizeof(Span) * (size_t)g->room);
     if (!g->rank || !g->before || !g->cptr || !g->cpartner || !g->tree || !g->offset
@@ -124,6 +124,7 @@ static int geometry_build(Geometry *g) {
         return -1;
     }
     for (int64_t a = 0; a < n; a++) g->rank[g->by_start[a]] = a;
+    double pairs = 0;
     for (int64_t i = 0; i < n; i++) { /* the first position whose start is >= end[i] */
         int64_t lo = 0, hi = n;
         while (lo < hi) {
@@ -132,7 +133,11 @@ static int geometry_build(Geometry *g) {
             else hi = mid;
         }
         g->before[i] = lo;
+        if (lo > g->rank[i] + 1) pairs += (double)(lo - g->rank[i] - 1);
     }
+    /* a scan looks at every placed buffer, a descent at the partners (log n each, and a
+     * sort): the scan wins on small problems and where a buffer meets many of the others */
+    g->scan = n <= SCAN_BUFFERS || pairs * SCAN_DENSITY >= (double)n * (double)n;
     for (int64_t c = 0; c < g->nconf; c++) {
         g->cptr[g->conflicts[2 * c] + 1]++;
         g->cptr[g->conflicts[2 * c + 1] + 1]++;
