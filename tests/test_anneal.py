@@ -140,3 +140,18 @@ def test_traces_are_seeded_and_have_the_shape_asked():
     assert (lifetimes > problem.horizon / 2).sum() >= 250  # weights, moments, checkpoints
     assert problem.sizes.max() >= 100 << 20
     assert 2_800 <= len(inference_trace(3_000)) <= 3_200
+
+
+@needs_kernel
+def test_the_tree_of_placed_ends_places_as_the_placer_on_sparse_problems():
+    from benchmarks.generate import network_like
+    from memplan.heuristics.compiled_place import compiled_offsets
+    from memplan.heuristics.order import order_units
+
+    problem = network_like(2500, 4)  # over 2000 buffers, sparse: partners by the tree
+    units = Units.build(problem)
+    for order, placement in (("breadth", "best_fit"), ("size", "first_fit")):
+        ordered = order_units(units, order)
+        offsets, cut = compiled_offsets(Units.build(problem, pairs=False), ordered, placement)
+        assert cut == 0
+        assert offsets.tolist() == Placer(units).place(ordered, placement).tolist()
