@@ -23,6 +23,8 @@ XLA's ChooseBestHeap, then a search. Steps:
   ``search_evaluations`` orders (deterministic); without the compiled
   search, ``search_evaluations`` (default 100) hill-climbing steps in Python
   (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
+- once a plan meets the lower bound (optimal), no further pass runs
+  after the first two;
 - a pass under way when the time runs out is cut (its remaining units
   stacked, still a valid plan) and named in ``stats["cut"]``; passes not
   started are named in ``stats["skipped"]``; Ctrl-C ends the passes or the
@@ -174,10 +176,12 @@ class Run:
         return sweeps + greedy
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
-        """Run one pass unless the time is out; keep its plan."""
+        """Run one pass unless the time is out or a plan meets the bound; keep its plan."""
         self.attempts += 1
         if self.attempts == 3:
             self.settle()
+        if self.attempts > 2 and self.at_bound():  # the first two: one beside the other's
+            return  # validation
         if self.out_of_time():
             self.skipped.append(name)
             return
@@ -222,10 +226,15 @@ class Run:
         return bool(self.tried) and self.deadline is not None and (
             time.perf_counter() > self.deadline or bool(self.cut))
 
+    def at_bound(self) -> bool:
+        """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
+        return bool(self.tried) and \
+            min(arena for arena, _, _, _ in self.tried) <= lower_bound(self.problem)
+
     def search(self, seed: int) -> None:
         """The order search from the best greedy orders, unless a plan meets the bound."""
         if not self.tried or self.out_of_time() or self.chosen.search_evaluations == 0 \
-                or min(arena for arena, _, _, _ in self.tried) <= lower_bound(self.problem):
+                or self.at_bound():
             return
         if anneal.available(self.problem):
             self.anneal(seed)
