@@ -13,6 +13,10 @@
  * holds the end of every placed buffer (nothing for the others), so one descent reports
  * exactly the placed partners, pruning every subtree whose latest end is <= start[i].
  *
+ * On small problems (SCAN_BUFFERS) and dense ones (a buffer meets more than n / 16 others)
+ * a scan of the placed buffers, kept sorted by (offset, size), is cheaper: O(p) a unit for
+ * p placed, no descent and no sort (the spans come out sorted).
+ *
  * Steps of `decode`:
  * - the units of order[0:prefix] keep their bases (an order search re-places a suffix);
  *   pinned units are placed first; the tree is filled from them bottom-up, O(n);
@@ -25,7 +29,7 @@
  *   stacked on the peak (still a valid plan) and counted as cut.
  *
  * Cost: per unit O((k + 1) log n + k log k) for k placed partners: O(E log n) in all for E
- * overlapping pairs; memory O(n + C) for C explicit conflicts.
+ * overlapping pairs (the scan: O(n^2)); memory O(n + C) for C explicit conflicts.
  */
 #ifndef MEMPLAN_INTERVAL_PLACE_H
 #define MEMPLAN_INTERVAL_PLACE_H

@@ -8,8 +8,10 @@ steps, where tens of millions of pairs overlap in time, the lists do not fit
 memory at all. The compiled kernel (``_placement_kernel.c``) lists no pairs:
 it finds each unit's placed partners in an interval structure over time
 (``_interval_place.h``: a max-tree of the placed buffers' ends over the
-buffers sorted by start) and places every unit in one call, the same gaps
-chosen with the same ties.
+buffers sorted by start; on small problems, and where a buffer meets more than
+one in sixteen of the others, a scan of the placed buffers sorted by offset,
+which needs no sort per unit) and places every unit in one call, the same
+gaps chosen with the same ties.
 
 Steps of `compiled_offsets`:
 - refuse (None: the caller uses `Placer`) when the kernel is not built (no C
@@ -20,8 +22,9 @@ Steps of `compiled_offsets`:
   order; it keeps ``deadline`` as `Placer` does (units left when it passes
   are stacked: ``cut``).
 
-Cost: O(n log n + E log n) for E overlapping pairs, in C (a tenth of a second
-at 100k network-like buffers); memory O(n + C) for C explicit conflicts,
+Cost: O(n log n + E log n) for E overlapping pairs by the tree, O(n^2) by the
+scan, in C (a tenth of a second at 100k network-like buffers, a few tenths
+on a 30k-buffer training step); memory O(n + C) for C explicit conflicts,
 whatever E.
 
 `compiled_sweep`: the loop of `time_sweep.free_list_sweep` (release the units
