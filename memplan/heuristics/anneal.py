@@ -57,7 +57,8 @@ except ImportError:  # no C compiler at install time: `hill_climb` in Python
 PLACEMENTS = ("best_fit", "first_fit")
 SLICE_SECONDS = 0.05  # search between two looks for Ctrl-C
 SLICE_EVALUATIONS = 400  # the same with an evaluation budget (deterministic)
-UNTIMED_WORK = 2_000_000  # no time limit and no budget: about this many units placed
+UNTIMED_EVALUATIONS = 20_000  # no time limit and no budget: at most this many orders ...
+UNTIMED_WORK = 2_000_000  # ... and about this many units placed
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int
               for k, (_, order, placement) in enumerate(starts)]
     budget = options.evaluations
     if budget is None and deadline is None:
-        budget = max(1, UNTIMED_WORK // max(1, len(problem)))
+        budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
     began = time.perf_counter()
     span = None if deadline is None else max(deadline - began, 1e-9)
     best = [_search_kernel.step(chain, 0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1)[0]

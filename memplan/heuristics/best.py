@@ -80,7 +80,8 @@ from memplan.validate import mark_valid, validate
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 VALIDATE_SHARE = 0.2  # of a time limit: kept for validating, until one validation is timed
 VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
-UNTIMED_WORK = 500_000  # units placed by the search without a time limit or a budget
+UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
+UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
 
 
@@ -255,7 +256,7 @@ class Run:
                   for arena, _, order in [min(self.decoded(placement), key=lambda d: d[0])]]
         budget = self.chosen.search_evaluations
         if budget is None and self.time_limit is None:
-            budget = max(1, UNTIMED_WORK // len(self.problem))
+            budget = max(1, min(UNTIMED_SEARCH, UNTIMED_WORK // len(self.problem)))
         if starts:
             offsets, stats = anneal.search(units, starts, seed=seed, deadline=self.deadline,
                                            options=anneal.AnnealOptions(evaluations=budget))
