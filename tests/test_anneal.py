@@ -155,3 +155,11 @@ def test_the_tree_of_placed_ends_places_as_the_placer_on_sparse_problems():
         offsets, cut = compiled_offsets(Units.build(problem, pairs=False), ordered, placement)
         assert cut == 0
         assert offsets.tolist() == Placer(units).place(ordered, placement).tolist()
+
+
+@needs_kernel
+def test_a_problem_with_one_free_unit_ends_the_search_at_once():
+    problem = Problem([Buffer("a", 8, 0, 2), Buffer("b", 8, 1, 3, offset=0)])
+    for name in ("anneal", "best"):
+        plan = plan_with(name, problem)  # no limit, no budget: nothing to move, no loop
+        assert validate(problem, plan) == [] and plan.arena_size == 16

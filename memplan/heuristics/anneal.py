@@ -120,14 +120,15 @@ def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int
             for chain, _ in chains]  # per chain: its best arena (its start's, so far)
     evaluations = [0] * len(chains)
     interrupted = False
+    movable = min(len(order) for _, order, _ in starts)
     try:
         for turn in range(10**12):
             k = turn % len(chains)
             now = time.perf_counter()
             done = sum(evaluations)
             if (budget is not None and done >= budget) or \
-                    (deadline is not None and now >= deadline):
-                break
+                    (deadline is not None and now >= deadline) or movable < 2:
+                break  # (one free unit or none: no order to change)
             if budget is not None:
                 slice_evaluations = min(SLICE_EVALUATIONS, budget - done)
                 progress = done / budget, (done + slice_evaluations) / budget
