@@ -1,8 +1,9 @@
-"""Build step for memplan's two compiled kernels (everything else is in pyproject.toml).
+"""Build step for memplan's three compiled kernels (everything else is in pyproject.toml).
 
-The canonical search of the exact planner (`memplan.solver.canonical`) and the
+The canonical search of the exact planner (`memplan.solver.canonical`), the
 heuristics' order x placement pass and time sweep
-(`memplan.heuristics.compiled_place`) run in C. Both extensions are optional:
+(`memplan.heuristics.compiled_place`) and their order search
+(`memplan.heuristics.anneal`) run in C. The extensions are optional:
 without a C compiler the package still installs, the exact planner uses CP-SAT
 alone and the heuristics place in numpy and sweep in Python.
 """
@@ -14,4 +15,9 @@ setup(ext_modules=[Extension("memplan.solver._canonical_kernel",
                              extra_compile_args=["-O3"], optional=True),
                    Extension("memplan.heuristics._placement_kernel",
                              ["memplan/heuristics/_placement_kernel.c"],
+                             depends=["memplan/heuristics/_interval_place.h"],
+                             extra_compile_args=["-O3"], optional=True),
+                   Extension("memplan.heuristics._search_kernel",
+                             ["memplan/heuristics/_search_kernel.c"],
+                             depends=["memplan/heuristics/_interval_place.h"],
                              extra_compile_args=["-O3"], optional=True)])

@@ -52,12 +52,14 @@ __all__ = [
 
 
 def kernels() -> dict[str, bool]:
-    """Which compiled C kernels are loaded: the exact planner's canonical search and the
-    heuristics' placement pass (without them the same plans come slower, from Python)."""
-    from memplan.heuristics import compiled_place
+    """Which compiled C kernels are loaded: the exact planner's canonical search, the
+    heuristics' placement pass and their order search (without them plans come slower,
+    from Python, and the order search is the Python hill climb)."""
+    from memplan.heuristics import anneal, compiled_place
     from memplan.solver import canonical
 
-    return {"canonical": canonical.available(), "placement": compiled_place.available()}
+    return {"canonical": canonical.available(), "placement": compiled_place.available(),
+            "search": anneal.compiled()}
 
 
 if not all(kernels().values()):  # once per process: the import runs once

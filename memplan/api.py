@@ -70,6 +70,7 @@ EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exac
 VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
+SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -237,9 +238,14 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
 
 
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
-                   time_limit: float | None = 1.0) -> dict[str, Plan]:
-    """Each named heuristic's validated plan, by name (``time_limit`` for each)."""
-    return {name: _checked(problem, plan_with(name, problem, seed=seed, time_limit=time_limit))
+                   time_limit: float | None = 1.0, searched: bool = True) -> dict[str, Plan]:
+    """Each named heuristic's validated plan, by name (``time_limit`` for each).
+    ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
+    amount of work (``SEARCH_WORK`` units placed) instead of until the limit."""
+    extra = {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(
+        problem))}}
+    return {name: _checked(problem, plan_with(name, problem, seed=seed, time_limit=time_limit,
+                                              **extra.get(name, {})))
             for name in names}
 
 
@@ -324,7 +330,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     plans = run_heuristics(problem, names, seed=settings.seed,
-                           time_limit=heuristic_seconds(settings))
+                           time_limit=heuristic_seconds(settings), searched=not settings.exact)
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)

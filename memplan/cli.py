@@ -632,7 +632,7 @@ def kernel_line() -> str:
     """Whether the compiled kernels are loaded, for ``memplan info``."""
     missing = [name for name, loaded in memplan.kernels().items() if not loaded]
     if not missing:
-        return "compiled (canonical search, placement pass)"
+        return "compiled (canonical search, placement pass, order search)"
     return (f"not loaded: {', '.join(missing)} (plans are the same, slower; "
             f"reinstall with a C compiler)")
 

@@ -9,6 +9,7 @@ or the top-level modules.
 """
 
 from memplan.heuristics import (  # noqa: F401  (each module registers its planners)
+    anneal,
     best,
     genetic,
     greedy,

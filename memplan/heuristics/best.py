@@ -1,63 +1,68 @@
-"""``best``: run the fast heuristics and keep the smallest valid plan (XLA's ChooseBestHeap).
+"""``best``: run the fast heuristics, search orders until the limit, keep the smallest valid plan.
 
-Steps:
+XLA's ChooseBestHeap, then a search. Steps:
 - first the time sweep (`memplan.heuristics.time_sweep`, both placements):
-  O(n log n), so a plan
-  exists early whatever the size; on training graphs, where lifetimes overlap
-  so much that the pair lists below would take gigabytes, it is the plan;
-  on problems over ``breadth_first_buffers`` that the compiled pass places
+  O(n log n), so a plan exists early whatever the size; on problems over
+  ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes right after
-  the first sweep (both in C: hundredths of a second for the sweep, tenths
-  for the breadth pass, the best plan there; the sweep first, so that a
-  breadth pass cut by a short limit leaves a good plan); then the band of
-  long-lived units
+  the first sweep (both in C; the sweep first, so that a breadth pass cut by
+  a short limit leaves a good plan); then the band of long-lived units
   (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
   caches, the plan;
-- unless the problem has more than ``max_pairs`` overlapping pairs, build the
-  units once and run every composition of the fast orders (size,
-  spatial, breadth, start, temporal) with both placements (best fit, first
-  fit): ten one-pass plans, the registered presets among them, most useful
-  first (on problems over ``breadth_first_buffers``, the breadth order
-  first: measured best on large decoders and network-like schedules, see
-  BENCHMARKS.md), within ``time_limit`` if one is given: a pass under way when the
-  time runs out is cut (its remaining units stacked, still a valid plan) and
-  named in ``stats["cut"]``; passes not started are named in
-  ``stats["skipped"]``; Ctrl-C ends the passes with the plans so far
-  (``stats["interrupted"]``). No
-  one composition wins everywhere: first fit beats best fit on half of the
-  MiniMalloc problems, start order wins some, breadth wins on large networks;
+- every composition of the fast orders (size, spatial, breadth, start,
+  temporal) with both placements (best fit, first fit): ten one-pass plans,
+  the registered presets among them, most useful first (on problems over
+  ``breadth_first_buffers``, the breadth order first). The compiled pass
+  lists no pairs (an interval structure over time), so it runs at any size:
+  training steps with 10M+ overlapping pairs get it too; without it (no C
+  compiler, optional aliases) the passes list pairs in Python, and skip
+  problems over ``max_pairs`` overlapping pairs;
+- when no plan meets the lower bound and time is left, the order search
+  (`memplan.heuristics.anneal`: simulated annealing in C, from the best
+  greedy order of each placement) until the limit, or for
+  ``search_evaluations`` orders (deterministic); without the compiled
+  search, ``search_evaluations`` (default 100) hill-climbing steps in Python
+  (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
+- once a plan meets the lower bound (optimal), no further pass runs
+  after the first two;
+- a pass under way when the time runs out is cut (its remaining units
+  stacked, still a valid plan) and named in ``stats["cut"]``; passes not
+  started are named in ``stats["skipped"]``; Ctrl-C ends the passes or the
+  search with the plans so far (``stats["interrupted"]``);
 - keep the plans from the smallest arena up, and return the first that the
   independent validator accepts (a planner bug costs a candidate, never an
-  invalid plan); its name goes to ``stats["winner"]``, every candidate's arena
-  to ``stats["arenas"]``.
+  invalid plan); its name goes to ``stats["winner"]``, every candidate's
+  arena to ``stats["arenas"]``.
 
 The time limit covers the validation too (a second at 100k buffers on a busy
 machine): with a limit, the first plan (the time sweep's, within
 ``1 - VALIDATE_SHARE`` of the limit) is validated at once, which measures
-what one validation of this problem costs here; the later passes end that
-long (times ``VALIDATE_MARGIN``) before the limit, so that the winner, if
-another, is validated in time (``stats["validate_reserve"]``). When the
-compiled breadth pass comes next, that first validation runs in a thread
-beside it (the pass releases the GIL), so that a short limit leaves the
-pass its time (measured in BENCHMARKS.md).
+what one validation of this problem costs here; the later passes and the
+search end that long (times ``VALIDATE_MARGIN``) before the limit, so that
+the winner, if another, is validated in time (``stats["validate_reserve"]``).
+When the compiled breadth pass comes next, that first validation runs in a
+thread beside it (the pass releases the GIL).
 
 The exact solver takes this plan as its warm start. Cost: the sum of the
-candidates (a few times one greedy pass, O(n log n + E log L) each) plus one
-or two validations; the time limit is kept up to one check of the clock in
-`memplan.heuristics.placement` (every few dozen units).
+candidates (a few times one greedy pass, O(n log n + E log n) each), the
+search (the rest of the limit) and one or two validations; the time limit
+is kept up to one check of the clock (every few dozen units) or one
+search evaluation.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from memplan.bounds import time_overlap_count
+from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import NoPlanError, PairLimitError
-from memplan.heuristics import compiled_place
+from memplan.heuristics import anneal, compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
@@ -75,6 +80,9 @@ from memplan.validate import mark_valid, validate
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 VALIDATE_SHARE = 0.2  # of a time limit: kept for validating, until one validation is timed
 VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
+UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
+UNTIMED_WORK = 500_000  # ... and about this many units placed
+CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
 
 
 @dataclass(frozen=True)
@@ -83,16 +91,18 @@ class BestOptions:
 
     orders: tuple[str, ...] = option(ORDERS, "orders to try, each with every placement")
     placements: tuple[str, ...] = option(("best_fit", "first_fit"), "placements to try")
-    search_iterations: int = option(100, "then hill climbing, unless a plan already meets the "
-                                         "bound")
-    search_max_buffers: int = option(5000, "... and only on problems up to this many buffers")
+    search_evaluations: int | None = option(None, "orders the search tries when no plan meets "
+                                                  "the bound (same seed, same plan); None: "
+                                                  "until the time limit")
+    search_max_buffers: int = option(5000, "the search in Python (no compiled kernel): only "
+                                           "on problems up to this many buffers")
     sweep: bool = option(True, "first the O(n log n) time sweep")
     long_lived: bool = option(True, "then (with the sweep) the O(n log n) band of long-lived "
                                     "units (memplan.heuristics.long_lived)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
-    max_pairs: int = option(8_000_000, "more overlapping pairs: only the sweep (pair lists "
-                                       "too big)")
+    max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
+                                       "no order x placement pass (pair lists too big)")
 
 
 DEFAULTS = BestOptions()
@@ -110,138 +120,199 @@ def candidates(options: BestOptions) -> list[tuple[str, GreedyOptions]]:
     return found
 
 
+class Run:
+    """One call of ``best``: its deadline, the plans tried and what became of each pass."""
+
+    def __init__(self, problem: Problem, chosen: BestOptions, time_limit: float | None):
+        self.began = time.perf_counter()
+        self.problem, self.chosen, self.time_limit = problem, chosen, time_limit
+        # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
+        self.deadline = None if time_limit is None else \
+            self.began + time_limit * (1 - VALIDATE_SHARE)
+        self.tried: list = []  # (arena, name, offsets, stats)
+        self.cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
+        self.skipped: list[str] = []  # passes the deadline (or their pair lists) left out
+        self.checked: dict[str, float] = {}  # name -> seconds: plans the validator passed
+        self.too_many: list[PairLimitError] = []  # passes whose pair lists did not fit
+        self.beside: list[threading.Thread] = []  # the first validation, beside a pass in C
+        self.overlap = False  # the second pass is compiled (it releases the GIL)
+        self.interrupted = False
+        self.attempts = 0
+        self.pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
+        self.compiled = compiled_place.fits(problem, "best_fit")
+        self.built: dict[bool, Units] = {}
+
+    def units(self, with_pairs: bool) -> Units:
+        """The units, with or without pair lists (`PairLimitError`: they do not fit)."""
+        if with_pairs not in self.built:
+            self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs,
+                                                 deadline=self.deadline)
+        return self.built[with_pairs]
+
+    def compositions(self) -> list[tuple[str, GreedyOptions]]:
+        """The order x placement passes to run, breadth first on large problems."""
+        found = candidates(self.chosen)
+        if len(self.problem) > self.chosen.breadth_first_buffers:  # breadth wins there
+            found.sort(key=lambda named: named[1].order != "breadth")
+        if not self.compiled and self.chosen.sweep and self.pairs > self.chosen.max_pairs:
+            self.skipped.extend(name for name, _ in found)  # pair lists in Python: too big
+            return []
+        return found
+
+    def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
+        """(name, pass) in the order they run (see the module doc)."""
+        chosen, deadline = self.chosen, self.deadline
+        sweeps = [(f"time_sweep(placement={placement!r})", partial(
+            lambda p: sweep_offsets(self.units(False), p, deadline), placement))
+            for placement in (chosen.placements if chosen.sweep else ())]
+        if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
+            sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
+                self.units(False), "best_fit", deadline)))  # sweep may find no time left
+        greedy = [(name, partial(lambda c: greedy_offsets(
+            self.units(not self.compiled), c, deadline, compiled=self.compiled), composition))
+            for name, composition in self.compositions()]
+        if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
+            self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
+            return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
+        return sweeps + greedy
+
+    def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
+        """Run one pass unless the time is out or a plan meets the bound; keep its plan."""
+        self.attempts += 1
+        if self.attempts == 3:
+            self.settle()
+        if self.attempts > 2 and self.at_bound():  # the first two: one beside the other's
+            return  # validation
+        if self.out_of_time():
+            self.skipped.append(name)
+            return
+        try:
+            offsets, stats = step()
+        except PairLimitError as why:
+            self.skipped.append(name)
+            self.too_many.append(why)
+            return
+        self.keep(name, offsets, stats)
+
+    def keep(self, name: str, offsets: np.ndarray, stats: dict) -> None:
+        """A plan tried; the first one, with a limit, validated at once (or beside)."""
+        problem = self.problem
+        self.tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
+        if stats["cut"]:
+            self.cut[name] = stats["cut"]
+        if self.time_limit is None or self.checked or self.beside:
+            return
+        if self.overlap:
+            self.beside.append(threading.Thread(target=lambda: self.checked.update(
+                {name: _validation_seconds(problem, offsets, name)}), daemon=True))
+            self.beside[0].start()
+        else:
+            self.checked[name] = _validation_seconds(problem, offsets, name)
+            self.timed(self.checked[name])
+
+    def timed(self, seconds: float) -> None:
+        """One validation took ``seconds``: the later passes keep that, times the margin."""
+        reserve = VALIDATE_MARGIN * seconds if seconds >= 0 else 0.0
+        self.deadline = self.began + self.time_limit - reserve
+
+    def settle(self) -> None:
+        """Wait for the validation beside the compiled pass; its time sets the reserve."""
+        for thread in self.beside:
+            thread.join()
+        if self.beside and self.checked:
+            self.timed(next(iter(self.checked.values())))
+
+    def out_of_time(self) -> bool:
+        """Past the deadline, or a pass cut once (the next ones would be cut too)."""
+        return bool(self.tried) and self.deadline is not None and (
+            time.perf_counter() > self.deadline or bool(self.cut))
+
+    def at_bound(self) -> bool:
+        """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
+        return bool(self.tried) and \
+            min(arena for arena, _, _, _ in self.tried) <= lower_bound(self.problem)
+
+    def search(self, seed: int) -> None:
+        """The order search from the best greedy orders, unless a plan meets the bound."""
+        if not self.tried or self.out_of_time() or self.chosen.search_evaluations == 0 \
+                or self.at_bound():
+            return
+        if anneal.available(self.problem):
+            self.anneal(seed)
+        elif 0 < len(self.problem) <= self.chosen.search_max_buffers:
+            self.climb(seed)
+
+    def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str]]:
+        """``(arena, offsets, order)`` of the greedy passes run to the end with ``placement``."""
+        return [(arena, offsets, stats["order"]) for arena, _, offsets, stats in self.tried
+                if stats.get("placement") == placement and stats.get("order") in ORDERS
+                and not stats["cut"]]
+
+    def anneal(self, seed: int) -> None:
+        """Simulated annealing in C from each placement's best order (`anneal.search`)."""
+        units = self.units(False)
+        starts = [(arena, order_units(units, order), placement)
+                  for placement in anneal.PLACEMENTS if self.decoded(placement)
+                  for arena, _, order in [min(self.decoded(placement), key=lambda d: d[0])]]
+        budget = self.chosen.search_evaluations
+        if budget is None and self.time_limit is None:
+            budget = max(1, min(UNTIMED_SEARCH, UNTIMED_WORK // len(self.problem)))
+        if starts:
+            offsets, stats = anneal.search(units, starts, seed=seed, deadline=self.deadline,
+                                           options=anneal.AnnealOptions(evaluations=budget))
+            self.keep("anneal", offsets, stats)
+            if stats["interrupted"]:
+                raise KeyboardInterrupt
+
+    def climb(self, seed: int) -> None:
+        """Hill climbing in Python from the best best-fit order (`hill_climb.climb`)."""
+        decoded = self.decoded("best_fit")
+        if not decoded:
+            return
+        try:
+            units = self.units(True)
+        except PairLimitError:
+            return
+        left = None if self.deadline is None else self.deadline - time.perf_counter()
+        search = OrderSearch(self.problem, left, time.perf_counter(), units)
+        arena, offsets, order = min(decoded, key=lambda d: d[0])
+        search.best_arena, search.best_offsets = arena, offsets
+        steps = self.chosen.search_evaluations or CLIMB_STEPS
+        climb(search, HillClimbOptions(iterations=steps), seed,
+              (arena, offsets, order_units(units, order)))
+        self.keep("hill_climb", search.best_offsets, {"evaluations": search.evaluations,
+                                                      "cut": search.cut})
+
+    def extra(self) -> dict:
+        """The stats every plan of this call carries."""
+        extra = {"cut": self.cut, "skipped": self.skipped, "interrupted": self.interrupted,
+                 "pairs": self.pairs}
+        if self.time_limit is not None:
+            extra["validate_reserve"] = max(0.0, self.began + self.time_limit - self.deadline)
+        return extra
+
+
 @register("best")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
-    """The smallest valid plan of the fast heuristics (see the module doc)."""
-    began = time.perf_counter()
+    """The smallest valid plan of the fast heuristics and the search (see the module doc)."""
     chosen = parse_options("best", DEFAULTS, options)
     check_single_region(problem)
-    # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
-    deadline = None if time_limit is None else began + time_limit * (1 - VALIDATE_SHARE)
-    tried = []  # (arena, name, offsets, stats)
-    cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
-    skipped: list[str] = []  # passes the deadline left no time for
-    checked: dict[str, float] = {}  # name -> seconds: plans the validator already passed
-    too_many: list[PairLimitError] = []  # passes skipped: their pair lists did not fit
-    beside: list[threading.Thread] = []  # the first validation, beside the compiled pass
-    overlap = False  # set by passes(): the second pass is compiled (it releases the GIL)
-
-    def timed(seconds: float) -> None:  # one validation timed: the reserve
-        nonlocal deadline
-        reserve = VALIDATE_MARGIN * seconds if seconds >= 0 else 0.0
-        deadline = began + time_limit - reserve  # earlier than the first guess if slow
-
-    def keep(name: str, offsets: np.ndarray, stats: dict, stacked: int) -> None:
-        tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
-        if stacked:
-            cut[name] = stacked
-        if time_limit is None or checked or beside:
-            return
-        if overlap:
-            beside.append(threading.Thread(target=lambda: checked.update(
-                {name: _validation_seconds(problem, offsets, name)}), daemon=True))
-            beside[0].start()
-        else:
-            checked[name] = _validation_seconds(problem, offsets, name)
-            timed(checked[name])
-
-    def settle() -> None:  # the validation beside the compiled pass: wait, then the reserve
-        for thread in beside:
-            thread.join()
-        if beside and checked:
-            timed(next(iter(checked.values())))
-
-    def out_of_time() -> bool:  # a pass cut once: the next ones would be cut too
-        return bool(tried) and deadline is not None and (time.perf_counter() > deadline
-                                                         or bool(cut))
-
-    pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
-
-    def passes() -> None:
-        nonlocal overlap
-        compositions = candidates(chosen)
-        large = len(problem) > chosen.breadth_first_buffers
-        if large:  # breadth wins there: first
-            compositions.sort(key=lambda named: named[1].order != "breadth")
-        listable = not (chosen.sweep and pairs > chosen.max_pairs)
-        if not listable:
-            skipped.extend(name for name, _ in compositions)
-            compositions = []
-        compiled = bool(compositions) and compiled_place.fits(
-            problem, "best_fit", pairs=pairs - len(problem.conflicts))
-        built: dict[bool, Units] = {}
-
-        def units_with(with_pairs: bool) -> Units:
-            if with_pairs not in built:  # PairLimitError: the pass is skipped
-                built[with_pairs] = Units.build(problem, pairs=with_pairs, deadline=deadline)
-            return built[with_pairs]
-
-        steps = [(f"time_sweep(placement={placement!r})",
-                  lambda placement=placement: sweep_offsets(units_with(False), placement,
-                                                            deadline))
-                 for placement in (chosen.placements if chosen.sweep else ())]
-        if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
-            steps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
-                units_with(False), "best_fit", deadline)))  # sweep may find no time left
-        greedy = [(name, lambda composition=composition: greedy_offsets(
-            units_with(not compiled), composition, deadline, compiled=compiled))
-            for name, composition in compositions]
-        if compiled and large:  # the compiled breadth pass, the best there, after the
-            steps = steps[:1] + greedy[:1] + steps[1:] + greedy[1:]  # first sweep (in C)
-            overlap = chosen.sweep  # the first sweep validated beside the breadth pass
-        else:
-            steps += greedy
-        for index, (name, run) in enumerate(steps):
-            if index == 2:
-                settle()
-            if out_of_time():
-                skipped.append(name)
-                continue
-            try:
-                offsets, stats = run()
-            except PairLimitError as why:
-                skipped.append(name)
-                too_many.append(why)
-                continue
-            keep(name, offsets, stats, stats["cut"])
-        settle()
-        try:
-            units = units_with(True) if compositions and \
-                0 < len(problem) <= chosen.search_max_buffers else None
-        except PairLimitError:
-            units = None
-        left = None if deadline is None else deadline - time.perf_counter()
-        if (0 < len(problem) <= chosen.search_max_buffers and chosen.search_iterations > 0
-                and units is not None and (left is None or left > 0)):
-            search = OrderSearch(problem, left, time.perf_counter(), units)
-            decoded = [(arena, offsets, stats["order"]) for arena, _, offsets, stats in tried
-                       if stats.get("placement") == "best_fit" and stats.get("order") in ORDERS
-                       and not stats.get("cut") and "optional_aliases_taken" in stats]
-            if decoded and min(arena for arena, _, _, _ in tried) > search.bound:
-                arena, offsets, order = min(decoded, key=lambda d: d[0])
-                search.best_arena, search.best_offsets = arena, offsets
-                climb(search, HillClimbOptions(iterations=chosen.search_iterations), seed,
-                      (arena, offsets, order_units(units, order)))
-                keep("hill_climb", search.best_offsets, {"evaluations": search.evaluations},
-                     search.cut)
-
-    interrupted = False
+    run = Run(problem, chosen, time_limit)
     try:
-        passes()
+        for name, step in run.passes():
+            run.attempt(name, step)
+        run.settle()
+        run.search(seed)
     except KeyboardInterrupt:  # Ctrl-C: the plans so far, the best of them validated
-        if not tried:
+        if not run.tried:
             raise
-        interrupted = True
+        run.interrupted = True
     finally:
-        for thread in beside:  # no thread outlives the call
-            thread.join()
-    if not tried and too_many:  # every pass needed pair lists (sweep=False)
-        return pair_free_plan("best", problem, began, time_limit, too_many[0])
-    extra = {"cut": cut, "skipped": skipped, "interrupted": interrupted, "pairs": pairs}
-    if time_limit is not None:
-        extra["validate_reserve"] = max(0.0, began + time_limit - deadline)
-    return _smallest_valid(problem, tried, began, checked, extra)
+        run.settle()  # no thread outlives the call
+    if not run.tried and run.too_many:  # every pass needed pair lists (sweep=False)
+        return pair_free_plan("best", problem, run.began, time_limit, run.too_many[0])
+    return _smallest_valid(problem, run.tried, run.began, run.checked, run.extra())
 
 
 def _validation_seconds(problem: Problem, offsets: np.ndarray, name: str) -> float:

@@ -19,7 +19,7 @@ planner                       order        placement   what it is
 Steps: build the units (alias groups, the conflicting pairs), order the free
 units, place pinned units then the ordered ones; best and first fit go
 through the compiled kernel (`memplan.heuristics.compiled_place`, the same
-plan) when it is built and the problem has no pins or optional aliases. Cost: O(n log n + E log L)
+plan) when it is built and the problem has no optional aliases. Cost: O(n log n + E log L)
 for E conflicting pairs and L buffers live at once; 100k network-like
 buffers take a few seconds. Known limit: memory regions are not planned
 (every buffer goes to region 0); a problem whose buffers may not use region 0

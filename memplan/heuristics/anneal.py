@@ -1,0 +1,182 @@
+"""``anneal``: simulated annealing over placement orders, in C, until the time limit.
+
+One best-fit or first-fit pass gives a plan in a fraction of a second; the
+rest of a time limit is worth spending when that plan is above the lower
+bound. This planner searches the orders the way omnimalloc's tabu search and
+TelaMalloc do, but decodes each one in compiled code
+(``_search_kernel.c``, against the interval structure of
+``_interval_place.h``: no pair lists, so training steps with 10M+
+overlapping pairs are searched too).
+
+Steps:
+- starts: the greedy orders (size, spatial, breadth, start, temporal), each
+  decoded by best fit and by first fit; per placement the best one starts a
+  *chain* (the caller may hand its own, `search`);
+- the chains take turns in slices (``SLICE_SECONDS``, or ``SLICE_EVALUATIONS``
+  with an evaluation budget): each slice moves a unit that sets the peak to
+  an earlier position (swap or insertion), re-places the suffix, keeps the
+  move when the arena is no larger or by the annealing rule (the temperature
+  falling to 0 at the limit), and returns to its best order after
+  ``restart`` evaluations without a new best;
+- stop at the time limit, the evaluation budget, or at once when a chain
+  reaches the lower bound (proven optimal); Ctrl-C ends the search with the
+  best order so far (``stats["interrupted"]``). The best chain's plan wins.
+
+Cost: one evaluation is about half a pass (the suffix after the moved unit),
+O(E log n) for E overlapping pairs; MiniMalloc's problems (150-450 buffers)
+take tens of thousands of evaluations a second. Seeded: the same seed and
+``evaluations`` give the same plan, as long as the budget, not the time
+limit, ends the search. Known limits: problems with optional aliases, or
+without the compiled kernel, get `memplan.heuristics.hill_climb` instead
+(in Python, with pair lists).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from memplan.bounds import lower_bound
+from memplan.heuristics import compiled_place, hill_climb
+from memplan.heuristics.compiled_place import compiled_offsets, kernel_columns
+from memplan.heuristics.order import order_units
+from memplan.heuristics.order_search import START_ORDERS
+from memplan.heuristics.units import Units
+from memplan.options import option, parse_options
+from memplan.plan import Plan
+from memplan.problem import Problem, check_single_region
+from memplan.registry import register
+
+try:
+    from memplan.heuristics import _search_kernel
+except ImportError:  # no C compiler at install time: `hill_climb` in Python
+    _search_kernel = None
+
+PLACEMENTS = ("best_fit", "first_fit")
+SLICE_SECONDS = 0.05  # search between two looks for Ctrl-C
+SLICE_EVALUATIONS = 400  # the same with an evaluation budget (deterministic)
+UNTIMED_EVALUATIONS = 20_000  # no time limit and no budget: at most this many orders ...
+UNTIMED_WORK = 2_000_000  # ... and about this many units placed
+
+
+@dataclass(frozen=True)
+class AnnealOptions:
+    """Options of ``anneal``."""
+
+    evaluations: int | None = option(None, "orders tried in all (same seed, same plan); "
+                                           "None: until the time limit")
+    temperature: float = option(0.002, "accept a worse arena with chance exp(-increase / "
+                                       "(t * arena)), t falling to 0")
+    explore: float = option(0.1, "chance to move any unit rather than one at the peak")
+    restart: int = option(3000, "evaluations without a new best: back to the best order")
+
+
+DEFAULTS = AnnealOptions()
+
+
+def compiled() -> bool:
+    """Whether the search kernel is loaded (else `best` falls back to the hill climb)."""
+    return _search_kernel is not None
+
+
+def available(problem: Problem) -> bool:
+    """Whether the compiled search takes ``problem`` (no optional aliases, kernel built)."""
+    return _search_kernel is not None and compiled_place.fits(problem, "best_fit")
+
+
+def start_orders(units: Units, deadline: float | None) -> list[tuple[int, np.ndarray, str]]:
+    """Per placement, the best greedy order: ``(arena, order, placement)``."""
+    found = []
+    sizes = units.problem.sizes
+    for placement in PLACEMENTS:
+        scored = []
+        for name in START_ORDERS:
+            order = order_units(units, name)
+            offsets, cut = compiled_offsets(units, order, placement, deadline)
+            scored.append((int((offsets + sizes).max(initial=0)) if not cut else np.inf,
+                           name, order))
+            if cut:
+                break
+        arena, _, order = min(scored, key=lambda s: s[0])
+        found.append((arena, order, placement))
+    return found
+
+
+def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int = 0,
+           deadline: float | None = None, options: AnnealOptions = DEFAULTS
+           ) -> tuple[np.ndarray, dict]:
+    """Buffer offsets of the best order the chains from ``starts`` (``(arena, order,
+    placement)``) find, and stats (see the module doc); ``deadline``: a `time.perf_counter`
+    value. The caller checks `available` first."""
+    problem = units.problem
+    bound = lower_bound(problem)
+    columns = kernel_columns(units)
+    chains = [(_search_kernel.new(*columns, np.ascontiguousarray(order, np.int64),
+                                  int(placement == "best_fit"), bound, seed + k), placement)
+              for k, (_, order, placement) in enumerate(starts)]
+    budget = options.evaluations
+    if budget is None and deadline is None:
+        budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
+    began = time.perf_counter()
+    span = None if deadline is None else max(deadline - began, 1e-9)
+    best = [_search_kernel.step(chain, 0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1)[0]
+            for chain, _ in chains]  # per chain: its best arena (its start's, so far)
+    evaluations = [0] * len(chains)
+    interrupted = False
+    movable = min(len(order) for _, order, _ in starts)
+    try:
+        for turn in range(10**12):
+            k = turn % len(chains)
+            now = time.perf_counter()
+            done = sum(evaluations)
+            if (budget is not None and done >= budget) or \
+                    (deadline is not None and now >= deadline) or movable < 2:
+                break  # (one free unit or none: no order to change)
+            if budget is not None:
+                slice_evaluations = min(SLICE_EVALUATIONS, budget - done)
+                progress = done / budget, (done + slice_evaluations) / budget
+                seconds = 0.0
+            else:
+                slice_evaluations = -1
+                seconds = min(SLICE_SECONDS, deadline - now)
+                progress = (now - began) / span, (now + seconds - began) / span
+            left = -1.0 if deadline is None else deadline - now
+            best[k], _, evaluations[k] = _search_kernel.step(
+                chains[k][0], slice_evaluations, seconds, left, *progress,
+                options.temperature, options.explore, options.restart)
+            if min(best) <= bound:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the best order so far
+        interrupted = True
+    winner = min(range(len(chains)), key=lambda k: (best[k], k))
+    bases, _ = _search_kernel.best(chains[winner][0])
+    offsets = units.offsets(np.frombuffer(bases, np.int64))
+    return offsets, {"placement": chains[winner][1], "evaluations": sum(evaluations),
+                     "chains": {placement: arena for (_, placement), arena
+                                in zip(chains, best, strict=True)},
+                     "start_arenas": [arena for arena, _, _ in starts],
+                     "interrupted": interrupted, "cut": 0}
+
+
+@register("anneal")
+def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+         hint: Plan | None = None, **options) -> Plan:
+    """Simulated annealing over orders in C (see the module doc); ``hint`` is unused."""
+    began = time.perf_counter()
+    chosen = parse_options("anneal", DEFAULTS, options)
+    check_single_region(problem)
+    if not available(problem):
+        fallback = hill_climb.plan(problem, time_limit=time_limit, seed=seed)
+        fallback.planner, fallback.stats["fallback"] = "anneal", "hill_climb"
+        return fallback
+    deadline = None if time_limit is None else began + time_limit
+    units = Units.build(problem, pairs=False)
+    offsets, stats = search(units, start_orders(units, deadline), seed=seed,
+                            deadline=deadline, options=chosen)
+    return Plan.from_offsets(problem, offsets, planner="anneal",
+                             seconds=time.perf_counter() - began, stats=stats)
+
+
+plan.options = DEFAULTS
