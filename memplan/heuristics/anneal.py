@@ -50,7 +50,7 @@ from memplan.problem import Problem, check_single_region
 from memplan.registry import register
 
 try:
-    from memplan.heuristics import _search_kernel
+    import memplan.heuristics._search_kernel as _search_kernel
 except ImportError:  # no C compiler at install time: `hill_climb` in Python
     _search_kernel = None
 
