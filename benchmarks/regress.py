@@ -100,10 +100,11 @@ def _tilings() -> list[Row]:
 def _large() -> list[Row]:
     from benchmarks.generate import network_like
     from benchmarks.large import training_step, transformer_decoder
+    from benchmarks.traces import inference_trace, training_step_trace
 
     makers = {"decoder": transformer_decoder, "training": training_step,
-              "network": network_like}
-    # training-step traces (benchmarks.traces.training_step_trace) join this dict
+              "network": network_like, "training-trace": training_step_trace,
+              "inference-trace": inference_trace}
     return [Row(f"large/{kind}-10k", partial(make, 10_000, 0),
                 {"time_limit": 5.0, "deterministic": True}) for kind, make in makers.items()]
 

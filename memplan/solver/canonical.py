@@ -363,6 +363,7 @@ class _Descent:
             int(seconds * NODES_PER_SECOND)
         self.spent = self.probes = self.given = 0  # nodes; probes made; those before the descent
         self.interrupted = False
+        self.clock_cut = False  # deterministic mode: the clock, not the node budget, ended it
         self.best: np.ndarray | None = None
         self.top = 0  # the best layout's peak
         self.hard, self.step = floor - 1, PROBE_SECONDS  # the highest target given up; seconds
@@ -370,18 +371,26 @@ class _Descent:
     def peak(self, offsets: np.ndarray) -> int:
         return int((offsets + self.problem.sizes).max())
 
-    def left(self) -> float | None:
-        """Nodes (deterministic mode) or seconds left; None without a limit."""
-        if self.deterministic:
-            return None if self.budget is None else self.budget - self.spent
+    def wall_left(self) -> float | None:
         return None if self.seconds is None else self.seconds - (time.perf_counter() - self.began)
 
+    def left(self) -> float | None:
+        """Nodes (deterministic mode) or seconds left; None without a limit. The clock caps
+        deterministic mode too: nodes can be slower than `NODES_PER_SECOND` on large parts."""
+        if self.deterministic:
+            if self.budget is not None and self.wall_left() <= 0:
+                self.clock_cut = True  # this descent may not repeat itself
+                return 0
+            return None if self.budget is None else self.budget - self.spent
+        return self.wall_left()
+
     def limits(self, step: float, rest: float | None) -> tuple[float | None, int | None]:
-        """A probe's ``(seconds, nodes)``: ``step`` seconds, or their nodes when deterministic."""
+        """A probe's ``(seconds, nodes)``: ``step`` seconds, or their nodes when deterministic
+        (with the time left as the clock's cap)."""
         if not self.deterministic:
             return (step if rest is None else min(step, rest)), None
         nodes = int(step / PROBE_SECONDS * PROBE_NODES)
-        return None, nodes if rest is None else min(nodes, int(rest))
+        return self.wall_left(), nodes if rest is None else min(nodes, int(rest))
 
     def probe(self, target: int, step: float) -> Verdict:
         """One canonical search under ``target`` for ``step`` seconds' worth."""
@@ -445,6 +454,7 @@ class _Descent:
         return False
 
     def outcome(self) -> Outcome:
-        stats = {"probes": self.probes, "nodes": self.spent, "probe_seconds": self.step}
+        stats = {"probes": self.probes, "nodes": self.spent, "probe_seconds": self.step,
+                 "clock_cuts": int(self.clock_cut)}
         return Outcome("optimal" if self.top <= self.floor else "feasible", self.best,
                        self.floor, self.interrupted, stats)

@@ -188,6 +188,7 @@ class _Run:
             enough=lambda low: options.enough(low, part.scale))
         if proofs:
             outcome.stats["floor_probes"] = proofs
+        self.clock_cuts += outcome.stats["clock_cuts"]
         return outcome
 
     def _neighbourhoods(self, i: int, floor: int, hinted: np.ndarray,
