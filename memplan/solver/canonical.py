@@ -384,17 +384,19 @@ class _Descent:
             return None if self.budget is None else self.budget - self.spent
         return self.wall_left()
 
-    def limits(self, step: float, rest: float | None) -> tuple[float | None, int | None]:
+    def limits(self, step: float, rest: float | None,
+               clock: bool = True) -> tuple[float | None, int | None]:
         """A probe's ``(seconds, nodes)``: ``step`` seconds, or their nodes when deterministic
-        (with the time left as the clock's cap)."""
+        (with the time left as the clock's cap unless ``clock`` is False)."""
         if not self.deterministic:
             return (step if rest is None else min(step, rest)), None
         nodes = int(step / PROBE_SECONDS * PROBE_NODES)
-        return self.wall_left(), nodes if rest is None else min(nodes, int(rest))
+        return self.wall_left() if clock else None, nodes if rest is None else min(nodes,
+                                                                                   int(rest))
 
-    def probe(self, target: int, step: float) -> Verdict:
+    def probe(self, target: int, step: float, clock: bool = True) -> Verdict:
         """One canonical search under ``target`` for ``step`` seconds' worth."""
-        seconds, nodes = self.limits(step, self.left())
+        seconds, nodes = self.limits(step, self.left(), clock)
         race = Race(self.problem, target, widths=self.widths, node_budget=nodes)
         race.start(1 if self.deterministic else self.threads, seconds)
         self.interrupted = wait(race, None, self.stop)
@@ -415,10 +417,12 @@ class _Descent:
             self.on_floor(floor)
 
     def dive(self, best: np.ndarray | None):
-        """Start from ``best``, or from a dive at the top of the aligned stack (which fits)."""
+        """Start from ``best``, or from a dive at the top of the aligned stack (which fits;
+        in deterministic mode its node budget alone ends it: a dive cut by the clock would
+        leave the stack, twice the arena on large parts)."""
         if best is None:
             stack = stacked(self.problem)
-            verdict = self.probe(self.peak(stack), PROBE_SECONDS)
+            verdict = self.probe(self.peak(stack), PROBE_SECONDS, clock=False)
             best = verdict.offsets if verdict.offsets is not None else stack
         self.best, self.top = best, self.peak(best)
         self.given = self.probes
