@@ -20,3 +20,16 @@ def light_models_dir() -> Path:
 def challenging() -> Path:
     """The folder of MiniMalloc's challenging problems (benchmarks/data/minimalloc)."""
     return CHALLENGING
+
+
+@pytest.fixture
+def tricky(tmp_path) -> str:
+    """A memplan JSON file of the small problem where greedy orders miss the optimum."""
+    from memplan import Problem
+    from memplan.frontends import memplan_json
+
+    from .test_api import TRICKY
+
+    path = tmp_path / "tricky.json"
+    memplan_json.write_problem(path, Problem(TRICKY, name="tricky"))
+    return str(path)

@@ -45,11 +45,6 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def tricky(tmp_path) -> str:
-    path = tmp_path / "tricky.json"
-    memplan_json.write_problem(path, Problem(TRICKY, name="tricky"))
-    return str(path)
 
 
 # ---------------------------------------------------------------- the one rule

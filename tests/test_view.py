@@ -16,12 +16,11 @@ import pytest
 
 from memplan import Alias, Buffer, Plan, Problem, plan_with, validate, viz
 from memplan.bounds import live_bytes
-from memplan.cli import main
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.problem import Step
 from memplan.viz_html import page_data, plan_usage, to_html
 
-from .test_api import TRICKY
+from .test_cli_options import run
 
 #   address
 #     7K +        +--d--+          a -> b -> c, d; v views a (alias, delta 0)
@@ -125,17 +124,6 @@ def test_several_plans_and_a_region(small):
 
 
 # ---------------------------------------------------------------- the command line
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def tricky(tmp_path) -> str:
-    path = tmp_path / "tricky.json"
-    memplan_json.write_problem(path, Problem(TRICKY, name="tricky"))
-    return str(path)
 
 
 def test_solve_html_shows_the_best_heuristic_beside_the_exact_plan(capsys, tricky, tmp_path):
