@@ -19,7 +19,7 @@ TEXT = {".py", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".txt", ".cfg", ".in",
 _NOT_A_THING = (r"(?!\s+(?:thread|threads|function|functions|module|class|method|script|"
                 r"process|per))")
 FORBIDDEN = {
-    "engineers": r"\bengineers?\b|engineers'",
+    "engineers": r"\bengineers?\b|engineers[']",
     "an issue number": r"\bissues?\s*#?\s*\d+|\bissue-\d+|#\d+-issue",
     "a work session": r"\b(?:this|previous|earlier|later|next|last|first|second|third|fourth|"
                       r"fifth|another|same|whole|each|a|that|our|my|working) sessions?\b"
@@ -63,8 +63,9 @@ def test_no_words_about_the_making():
 
 
 def test_the_search_finds_each_kind_and_spares_the_software_words():
-    caught = ("as other engineers' builds showed", "fixed in issue 13", "see #x-issue-18",
-              "Issue 13's promise", "(lead, end of session)", "a second session on it",
+    caught = ("as other engi" "neers' builds showed", "fixed in iss" "ue 13",
+              "see #x-iss" "ue-18", "Iss" "ue 13's promise", "(lead, end of ses" "sion)",
+              "a second ses" "sion on it",
               "the docs helper writes it", "the lead merges", "a coding agent")
     assert all(findings(text) for text in caught)
     spared = ("ort.InferenceSession(model)", "one session per key", "helper threads",
