@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, require
 from memplan.problem import Problem
 
 KINDS = ("ExportedProgram", "EdgeProgramManager", "ExecutorchProgramManager")
@@ -121,9 +121,5 @@ def _arena(program: Any, method: str | None, mem_id: int | None) -> tuple[Any, i
 
 
 def _need_executorch() -> None:
-    """Refuse in one line when the ``executorch`` extra is not installed."""
-    try:
-        import executorch  # noqa: F401
-    except ImportError as error:
-        raise ProblemError("PyTorch programs need the executorch extra: pip install "
-                           "'memplan[executorch]'") from error
+    """Refuse in one line (`MissingExtraError`) when the ``executorch`` extra is missing."""
+    require("executorch", "executorch", "planning PyTorch programs")

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, require
 from memplan.frontends.executorch_chain import accesses, lifetimes
 from memplan.problem import Alias, Buffer, Problem, Step
 
@@ -71,11 +71,7 @@ class PteLayout:
 def check_version() -> None:
     """Import ExecuTorch's serialisation, refusing a version other than the pinned one (it
     is internal); the warnings torchao and torch log while importing are silenced."""
-    try:
-        from executorch.version import __version__
-    except ImportError:
-        raise ProblemError("reading .pte files needs ExecuTorch: pip install "
-                           "'memplan[executorch]'") from None
+    __version__ = require("executorch.version", "executorch", "reading .pte files").__version__
     if __version__.split("+")[0] != EXECUTORCH_VERSION:
         raise ProblemError(f"memplan reads .pte files with executorch=={EXECUTORCH_VERSION} "
                            f"(its serialisation is internal), found {__version__}")
