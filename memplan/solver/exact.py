@@ -561,10 +561,8 @@ def check_bound(result: Plan, seen: tuple[int, int] | None = None) -> None:
     returned plan, or above any complete plan ``seen`` during the run (bound,
     arena), means a wrong bound, never a status. O(1).
     """
-    found = seen if seen is not None else (result.best_bound, result.arena_size) \
-        if result.best_bound > result.arena_size else None
-    if found is not None:
-        bound, arena = found
-        raise UnsoundBoundError(
-            f"the exact planner proved a lower bound of {bound} bytes, above a valid plan of "
-            f"{arena} bytes: a solver defect, please report it with the problem")
+    for bound, arena in [seen or (0, 0), (result.best_bound, result.arena_size)]:
+        if bound > arena:
+            raise UnsoundBoundError(
+                f"the exact planner proved a lower bound of {bound} bytes, above a valid plan "
+                f"of {arena} bytes: a solver defect, please report it with the problem")
