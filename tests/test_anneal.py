@@ -105,7 +105,7 @@ def test_ctrl_c_keeps_the_best_order_so_far(monkeypatch):
             return step(*args)
 
     monkeypatch.setattr(anneal, "_search_kernel", Kernel)
-    plan = plan_with("best", problem, time_limit=30)
+    plan = plan_with("best", problem, time_limit=30, descent=0)
     assert plan.stats["interrupted"] and validate(problem, plan) == []
     assert plan.stats["arenas"]["anneal"] <= min(plan.stats["arenas"].values())
 

@@ -17,7 +17,13 @@ XLA's ChooseBestHeap, then a search. Steps:
   training steps with 10M+ overlapping pairs get it too; without it (no C
   compiler, optional aliases) the passes list pairs in Python, and skip
   problems over ``max_pairs`` overlapping pairs;
-- when no plan meets the lower bound and time is left, the order search
+- when no plan meets the lower bound and time is left, in a timed search
+  (no ``search_evaluations``), the canonical descent (the planner
+  ``canonical``, found by name in the registry: probes of the exact
+  planner's compiled canonical search at falling peaks) for the ``descent``
+  share of the time left, on the problems it takes (no aliases, pins or
+  conflicts): MiniMalloc's problems reach their bound there, where orders
+  stay 5-20 % above it; then the order search
   (`memplan.heuristics.anneal`: simulated annealing in C, from the best
   greedy order of each placement) until the limit, or for
   ``search_evaluations`` orders (deterministic); without the compiled
@@ -74,7 +80,7 @@ from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
-from memplan.registry import register
+from memplan.registry import planners, register
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
@@ -101,6 +107,9 @@ class BestOptions:
                                     "units (memplan.heuristics.long_lived)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
+    descent: float = option(0.5, "share of a timed search for the canonical descent (the "
+                                 "planner `canonical`, on the problems it takes) before "
+                                 "the order search; 0: none")
     max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
                                        "no order x placement pass (pair lists too big)")
 
@@ -237,10 +246,32 @@ class Run:
         if not self.tried or self.out_of_time() or self.chosen.search_evaluations == 0 \
                 or self.at_bound():
             return
+        self.descend()
+        if self.at_bound() or self.out_of_time():
+            return
         if anneal.available(self.problem):
             self.anneal(seed)
         elif 0 < len(self.problem) <= self.chosen.search_max_buffers:
             self.climb(seed)
+
+    def descend(self) -> None:
+        """The canonical descent from the best plan so far, for the ``descent`` share of the
+        time left (the planner ``canonical``, by name: solver/ is not imported from here).
+        Only in a timed search: a budget keeps the search repeatable, and the exact planner,
+        which gives one, runs the descent itself."""
+        planner = planners().get("canonical")
+        if planner is None or self.deadline is None or self.chosen.search_evaluations \
+                is not None or self.chosen.descent <= 0:
+            return
+        seconds = (self.deadline - time.perf_counter()) * self.chosen.descent
+        _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
+        found = planner(self.problem, time_limit=seconds,
+                        hint=Plan.from_offsets(self.problem, offsets, planner=name))
+        if "fallback" in found.stats:  # a problem the canonical search does not take
+            return
+        self.keep("canonical", found.offsets, {**found.stats, "cut": 0})
+        if found.stats["interrupted"]:
+            raise KeyboardInterrupt
 
     def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str]]:
         """``(arena, offsets, order)`` of the greedy passes run to the end with ``placement``."""

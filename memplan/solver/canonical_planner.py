@@ -1,0 +1,88 @@
+"""``canonical``: MiniMalloc's canonical search as a planner, without CP-SAT.
+
+The exact planner proves; this planner only searches, the way omnimalloc's
+SuperMalloc does with its branch and bound: the canonical descent
+(`memplan.solver.canonical.descend`: probes of the compiled canonical
+search at falling peaks, from the floor up by bisection) from a start plan,
+until the time limit. On MiniMalloc's challenging problems it reaches the
+live-load bound on nine of the eleven within two seconds, where a search
+over placement orders stays 5-20 % above it; ``best`` runs it for a share of
+its search time.
+
+Steps:
+- problems the canonical search does not take (aliases, pinned offsets,
+  explicit conflicts, over `canonical.MAX_BUFFERS` buffers, no compiled
+  kernel) or over `MAX_PAIRS` overlapping pairs (each probe lists them, about
+  30 bytes and 70 ns a pair: a 15k-buffer training trace's 20 M took 1.5 s
+  and 0.5 GB a probe, and such probes rarely settle): the ``hint`` as it is,
+  or ``best``'s plan without a hint;
+- the start: the ``hint``, else a dive from the aligned stack;
+- the descent until the limit (the status ``optimal`` when the peak meets
+  the live-load bound, the only floor it proves here); Ctrl-C ends it with
+  the best layout found.
+
+Cost: each probe is exponential in the worst case and capped by the time
+limit (deterministic mode: by `canonical.NODES_PER_SECOND` nodes a second
+of the limit, one thread).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from memplan.bounds import lower_bound, time_overlap_count
+from memplan.options import option, parse_options
+from memplan.plan import Plan
+from memplan.problem import Problem, check_single_region
+from memplan.registry import plan_with, register
+from memplan.solver import canonical
+
+UNTIMED_SECONDS = 10.0  # no time limit: the descent stops after this long
+MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module doc)
+
+
+@dataclass(frozen=True)
+class CanonicalOptions:
+    """Options of ``canonical``."""
+
+    workers: int = option(1, "threads for the probes' turns (0: one per core)")
+    deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
+                                        "every run (as long as the clock does not cut it)")
+
+
+DEFAULTS = CanonicalOptions()
+
+
+def takes(problem: Problem) -> bool:
+    """Whether the descent runs on ``problem`` (else the hint or ``best``'s plan)."""
+    return canonical.plain(problem) and \
+        time_overlap_count(problem.starts, problem.ends) <= MAX_PAIRS
+
+
+@register("canonical")
+def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+         hint: Plan | None = None, **options) -> Plan:
+    """The canonical descent from ``hint`` (see the module doc); ``seed`` is unused."""
+    began = time.perf_counter()
+    chosen = parse_options("canonical", DEFAULTS, options)
+    check_single_region(problem)
+    if not takes(problem):
+        start = hint if hint is not None else plan_with("best", problem, seed=seed,
+                                                        time_limit=time_limit)
+        return Plan.from_offsets(problem, start.offsets, planner="canonical",
+                                 seconds=time.perf_counter() - began,
+                                 stats={"fallback": "hint" if hint is not None else "best"})
+    seconds = UNTIMED_SECONDS if time_limit is None else time_limit
+    threads = 1 if chosen.deterministic else chosen.workers or os.cpu_count() or 1
+    outcome = canonical.descend(problem, lower_bound(problem),
+                                None if hint is None else hint.offsets.copy(),
+                                seconds=seconds - (time.perf_counter() - began),
+                                threads=threads, deterministic=chosen.deterministic)
+    return Plan.from_offsets(problem, outcome.offsets, planner="canonical",
+                             seconds=time.perf_counter() - began,
+                             stats={**outcome.stats, "interrupted": outcome.interrupted})
+
+
+plan.options = DEFAULTS
