@@ -820,7 +820,8 @@ def _add_other_commands(sub, common, model_parser, reordering, capacity) -> None
     from memplan.view_cli import add_command as add_view
 
     add_sweep(sub, [common])
-    add_view(sub, [common])
+    add_view(sub, [common, model_parser],
+             load=lambda name, args: _load(name, args, own_capacity=False))
 
 
 def build_parser() -> argparse.ArgumentParser:

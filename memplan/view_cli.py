@@ -100,10 +100,12 @@ def read_plan_file(path: Path, problem: Problem) -> Plan:
     return memplan_json.read_plan(path, problem)
 
 
-def load_plans(files: list[str]) -> tuple[Problem, dict[str, Plan]]:
-    """The problem and the plans the files name (see the module doc), titled by file."""
+def load_plans(files: list[str], load=None) -> tuple[Problem, dict[str, Plan]]:
+    """The problem and the plans the files name (see the module doc), titled by file;
+    ``load(path)`` reads the first (default `memplan.api.load`; the command line binds its
+    model options: ``--dim``, ``--alignment``, the ONNX flags)."""
     paths = [Path(f) for f in files]
-    problem = api.load(paths[0])
+    problem = (load or api.load)(paths[0])
     plan_paths = paths if _holds_plan(paths[0]) else paths[1:]
     if not plan_paths:
         raise ProblemError("holds a problem but no plan: give its plan too "
@@ -130,7 +132,7 @@ def _violations(problem: Problem, plans: dict[str, Plan]) -> dict[str, list]:
 
 def run(args: argparse.Namespace) -> int:
     check_html_path(args.output, "-o")
-    problem, plans = load_plans(args.files)
+    problem, plans = load_plans(args.files, lambda path: args.load(str(path), args))
     output = args.output or str(Path(args.files[-1]).with_suffix(".html"))
     check_html_path(output, "-o")
     invalid = _violations(problem, plans)
@@ -147,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
     return FAILED if invalid else OK
 
 
-def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
-    """Register ``memplan view`` on the sub-command parsers ``sub``."""
+def add_command(sub, parents: list[argparse.ArgumentParser], load) -> None:
+    """Register ``memplan view`` on the sub-command parsers ``sub``; ``load(name, args)``
+    reads a model with the model options of ``parents``."""
     view = sub.add_parser("view", parents=parents,
                           help="plans as one interactive HTML page: pan and zoom, hover a "
                                "tensor, live bytes, two plans on one axis")
@@ -160,7 +163,7 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
     view.add_argument("-o", "--output", metavar="VIEW.html",
                       help="the page to write (default: the last file's name with .html)")
     view.add_argument("--title", help="the page's title (default: the problem's name and size)")
-    view.set_defaults(run=run)
+    view.set_defaults(run=run, load=load)
 
 
 __all__ = ["add_command", "check_figure_path", "check_html_path", "load_plans",

@@ -162,6 +162,24 @@ def test_view_reads_a_solve_file_alone_or_a_problem_and_its_plans(capsys, tricky
         greedy.offsets.tolist()
 
 
+def test_view_binds_the_symbolic_dimensions_of_an_onnx_model(capsys, tmp_path):
+    from tests.test_reliability import symbolic_model
+
+    model = tmp_path / "sym.onnx"
+    model.write_bytes(symbolic_model().SerializeToString())
+    solved = tmp_path / "plan.csv"
+    assert run(capsys, "solve", str(model), "--dim", "n=2", "--dim", "m=8", "--no-exact",
+               "--csv", str(solved))[0] == 0
+    code, _, err = run(capsys, "view", str(model), str(solved))
+    assert code == 2 and "--dim" in err and "Traceback" not in err
+    code, out, _ = run(capsys, "view", str(model), str(solved), "--dim", "n=2", "--dim",
+                       "m=8", "-o", str(tmp_path / "sym.html"))
+    assert code == 0 and "1 plan" in out
+    code, _, err = run(capsys, "view", str(model), str(solved), "--dim", "n=4", "--dim",
+                       "m=8", "-o", str(tmp_path / "sym.html"))
+    assert code == 1 and "INVALID" in err  # other sizes: the plan's buffers overlap
+
+
 def test_view_refuses_what_it_cannot_show(capsys, tricky, tmp_path):
     code, _, err = run(capsys, "view", tricky)
     assert code == 2 and "holds a problem but no plan" in err
