@@ -168,6 +168,21 @@ def test_exact_uses_lns_on_large_parts_and_keeps_its_word():
     assert fit.status in ("feasible", "optimal") and validate(capped, fit) == []
 
 
+@pytest.mark.parametrize("build", [lambda: network_like(2000, 3), lambda: training_step(2000, 3)],
+                         ids=["network", "training"])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_minimising_a_large_part_starts_from_best_not_from_the_dive(build, deterministic):
+    problem = build()
+    small = plan_with("exact", problem, time_limit=3, deterministic=deterministic)
+    assert small.stats["warm_start"].startswith("skipped")  # up to lns_buffers: the dive
+    large = plan_with("exact", problem, time_limit=3, deterministic=deterministic,
+                      lns_buffers=1000)
+    assert large.stats["warm_start"] == "best"
+    for plan in (small, large):
+        assert validate(problem, plan) == []
+        assert plan.arena_size <= 1.01 * lower_bound(problem)
+
+
 def test_large_generators_are_seeded_and_realistic():
     decoder = transformer_decoder(1000, 0)
     assert 700 <= len(decoder) <= 1400
