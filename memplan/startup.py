@@ -5,11 +5,14 @@ window would print a KeyboardInterrupt traceback from inside some import. When
 this process is the ``memplan`` command (or ``python -m memplan.<module>``),
 this module, imported first by the package, sets a SIGINT handler that prints
 one line and exits with 130; the command's ``main`` restores Python's default
-handler once everything is imported. A library import changes nothing.
+handler once everything is imported. A library import changes nothing. The
+handler is set through the interpreter's built-in ``_signal`` (already loaded
+at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
+20 ms in which a Ctrl-C would still end in a traceback.
 """
 
+import _signal
 import os
-import signal
 import sys
 
 
@@ -27,5 +30,6 @@ def _interrupted_while_starting(signum, frame):  # a quiet Ctrl-C before main() 
     os._exit(130)
 
 
-if _launched_as_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted_while_starting)  # main() restores the default
+if _launched_as_command() and \
+        _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)  # main() restores the default
