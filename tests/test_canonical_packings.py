@@ -120,3 +120,17 @@ def test_a_tiling_of_a_hundred_buffers_settles_in_few_nodes():
     verdict = canonical.fit(problem, problem.capacity, threads=1)
     check(problem, verdict, problem.capacity)
     assert verdict.stats["nodes"] < 20 * len(problem)
+
+
+def test_a_race_is_slow_only_after_its_first_second_under_its_pace():
+    import time
+
+    race = canonical.Race(tiling(1, 6), 24)
+    assert not race.slow()  # not started
+    race.began = time.perf_counter() - 2 * canonical.HEAD_START_SECONDS
+    assert race.slow()
+    race.nodes = 4 * canonical.HEAD_START_PACE * canonical.HEAD_START_SECONDS
+    assert not race.slow()
+    race.began = time.perf_counter()
+    race.nodes = 0
+    assert not race.slow()  # under a second: too soon to judge

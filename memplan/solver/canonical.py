@@ -151,10 +151,19 @@ class Race:
         self._active = 0  # threads still taking turns
         self._deadline: float | None = None
         self._error: BaseException | None = None
+        self.began: float | None = None  # when the first thread started
+
+    def slow(self) -> bool:
+        """Whether its nodes come slower than `HEAD_START_PACE` a second, counted from
+        `HEAD_START_SECONDS` on (costly nodes, as on pinwheel tilings: CP-SAT's ground)."""
+        elapsed = 0.0 if self.began is None else time.perf_counter() - self.began
+        return elapsed >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * elapsed
 
     def start(self, threads: int, seconds: float | None):
         """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass."""
         self._deadline = None if seconds is None else time.perf_counter() + seconds
+        if self.began is None:
+            self.began = time.perf_counter()
         for _ in range(max(threads, 0)):
             with self._lock:
                 self._active += 1
@@ -244,8 +253,7 @@ def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
     began = time.perf_counter()
     while not race.settled.is_set():
         elapsed = time.perf_counter() - began
-        if (elapsed >= most or race.nodes >= HEAD_START_NODES or
-                (elapsed >= HEAD_START_SECONDS and race.nodes < HEAD_START_PACE * elapsed)):
+        if elapsed >= most or race.nodes >= HEAD_START_NODES or race.slow():
             return False
         if wait(race, min(0.05, most - elapsed), stop):
             return True

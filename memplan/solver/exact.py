@@ -312,10 +312,11 @@ class _Run:
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         if race.verdict is None and not interrupted and (left is None or left > 0):
-            race.narrow(0 if options.deterministic else 1)
+            alone = options.deterministic or race.slow()  # CP-SAT then takes every core
+            race.narrow(0 if alone else 1)
             joint = _Joint(race, options.stop)
             outcome = self._cp_search(i, floor, top, None, left, minimize=False,
-                                      options=_racing(options, threads, joint.event))
+                                      options=_racing(options, threads, joint.event, alone))
             joint.close()
             interrupted = outcome.interrupted and not race.settled.is_set()
         race.cancel()
@@ -427,18 +428,21 @@ def head_start(seconds: float | None, share: float) -> float:
     return min(max(seconds * share, least), most, seconds)
 
 
-def _racing(options: ExactOptions, threads: int, stop: threading.Event) -> ExactOptions:
+def _racing(options: ExactOptions, threads: int, stop: threading.Event,
+            alone: bool) -> ExactOptions:
     """CP-SAT's options beside the canonical search's one thread (of ``threads``).
 
     Its own portfolio (the canonical search is the lowest-offset one), on
     the other cores (measured on tilings: two workers beside a canonical
-    thread lose a third against one), stopped by ``stop``. Deterministic
+    thread lose a third against one), stopped by ``stop``. ``alone``: the
+    canonical search stopped (its nodes were slow: pinwheel tilings, which
+    it does not settle), so the portfolio takes every core. Deterministic
     mode: the options as given (CP-SAT runs after the canonical search).
     """
     if options.deterministic:
         return dataclasses.replace(options, stop=stop)
     return dataclasses.replace(options, stop=stop, strategy="none",
-                               workers=max(threads - 1, 1))
+                               workers=threads if alone else max(threads - 1, 1))
 
 
 @register("exact")
