@@ -5,7 +5,8 @@
  * hundred integer updates; Python would be a hundred times slower.  The
  * algorithm (canonical solutions, section floors, dominance, dynamic
  * decomposition) is the one published with MiniMalloc (Moffitt, ASPLOS 2023);
- * the code is memplan's own.  See canonical.py for the steps and the proof
+ * the cover check of sections with no byte to spare (`covered`) and the code
+ * are memplan's own.  See canonical.py for the steps and the proof
  * sketch of why the pruning keeps every problem's answer.
  *
  *   address                           a canonical layout: buffers are placed

@@ -15,6 +15,10 @@ own, in the C kernel ``_canonical_kernel.c``):
   bytes still to place there; a section whose floor (raised to the offset of
   the last placement, and to the lowest offset its unplaced buffers can take)
   plus those bytes exceeds the capacity ends the branch;
+- **cover check** (memplan's own): a section with no byte to spare above the
+  offset of the last placement needs an unplaced buffer starting exactly
+  there; those buffers, disjoint in time, must cover every such section
+  (an exact cover of the lowest row on perfect packings such as tilings);
 - **nothing overhead**: a buffer that overlaps no unplaced buffer is placed
   and the other choices at that node are not tried;
 - **decomposition**: once no unplaced buffer spans a time point, both sides
