@@ -318,7 +318,7 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
 def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
             threads: int, stop: threading.Event | None = None, widths=None,
             deterministic: bool = False, on_better=None, on_floor=None,
-            prove=None, enough=None, helper=None) -> Outcome:
+            prove=None, enough=None) -> Outcome:
     """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
 
     Steps:
@@ -341,32 +341,22 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
     `NODES_PER_SECOND` nodes. ``on_better(offsets)`` and ``on_floor(floor)``
     report progress. ``enough(floor)``: the highest peak close enough to the floor to stop at
-    (a gap tolerance; default: the floor). ``helper`` (a `memplan.solver.cp_lane.CpLane`,
-    never in deterministic mode): CP-SAT's minimisation, which joins at the first stall on one
-    of the threads; its plans and bounds are taken between probes. Returns ``optimal`` when
-    the best peak meets the floor.
+    (a gap tolerance; default: the floor). Returns ``optimal`` when the best peak meets the
+    floor.
     """
     descent = _Descent(problem, floor, seconds=seconds, threads=threads, stop=stop,
                        widths=widths, deterministic=deterministic, on_better=on_better,
                        on_floor=on_floor, enough=enough)
     descent.dive(best)
-    try:
-        while descent.absorb(helper) and not descent.interrupted:
-            rest = descent.left()
-            if rest is not None and rest <= 0:
+    while descent.top > descent.enough(descent.floor) and not descent.interrupted:
+        rest = descent.left()
+        if rest is not None and rest <= 0:
+            break
+        if descent.hard + 1 >= descent.top:  # stalled: every target up to the best given up
+            if descent.restart(prove, rest):
                 break
-            if descent.hard + 1 >= descent.top:  # stalled: every target up to the best given up
-                if helper is not None and descent.helped is False:
-                    helper.join(descent.best, descent.floor)
-                    descent.helped, descent.threads = True, max(descent.threads - 1, 1)
-                if descent.restart(prove, rest):
-                    break
-                continue
-            descent.bisect()
-    finally:
-        if helper is not None:
-            helper.close()
-    descent.absorb(helper)
+            continue
+        descent.bisect()
     return descent.outcome()
 
 
@@ -389,18 +379,6 @@ class _Descent:
         self.best: np.ndarray | None = None
         self.top = 0  # the best layout's peak
         self.hard, self.step = floor - 1, PROBE_SECONDS  # the highest target given up; seconds
-        self.helped = False  # whether CP-SAT's lane joined
-
-    def absorb(self, helper) -> bool:
-        """Take ``helper``'s plan and bound if better; whether the best is still above the
-        floor (beyond the gap tolerance)."""
-        if helper is not None:
-            plan, bound = helper.news()
-            if plan is not None and self.peak(plan) < self.top:
-                self.better(plan)
-            if bound > self.floor:
-                self.lift(bound)
-        return self.top > self.enough(self.floor)
 
     def peak(self, offsets: np.ndarray) -> int:
         return int((offsets + self.problem.sizes).max())
@@ -493,6 +471,6 @@ class _Descent:
 
     def outcome(self) -> Outcome:
         stats = {"probes": self.probes, "nodes": self.spent, "probe_seconds": self.step,
-                 "clock_cuts": int(self.clock_cut), "cp_sat_joined": self.helped}
+                 "clock_cuts": int(self.clock_cut)}
         return Outcome("optimal" if self.top <= self.floor else "feasible", self.best,
                        self.floor, self.interrupted, stats)

@@ -20,10 +20,7 @@ to the optimum. Steps:
     without aliases, pins or conflicts, the compiled canonical search
     first, alone for a short head start, then racing CP-SAT's own
     portfolio (`_Run._fit_race`; docs/explanation/exact-lanes.md);
-  - to minimise, on a problem without aliases, pins or conflicts: the
-    canonical descent (`canonical.descend`), joined by CP-SAT's
-    minimisation on one core once it stalls (`memplan.solver.cp_lane`);
-  - to minimise any other: fit at the lower bound first (most real problems end
+  - to minimise: fit at the lower bound first (most real problems end
     there), then bisect the peak between the floor and the best plan with
     fit races (far faster than CP-SAT's minimisation at finding low peaks),
     then CP-SAT's minimisation from the best plan, for the proven bound; a
@@ -65,7 +62,6 @@ from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
-from memplan.solver.cp_lane import CpLane
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.fit_race import Joint, head_start, racing
 from memplan.solver.outcome import Outcome
@@ -188,26 +184,11 @@ class _Run:
             part.problem, floor, hinted, seconds=seconds, stop=options.stop,
             threads=threads, widths=widths, deterministic=options.deterministic,
             on_better=on_better, on_floor=on_floor, prove=prove if options.floors else None,
-            enough=lambda low: options.enough(low, part.scale),
-            helper=None if options.deterministic else self._cp_lane(i, seconds))
+            enough=lambda low: options.enough(low, part.scale))
         if proofs:
             outcome.stats["floor_probes"] = proofs
         self.clock_cuts += outcome.stats["clock_cuts"]
         return outcome
-
-    def _cp_lane(self, i: int, seconds: float | None) -> CpLane:
-        """CP-SAT's minimisation of part ``i`` on one worker, to join a stalled descent
-        (`memplan.solver.cp_lane`) until the part's ``seconds`` are up."""
-        part, began = self.parts[i], time.perf_counter()
-
-        def search(best, floor, stop, on_plan):
-            left = None if seconds is None else seconds - (time.perf_counter() - began)
-            top = int((best + part.problem.sizes).max())
-            return self._cp_search(i, floor, top, best, left, minimize=True, on_plan=on_plan,
-                                   options=dataclasses.replace(self.options, workers=1,
-                                                               stop=stop))
-
-        return CpLane(search, lambda: self.bounds[i] // part.scale)
 
     def _neighbourhoods(self, i: int, floor: int, hinted: np.ndarray,
                         seconds: float | None) -> Outcome:
@@ -358,10 +339,8 @@ class _Run:
         return outcome
 
     def _cp_search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None,
-                   *, minimize: bool, options: ExactOptions | None = None,
-                   on_plan=None) -> Outcome:
-        """One CP-SAT search of part ``i`` (see `_search`); ``on_plan(offsets)`` hears of
-        every better plan."""
+                   *, minimize: bool, options: ExactOptions | None = None) -> Outcome:
+        """One CP-SAT search of part ``i`` (see `_search`)."""
         part, options = self.parts[i], options or self.options
         if seconds is not None and self.build_seconds.get(i, 0.0) >= seconds:
             return Outcome("unknown", None, floor,  # the time left would not even build it
@@ -392,8 +371,6 @@ class _Run:
 
         def on_solution(offsets):
             new = self._top(part, offsets)
-            if on_plan is not None:
-                on_plan(offsets)
             if self.tops[i] is None or new < self.tops[i]:
                 self.tops[i] = new
                 self.report()
