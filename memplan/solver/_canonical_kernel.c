@@ -5,7 +5,8 @@
  * hundred integer updates; Python would be a hundred times slower.  The
  * algorithm (canonical solutions, section floors, dominance, dynamic
  * decomposition) is the one published with MiniMalloc (Moffitt, ASPLOS 2023);
- * the code is memplan's own.  See canonical.py for the steps and the proof
+ * the cover check of sections with no byte to spare (`covered`) and the code
+ * are memplan's own.  See canonical.py for the steps and the proof
  * sketch of why the pruning keeps every problem's answer.
  *
  *   address                           a canonical layout: buffers are placed
@@ -54,6 +55,9 @@ typedef struct {
     int64_t *floor, *total;       /* per section: lowest free offset, unplaced bytes */
     int64_t *cuts;                /* per boundary t|t+1: unplaced buffers spanning it */
     int64_t *mark;                /* per boundary: +1/-1 where a raised buffer's span begins/ends */
+    char *tight;                  /* per section: no byte to spare above the last placement */
+    char *reach;                  /* per boundary: `covered`'s sweep */
+    int64_t *head, *next;         /* per section / buffer: `covered`'s lists by start */
     int64_t nodes, node_limit;
     double deadline;
     volatile const char *stop;
@@ -133,6 +137,40 @@ static void order(Search *s, int64_t *list, int64_t m) {
         s->rank[list[i]] = i;
     }
     free(keyed);
+}
+
+/* Whether the tight sections of [lo, hi) can all be covered at `offset`.
+ *
+ * A tight section (floor at or below `offset`, and its unplaced bytes exactly the
+ * room from `offset` to the capacity) wastes no byte in any completion, so
+ * some unplaced buffer starts exactly at `offset` there.  In canonical order
+ * that buffer's lowest offset is `offset` already (what lies below it is
+ * placed) and its rank comes after `rank`; the buffers placed at one offset
+ * never share a section.  So a set of such buffers, disjoint in time, must
+ * cover every tight section: a sweep over the sections finds whether one
+ * exists (an exact cover on perfect packings).  O(m + hi - lo).
+ */
+static int covered(Search *s, int64_t lo, int64_t hi, const int64_t *list, int64_t m,
+                   int64_t offset, int64_t rank) {
+    for (int64_t i = 0; i < m; ++i) {
+        int64_t u = list[i];
+        if (s->offset[u] >= 0 || s->minoff[u] != offset || s->rank[u] < rank ||
+            offset + s->size[u] > s->capacity) continue;
+        int64_t a = s->start[u] > lo ? s->start[u] : lo;
+        s->next[u] = s->head[a];
+        s->head[a] = u;
+    }
+    memset(s->reach + lo, 0, (size_t)(hi - lo + 1));
+    s->reach[lo] = 1;
+    for (int64_t t = lo; t < hi; ++t) {
+        if (s->reach[t]) {
+            if (!s->tight[t]) s->reach[t + 1] = 1;
+            for (int64_t u = s->head[t]; u >= 0; u = s->next[u])
+                s->reach[s->end[u] < hi ? s->end[u] : hi] = 1;
+        }
+        s->head[t] = -1;
+    }
+    return s->reach[hi];
 }
 
 /* Depth-first search of the partition [lo, hi) with unplaced buffers `list`
@@ -215,7 +253,7 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
         }
         /* one pass over the sections: a marked section's floor becomes its lowest unplaced
            offset, then every section must hold its unplaced bytes above max(floor, offset) */
-        int ok = 1;
+        int ok = 1, tight = 0;
         for (int64_t t = lo, marked = 0; t < hi; ++t) {
             marked += s->mark[t];
             if (marked) {
@@ -250,7 +288,10 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
                 ok = 0;  /* everything above is undone: the other sections need no floor */
                 break;
             }
+            s->tight[t] = s->total[t] && f == offset && offset + s->total[t] == s->capacity;
+            tight |= s->tight[t];
         }
+        if (ok && tight) ok = covered(s, lo, hi, rest, left, offset, cand[i].rank);
         for (int64_t j = 0; j < nr; ++j) {
             int64_t u = raised[2 * j];
             s->mark[s->start[u] > lo ? s->start[u] : lo] = 0;
@@ -316,6 +357,11 @@ static int run(Search *s) {
     s->total = calloc((size_t)T + 1, sizeof(int64_t));
     s->cuts = calloc((size_t)T + 1, sizeof(int64_t));
     s->mark = calloc((size_t)T + 1, sizeof(int64_t));
+    s->tight = calloc((size_t)T + 1, 1);
+    s->reach = calloc((size_t)T + 2, 1);
+    s->head = malloc(sizeof(int64_t) * ((size_t)T + 1));
+    for (int64_t t = 0; t <= T; ++t) s->head[t] = -1;
+    s->next = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     s->sec_begin = calloc((size_t)T + 2, sizeof(int64_t));
     s->ov_begin = calloc((size_t)n + 1, sizeof(int64_t));
     s->rank = calloc((size_t)(n ? n : 1), sizeof(int64_t));
@@ -374,6 +420,7 @@ static int run(Search *s) {
     }
     if (T == 0) code = FOUND;
     free(live); free(s->floor); free(s->total); free(s->cuts); free(s->mark);
+    free(s->tight); free(s->reach); free(s->head); free(s->next);
     free(s->sec_begin); free(s->sec); free(s->unplaced); free(s->span_base); free(s->where); free(s->ov_begin); free(s->ov);
     free(s->rank); free(s->offset); free(s->minoff);
     return code;

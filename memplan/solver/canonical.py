@@ -15,6 +15,10 @@ own, in the C kernel ``_canonical_kernel.c``):
   bytes still to place there; a section whose floor (raised to the offset of
   the last placement, and to the lowest offset its unplaced buffers can take)
   plus those bytes exceeds the capacity ends the branch;
+- **cover check** (memplan's own): a section with no byte to spare above the
+  offset of the last placement needs an unplaced buffer starting exactly
+  there; those buffers, disjoint in time, must cover every such section
+  (an exact cover of the lowest row on perfect packings such as tilings);
 - **nothing overhead**: a buffer that overlaps no unplaced buffer is placed
   and the other choices at that node are not tried;
 - **decomposition**: once no unplaced buffer spans a time point, both sides
@@ -151,10 +155,19 @@ class Race:
         self._active = 0  # threads still taking turns
         self._deadline: float | None = None
         self._error: BaseException | None = None
+        self.began: float | None = None  # when the first thread started
+
+    def slow(self) -> bool:
+        """Whether its nodes come slower than `HEAD_START_PACE` a second, counted from
+        `HEAD_START_SECONDS` on (costly nodes, as on pinwheel tilings: CP-SAT's ground)."""
+        elapsed = 0.0 if self.began is None else time.perf_counter() - self.began
+        return elapsed >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * elapsed
 
     def start(self, threads: int, seconds: float | None):
         """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass."""
         self._deadline = None if seconds is None else time.perf_counter() + seconds
+        if self.began is None:
+            self.began = time.perf_counter()
         for _ in range(max(threads, 0)):
             with self._lock:
                 self._active += 1
@@ -244,8 +257,7 @@ def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
     began = time.perf_counter()
     while not race.settled.is_set():
         elapsed = time.perf_counter() - began
-        if (elapsed >= most or race.nodes >= HEAD_START_NODES or
-                (elapsed >= HEAD_START_SECONDS and race.nodes < HEAD_START_PACE * elapsed)):
+        if elapsed >= most or race.nodes >= HEAD_START_NODES or race.slow():
             return False
         if wait(race, min(0.05, most - elapsed), stop):
             return True

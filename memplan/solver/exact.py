@@ -51,7 +51,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import threading
 import time
 
 import numpy as np
@@ -64,11 +63,11 @@ from memplan.registry import plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
+from memplan.solver.fit_race import Joint, head_start, racing
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, split
 from memplan.validate import known_valid, validate
 
-HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most seconds the canonical search has alone
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
@@ -315,10 +314,11 @@ class _Run:
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         if race.verdict is None and not interrupted and (left is None or left > 0):
-            race.narrow(0 if options.deterministic else 1)
-            joint = _Joint(race, options.stop)
+            alone = options.deterministic or race.slow()  # CP-SAT then takes every core
+            race.narrow(0 if alone else 1)
+            joint = Joint(race, options.stop)
             outcome = self._cp_search(i, floor, top, None, left, minimize=False,
-                                      options=_racing(options, threads, joint.event))
+                                      options=racing(options, threads, joint.event, alone))
             joint.close()
             interrupted = outcome.interrupted and not race.settled.is_set()
         race.cancel()
@@ -399,49 +399,6 @@ class _Run:
         if model is None:
             return canonical.stacked(self.parts[i].problem)
         return model.stacked
-
-
-class _Joint:
-    """One stop event for CP-SAT: set by the caller's ``stop`` or by the canonical verdict."""
-
-    def __init__(self, race: canonical.Race, stop):
-        self.event = threading.Event()
-        self._closed = threading.Event()
-        self._race, self._stop = race, stop
-        threading.Thread(target=self._watch, name="memplan-joint", daemon=True).start()
-
-    def _watch(self):
-        while not self._closed.wait(0.02):
-            if (self._race.settled.is_set() and self._race.verdict is not None) or \
-                    (self._stop is not None and self._stop.is_set()):
-                self.event.set()
-                return
-
-    def close(self):
-        self._closed.set()
-
-
-def head_start(seconds: float | None, share: float) -> float:
-    """Seconds the canonical search may have alone: ``share`` of the time, within
-    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner)."""
-    least, most = HEAD_START_SECONDS
-    if seconds is None:
-        return most
-    return min(max(seconds * share, least), most, seconds)
-
-
-def _racing(options: ExactOptions, threads: int, stop: threading.Event) -> ExactOptions:
-    """CP-SAT's options beside the canonical search's one thread (of ``threads``).
-
-    Its own portfolio (the canonical search is the lowest-offset one), on
-    the other cores (measured on tilings: two workers beside a canonical
-    thread lose a third against one), stopped by ``stop``. Deterministic
-    mode: the options as given (CP-SAT runs after the canonical search).
-    """
-    if options.deterministic:
-        return dataclasses.replace(options, stop=stop)
-    return dataclasses.replace(options, stop=stop, strategy="none",
-                               workers=max(threads - 1, 1))
 
 
 @register("exact")

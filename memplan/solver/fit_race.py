@@ -1,0 +1,71 @@
+"""The fit race's pieces: the canonical search's head start, CP-SAT's options, one stop.
+
+`memplan.solver.exact` races the canonical search (`memplan.solver.canonical`)
+and CP-SAT to fit a capacity (docs/explanation/exact-lanes.md):
+
+- `head_start`: the seconds the canonical search has alone (a share of the
+  time limit, within `HEAD_START_SECONDS`; `canonical.head_start` ends it
+  sooner on a settled question, many nodes, or slow ones);
+- `racing`: CP-SAT's options for the race (its own portfolio, beside the
+  canonical search's thread or on every core);
+- `Joint`: one stop event for CP-SAT, set by the caller's ``stop`` or by the
+  canonical verdict.
+
+Cost: one watcher thread polling every 20 ms while CP-SAT runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from memplan.solver import canonical
+from memplan.solver.exact_options import ExactOptions
+
+HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most seconds the canonical search has alone
+
+
+class Joint:
+    """One stop event for CP-SAT: set by the caller's ``stop`` or by the canonical verdict."""
+
+    def __init__(self, race: canonical.Race, stop):
+        self.event = threading.Event()
+        self._closed = threading.Event()
+        self._race, self._stop = race, stop
+        threading.Thread(target=self._watch, name="memplan-joint", daemon=True).start()
+
+    def _watch(self):
+        while not self._closed.wait(0.02):
+            if (self._race.settled.is_set() and self._race.verdict is not None) or \
+                    (self._stop is not None and self._stop.is_set()):
+                self.event.set()
+                return
+
+    def close(self):
+        self._closed.set()
+
+
+def head_start(seconds: float | None, share: float) -> float:
+    """Seconds the canonical search may have alone: ``share`` of the time, within
+    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner)."""
+    least, most = HEAD_START_SECONDS
+    if seconds is None:
+        return most
+    return min(max(seconds * share, least), most, seconds)
+
+
+def racing(options: ExactOptions, threads: int, stop: threading.Event,
+            alone: bool) -> ExactOptions:
+    """CP-SAT's options beside the canonical search's one thread (of ``threads``).
+
+    Its own portfolio (the canonical search is the lowest-offset one), on
+    the other cores (measured on tilings: two workers beside a canonical
+    thread lose a third against one), stopped by ``stop``. ``alone``: the
+    canonical search stopped (its nodes were slow: pinwheel tilings, which
+    it does not settle), so the portfolio takes every core. Deterministic
+    mode: the options as given (CP-SAT runs after the canonical search).
+    """
+    if options.deterministic:
+        return dataclasses.replace(options, stop=stop)
+    return dataclasses.replace(options, stop=stop, strategy="none",
+                               workers=threads if alone else max(threads - 1, 1))
