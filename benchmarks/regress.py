@@ -231,12 +231,12 @@ def main(args) -> int:
         chosen = rows(args.klass, args.problem)
     except KeyError as error:
         sys.exit(f"error: {error.args[0]}")
+    if args.only_new:
+        chosen = [row for row in chosen if row.key not in stored["rows"]]
     info = report.machine()
     print(f"# {len(chosen)} rows; load average {info['load average (1, 5, 15 min)']}; "
           f"baseline {path} ({stored.get('machine', {}).get('memplan commit', '?')})",
           file=sys.stderr)
-    if args.only_new:
-        chosen = [row for row in chosen if row.key not in stored["rows"]]
     results, failures = run(chosen, {} if args.write_baseline else stored["rows"],
                             retries=0 if args.write_baseline else args.retries,
                             tolerance=args.tolerance,
