@@ -65,7 +65,7 @@ from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.outcome import Outcome
-from memplan.solver.preprocess import Part, assemble, part_offsets, split
+from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spanning, split
 from memplan.validate import known_valid, validate
 
 HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most seconds the canonical search has alone
@@ -213,6 +213,7 @@ class _Run:
                     self.report()
 
             left = None if seconds is None else seconds - (time.perf_counter() - began)
+            hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution)
             found_offsets, extra, interrupted = found.offsets, {"lns": found.stats}, \
