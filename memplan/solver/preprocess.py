@@ -19,6 +19,10 @@ the size of the model, so the exact planner never hands it a problem as read:
         +--+--------+--:--+----+--> time
                        t
 
+- **sink** (`sink_spanning`, on the large parts that the neighbourhood search
+  improves): the buffers live over the whole part go to the bottom of the
+  warm start, so that the search meets the buffers that set the peak.
+
 Why scaling is exact: take any valid plan and floor every offset to a multiple
 of ``g``. Because every size and delta is a multiple of ``g``, ``a + size_a <=
 b`` implies ``floor(a) + size_a <= floor(b)``, honoured aliases stay honoured,
