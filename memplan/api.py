@@ -71,7 +71,8 @@ VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
-SEARCH_FIRST_BELOW = 10.0  # seconds: shorter limits on large problems go to the order search
+SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
+# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -330,11 +331,10 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
-    searched = not settings.exact or _search_first(problem, settings, record)
-    seconds = HEURISTIC_MOST * settings.time_limit if searched and settings.exact and \
-        settings.heuristic_time_limit is None else heuristic_seconds(settings)
-    plans = run_heuristics(problem, names, seed=settings.seed, time_limit=seconds,
-                           searched=searched)
+    timed = _search_seconds(problem, settings, record) if settings.exact else None
+    plans = run_heuristics(problem, names, seed=settings.seed,
+                           time_limit=heuristic_seconds(settings) if timed is None else timed,
+                           searched=not settings.exact or timed is not None)
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
@@ -389,13 +389,18 @@ def naive_arena(problem: Problem) -> int:
     return top
 
 
-def _search_first(problem: Problem, settings: SolveOptions, record: ExactOptions) -> bool:
-    """Whether `best`'s order search gets the time (``HEURISTIC_MOST``) before the exact
-    planner: minimising a problem it would improve by neighbourhoods, under ``SEARCH_FIRST_BELOW``
-    seconds (a few windows: the order search gains more, measured on training traces)."""
-    return problem.capacity is None and settings.time_limit is not None and \
-        settings.time_limit < SEARCH_FIRST_BELOW and (len(problem) > record.lns_buffers
-        or time_overlap_count(problem.starts, problem.ends) > record.lns_pairs)
+def _search_seconds(problem: Problem, settings: SolveOptions,
+                    record: ExactOptions) -> float | None:
+    """Seconds of `best`'s timed order search before the exact planner, or None (a fixed
+    budget, `SEARCH_WORK`): minimising a problem that the exact planner would improve by
+    neighbourhoods, where its windows gain less than the order search in its first
+    seconds (training traces: docs/explanation/heuristic-search.md)."""
+    limit = settings.time_limit
+    if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
+            is not None or (len(problem) <= record.lns_buffers and time_overlap_count(
+                problem.starts, problem.ends) <= record.lns_pairs):
+        return None
+    return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, SEARCH_SHARE * limit))
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:
