@@ -293,6 +293,9 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 sub, members, n_free = hood.sub_problem(free, y0)
                 if len(members) <= OBSTACLES * max(size >> attempt, MIN_SIZE):
                     break
+            else:  # every window had too many obstacles (a model of them: gigabytes)
+                stalled += 1
+                continue
             if picked is None:
                 break
             picked_seconds = time.perf_counter() - picking  # choosing the window, its problem
