@@ -101,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="how much a time ratio may grow (0.25: 25 %%)")
     regress.add_argument("--write-baseline", action="store_true",
                          help="measure and store the rows as the new baseline")
+    regress.add_argument("--only-new", action="store_true",
+                         help="only the rows that the baseline does not have")
     listing = commands.add_parser("list", help="the suites, their problems, the planners")
     listing.add_argument("--suite", type=_names, default=tuple(SUITES))
     again = commands.add_parser("regenerate", help="rerun the commands behind the doc's "

@@ -7,7 +7,8 @@ Every run is a whole process, problem by problem, the peers in turn (so that a
 ratio compares runs made at the same moment on a loaded machine):
 
 - ``memplan``: ``memplan solve X.csv --capacity none --no-exact
-  --heuristic-time-limit T --csv out.csv --quiet`` from this checkout;
+  --heuristic-time-limit T --csv out.csv --quiet`` from this checkout
+  (``--pipeline``: ``--time-limit T``, the heuristics then the exact lanes);
 - ``base``: the same command from the checkout given by ``--base`` (its own
   ``PYTHONPATH``), for before/after;
 - ``tabu`` and ``supermalloc``: omnimalloc's tabu search and SuperMalloc with
@@ -15,10 +16,10 @@ ratio compares runs made at the same moment on a loaded machine):
 
 Suites: ``minimalloc`` (the eleven, minimised, in the variants of
 `benchmarks.peers`: ``original``, ``reversed``, ``relabelled``) and ``traces``
-(`benchmarks.traces`: training steps of 10k, 18k and 30k buffers and an
-inference pass of 30k). Every solution is read back and checked by
-`memplan.validate`; the table gives arena / lower bound per run, seconds, and
-the geometric mean per peer.
+(`benchmarks.traces.TRACES`: training steps of 10k to 60k buffers, inference
+passes of 30k and 60k). Every solution is read back and checked by
+`memplan.validate`; the table gives arena / lower bound per run, seconds
+(whole process), peak resident memory, and the geometric mean per peer.
 """
 
 from __future__ import annotations
@@ -34,14 +35,9 @@ from pathlib import Path
 
 from benchmarks.peers import judge, variant
 from benchmarks.suites import REPO, cases
-from benchmarks.traces import inference_trace, training_step_trace
+from benchmarks.traces import TRACES
 from memplan.bounds import lower_bound
 from memplan.frontends.minimalloc_csv import write_csv
-
-TRACES = {"training-10k": lambda: training_step_trace(10_000),
-          "training-18k": lambda: training_step_trace(18_000),
-          "training-30k": lambda: training_step_trace(30_000),
-          "inference-30k": lambda: inference_trace(30_000)}
 
 
 def problems(suite: str, variants: tuple[str, ...], only: tuple[str, ...]):
@@ -58,15 +54,27 @@ def problems(suite: str, variants: tuple[str, ...], only: tuple[str, ...]):
                 yield f"{case.name}/{kind}", variant(case.problem("minimise"), kind)
 
 
-def command(peer: str, path: Path, out: Path, limit: float) -> tuple[list[str], Path]:
+def command(peer: str, path: Path, out: Path, limit: float,
+            pipeline: bool = False) -> tuple[list[str], Path]:
     """The command line of ``peer`` and the checkout it runs in (``python -m`` imports from
     the working directory first)."""
     if peer in ("tabu", "supermalloc"):
         return [sys.executable, "-m", "benchmarks.omnimalloc_peer", peer, str(path), str(out),
                 f"{limit:g}"], REPO
+    limits = ["--time-limit", f"{limit:g}"] if pipeline else \
+        ["--no-exact", "--heuristic-time-limit", f"{limit:g}"]
     return [sys.executable, "-m", "memplan.cli", "solve", str(path), "--capacity", "none",
-            "--no-exact", "--heuristic-time-limit", f"{limit:g}", "--csv", str(out),
-            "--quiet"], REPO if peer == "memplan" else BASE
+            *limits, "--csv", str(out), "--quiet"], REPO if peer == "memplan" else BASE
+
+
+def timed(line: list[str], checkout: Path) -> tuple[float, float]:
+    """Run ``line`` in ``checkout``: (wall seconds, peak resident MB of the process)."""
+    began = time.perf_counter()
+    child = subprocess.Popen(line, cwd=checkout, env=dict(os.environ, PYTHONPATH=str(checkout)),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)  # reaped here: Popen is told its exit code
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - began, usage.ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", default="memplan,base,tabu,supermalloc")
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--base", type=Path, help="another memplan checkout (peer 'base')")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="memplan and base: the whole pipeline (heuristics, exact lanes)")
     args = parser.parse_args(argv)
     BASE = args.base
     peers = tuple(args.peer.split(","))
     ratios: dict[str, list[float]] = {peer: [] for peer in peers}
-    print("| problem | bound | " + " | ".join(f"{p} arena/bound (s)" for p in peers) + " |")
+    print("| problem | bound | " + " | ".join(f"{p} arena/bound (s, MB)" for p in peers) + " |")
     print("|---|---|" + "---|" * len(peers))
     with tempfile.TemporaryDirectory() as folder:
         for name, problem in problems(args.suite, tuple(args.variant.split(",")),
@@ -95,21 +105,18 @@ def main(argv: list[str] | None = None) -> int:
             for peer in peers:
                 out = Path(folder) / f"{peer}.csv"
                 out.unlink(missing_ok=True)
-                line, checkout = command(peer, path, out, args.time_limit)
-                began = time.perf_counter()
-                subprocess.run(line, cwd=checkout, env=dict(os.environ, PYTHONPATH=str(checkout)),
-                               capture_output=True, timeout=args.time_limit + 120)
-                seconds = time.perf_counter() - began
+                seconds, memory = timed(*command(peer, path, out, args.time_limit,
+                                                 args.pipeline))
                 status, arena, _ = judge(problem, out, fit=False)
                 if arena is None or status != "valid":
                     cells.append(f"{status}")
                     continue
                 ratios[peer].append(arena / bound)
-                cells.append(f"{arena / bound:.4f} ({seconds:.1f})")
+                cells.append(f"{arena / bound:.5f} ({seconds:.1f}, {memory:.0f})")
             print(f"| {name} | {bound} | " + " | ".join(cells) + " |", flush=True)
     means = [math.exp(sum(map(math.log, r)) / len(r)) if r else float("nan")
              for r in ratios.values()]
-    print("| geomean | | " + " | ".join(f"{m:.4f}" for m in means) + " |")
+    print("| geomean | | " + " | ".join(f"{m:.5f}" for m in means) + " |")
     return 0
 
 

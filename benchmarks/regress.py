@@ -6,6 +6,7 @@ got worse than the baseline (``benchmarks/baseline.json``) says it was.
     python -m benchmarks regress                      # every class, a few minutes
     python -m benchmarks regress --class tilings,onnx-light
     python -m benchmarks regress --write-baseline     # after a change that is wanted
+    python -m benchmarks regress --write-baseline --only-new   # rows without a baseline
 
 Steps, for each row (a problem of a class, with that class's planner settings):
 
@@ -23,7 +24,8 @@ Steps, for each row (a problem of a class, with that class's planner settings):
 - a failing row is run again, up to ``--retries`` times, and fails only if
   every attempt fails: a loaded machine slows one run, rarely three.
 
-Rows without a baseline pass as ``new``. Cost: the classes' time limits
+Rows without a baseline pass as ``new``; ``--write-baseline --only-new``
+measures and stores only those. Cost: the classes' time limits
 (`CLASSES`) plus the peers; every row runs in this process, one at a time.
 """
 
@@ -47,6 +49,7 @@ TIME_FLOOR = 1.0  # seconds: shorter rows are not judged by their time
 PEER_SECONDS = 0.2  # the peer runs again until it has taken this long
 PEER_RUNS = 3  # ... and at least this many times
 TFLITE_MODELS = ("ds_cnn", "resnet8", "autoencoder")  # int8, built by benchmarks.tflite_models
+TRACE_SIZES = (18_000, 60_000)  # training traces beyond the 10k of every large kind
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,10 @@ def _large() -> list[Row]:
     makers = {"decoder": transformer_decoder, "training": training_step,
               "network": network_like, "training-trace": training_step_trace,
               "inference-trace": inference_trace}
-    return [Row(f"large/{kind}-10k", partial(make, 10_000, 0),
-                {"time_limit": 5.0, "deterministic": True}) for kind, make in makers.items()]
+    sizes = [(kind, make, 10_000) for kind, make in makers.items()] + \
+        [("training-trace", training_step_trace, n) for n in TRACE_SIZES]
+    return [Row(f"large/{kind}-{n // 1000}k", partial(make, n, 0),
+                {"time_limit": 5.0, "deterministic": True}) for kind, make, n in sizes]
 
 
 def _onnx_light() -> list[Row]:
@@ -226,6 +231,8 @@ def main(args) -> int:
         chosen = rows(args.klass, args.problem)
     except KeyError as error:
         sys.exit(f"error: {error.args[0]}")
+    if args.only_new:
+        chosen = [row for row in chosen if row.key not in stored["rows"]]
     info = report.machine()
     print(f"# {len(chosen)} rows; load average {info['load average (1, 5, 15 min)']}; "
           f"baseline {path} ({stored.get('machine', {}).get('memplan commit', '?')})",
@@ -236,7 +243,10 @@ def main(args) -> int:
                             progress=lambda line: print(line, file=sys.stderr))
     if args.write_baseline:
         stored["rows"] = {**stored["rows"], **results}
-        stored["machine"] = info
+        if args.only_new:  # the other rows keep the machine they were measured on
+            stored.setdefault("added", []).append({**info, "rows": sorted(results)})
+        else:
+            stored["machine"] = info
         stored["peer"] = "omnimalloc GreedyBySizeAllocator, fastest of the runs in " \
                          f"{PEER_SECONDS:g} s"
         path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")

@@ -20,7 +20,11 @@ time at 10k-60k buffers, more than pair lists can hold::
 
 - `training_step_trace`: forward, backward, optimiser (the figure);
 - `inference_trace`: the forward pass only: weights over every step, the
-  activations around them, nothing saved.
+  activations around them, nothing saved;
+- `TRACES`: the named set the benchmarks plan, sized like the production
+  traces these stand for (BERT-large 10.7k buffers, a 2.6B transformer 18.7k,
+  a 13B transformer 14.7k with more parameter tensors, an operator graph of
+  62k), two seeds of the common sizes so that nothing is tuned on one instance.
 
 Same arguments, same problem on every machine (Python's `random.Random`);
 the buffer count lands within a few percent of the one asked. O(n).
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -88,10 +94,10 @@ class _Trace:
                                    alignments=np.full(count, ALIGNMENT, np.int64), name=name)
 
 
-def training_step_trace(buffers: int, seed: int = 0) -> Problem:
+def training_step_trace(buffers: int, seed: int = 0, long_lived: int = LONG_LIVED) -> Problem:
     """A training step of about ``buffers`` buffers (10k-60k: see the module doc).
 
-    Steps: ``LONG_LIVED`` weights and their two optimiser moments, live over
+    Steps: ``long_lived`` weights and their two optimiser moments, live over
     the whole step; forward operators (`_Trace.forward`, saving tensors);
     backward operators in reverse, each writing a short gradient, sometimes a
     workspace, and for a parameter its weight gradient, live until the
@@ -99,15 +105,15 @@ def training_step_trace(buffers: int, seed: int = 0) -> Problem:
     """
     trace = _Trace(seed)
     per_step = 1 + WORKSPACE + SAVED + 1 + WORKSPACE  # buffers per forward + backward step
-    steps = max(8, round((buffers - 5 * LONG_LIVED) / per_step))
-    end = 2 * steps + LONG_LIVED
-    weights = [trace.parameter() for _ in range(LONG_LIVED)]
+    steps = max(8, round((buffers - 5 * long_lived) / per_step))
+    end = 2 * steps + long_lived
+    weights = [trace.parameter() for _ in range(long_lived)]
     for size in weights:
         trace.buffer(size, 0, end)  # the weight
         trace.buffer(2 * size, 0, end)  # optimiser moments, float32
         trace.buffer(2 * size, 0, end)
     trace.forward(steps, save=True)
-    owner = sorted(trace.rng.sample(range(steps, 2 * steps), LONG_LIVED))
+    owner = sorted(trace.rng.sample(range(steps, 2 * steps), long_lived))
     for k in range(steps, 2 * steps):
         trace.buffer(trace.activation(), k, k + trace.short_life())
         if trace.rng.random() < WORKSPACE:
@@ -127,3 +133,17 @@ def inference_trace(buffers: int, seed: int = 0) -> Problem:
         trace.buffer(trace.parameter(), 0, steps + 1)
     trace.forward(steps, save=False)
     return trace.problem(f"inference-trace-{len(trace.sizes)}-s{seed}")
+
+
+TRACES: dict[str, Callable[[], Problem]] = {
+    "training-10k": partial(training_step_trace, 10_000),
+    "training-10k-s1": partial(training_step_trace, 10_000, 1),
+    "training-15k-state": partial(training_step_trace, 15_000, 0, 3 * LONG_LIVED),
+    "training-18k": partial(training_step_trace, 18_000),
+    "training-18k-s1": partial(training_step_trace, 18_000, 1),
+    "training-30k": partial(training_step_trace, 30_000),
+    "training-30k-s2": partial(training_step_trace, 30_000, 2),
+    "training-60k": partial(training_step_trace, 60_000),
+    "inference-30k": partial(inference_trace, 30_000),
+    "inference-60k": partial(inference_trace, 60_000),
+}

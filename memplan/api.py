@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan import frontends
-from memplan.bounds import load_profile, lower_bound
+from memplan.bounds import load_profile, lower_bound, time_overlap_count
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
@@ -71,6 +71,8 @@ VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
+SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
+# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -329,8 +331,10 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
+    timed = _search_seconds(problem, settings, record) if settings.exact else None
     plans = run_heuristics(problem, names, seed=settings.seed,
-                           time_limit=heuristic_seconds(settings), searched=not settings.exact)
+                           time_limit=heuristic_seconds(settings) if timed is None else timed,
+                           searched=not settings.exact or timed is not None)
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
@@ -383,6 +387,20 @@ def naive_arena(problem: Problem) -> int:
                                       extent.tolist(), strict=True):
         top += (residue - top) % step + size  # the next aligned base, then the unit
     return top
+
+
+def _search_seconds(problem: Problem, settings: SolveOptions,
+                    record: ExactOptions) -> float | None:
+    """Seconds of `best`'s timed order search before the exact planner, or None (a fixed
+    budget, `SEARCH_WORK`): minimising a problem that the exact planner would improve by
+    neighbourhoods, where its windows gain less than the order search in its first
+    seconds (training traces: docs/explanation/heuristic-search.md)."""
+    limit = settings.time_limit
+    if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
+            is not None or (len(problem) <= record.lns_buffers and time_overlap_count(
+                problem.starts, problem.ends) <= record.lns_pairs):
+        return None
+    return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, SEARCH_SHARE * limit))
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:

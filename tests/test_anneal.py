@@ -140,6 +140,8 @@ def test_traces_are_seeded_and_have_the_shape_asked():
     assert (lifetimes > problem.horizon / 2).sum() >= 250  # weights, moments, checkpoints
     assert problem.sizes.max() >= 100 << 20
     assert 2_800 <= len(inference_trace(3_000)) <= 3_200
+    state = training_step_trace(6_000, long_lived=500)  # more parameters: more state
+    assert ((state.starts == 0) & (state.ends == state.horizon)).sum() == 3 * 500
 
 
 @needs_kernel

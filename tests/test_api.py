@@ -179,3 +179,18 @@ def test_solve_plans_memory_regions_and_variable_scratch():
     plan = memplan.solve(scratch, time_limit=5)
     assert validate(scratch, plan) == [] and plan.sizes is not None
     assert 10 <= plan.sizes[0] <= 60 and plan.arena_size == 80
+
+
+def test_large_problems_give_the_order_search_its_own_time_before_the_exact_planner():
+    from memplan.solver.exact_options import ExactOptions
+
+    count = ExactOptions().lns_buffers + 1  # the exact planner would search neighbourhoods
+    large = Problem.from_arrays(np.full(count, 64), np.arange(count), np.arange(count) + 3)
+    short, long = api.solve_options(time_limit=5), api.solve_options(time_limit=60)
+    assert api._search_seconds(large, short, ExactOptions()) == pytest.approx(4.5)  # 90 %
+    assert api._search_seconds(large, long, ExactOptions()) == pytest.approx(10.0)  # a sixth
+    assert api._search_seconds(large.replace(capacity=1 << 20), short, ExactOptions()) is None
+    assert api._search_seconds(Problem.from_arrays([64, 64], [0, 1], [2, 3]), short,
+                               ExactOptions()) is None
+    report = api.solve_report(large, short)
+    assert validate(large, report.plan) == []

@@ -76,3 +76,19 @@ def test_an_unknown_class_is_refused_with_the_valid_ones():
     with pytest.raises(KeyError, match="valid classes: minimalloc-fit"):
         regress.rows(("tiling",))
     assert {row.key.split("/")[0] for row in regress.rows(("tilings",))} == {"tilings"}
+
+
+def test_only_new_rows_are_measured_and_added_to_a_baseline(tmp_path, monkeypatch):
+    pytest.importorskip("omnimalloc")
+    twin = regress.Row("tiny/fit-five-again", fit_five, {"time_limit": 5.0})
+    monkeypatch.setitem(regress.CLASSES, "tiny", lambda: [_row(), twin])
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"rows": {"tiny/fit-five": _measured(arena=11)},
+                                "machine": {"memplan commit": "before"}}))
+    chosen = ["regress", "--class", "tiny", "--baseline", str(path)]
+    assert main([*chosen, "--write-baseline", "--only-new"]) == 0
+    stored = json.loads(path.read_text())
+    assert stored["rows"]["tiny/fit-five"]["arena"] == 11  # kept, not measured again
+    assert stored["rows"]["tiny/fit-five-again"]["arena"] == 12
+    assert stored["machine"] == {"memplan commit": "before"}
+    assert stored["added"][0]["rows"] == ["tiny/fit-five-again"]

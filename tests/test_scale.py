@@ -544,3 +544,17 @@ def test_pins_from_a_plan_skip_the_clash_check_that_others_get():
         Problem.from_arrays(*arrays, pinned=np.array([0, 0]))
     trusted = Problem.from_arrays(*arrays, pinned=np.array([0, 8]), pins_from_plan=True)
     assert trusted.pinned.tolist() == [0, 8]  # LNS windows: obstacles of a valid plan
+
+
+def test_a_window_of_free_buffers_all_live_at_one_step_is_skipped():
+    from memplan.solver.lns import CLIQUE_MOST, _solve_window
+
+    count = CLIQUE_MOST + 1  # all live at step `count`: a one-dimensional packing
+    sub = Problem.from_arrays(np.full(count, 4), np.arange(count), np.full(count, count + 5))
+    new, proven, stats = _solve_window(sub, count, 0, 4 * count, np.arange(count) * 4,
+                                       ExactOptions(), 1.0)
+    assert new is None and not proven and stats["clique"]
+    staggered = Problem.from_arrays(np.full(count, 4), np.arange(count), np.arange(count) + 2)
+    new, _, stats = _solve_window(staggered, count, 0, 8, np.arange(count) % 2 * 4,
+                                  ExactOptions(), 5.0)
+    assert new is not None and "clique" not in stats

@@ -7,7 +7,14 @@ import numpy as np
 from memplan import Alias, Buffer, Problem
 from memplan.solver.geometry import build_geometry, set_partitions
 from memplan.solver.model import conflict_cliques, sections
-from memplan.solver.preprocess import assemble, components, part_offsets, scale_of, split
+from memplan.solver.preprocess import (
+    assemble,
+    components,
+    part_offsets,
+    scale_of,
+    sink_spanning,
+    split,
+)
 
 
 def test_divisor_divides_sizes_deltas_and_pins_and_fits_the_alignments():
@@ -84,3 +91,26 @@ def test_conflict_cliques_cover_the_heavy_cliques_of_a_conflict_graph():
     cliques = conflict_cliques(pairs, sizes)
     assert [3, 4, 5, 6] in cliques  # 20 + 2 + 6 + 15 = 43, the optimum
     assert all(len(c) > 2 for c in cliques)
+
+
+def test_spanning_buffers_sink_to_the_bottom_and_the_plan_stays_valid():
+    from memplan.plan import Plan
+    from memplan.registry import plan_with
+    from memplan.validate import validate
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        count = int(rng.integers(5, 60))
+        starts = rng.integers(0, 30, count)
+        ends = starts + rng.integers(1, 12, count)
+        starts[: count // 5 + 1], ends[: count // 5 + 1] = starts.min(), ends.max()
+        problem = Problem.from_arrays(rng.integers(1, 9, count) * 64, starts, ends,
+                                      alignments=np.full(count, 64))
+        plan = plan_with(("greedy_by_size", "first_fit", "best_fit")[trial % 3], problem)
+        sunk = sink_spanning(problem, plan.offsets)
+        moved = Plan.from_offsets(problem, sunk.tolist(), planner="sunk")
+        assert validate(problem, moved) == [] and moved.arena_size <= plan.arena_size
+        spanning = (problem.starts == starts.min()) & (problem.ends == ends.max())
+        assert (sunk[spanning] + problem.sizes[spanning]).max() <= sunk[~spanning].min()
+    odd = Problem([Buffer("a", 96, 0, 4), Buffer("b", 64, 1, 2, alignment=64)])
+    assert sink_spanning(odd, np.array([64, 0])).tolist() == [64, 0]  # 96: not aligned

@@ -65,7 +65,7 @@ from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.fit_race import Joint, head_start, racing
 from memplan.solver.outcome import Outcome
-from memplan.solver.preprocess import Part, assemble, part_offsets, split
+from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spanning, split
 from memplan.validate import known_valid, validate
 
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
@@ -215,6 +215,7 @@ class _Run:
                     self.report()
 
             left = None if seconds is None else seconds - (time.perf_counter() - began)
+            hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution)
             found_offsets, extra, interrupted = found.offsets, {"lns": found.stats}, \

@@ -66,6 +66,8 @@ STALL = 30  # without a time limit: stop after this many windows in a row withou
 EXPLORE = 0.15  # chance of a window around any unit rather than one at the peak
 OBSTACLES = 3  # a window may hold this many times its size in buffers, obstacles included
 BAND_SHARE = 0.5  # chance of a band window (all live components) rather than a contained one
+CLIQUE_MOST = 64  # more free buffers all live at one step: CP-SAT's one-dimensional packing
+# of them overruns its time limit by seconds (OR-Tools 9.15): such a window is skipped
 
 
 @dataclass
@@ -236,6 +238,8 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     """(new offsets of the sub-problem or None, proven optimal, stats) for one window, in
     at most ``seconds`` from the call (building the model counts: none left, no solve)."""
     began = time.perf_counter()
+    if n_free > CLIQUE_MOST and sub.starts[:n_free].max() < sub.ends[:n_free].min():
+        return None, False, {"built": 0.0, "clique": True}
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
     built = time.perf_counter() - began
@@ -289,6 +293,9 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 sub, members, n_free = hood.sub_problem(free, y0)
                 if len(members) <= OBSTACLES * max(size >> attempt, MIN_SIZE):
                     break
+            else:  # every window had too many obstacles (a model of them: gigabytes)
+                stalled += 1
+                continue
             if picked is None:
                 break
             picked_seconds = time.perf_counter() - picking  # choosing the window, its problem

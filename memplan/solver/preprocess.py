@@ -19,6 +19,10 @@ the size of the model, so the exact planner never hands it a problem as read:
         +--+--------+--:--+----+--> time
                        t
 
+- **sink** (`sink_spanning`, on the large parts that the neighbourhood search
+  improves): the buffers live over the whole part go to the bottom of the
+  warm start, so that the search meets the buffers that set the peak.
+
 Why scaling is exact: take any valid plan and floor every offset to a multiple
 of ``g``. Because every size and delta is a multiple of ``g``, ``a + size_a <=
 b`` implies ``floor(a) + size_a <= floor(b)``, honoured aliases stay honoured,
@@ -144,3 +148,38 @@ def assemble(problem: Problem, parts: list[Part], offsets: list[np.ndarray]) -> 
     for part, part_offset in zip(parts, offsets, strict=True):
         whole[part.buffers] = np.asarray(part_offset, np.int64) * part.scale
     return whole
+
+
+def sink_spanning(problem: Problem, offsets: np.ndarray) -> np.ndarray:
+    """``offsets`` with the buffers live over the whole horizon stacked at the bottom.
+
+    Such a buffer meets every other, so each other buffer lies wholly below or
+    above it; moving it under all of them and the ones it was above up by its
+    size keeps the plan valid and its peak as it was::
+
+        address                          address
+          ^  +---+ +----+                  ^  +---+ +----+
+          |  ====spanning=====     ->      |  |   | +----+
+          |  |   | +----+                  |  ====spanning=====
+          +-------------------> time       +-------------------> time
+
+    A large-neighbourhood search then finds the peak among the buffers that
+    can move. Unchanged on problems with aliases or pinned buffers, or when a
+    spanning size is not a multiple of every alignment. O(n log n).
+    """
+    offsets = np.asarray(offsets, np.int64)
+    span = (problem.starts == problem.starts.min()) & (problem.ends == problem.ends.max()) \
+        if len(problem) else np.zeros(0, bool)
+    aligned = np.lcm.reduce(np.unique(problem.alignments)) if len(problem) else 1
+    if span.all() or not span.any() or len(problem.alias_src) or \
+            (problem.pinned != NO_OFFSET).any() or (problem.sizes[span] % aligned).any():
+        return offsets
+    spanning = np.flatnonzero(span)[np.argsort(offsets[span], kind="stable")]
+    below = np.concatenate([[0], np.cumsum(problem.sizes[spanning])])  # stacked, in order
+    sunk = offsets.copy()
+    sunk[spanning] = below[:-1]
+    rest = np.flatnonzero(~span)
+    # the spanning buffers that start below a buffer's top lie below it: the others go under
+    under = np.searchsorted(offsets[spanning], offsets[rest] + problem.sizes[rest], "left")
+    sunk[rest] += below[-1] - below[under]
+    return sunk
