@@ -243,7 +243,7 @@ def main(args) -> int:
                             progress=lambda line: print(line, file=sys.stderr))
     if args.write_baseline:
         stored["rows"] = {**stored["rows"], **results}
-        if args.only_new:  # the other rows keep the machine they were measured on
+        if args.only_new or args.klass or args.problem:  # the other rows keep theirs
             stored.setdefault("added", []).append({**info, "rows": sorted(results)})
         else:
             stored["machine"] = info

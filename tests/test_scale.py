@@ -158,10 +158,14 @@ def test_lns_keeps_aliases_conflicts_and_pinned_buffers():
 def test_exact_uses_lns_on_large_parts_and_keeps_its_word():
     problem = network_like(250, 6)
     hint = plan_with("naive", problem)  # far above the bound: the search has work to do
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100)  # until stalled
+    plan = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100,
+                     canonical=False)  # no floor probe first: the windows until stalled
     assert validate(problem, plan) == []
     assert plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
+    probed = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100)
+    assert validate(problem, probed) == [] and probed.status == "optimal"
+    assert any(s and "floor_probe" in s for s in probed.stats["parts_stats"])
     assert (plan.status == "optimal") == (plan.arena_size == plan.best_bound)
     capped = problem.replace(capacity=hint.arena_size)
     fit = plan_with("exact", capped, hint=hint, workers=1, lns_buffers=100)
@@ -207,7 +211,7 @@ def test_overlap_count_matches_the_pairs_and_routes_crowded_parts_to_lns():
         assert time_overlap_count(starts, ends) == len(time_overlap_pairs(starts, ends)[0])
     problem = training_step(200, 7)
     hint = plan_with("naive", problem)
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_pairs=10)
+    plan = plan_with("exact", problem, hint=hint, workers=1, lns_pairs=10, canonical=False)
     assert validate(problem, plan) == [] and plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
 
