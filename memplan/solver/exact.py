@@ -69,6 +69,7 @@ from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spannin
 from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
+PROBE_PAIRS = 10_000_000  # ... and only up to this many overlapping pairs (memory)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
@@ -207,13 +208,17 @@ class _Run:
         finds that layout in one pass of n nodes, where windows of the
         neighbourhood search would take minutes (10k-buffer training and
         inference traces: optimal in 0.6-1.6 s, against 1.0007 and 1.003 after
-        5 s of windows). The probe has `canonical.PROBE_SECONDS` (nodes in
+        5 s of windows). Only up to `PROBE_PAIRS` overlapping pairs: the kernel
+        lists them all, 40-55 bytes each (35 M pairs took 1.9 GB). The probe
+        has `canonical.PROBE_SECONDS` (nodes in
         deterministic mode) per `PROBE_BUFFERS` buffers, at most half of
         ``seconds``. Returns the optimal outcome, the hint's when Ctrl-C or
         ``stop`` came, or None (then the windows).
         """
         part, options = self.parts[i], self.options
-        if not (self.minimize and options.canonical and canonical.plain(part.problem)):
+        scaled = part.problem
+        if not (self.minimize and options.canonical and canonical.plain(scaled)) or \
+                time_overlap_count(scaled.starts, scaled.ends) > PROBE_PAIRS:
             return None
         scale = max(1.0, len(part.buffers) / PROBE_BUFFERS)
         most = None if seconds is None else seconds / 2
