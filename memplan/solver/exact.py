@@ -212,8 +212,8 @@ class _Run:
         lists them all, 40-55 bytes each (35 M pairs took 1.9 GB). The probe
         has `canonical.PROBE_SECONDS` (nodes in
         deterministic mode) per `PROBE_BUFFERS` buffers, at most half of
-        ``seconds``. Returns the optimal outcome, the hint's when Ctrl-C or
-        ``stop`` came, or None (then the windows).
+        ``seconds``, and none below a second. Returns the optimal outcome, the
+        hint's when Ctrl-C or ``stop`` came, or None (then the windows).
         """
         part, options = self.parts[i], self.options
         scaled = part.problem
@@ -222,6 +222,8 @@ class _Run:
             return None
         scale = max(1.0, len(part.buffers) / PROBE_BUFFERS)
         most = None if seconds is None else seconds / 2
+        if most is not None and most < canonical.PROBE_SECONDS:
+            return None  # too short to finish one pass over a large part: no use, and memory
         probe = canonical.PROBE_SECONDS * scale if most is None else \
             min(canonical.PROBE_SECONDS * scale, most)
         verdict = canonical.fit(
