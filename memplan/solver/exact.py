@@ -69,8 +69,7 @@ from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spannin
 from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
-PROBE_PAIRS = 10_000_000  # ... and only up to this many overlapping pairs (memory: about
-#                            1.1 GB for the whole process at 8.3 M)
+PROBE_PAIRS = 10_000_000  # ... and up to this many overlapping pairs (1.1 GB at 8.3 M)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
