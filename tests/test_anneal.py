@@ -82,7 +82,7 @@ def test_same_seed_and_budget_same_plan_and_the_best_order_decodes_to_it():
 @needs_kernel
 def test_the_search_uses_its_time_and_improves_on_the_passes():
     problem = challenging("A")
-    plan = plan_with("best", problem, time_limit=1.0)
+    plan = plan_with("best", problem, time_limit=1.0, descent=0)
     passes = [arena for name, arena in plan.stats["arenas"].items() if name != "anneal"]
     assert validate(problem, plan) == [] and plan.stats["evaluations"] > 0
     assert plan.arena_size <= min(passes) and plan.stats["arenas"]["anneal"] <= min(passes)
