@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan import frontends
-from memplan.bounds import load_profile, lower_bound, time_overlap_count
+from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
@@ -57,7 +57,7 @@ from memplan.options import option
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
-from memplan.solver.exact import canonical_first
+from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.validate import known_valid, mark_valid, validate
 
@@ -397,8 +397,7 @@ def _search_seconds(problem: Problem, settings: SolveOptions,
     seconds (training traces: docs/explanation/heuristic-search.md)."""
     limit = settings.time_limit
     if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
-            is not None or (len(problem) <= record.lns_buffers and time_overlap_count(
-                problem.starts, problem.ends) <= record.lns_pairs):
+            is not None or not by_neighbourhoods(problem, record):
         return None
     return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, SEARCH_SHARE * limit))
 

@@ -149,17 +149,12 @@ class _Run:
                                                 or top <= scaled.capacity):
             return Outcome("optimal" if self.minimize and top <= floor else "feasible", hinted,
                            floor)
-        left = self.seconds_left()
-        seconds = None if left is None else max(left, 0) / parts_left
-        if hinted is not None and (len(part.buffers) > self.options.lns_buffers or
-                                   time_overlap_count(scaled.starts, scaled.ends)
-                                   > self.options.lns_pairs):
+        seconds = self._share(parts_left)
+        if hinted is not None and by_neighbourhoods(scaled, self.options):
             at_floor = self._floor_probe(i, floor, hinted, seconds)
             if at_floor is not None:
                 return at_floor
-            left = self.seconds_left()
-            seconds = None if left is None else max(left, 0) / parts_left
-            return self._neighbourhoods(i, floor, hinted, seconds)
+            return self._neighbourhoods(i, floor, hinted, self._share(parts_left))
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
         if self.options.canonical and scaled.capacity is None and canonical.plain(scaled):
@@ -199,6 +194,11 @@ class _Run:
             outcome.stats["floor_probes"] = proofs
         self.clock_cuts += outcome.stats["clock_cuts"]
         return outcome
+
+    def _share(self, parts_left: int) -> float | None:
+        """This part's seconds: the time left, shared by the parts still to plan."""
+        left = self.seconds_left()
+        return None if left is None else max(left, 0) / parts_left
 
     def _floor_probe(self, i: int, floor: int, hinted: np.ndarray,
                      seconds: float | None) -> Outcome | None:
@@ -502,6 +502,14 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
             stats["interrupted"] = True
     return _plan(problem, run, stats, time.perf_counter() - began)
+
+
+def by_neighbourhoods(problem: Problem, options: ExactOptions) -> bool:
+    """Whether a part with a warm start is improved window by window (`memplan.solver.lns`):
+    over ``lns_buffers`` buffers or ``lns_pairs`` pairs overlapping in time (one model of
+    it would not build in time)."""
+    return len(problem) > options.lns_buffers or \
+        time_overlap_count(problem.starts, problem.ends) > options.lns_pairs
 
 
 def canonical_first(problem: Problem, options: ExactOptions | None = None) -> bool:
