@@ -75,11 +75,11 @@ def test_every_order_alone_is_complete():
         problem = random_problem(100 + seed, 6)
         optimum = exhaustive_optimum(problem)
         for order in canonical.KEYS:
-            race = canonical.Race(problem, optimum - 1, orders=(order,))
+            race = canonical.Race(problem, optimum - 1, orders=(order,), sweeps=())
             race.start(1, None)
             canonical.wait(race, None, None)
             assert race.result().status == "infeasible", order
-            race = canonical.Race(problem, optimum, orders=(order,))
+            race = canonical.Race(problem, optimum, orders=(order,), sweeps=())
             race.start(1, None)
             canonical.wait(race, None, None)
             check(problem, race.result(), optimum)

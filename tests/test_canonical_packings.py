@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.generate import pinwheel
 from memplan import Problem, lower_bound
 from memplan.solver import canonical
 
@@ -85,7 +86,7 @@ def nudged(problem: Problem, rng) -> Problem:
 def test_small_tilings_fit_at_their_capacity_in_every_order(seed):
     problem = tiling(seed, 4 + seed % 5)
     for order in canonical.KEYS:
-        race = canonical.Race(problem, problem.capacity, orders=(order,))
+        race = canonical.Race(problem, problem.capacity, orders=(order,), sweeps=())
         race.start(1, None)
         canonical.wait(race, None, None)
         check(problem, race.result(), problem.capacity)
@@ -120,6 +121,19 @@ def test_a_tiling_of_a_hundred_buffers_settles_in_few_nodes():
     verdict = canonical.fit(problem, problem.capacity, threads=1)
     check(problem, verdict, problem.capacity)
     assert verdict.stats["nodes"] < 20 * len(problem)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_nested_pinwheels_settle_in_the_first_sweep(reverse):
+    # in lifetime order alone, 501 pieces took over 400,000 nodes and 60 s were not enough
+    problem = pinwheel(501, 3)
+    if reverse:
+        horizon = int(problem.ends.max())
+        problem = Problem.from_arrays(problem.sizes, horizon - problem.ends,
+                                      horizon - problem.starts, capacity=problem.capacity)
+    verdict = canonical.fit(problem, problem.capacity, threads=1, node_budget=4 * len(problem))
+    check(problem, verdict, problem.capacity)
+    assert verdict.stats["settled_by"][0] in canonical.SWEEPS
 
 
 def test_a_race_is_slow_only_after_its_first_second_under_its_pace():

@@ -103,13 +103,13 @@ static int by_keys(const void *x, const void *y) {
 }
 
 /* One key of buffer b: W lifetime, A area, T largest unplaced bytes of its sections,
-   Z size, L start, U end, C sections spanned, O overlapping buffers. */
+   Z size, E start (earliest first), U end, C sections spanned, O overlapping buffers. */
 static int64_t key_of(Search *s, char letter, int64_t b) {
     switch (letter) {
     case 'W': return s->width[b];
     case 'A': return s->width[b] * s->size[b];
     case 'Z': return s->size[b];
-    case 'L': return s->start[b];
+    case 'E': return -s->start[b];
     case 'U': return s->end[b];
     case 'C': return s->end[b] - s->start[b];
     case 'O': return s->ov_begin[b + 1] - s->ov_begin[b];

@@ -61,8 +61,8 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     Its own portfolio (the canonical search is the lowest-offset one), on
     the other cores (measured on tilings: two workers beside a canonical
     thread lose a third against one), stopped by ``stop``. ``alone``: the
-    canonical search stopped (its nodes were slow: pinwheel tilings, which
-    it does not settle), so the portfolio takes every core. Deterministic
+    canonical search stopped (its nodes were slow: packings the sweeps miss,
+    which it does not settle), so the portfolio takes every core. Deterministic
     mode: the options as given (CP-SAT runs after the canonical search).
     """
     if options.deterministic:
