@@ -34,13 +34,14 @@ import os
 import re
 import signal
 import sys
+import time
 import warnings
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 from typing import Any
 
 import memplan
-from memplan import api, cli_checks
+from memplan import api, cli_checks, startup
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.deploy.multimodel import report as model_report
 from memplan.diagnosis.explain import capacity_line, explain
@@ -66,6 +67,7 @@ from memplan.viz import human_bytes, show_bytes
 
 OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # exit codes (3: a solver defect caught)
 INTERRUPTED = 130  # Ctrl-C before any plan existed
+LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 _DIMS_HINT = re.compile(r"""dims=\{(['"])(.*?)\1: \.\.\.\}""")
@@ -131,6 +133,17 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
 
 def _options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in fields(cls)}
+
+
+def _from_start(options: api.SolveOptions) -> api.SolveOptions:
+    """``--time-limit`` bounds the command up to its plan: the seconds since memplan began
+    to load (imports, reading and checking the models) come off the solve's limit, of
+    which at least `LEAST_SOLVE_SHARE` stays."""
+    if options.time_limit is None:
+        return options
+    spent = time.perf_counter() - startup.STARTED
+    return replace(options, time_limit=max(options.time_limit - spent,
+                                           LEAST_SOLVE_SHARE * options.time_limit))
 
 
 def _span(text: str) -> tuple[int, int]:
@@ -424,7 +437,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problems = [_load(path, args, own_capacity=len(paths) == 1) for path in paths]
     _check_outputs(args, problems, paths)
     model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
-    options = api.SolveOptions(**_options_of(args, api.SolveOptions))
+    options = _from_start(api.SolveOptions(**_options_of(args, api.SolveOptions)))
     live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
     multi = None
     with live, stop_on_ctrl_c() as stop:

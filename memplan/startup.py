@@ -5,7 +5,9 @@ window would print a KeyboardInterrupt traceback from inside some import. When
 this process is the ``memplan`` command (or ``python -m memplan.<module>``),
 this module, imported first by the package, sets a SIGINT handler that prints
 one line and exits with 130; the command's ``main`` restores Python's default
-handler once everything is imported. A library import changes nothing. The
+handler once everything is imported. A library import changes nothing. It
+also notes when memplan began to load (`STARTED`): a command's
+``--time-limit`` counts from there, imports and reading included. The
 handler is set through the interpreter's built-in ``_signal`` (already loaded
 at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
 20 ms in which a Ctrl-C would still end in a traceback.
@@ -14,6 +16,9 @@ at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
 import _signal
 import os
 import sys
+import time
+
+STARTED = time.perf_counter()  # see the module doc
 
 
 def _launched_as_command() -> bool:

@@ -428,3 +428,15 @@ def test_cp_sat_optimal_within_a_gap_limit_is_not_taken_as_proof():
     assert within.status == "feasible" and within.bound == 9
     proven = _ended(model, cp_model.OPTIMAL, best, 10, {}, final=True)
     assert proven.status == "optimal" and proven.bound == 10
+
+
+def test_the_time_limit_counts_from_the_start_of_the_command(monkeypatch):
+    import time
+
+    from memplan import cli, startup
+
+    monkeypatch.setattr(startup, "STARTED", time.perf_counter() - 3.0)  # loading took 3 s
+    assert 6.0 < cli._from_start(api.SolveOptions(time_limit=10)).time_limit <= 7.0
+    least = cli.LEAST_SOLVE_SHARE * 2
+    assert cli._from_start(api.SolveOptions(time_limit=2)).time_limit == pytest.approx(least)
+    assert cli._from_start(api.SolveOptions(time_limit=None)).time_limit is None

@@ -84,6 +84,10 @@ def test_csv_refuses_what_it_cannot_hold(tmp_path):
     ("id,lower,upper,size\na,0,1,4\nb,0,1,-4\n", ":3: buffer 'b': size must be positive"),
     ("id,lower,upper,size\na,0,1,4\nb,5,5,4\n", ":3: buffer 'b': empty lifetime"),
     ("id,lower,upper,size\na,0,1,4\na,0,1,4\n", "buffer 'a': duplicate id"),
+    ('id,lower,upper,size\na,0,1,4\n\nb,0,1,"1,2"\n', ":4: size must be an integer in ASCII "
+                                                      "digits, got '1,2'"),
+    ("id,lower,upper,size\na,0,1,4\nb,0,1,99999999999999999999\n", "buffer 'b': size"),
+    ("id,lower,upper,size\na,0,1,4\nb,0,9007199254740993,4\n", "buffer 'b': end"),
 ])
 def test_bad_csv_names_file_and_line(tmp_path, text, words):
     path = tmp_path / "bad.csv"

@@ -18,11 +18,13 @@ import csv
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from memplan.errors import ProblemError
 from memplan.groups import alias_units
+from memplan.limits import MAX_BYTES
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -34,6 +36,7 @@ _COLUMNS = {  # header word -> (field, shift added to the value)
 }
 _REQUIRED = ("id", "start", "end", "size")
 _WHOLE = re.compile(r"[0-9]+")  # one rule for every number: ASCII digits (a minus before)
+_COLUMN = re.compile(r"\s*-?[0-9]+\s*(?:,\s*-?[0-9]+\s*)*")  # a column of them, comma-joined
 
 
 def capacity_from_name(path: str | os.PathLike) -> int | None:
@@ -70,28 +73,44 @@ def _parse(path: str | os.PathLike):
             if needed not in names:
                 raise ProblemError(f"missing column for {needed!r} in header {','.join(header)}",
                                    file=name, line=1)
-        columns: dict[str, list] = {f: [] for f in names}
+        rows, lines = [], []
         try:
             for row in reader:
-                line = reader.line_num
-                if not row or all(not cell.strip() for cell in row):
-                    continue
-                if len(row) != len(fields):
-                    raise ProblemError(f"malformed row: {len(row)} fields, the header has "
-                                       f"{len(fields)}", file=name, line=line)
-                for (field, shift), cell in zip(fields, row, strict=True):
-                    cell = cell.strip()
-                    if field == "id":
-                        columns["id"].append(cell)
-                        continue
-                    if not _WHOLE.fullmatch(cell.removeprefix("-")):
-                        raise ProblemError(f"{field} must be an integer in ASCII digits, "
-                                           f"got {cell!r}", file=name, line=line)
-                    columns[field].append(int(cell) + shift)
+                if "".join(row).strip():  # blank lines are skipped
+                    rows.append(row)
+                    lines.append(reader.line_num)
         except (csv.Error, UnicodeDecodeError) as error:
             raise ProblemError(f"not a CSV file ({error})", file=name,
                                line=reader.line_num) from None
+    for row, line in zip(rows, lines, strict=True):
+        if len(row) != len(fields):
+            raise ProblemError(f"malformed row: {len(row)} fields, the header has "
+                               f"{len(fields)}", file=name, line=line)
+    columns: dict[str, Any] = {}
+    for k, (field, shift) in enumerate(fields):
+        cells = [row[k] for row in rows]
+        columns[field] = [cell.strip() for cell in cells] if field == "id" else \
+            _integers(cells, shift, field, name, lines)
     return columns
+
+
+def _integers(cells: list[str], shift: int, field: str, name: str, lines: list[int]):
+    """The cells as integers plus ``shift``: one C-level match of the whole column, then
+    an int64 array. Otherwise cell by cell: the first that is not an integer in ASCII
+    digits names its line; past `MAX_BYTES`, Python ints (`Problem` names the buffer)."""
+    if _COLUMN.fullmatch(",".join(cells)):
+        try:
+            values = np.fromiter(map(int, cells), np.int64, len(cells))
+        except (ValueError, OverflowError):  # a quoted comma, or past int64
+            values = None
+        if values is not None and (not len(values) or
+                                   max(values.max(), -values.min()) <= MAX_BYTES):
+            return values + shift
+    for cell, line in zip(cells, lines, strict=True):
+        if not _WHOLE.fullmatch(cell.strip().removeprefix("-")):
+            raise ProblemError(f"{field} must be an integer in ASCII digits, "
+                               f"got {cell.strip()!r}", file=name, line=line)
+    return [int(cell) + shift for cell in cells]
 
 
 def read_problem(path: str | os.PathLike, *, capacity: int | None | str = "name") -> Problem:
