@@ -69,7 +69,7 @@ from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spannin
 from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
-PROBE_PAIRS = 10_000_000  # ... and up to this many overlapping pairs (1.1 GB at 8.3 M)
+PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
 
@@ -209,7 +209,7 @@ class _Run:
         neighbourhood search would take minutes (10k-buffer training and
         inference traces: optimal in 0.6-1.6 s, against 1.0007 and 1.003 after
         5 s of windows). Only up to `PROBE_PAIRS` overlapping pairs: the kernel
-        lists them all (a 10k-buffer trace with 8.3 M pairs: 1.1 GB for the whole
+        lists them all (a 10k-buffer trace with 8.3 M pairs: 0.73 GB for the whole
         `memplan solve`, against 0.25 GB with the windows alone). The probe
         has `canonical.PROBE_SECONDS` (nodes in
         deterministic mode) per `PROBE_BUFFERS` buffers, at most half of
