@@ -148,3 +148,13 @@ def test_a_race_is_slow_only_after_its_first_second_under_its_pace():
     race.began = time.perf_counter()
     race.nodes = 0
     assert not race.slow()  # under a second: too soon to judge
+
+
+@pytest.mark.parametrize("order", [None, "start"])
+def test_the_tilings_benchmark_plans_and_checks_a_reversed_pinwheel(order):
+    pytest.importorskip("omnimalloc")
+    from benchmarks import tilings
+
+    row = tilings.one("pinwheel", 101, 1, True, 10.0, order)
+    assert row["problem"] == "pinwheel-101-s1-reversed"
+    assert row["status"] == ("optimal" if order is None else "feasible")
