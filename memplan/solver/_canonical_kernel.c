@@ -210,25 +210,30 @@ static int eligible(const Search *s, int64_t b, int64_t min_offset, int64_t min_
     return o < min_height && o + s->size[b] <= s->capacity;
 }
 
-/* The candidates of a node into `cand`, the lowest in (offset, rank) order first (the
- * others unsorted); their count. */
+/* The candidates of a node: their count, the lowest in (offset, rank) order into
+ * `lowest`, and all of them into `cand` unless NULL, the lowest first (the others
+ * unsorted). */
 static int64_t candidates(const Search *s, const int64_t *list, int64_t m, int64_t min_offset,
-                          int64_t min_rank, int64_t min_height, Candidate *cand) {
-    int64_t k = 0, low = 0;
+                          int64_t min_rank, int64_t min_height, Candidate *cand,
+                          Candidate *lowest) {
+    int64_t k = 0;
+    Candidate low = {INT64_MAX, INT64_MAX, -1};
     for (int64_t i = 0; i < m; ++i) {
         int64_t b = list[i];
         if (s->offset[b] >= 0 || !eligible(s, b, min_offset, min_rank, min_height)) continue;
-        cand[k].offset = s->minoff[b];
-        cand[k].rank = s->rank[b];
-        cand[k].buffer = b;
-        if (by_offset_rank(&cand[k], &cand[low]) < 0) low = k;
+        Candidate c = {s->minoff[b], s->rank[b], b};
+        if (cand != NULL) {
+            if (k > 0 && by_offset_rank(&c, &low) < 0) {
+                cand[k] = cand[0];  /* the lowest so far moves aside */
+                cand[0] = c;
+            } else {
+                cand[k] = c;
+            }
+        }
+        if (by_offset_rank(&c, &low) < 0) low = c;
         ++k;
     }
-    if (k > 1) {
-        Candidate first = cand[low];
-        cand[low] = cand[0];
-        cand[0] = first;
-    }
+    *lowest = low;
     return k;
 }
 
@@ -242,9 +247,8 @@ static int64_t candidates(const Search *s, const int64_t *list, int64_t m, int64
  * not O(n^2)); one over `EAGER_LIST` lists its candidates only when its lowest one fails
  * (a dive's nodes list none), the others at once (a pass less where nodes fail, 10 % of
  * the time on MiniMalloc's problems). What a placement changes goes on the search's
- * trail, not in per-node
- * arrays sized for the worst case. An 18k-buffer dive held 4.4 GB before, 0.9 GB now
- * (most of it the overlap lists and the trail). */
+ * trail, not in per-node arrays sized for the worst case. An 18k-buffer dive held 4.4 GB
+ * before, 0.9 GB now (most of it the overlap lists and the trail). */
 static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, int64_t m,
                         int64_t min_offset, int64_t min_rank) {
     if (s->nodes >= s->node_limit) return ABORTED;
@@ -268,36 +272,22 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
         list = rest;
         m = left;
     }
-    Candidate lowest = {INT64_MAX, INT64_MAX, -1}, *cand = NULL;
-    int64_t k;
-    if (m <= EAGER_LIST) {
-        cand = malloc(sizeof(Candidate) * (size_t)left);
-        k = candidates(s, list, m, min_offset, min_rank, min_height, cand);
-    } else {
-        for (int64_t i = 0; i < m; ++i) {
-            int64_t b = list[i];
-            if (s->offset[b] >= 0 || !eligible(s, b, min_offset, min_rank, min_height))
-                continue;
-            Candidate c = {s->minoff[b], s->rank[b], b};
-            if (by_offset_rank(&c, &lowest) < 0) lowest = c;
-        }
-        k = lowest.buffer < 0 ? 0 : 1;
-    }
+    Candidate lowest, *cand = m <= EAGER_LIST ? malloc(sizeof(Candidate) * (size_t)left) : NULL;
+    int64_t k = candidates(s, list, m, min_offset, min_rank, min_height, cand, &lowest);
     int code = NOT_FOUND;
-    for (int64_t i = 0; code == NOT_FOUND; ++i) {
+    for (int64_t i = 0; i < k && code == NOT_FOUND; ++i) {
         if (i == 1) {  /* the lowest failed: every candidate, the others sorted */
             if (cand == NULL) {
                 cand = malloc(sizeof(Candidate) * (size_t)left);
-                k = candidates(s, list, m, min_offset, min_rank, min_height, cand);
+                candidates(s, list, m, min_offset, min_rank, min_height, cand, &lowest);
             }
             qsort(cand + 1, (size_t)(k - 1), sizeof(Candidate), by_offset_rank);
         }
-        if (i >= k) break;
         const Candidate *c = cand == NULL ? &lowest : &cand[i];
         int64_t b = c->buffer, offset = c->offset, top = offset + s->size[b];
         s->offset[b] = offset;
         s->solution[b] = offset;
-        int64_t hats = 0, mark = s->trail_len;
+        int64_t hats = 0, undo_from = s->trail_len;
         for (int64_t j = s->ov_begin[b]; j < s->ov_begin[b + 1]; ++j) {
             int64_t u = s->ov[j];
             if (s->offset[u] >= 0) continue;
@@ -357,7 +347,7 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             tight |= s->tight[t];
         }
         if (ok && tight) ok = covered(s, lo, hi, list, m, offset, c->rank);
-        for (int64_t j = mark; j < lifted; ++j) {
+        for (int64_t j = undo_from; j < lifted; ++j) {
             int64_t u = s->trail[j].cell - s->minoff;
             s->mark[s->start[u] > lo ? s->start[u] : lo] = 0;
             s->mark[s->end[u] < hi ? s->end[u] : hi] = 0;
@@ -382,7 +372,7 @@ static int search_nodes(Search *s, int64_t lo, int64_t hi, const int64_t *list, 
             }
             for (int64_t t = first; t + 1 < last; ++t) ++s->cuts[t];
         }
-        while (s->trail_len > mark) {
+        while (s->trail_len > undo_from) {
             --s->trail_len;
             *s->trail[s->trail_len].cell = s->trail[s->trail_len].old;
         }
