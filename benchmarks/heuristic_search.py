@@ -67,14 +67,17 @@ def command(peer: str, path: Path, out: Path, limit: float,
             *limits, "--csv", str(out), "--quiet"], REPO if peer == "memplan" else BASE
 
 
-def timed(line: list[str], checkout: Path) -> tuple[float, float]:
-    """Run ``line`` in ``checkout``: (wall seconds, peak resident MB of the process)."""
+def timed(line: list[str], checkout: Path) -> tuple[float, float, str]:
+    """Run ``line`` in ``checkout``: (wall seconds, peak resident MB of the process, what it
+    printed on standard output)."""
     began = time.perf_counter()
     child = subprocess.Popen(line, cwd=checkout, env=dict(os.environ, PYTHONPATH=str(checkout)),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)  # reaped here: Popen is told its exit code
     child.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - began, usage.ru_maxrss / 1024
+    child.stdout.close()
+    return time.perf_counter() - began, usage.ru_maxrss / 1024, output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             for peer in peers:
                 out = Path(folder) / f"{peer}.csv"
                 out.unlink(missing_ok=True)
-                seconds, memory = timed(*command(peer, path, out, args.time_limit,
+                seconds, memory, _ = timed(*command(peer, path, out, args.time_limit,
                                                  args.pipeline))
                 status, arena, _ = judge(problem, out, fit=False)
                 if arena is None or status != "valid":

@@ -79,19 +79,22 @@ def _then(build: Callable, change: Callable) -> Callable:
     return lambda: change(build())
 
 
-def tiling(kind: str, n: int):
+def tiling(kind: str, n: int, seed: int | None = None):
     """omnimalloc's pinwheel (non-guillotine) or tiling (guillotine) source: ``n``
-    buffers that tile time x capacity exactly; capacity = the lower bound."""
+    buffers that tile time x capacity exactly; capacity = the lower bound.
+    ``seed``: omnimalloc's default unless given (then the name says it)."""
     from omnimalloc.benchmark.sources.pinwheel import PinwheelSource
     from omnimalloc.benchmark.sources.tiling import TilingSource
 
     from memplan.problem import Problem
 
-    source = (PinwheelSource if kind == "pinwheel" else TilingSource)(num_allocations=n)
+    seeded = {} if seed is None else {"seed": seed}
+    source = (PinwheelSource if kind == "pinwheel" else TilingSource)(num_allocations=n,
+                                                                       **seeded)
     made = source.get_allocations()
     return Problem.from_arrays([a.size for a in made], [a.start for a in made],
                                [a.end for a in made], capacity=source.memory_capacity,
-                               name=f"{kind}-{n}")
+                               name=f"{kind}-{n}" + ("" if seed is None else f"-s{seed}"))
 
 
 def _tilings() -> list[Row]:

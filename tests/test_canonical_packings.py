@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from benchmarks.generate import pinwheel
+from benchmarks.peers import reversed_problem
 from memplan import Problem, lower_bound
 from memplan.solver import canonical
 
@@ -128,9 +129,7 @@ def test_nested_pinwheels_settle_in_the_first_sweep(reverse):
     # in lifetime order alone, 501 pieces took over 400,000 nodes and 60 s were not enough
     problem = pinwheel(501, 3)
     if reverse:
-        horizon = int(problem.ends.max())
-        problem = Problem.from_arrays(problem.sizes, horizon - problem.ends,
-                                      horizon - problem.starts, capacity=problem.capacity)
+        problem = reversed_problem(problem)
     verdict = canonical.fit(problem, problem.capacity, threads=1, node_budget=4 * len(problem))
     check(problem, verdict, problem.capacity)
     assert verdict.stats["settled_by"][0] in canonical.SWEEPS
@@ -155,6 +154,6 @@ def test_the_tilings_benchmark_plans_and_checks_a_reversed_pinwheel(order):
     pytest.importorskip("omnimalloc")
     from benchmarks import tilings
 
-    row = tilings.one("pinwheel", 101, 1, True, 10.0, order)
+    row = tilings.one("pinwheel", 101, 1, "reversed", 10.0, order)
     assert row["problem"] == "pinwheel-101-s1-reversed"
     assert row["status"] == ("optimal" if order is None else "feasible")

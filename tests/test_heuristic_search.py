@@ -20,9 +20,10 @@ def test_heuristics_alone_or_the_whole_pipeline():
 
 
 def test_a_process_is_timed_and_its_peak_memory_read():
-    seconds, megabytes = heuristic_search.timed(
-        [sys.executable, "-c", "block = bytearray(64 << 20); block[::4096] = b'x' * 16384"], REPO)
-    assert seconds > 0 and megabytes >= 64
+    seconds, megabytes, output = heuristic_search.timed(
+        [sys.executable, "-c", "block = bytearray(64 << 20); block[::4096] = b'x' * 16384; "
+                               "print(len(block))"], REPO)
+    assert seconds > 0 and megabytes >= 64 and output == f"{64 << 20}\n"
 
 
 def test_the_trace_suite_picks_a_trace_by_name_and_builds_it_alike():

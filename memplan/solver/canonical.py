@@ -314,12 +314,13 @@ def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> boo
 
 def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None = None,
         threads: int = 0, stop: threading.Event | None = None,
-        node_budget: int | None = None) -> Verdict:
+        node_budget: int | None = None, orders=ORDERS, sweeps=SWEEPS) -> Verdict:
     """Search ``problem`` for a layout under ``capacity`` (default: the problem's).
 
     ``threads`` (0: one per core) run the turns side by side; ``node_budget``
-    caps the nodes of all turns (a deterministic limit). Interrupted by
-    ``stop`` or Ctrl-C: status ``unknown`` with ``stats["interrupted"]``.
+    caps the nodes of all turns (a deterministic limit); ``orders`` and
+    ``sweeps`` as `Race` takes them. Interrupted by ``stop`` or Ctrl-C:
+    status ``unknown`` with ``stats["interrupted"]``.
     """
     if not plain(problem):
         raise ValueError("the canonical search takes problems without aliases, pinned offsets "
@@ -327,7 +328,7 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
     capacity = problem.capacity if capacity is None else capacity
     if capacity is None:
         raise ValueError("the canonical search fits a capacity: give one")
-    race = Race(problem, capacity, node_budget=node_budget)
+    race = Race(problem, capacity, orders=orders, sweeps=sweeps, node_budget=node_budget)
     race.start(threads or os.cpu_count() or 1, seconds)
     interrupted = wait(race, None, stop)
     race.cancel()
