@@ -210,11 +210,11 @@ class _Run:
         inference traces: optimal in 0.6-1.6 s, against 1.0007 and 1.003 after
         5 s of windows). Only up to `PROBE_PAIRS` overlapping pairs: the kernel
         lists them all (a 10k-buffer trace with 8.3 M pairs: 0.73 GB for the whole
-        `memplan solve`, against 0.25 GB with the windows alone). The probe
-        has `canonical.PROBE_SECONDS` (nodes in
-        deterministic mode) per `PROBE_BUFFERS` buffers, at most half of
-        ``seconds``, and none below a second. Returns the optimal outcome, the
-        hint's when Ctrl-C or ``stop`` came, or None (then the windows).
+        `memplan solve`, against 0.25 GB with the windows alone). The probe has
+        `canonical.PROBE_SECONDS` (nodes in deterministic mode) per `PROBE_BUFFERS`
+        buffers, at most half of ``seconds``, and none below a second. Returns the
+        optimal outcome, the hint's when Ctrl-C or ``stop`` came, or None (then the
+        windows).
         """
         part, options = self.parts[i], self.options
         scaled = part.problem
