@@ -25,6 +25,7 @@ from memplan.api import compare, from_executorch, from_onnx, from_tflite, load, 
 from memplan.bounds import live_bytes, load_profile, lower_bound
 from memplan.diagnosis.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.errors import (
+    HintWarning,
     InvalidPlanError,
     MemplanError,
     NoPlanError,
@@ -42,10 +43,10 @@ from memplan.viz import plot_comparison, plot_layout, plot_memory
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --version` prints it
 
 __all__ = [
-    "Alias", "Buffer", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan", "Problem",
-    "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError", "Violation",
-    "check", "compare", "explain", "from_executorch", "from_onnx", "from_tflite", "kernels",
-    "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
+    "Alias", "Buffer", "HintWarning", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan",
+    "Problem", "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError",
+    "Violation", "check", "compare", "explain", "from_executorch", "from_onnx", "from_tflite",
+    "kernels", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
     "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
     "solve_report", "sweep", "validate",
 ]

@@ -11,6 +11,9 @@ user can find it without a traceback::
     ├── PairLimitError (RuntimeError)    pair lists too large for memory or the time left
     ├── UnsoundBoundError (RuntimeError) a proven bound above a valid plan: a solver defect
     └── MissingExtraError (ImportError)  an optional dependency that is not installed
+
+and one warning, `HintWarning`: a planner's hint that is no valid layout of its problem
+was set aside (the plan is made as without one).
 """
 
 from __future__ import annotations
@@ -100,6 +103,12 @@ class UnsoundBoundError(MemplanError, RuntimeError):
 
 class MissingExtraError(MemplanError, ImportError):
     """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+class HintWarning(UserWarning):
+    """A planner's ``hint`` is no valid layout of its problem (another problem's plan,
+    overlapping buffers): set aside, the planner runs as without one
+    (``stats["hint_rejected"]``)."""
 
 
 def require(module: str, extra: str, purpose: str):

@@ -7,21 +7,32 @@ Every planner has one signature::
 so the CLI, the notebooks, the benchmarks and the exact solver (which takes
 the best heuristic plan as its warm start ``hint``) can list and run them all.
 A module registers its planner with ``@register("name")``. This module is
-only the table: importing ``memplan`` imports heuristics/ and solver/,
-which fill it (no import runs back up from here).
+the table and the one door every planner is entered by (registered planners
+are wrapped, so a direct call goes through it too): a ``hint`` is checked
+against the problem with the independent validator (`checked_hint`) before the
+planner sees it, and one that is no valid layout of it (another problem's plan,
+overlapping buffers; a capacity exceeded is allowed) is set aside with a
+`HintWarning`, so no planner can hand an unchecked hint back as its plan.
+Importing ``memplan`` imports heuristics/ and solver/, which fill the table
+(no import runs back up from here).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import time
+import warnings
 from collections.abc import Callable
 from typing import Protocol
 
-from memplan.errors import UnknownPlannerError
+import numpy as np
+
+from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
 from memplan.limits import check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.validate import known_valid, mark_valid, validate
 
 
 class Planner(Protocol):
@@ -33,15 +44,54 @@ _PLANNERS: dict[str, Planner] = {}
 
 
 def register(name: str) -> Callable[[Planner], Planner]:
-    """Decorator: make ``fn`` available as ``plan_with(name, ...)``."""
+    """Decorator: make ``fn`` available as ``plan_with(name, ...)``; it returns ``fn``
+    wrapped so that its ``hint`` is checked first (`checked_hint`), however it is called."""
 
     def add(fn: Planner) -> Planner:
-        if name in _PLANNERS and _PLANNERS[name] is not fn:
+        if name in _PLANNERS and getattr(_PLANNERS[name], "__wrapped__", None) is not fn:
             raise ValueError(f"planner {name!r} is registered twice")
-        _PLANNERS[name] = fn
-        return fn
+
+        @functools.wraps(fn)
+        def planner(problem: Problem, *args, hint: Plan | None = None, **options) -> Plan:
+            why = None
+            if hint is not None:
+                why = rejected_hint(problem, hint, name)
+                hint = None if why else hint
+            plan = fn(problem, *args, hint=hint, **options)
+            if why:
+                plan.stats["hint_rejected"] = why
+            return plan
+
+        _PLANNERS[name] = planner
+        return planner
 
     return add
+
+
+def rejected_hint(problem: Problem, hint: Plan, name: str) -> str | None:
+    """Why ``hint`` is no valid layout of ``problem`` (with a `HintWarning`), or None when it
+    is one (a capacity it exceeds aside: the planner's status says whether a plan fits).
+
+    A hint that is no `Plan` is refused (`ProblemError`). Cost: O(1) for a hint already
+    checked against this very problem (`memplan.validate.known_valid`: the warm start
+    that `memplan.solve` hands the exact planner), else one run of the validator."""
+    if not isinstance(hint, Plan):
+        raise ProblemError(f"planner {name!r}: the hint must be a Plan, not "
+                           f"{type(hint).__name__}")
+    if known_valid(hint, problem):
+        return None
+    count = np.shape(hint.offsets)
+    if count != (len(problem),):
+        why = f"{count[0] if count else 0} offsets for {len(problem)} buffers"
+    else:
+        broken = [v for v in validate(problem, hint) if v.kind != "capacity"]
+        if not broken:
+            mark_valid(hint, problem)
+            return None
+        why = f"{broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
+    why = f"not a valid layout of this problem: {why}"
+    warnings.warn(f"planner {name!r}: the hint is set aside, {why}", HintWarning, stacklevel=3)
+    return why
 
 
 def planners() -> dict[str, Planner]:

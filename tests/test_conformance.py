@@ -3,11 +3,24 @@
 Each planner runs on the same shared problems; every plan it returns must pass
 the independent validator and never claim less than the lower bound.
 Heuristics that cannot fit a capacity say ``infeasible``; none is silently invalid.
+A hint that is no valid layout of the problem (overlapping buffers, another
+problem's plan) is set aside with a warning by every planner, never returned.
 """
 
 import pytest
 
-from memplan import Alias, Buffer, Problem, lower_bound, plan_with, planners, validate
+from memplan import (
+    Alias,
+    Buffer,
+    HintWarning,
+    Plan,
+    Problem,
+    ProblemError,
+    lower_bound,
+    plan_with,
+    planners,
+    validate,
+)
 from memplan.frontends import minimalloc_csv
 from tests.conftest import CHALLENGING
 
@@ -44,10 +57,9 @@ def shared_problems():
 PROBLEMS = shared_problems()
 
 
-@pytest.mark.parametrize("name", sorted(planners()))
-@pytest.mark.parametrize("problem", PROBLEMS, ids=[p.name for p in PROBLEMS])
-def test_every_planner_returns_a_valid_plan(name, problem):
-    plan = plan_with(name, problem, seed=0, **SLOW_OPTIONS)
+def check_plan(name: str, problem: Problem, plan: Plan) -> None:
+    """The plan passes the validator (capacity aside for an honest ``infeasible``) and
+    claims nothing below the lower bound."""
     violations = validate(problem, plan)
     if plan.status == "infeasible":  # allowed only for a capacity it could not meet
         assert problem.capacity is not None and plan.arena_size > problem.capacity
@@ -56,6 +68,40 @@ def test_every_planner_returns_a_valid_plan(name, problem):
     assert plan.arena_size >= plan.lower_bound == lower_bound(problem)
     assert plan.best_bound <= plan.arena_size or plan.status == "infeasible"
     assert plan.status in ("optimal", "feasible", "infeasible")
+
+
+@pytest.mark.parametrize("name", sorted(planners()))
+@pytest.mark.parametrize("problem", PROBLEMS, ids=[p.name for p in PROBLEMS])
+def test_every_planner_returns_a_valid_plan(name, problem):
+    check_plan(name, problem, plan_with(name, problem, seed=0, **SLOW_OPTIONS))
+
+
+def bad_hints(problem: Problem) -> dict[str, Plan]:
+    """Hints no planner may trust: every buffer at offset 0 (overlapping), the plan of a
+    one-buffer problem, and that of another problem with as many buffers, all at 0."""
+    other = Problem([Buffer(f"z{i}", 8, i, i + 1) for i in range(len(problem))])
+    return {"overlapping": Plan.from_offsets(problem, [0] * len(problem), planner="mine"),
+            "one offset": plan_with("naive", Problem([Buffer("z", 8, 0, 1)])),
+            "another problem": plan_with("greedy_by_size", other)}
+
+
+HINTED = [p for p in PROBLEMS if p.name in ("chain", "conflict-graph", "pinned", "aliased")]
+
+
+@pytest.mark.parametrize("name", sorted(planners()))
+@pytest.mark.parametrize("problem", HINTED, ids=[p.name for p in HINTED])
+def test_every_planner_sets_an_invalid_hint_aside(name, problem):
+    for label, hint in bad_hints(problem).items():
+        with pytest.warns(HintWarning, match=name):
+            plan = plan_with(name, problem, seed=0, hint=hint, time_limit=0.5)
+        check_plan(name, problem, plan)
+        assert "hint_rejected" in plan.stats, label
+
+
+def test_a_hint_that_is_no_plan_is_refused():
+    problem = PROBLEMS[0]
+    with pytest.raises(ProblemError, match="must be a Plan"):
+        plan_with("canonical", problem, hint=[0] * len(problem))
 
 
 def test_registry_knows_the_planners():
