@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,44 @@ def test_exact_finds_the_cheapest_region_choice():
     check(TRAP, exact)
     assert exact.stats["cost"] == 16 and exact.stats["cost_optimal"]
     assert _regions_of(TRAP, exact)["w"] == "dram"
+
+
+#  fast holds 100: "long" (70 B, steps 0-2) or each of a, b, c (60 B, one step each)
+#  slow bytes: long 70, a+b+c 180; slow arena: long 70, a b c (one after the other) 60
+TRADE = Problem([Buffer("long", 70, 0, 3)] + [Buffer(n, 60, t, t + 1) for t, n in
+                                              enumerate("abc")],
+                regions=[Region("fast", 100, 0.0), Region("slow", None, 1.0)])
+
+
+def _in_slow(problem, plan) -> set[str]:
+    return {id for id, r in _regions_of(problem, plan).items() if r == "slow"}
+
+
+@needs_exact
+def test_the_arena_objective_and_weights_choose_what_goes_slow():
+    from memplan.deploy.regions_exact import plan_regions_exact
+
+    by_bytes = plan_regions_exact(TRADE, time_limit=5)
+    check(TRADE, by_bytes)
+    assert _in_slow(TRADE, by_bytes) == {"long"} and by_bytes.stats["cost_optimal"]
+    assert by_bytes.stats["region_sizes"]["slow"] == 70
+    by_arena = plan_regions_exact(TRADE, time_limit=5, objective="arena")
+    check(TRADE, by_arena)
+    assert _in_slow(TRADE, by_arena) == {"a", "b", "c"}
+    assert by_arena.stats["region_sizes"]["slow"] == 60 and by_arena.stats["arena_optimal"]
+    read_often = plan_regions_exact(TRADE, time_limit=5, weights=[10, 1, 1, 1])
+    assert _in_slow(TRADE, read_often) == {"a", "b", "c"}
+    assert read_often.stats["cost"] == 180 and read_often.stats["cost_optimal"]
+    with pytest.raises(ProblemError, match="objective"):
+        plan_regions_exact(TRADE, objective="peak")
+    with pytest.raises(ProblemError, match="weights"):
+        plan_regions(TRADE, weights=[1, 2])
+
+
+def test_the_arena_bound_fills_the_cheapest_room_first():
+    from memplan.deploy.regions import arena_bound
+
+    assert arena_bound(TRADE) == 30  # 130 bytes live at step 0, 100 of them fast
+    pinned = TRADE.replace(buffers=[replace(TRADE.buffer(0), regions=("slow",)),
+                                    *map(TRADE.buffer, range(1, 4))])
+    assert arena_bound(pinned) == 70

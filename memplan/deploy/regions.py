@@ -3,9 +3,19 @@
 A device has several memory pools (`Region`: name, capacity, cost per byte);
 a buffer may list the regions it may use, preferred first. A plan puts each
 buffer in one region (``Plan.regions``, an index) at an offset *inside* that
-region; buffers of different regions never share bytes. The objective is the
-*cost*: every buffer's bytes times its region's cost per byte (the bytes that
-live in slow memory, weighted), within every region's capacity::
+region; buffers of different regions never share bytes. Two objectives,
+each within every region's capacity (`OBJECTIVES`):
+
+- ``cost`` (the default): every buffer's bytes times its region's cost per
+  byte (the bytes that live in slow memory, weighted), each buffer's bytes
+  times its ``weights`` entry when given (how often it is read: the traffic
+  to slow memory);
+- ``arena``: every region's top (its arena) times its cost per byte: the
+  smallest slow arena, for a model that must fit a given external memory;
+  the cost breaks ties (`memplan.deploy.regions_exact` plans it; the
+  heuristic below gives its warm start).
+
+::
 
     SRAM (cost 0, 256 KiB)   | a | c  e |        short-lived, hot buffers
     DRAM (cost 1)            |    b     | d |   what the SRAM could not hold
@@ -29,8 +39,8 @@ The heuristic (`plan_regions`), steps:
 Cost: O(n log n) for the assignment (one live-load array per region), plus
 one planner run per region and per eviction round. Known limits: optional
 aliases between buffers of different regions are simply not taken; the cost
-counts each buffer's minimum size. The exact version is
-`memplan.deploy.regions_exact`.
+counts each buffer's minimum size; the heuristic minimises the cost, whatever
+the objective. The exact version is `memplan.deploy.regions_exact`.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
 
 _UNBOUNDED = np.iinfo(np.int64).max // 4  # the capacity of a region without one
+OBJECTIVES = ("cost", "arena")  # what a region plan minimises (module docstring)
 
 
 def allowed_matrix(problem: Problem) -> np.ndarray:
@@ -69,24 +80,44 @@ def allowed_matrix(problem: Problem) -> np.ndarray:
     return allowed
 
 
-def region_cost(problem: Problem, regions: np.ndarray) -> float:
-    """Every buffer's (minimum) size times its region's cost per byte."""
+def checked_weights(problem: Problem, weights=None) -> np.ndarray:
+    """Per buffer, how many times its bytes count in the cost (1 each when None); refused
+    with `ProblemError` unless one finite number >= 0 per buffer."""
+    if weights is None:
+        return np.ones(len(problem))
+    weights = np.asarray(weights, float)
+    if weights.shape != (len(problem),) or not np.isfinite(weights).all() or (weights < 0).any():
+        raise ProblemError(f"weights must be one finite number >= 0 per buffer "
+                           f"({len(problem)}), got shape {weights.shape}", file=problem.source)
+    return weights
+
+
+def region_cost(problem: Problem, regions: np.ndarray, weights=None) -> float:
+    """Every buffer's (minimum) size, times its weight, times its region's cost per byte."""
     costs = np.array([r.cost for r in problem.regions], float)
-    return float((problem.sizes * costs[np.asarray(regions)]).sum())
+    weighted = problem.sizes * checked_weights(problem, weights)
+    return float((weighted * costs[np.asarray(regions)]).sum())
 
 
-def cost_bound(problem: Problem) -> float:
+def arena_cost(problem: Problem, region_sizes: dict[str, int]) -> float:
+    """Every region's top (its arena, ``region_sizes`` by name) times its cost per byte."""
+    return float(sum(r.cost * region_sizes.get(r.name, 0) for r in problem.regions))
+
+
+def cost_bound(problem: Problem, weights=None) -> float:
     """A lower bound on the cost: each buffer in the cheapest region it may use, plus what
     the capacities force out at the busiest step.
 
     At step t the buffers that may use every region need ``load(t)`` bytes;
     what exceeds the capacities of the k cheapest regions lives in a dearer
-    one, each byte costing at least the next cost step more. O(n log n).
+    one, each byte costing at least the next cost step more (times the
+    smallest weight among those buffers). O(n log n).
     """
     costs = np.array([r.cost for r in problem.regions], float)
+    weights = checked_weights(problem, weights)
     allowed = allowed_matrix(problem)
     cheapest = np.where(allowed, costs, np.inf).min(axis=1)
-    base = float((problem.sizes * cheapest).sum())
+    base = float((problem.sizes * weights * cheapest).sum())
     anywhere = allowed.all(axis=1)
     if len(costs) < 2 or not anywhere.any():
         return base
@@ -100,18 +131,56 @@ def cost_bound(problem: Problem) -> float:
             break
         room += capacity
         extra += np.maximum(0, load - room) * (costs[above] - costs[below])
-    return base + float(extra.max())
+    return base + float(extra.max()) * float(weights[anywhere].min())
+
+
+def arena_bound(problem: Problem) -> float:
+    """A lower bound on the arena cost: at every step, the live bytes in the cheapest room.
+
+    At step t each region holds at least the bytes live then that may use it
+    alone; the bytes of the buffers that may use every region fill the
+    cheapest room left (capacities less those bytes), and no region's arena is
+    below what it holds at any step. The largest such cost over the steps is
+    the bound; buffers allowed some but not all regions count in none (sound).
+    O(n log n + steps * regions).
+    """
+    costs = np.array([r.cost for r in problem.regions], float)
+    allowed = allowed_matrix(problem)
+    only = allowed.sum(axis=1) == 1
+    anywhere = allowed.all(axis=1)
+    steps = problem.horizon + 1
+
+    def load(mask: np.ndarray) -> np.ndarray:
+        at = np.zeros(steps)
+        if mask.any():
+            width = live_bytes(subproblem(problem, mask, one_arena=True))
+            at[:len(width)] = width
+        return at
+
+    held = np.array([load(only & allowed[:, r]) for r in range(len(costs))])
+    free = load(anywhere) if len(costs) > 1 else np.zeros(steps)
+    best = held.copy()
+    for r in np.argsort(costs, kind="stable").tolist():  # the free bytes, cheapest room first
+        capacity = problem.regions[r].capacity
+        room = np.inf if capacity is None else np.maximum(0, capacity - held[r])
+        taken = np.minimum(free, room)
+        best[r] += taken
+        free = free - taken
+    return float((costs[:, None] * best).sum(axis=0).max()) if steps else 0.0
 
 
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
-                sizes=None, best_cost: float | None = None, stats=None) -> Plan:
+                sizes=None, best_cost: float | None = None, stats=None, weights=None,
+                best_arena: float | None = None) -> Plan:
     """A plan over regions: arena size = the sum of the regions' tops, stats with the cost.
 
     ``best_cost`` is the best proven lower bound on the cost (default
-    `cost_bound`); ``stats["cost_optimal"]`` says whether the cost reaches it. The
-    status means what it means for every plan: ``optimal`` when the arena meets the
-    proven bound on bytes, else ``feasible`` (a cost-optimal plan may have a gap);
-    ``infeasible`` when a region overflows its capacity.
+    `cost_bound`); ``stats["cost_optimal"]`` says whether the cost reaches it;
+    the same for the arena cost (`arena_cost`, `arena_bound`, ``best_arena``,
+    ``stats["arena_optimal"]``). The status means what it means for every plan:
+    ``optimal`` when the arena meets the proven bound on bytes, else ``feasible``
+    (a cost-optimal plan may have a gap); ``infeasible`` when a region overflows
+    its capacity.
     """
     offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
     used = problem.sizes if sizes is None else np.asarray(sizes, np.int64)
@@ -120,20 +189,23 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
                     for k, r in enumerate(problem.regions)}
     over = [r.name for k, r in enumerate(problem.regions)
             if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
-    cost = region_cost(problem, regions)
-    bound = max(cost_bound(problem), best_cost or 0.0)
+    cost = region_cost(problem, regions, weights)
+    bound = max(cost_bound(problem, weights), best_cost or 0.0)
+    arena = arena_cost(problem, region_sizes)
+    floor = max(arena_bound(problem), best_arena or 0.0)
     bytes_bound = lower_bound(problem)
-    arena = sum(region_sizes.values())
-    status = plan_status(arena, bytes_bound, fits=not over)
+    status = plan_status(sum(region_sizes.values()), bytes_bound, fits=not over)
     info = dict(stats or {}, region_sizes=region_sizes, cost=cost, cost_bound=bound,
-                cost_optimal=not over and cost <= bound + 1e-9, over_capacity=over)
-    return Plan(offsets, arena, bytes_bound, status, bytes_bound, planner,
+                cost_optimal=not over and cost <= bound + 1e-9, arena_cost=arena,
+                arena_bound=floor, arena_optimal=not over and arena <= floor + 1e-9,
+                over_capacity=over)
+    return Plan(offsets, sum(region_sizes.values()), bytes_bound, status, bytes_bound, planner,
                 seconds, info, regions, None if sizes is None else used)
 
 
 def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
-                      costs: np.ndarray) -> np.ndarray:
-    """Units by benefit: preferred-region rank, bytes per step, size."""
+                      costs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Units by benefit: preferred-region rank, weighted bytes per step, size."""
     unit_of, count = units.unit_of, len(units)
     starts = np.full(count, np.iinfo(np.int64).max)
     ends = np.zeros(count, np.int64)
@@ -141,24 +213,26 @@ def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
     np.maximum.at(ends, unit_of, problem.ends)
     total = np.zeros(count, np.int64)  # the members' bytes
     np.add.at(total, unit_of, problem.sizes)
+    weighted = np.zeros(count)  # and those bytes times their weights
+    np.add.at(weighted, unit_of, problem.sizes * weights)
     first = units.first_member
     cheapest = np.where(allowed[first], costs, np.inf).argmin(axis=1)
     names = [r.name for r in problem.regions]
     rank = np.array([0 if problem.allowed_regions[i] is None
                      or problem.allowed_regions[i][0] == names[cheapest[u]] else 1
                      for u, i in enumerate(first.tolist())])
-    density = total / (ends - starts)  # bytes per step of lifetime
+    density = weighted / (ends - starts)  # weighted bytes per step of lifetime
     return np.lexsort((-total, -density, rank))
 
 
-def assign(problem: Problem, allowed: np.ndarray) -> np.ndarray:
+def assign(problem: Problem, allowed: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Each unit to the cheapest allowed region whose live load still fits its capacity."""
     costs = np.array([r.cost for r in problem.regions], float)
     by_cost = np.argsort(costs, kind="stable")
     units = alias_units(problem)
     load = np.zeros((len(problem.regions), problem.horizon + 1), np.int64)
     region = np.full(len(problem), -1, np.int64)
-    for unit in _preference_order(problem, units, allowed, costs).tolist():
+    for unit in _preference_order(problem, units, allowed, costs, weights).tolist():
         group = units.members(unit)
         choices = [r for r in by_cost.tolist() if allowed[group[0], r]]
         for r in choices:
@@ -174,20 +248,22 @@ def assign(problem: Problem, allowed: np.ndarray) -> np.ndarray:
 
 
 def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float | None = None,
-                 seed: int = 0, **options) -> Plan:
-    """Assign regions and plan each one with ``planner`` (see the module doc)."""
+                 seed: int = 0, weights=None, **options) -> Plan:
+    """Assign regions and plan each one with ``planner`` (see the module doc); ``weights``
+    per buffer multiply its bytes in the cost (how often it is read)."""
     if not problem.regions:
         raise ProblemError("the problem has no memory regions", file=problem.source)
     began = time.perf_counter()
+    weights = checked_weights(problem, weights)
     allowed = allowed_matrix(problem)
-    region = assign(problem, allowed)
+    region = assign(problem, allowed, weights)
     costs = np.array([r.cost for r in problem.regions], float)
     units = alias_units(problem)
     unit_of, first = units.unit_of, units.first_member
     offsets = np.zeros(len(problem), np.int64)
     sizes = problem.sizes.copy()
     stale = set(range(len(problem.regions)))
-    benefit = _preference_order(problem, units, allowed, costs).tolist()
+    benefit = _preference_order(problem, units, allowed, costs, weights).tolist()
 
     def _dearer(unit: int, r: int) -> list[int]:
         return [k for k in np.argsort(costs, kind="stable").tolist()
@@ -213,14 +289,14 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
                 target = _dearer(unit, r)[0]
                 region[unit_of == unit] = target
                 stale |= {r, target}
-    moved = refill(problem, allowed, region, offsets, sizes)
+    moved = refill(problem, allowed, region, offsets, sizes, weights)
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
-                       seconds=time.perf_counter() - began, sizes=sizes,
+                       seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
                        stats={"eviction_rounds": rounds, "refilled": moved})
 
 
 def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: np.ndarray,
-           sizes: np.ndarray) -> int:
+           sizes: np.ndarray, weights: np.ndarray | None = None) -> int:
     """Move buffers back down the cost order into free space; returns how many moved.
 
     In benefit order, each buffer alone in its alias group (not pinned, no
@@ -234,7 +310,9 @@ def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: n
     free = (np.bincount(units.unit_of)[units.unit_of] == 1) & (problem.pinned == NO_OFFSET)
     free[problem.conflicts.ravel()] = False
     moved = 0
-    for unit in _preference_order(problem, units, allowed, costs).tolist():
+    order = _preference_order(problem, units, allowed, costs,
+                              checked_weights(problem, weights))
+    for unit in order.tolist():
         idx = int(units.first_member[unit])
         if not free[idx]:
             continue

@@ -1,10 +1,14 @@
 """Exact memory regions: choose a region per buffer and plan every region, in CP-SAT.
 
-The objective is the heuristic's (`memplan.deploy.regions`): the cost, every
-buffer's bytes times its region's cost per byte, within each region's
-capacity; then, at that choice, each region as small as it can be::
+The objectives are the heuristic's (`memplan.deploy.regions`), within each
+region's capacity: the cost (every buffer's bytes, times its weight, times its
+region's cost per byte), or the arena cost (every region's top times its cost
+per byte; then the cost at that arena); then, at that choice, each region as
+small as it can be::
 
-    stage 1   minimise  sum(size[u] * weight[r] * in[u, r])     one model, all regions
+    stage 1   cost:  minimise  sum(size[u] * w[u] * weight[r] * in[u, r])   one model
+              arena: minimise  sum(weight[r] * top[r]), then the cost with every
+                     top[r] of a dear region kept at most where it ended
     stage 2   per region: `memplan.deploy.scratch_exact` (the exact planner's smallest
               top, then the most variable scratch at that top)
 
@@ -19,16 +23,20 @@ The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
 - ``in[u, r] => offset + extent <= capacity[r]``;
 - explicit conflicts beyond the lifetimes: one below the other when both
   units sit in the same region;
-- costs become integer weights (cost / smallest positive cost, to 1/1000).
+- ``top[r] >= offset + extent`` when ``in[u, r]`` (the arena objective only);
+- costs become integer weights (cost / smallest positive cost, to 1/1000);
+  buffer weights (reads) to 1/1000 too.
 
 Stage 1 leaves optional aliases out (never taken: sound, so the region
 choice is feasible, though a choice that only fits by sharing is missed);
 stage 2 plans each region with the full exact planner, aliases included,
 hinted with the stage-1 layout. The result is never worse than the
-heuristic plan it starts from, which is kept when better (cost, then total
-top, then granted scratch). Size of stage 1: O(b * R) optional intervals
-and Booleans for b boxes and R regions. Stage 1 gets half the time limit,
-the regions share the rest.
+heuristic plan it starts from, which is kept when better (the objective,
+then total top, then granted scratch). Size of stage 1: O(b * R) optional
+intervals and Booleans for b boxes and R regions. Stage 1 gets half the time
+limit (the arena objective: half of it for the arenas, half for the cost),
+the regions share the rest. INFEASIBLE in stage 1 is a proof that no region
+choice fits (``stats["proven_infeasible"]``).
 """
 
 from __future__ import annotations
@@ -38,9 +46,18 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.deploy.regions import allowed_matrix, plan_regions, region_cost, region_plan
+from memplan.deploy.regions import (
+    OBJECTIVES,
+    allowed_matrix,
+    arena_cost,
+    checked_weights,
+    plan_regions,
+    region_cost,
+    region_plan,
+)
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
+from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
@@ -49,7 +66,7 @@ from memplan.solver.geometry import build_geometry
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
-def weights(problem: Problem) -> list[int]:
+def region_weights(problem: Problem) -> list[int]:
     """Integer cost weights per region: cost over the smallest positive cost, to 1/1000."""
     costs = [r.cost for r in problem.regions]
     unit = min((c for c in costs if c > 0), default=1.0)
@@ -59,7 +76,7 @@ def weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, weights=None):
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -68,7 +85,7 @@ class RegionModel:
         regions, ids, sizes = core.regions, core.ids, core.sizes
         ceiling = int(sizes.sum())
         limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
-        self.offset, self.inside = [], []
+        self.offset, self.inside, self.blocks = [], [], {}
         groups = geometry.groups
         for u, unit in enumerate(geometry.units):
             first = unit.members[0]
@@ -81,6 +98,7 @@ class RegionModel:
                 if modulus > 1:
                     blocks = cp.new_int_var(0, max(limit) // modulus, f"blocks[{name}]")
                     cp.add(offset == modulus * blocks + residue)
+                    self.blocks[u] = (blocks, modulus)
             inside = {}
             for k in np.flatnonzero(self.allowed[first]).tolist():
                 inside[k] = cp.new_bool_var(f"in[{name},{regions[k].name}]")
@@ -90,10 +108,20 @@ class RegionModel:
             self.inside.append(inside)
         self._pack()
         self._separate()
-        weight = weights(core)
-        unit_bytes = [int(sizes[list(unit.members)].sum()) for unit in geometry.units]
+        weight = region_weights(core)
+        scaled = np.round(1000 * checked_weights(core, weights)).astype(np.int64)
+        unit_bytes = [int((sizes * scaled)[list(unit.members)].sum()) for unit in geometry.units]
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
+        self.top = {}  # region -> its arena, for the regions that cost something
+        for k, w in enumerate(weight):
+            if w > 0:
+                self.top[k] = cp.new_int_var(0, limit[k], f"top[{regions[k].name}]")
+        for unit, offset, inside in zip(geometry.units, self.offset, self.inside, strict=True):
+            for k, literal in inside.items():
+                if k in self.top:
+                    cp.add(offset + unit.extent <= self.top[k]).only_enforce_if(literal)
+        self.arena = sum(weight[k] * top for k, top in self.top.items())
 
     def _pack(self) -> None:
         """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
@@ -125,18 +153,30 @@ class RegionModel:
                 cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
 
     def hint(self, offsets: np.ndarray, regions: np.ndarray) -> None:
-        """Hint the unit offsets and regions from a plan over regions."""
+        """Hint the unit offsets, regions and tops from a plan over regions."""
         cp = self.cp
-        for unit, offset, inside in zip(self.geometry.units, self.offset, self.inside,
-                                        strict=True):
+        cp.clear_hints()
+        for k, top in self.top.items():
+            members = regions == k
+            cp.add_hint(top, int((offsets + self.problem.sizes)[members].max())
+                        if members.any() else 0)
+        for u, (unit, offset, inside) in enumerate(zip(self.geometry.units, self.offset,
+                                                       self.inside, strict=True)):
             first = unit.members[0]
-            cp.add_hint(offset, int(offsets[first]) - unit.rel[0])
+            base = int(offsets[first]) - unit.rel[0]
+            cp.add_hint(offset, base)
+            if u in self.blocks:
+                blocks, modulus = self.blocks[u]
+                cp.add_hint(blocks, base // modulus)
             for k, literal in inside.items():
                 cp.add_hint(literal, int(regions[first]) == k)
 
     def solve(self, time_limit: float | None, seed: int, workers: int):
         solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
                            else max(MIN_STAGE_SECONDS, time_limit))
+        # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
+        # llama: 6 s of presolve, no solution, the hint unread): none
+        solver.parameters.cp_model_probing_level = 0
         return solver, solver.solve(self.cp)
 
     def read(self, solver) -> tuple[np.ndarray, np.ndarray]:
@@ -151,28 +191,54 @@ class RegionModel:
         return offsets, regions
 
 
-def _rank(problem: Problem, plan: Plan) -> tuple[bool, float, int, int]:
-    return plan_rank(problem, plan, cost=region_cost(problem, plan.regions))
+def _rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
+    cost = region_cost(problem, plan.regions, weights)
+    if objective == "arena":
+        return plan_rank(problem, plan, cost=(arena_cost(problem, plan.stats["region_sizes"]),
+                                              cost))
+    return plan_rank(problem, plan, cost=cost)
 
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
-                       hint: Plan | None = None, workers: int = 2) -> Plan:
-    """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's."""
+                       hint: Plan | None = None, workers: int = 2, weights=None,
+                       objective: str = "cost") -> Plan:
+    """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's;
+    ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
+    `OBJECTIVES`."""
+    if objective not in OBJECTIVES:
+        raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
-    heuristic = hint if hint is not None else plan_regions(problem)
-    model = RegionModel(problem)
+    heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
+    model = RegionModel(problem, weights)
     model.hint(heuristic.offsets, heuristic.regions)
-    model.cp.minimize(model.cost)
     half = None if time_limit is None else time_limit * STAGE_SHARE
+    stats: dict = {"objective": objective}
+    proven_cost = proven_arena = None
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    if objective == "arena" and model.top:
+        model.cp.minimize(model.arena)
+        solver, status = model.solve(None if half is None else half / 2, seed, workers)
+        stats["arena_status"] = solver.status_name(status).lower()
+        if status in _SOLVED:
+            proven_arena = solver.best_objective_bound / 1000 * cost_unit
+            tops = {k: solver.value(top) for k, top in model.top.items()}
+            model.hint(*model.read(solver))
+            for k, top in model.top.items():  # keep the arenas, then lower the cost
+                model.cp.add(top <= tops[k])
+        elif status == cp_model.INFEASIBLE:
+            return _infeasible(problem, heuristic, began, stats, weights)
+        half = None if half is None else half / 2
+    model.cp.minimize(model.cost)
     solver, status = model.solve(half, seed, workers)
-    stats: dict = {"cost_status": solver.status_name(status).lower()}
-    proven_cost = None
+    stats["cost_status"] = solver.status_name(status).lower()
+    if status == cp_model.INFEASIBLE and "arena_status" not in stats:
+        return _infeasible(problem, heuristic, began, stats, weights)
     if status not in _SOLVED:
         offsets, regions = heuristic.offsets.copy(), heuristic.regions.copy()
     else:
         offsets, regions = model.read(solver)
-        proven_cost = solver.best_objective_bound / 1000 * min(
-            (r.cost for r in problem.regions if r.cost > 0), default=1.0)
+        if objective == "cost":
+            proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
     for n, k in enumerate(used):
@@ -185,11 +251,25 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         stats[f"{problem.regions[k].name}_status"] = plan.status
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
-                       seconds=time.perf_counter() - began, sizes=sizes,
-                       best_cost=proven_cost, stats=stats)
-    if _rank(problem, heuristic) < _rank(problem, plan):
+                       seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
+                       best_cost=proven_cost, best_arena=proven_arena, stats=stats)
+    if _rank(problem, heuristic, weights, objective) < _rank(problem, plan, weights, objective):
         return region_plan(problem, heuristic.offsets, heuristic.regions,
                            planner=heuristic.planner, seconds=plan.seconds,
-                           sizes=heuristic.sizes, best_cost=proven_cost,
-                           stats=dict(stats, kept="heuristic"))
+                           sizes=heuristic.sizes, weights=weights, best_cost=proven_cost,
+                           best_arena=proven_arena, stats=dict(stats, kept="heuristic"))
+    return plan
+
+
+def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
+                weights) -> Plan:
+    """The heuristic's plan, marked as proven not to fit when it does not: CP-SAT found no
+    region choice (its model leaves optional aliases out: a heuristic plan that fits by
+    sharing bytes is kept)."""
+    if not heuristic.stats.get("over_capacity"):
+        return heuristic
+    plan = region_plan(problem, heuristic.offsets, heuristic.regions, planner="regions_exact",
+                       seconds=time.perf_counter() - began, sizes=heuristic.sizes,
+                       weights=weights, stats=dict(stats, proven_infeasible=True))
+    plan.status = "infeasible"
     return plan
