@@ -230,7 +230,7 @@ def test_default_model_needs_no_argument(capsys):
 
 
 def test_live_line_text():
-    from memplan.progress import LiveLine
+    from memplan.cli.progress import LiveLine
     from memplan.solver.exact_options import Progress
 
     line = LiveLine(10, enabled=False)

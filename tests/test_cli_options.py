@@ -402,7 +402,7 @@ def test_a_plan_with_variable_scratch_goes_to_csv_with_its_granted_sizes(capsys,
 def test_the_sweep_table_shows_bytes_in_human_units():
     import pandas as pd
 
-    from memplan.sweeps.sweep_cli import _shown
+    from memplan.cli.sweep import _shown
     from memplan.sweeps.sweep_io import COLUMNS
 
     row = {name: None for name in COLUMNS}
@@ -433,10 +433,11 @@ def test_cp_sat_optimal_within_a_gap_limit_is_not_taken_as_proof():
 def test_the_time_limit_counts_from_the_start_of_the_command(monkeypatch):
     import time
 
-    from memplan import cli, startup
+    from memplan import startup
+    from memplan.cli import solve
 
     monkeypatch.setattr(startup, "STARTED", time.perf_counter() - 3.0)  # loading took 3 s
-    assert 6.0 < cli._from_start(api.SolveOptions(time_limit=10)).time_limit <= 7.0
-    least = cli.LEAST_SOLVE_SHARE * 2
-    assert cli._from_start(api.SolveOptions(time_limit=2)).time_limit == pytest.approx(least)
-    assert cli._from_start(api.SolveOptions(time_limit=None)).time_limit is None
+    assert 6.0 < solve._from_start(api.SolveOptions(time_limit=10)).time_limit <= 7.0
+    least = solve.LEAST_SOLVE_SHARE * 2
+    assert solve._from_start(api.SolveOptions(time_limit=2)).time_limit == pytest.approx(least)
+    assert solve._from_start(api.SolveOptions(time_limit=None)).time_limit is None

@@ -20,11 +20,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from memplan.cli_checks import check_output_path, count, seconds, size
+from memplan.cli.checks import check_output_path, count, seconds, size
+from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
+from memplan.cli.parser import Parents
 from memplan.errors import ProblemError
 from memplan.sweeps.sweep import FROM_FILE, parse_size
-
-INTERRUPTED = 130
 
 
 def _ints(text: str) -> list[int]:
@@ -94,9 +94,9 @@ def _shown(table):
     return shown.astype(object).fillna("")
 
 
-def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
-    """The ``sweep`` subcommand, under the parser's subcommands ``sub``."""
-    parser = sub.add_parser("sweep", parents=parents,
+def add_command(sub, shared: Parents) -> None:
+    """``memplan sweep``: what to sweep, the planners' options, where it runs, the outputs."""
+    parser = sub.add_parser("sweep", parents=[shared.common],
                             help="plan many models x shapes x capacities x planners, on Dask")
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="ONNX, CSV or JSON files, or folders holding them")
@@ -148,7 +148,7 @@ def add_command(sub, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memplan.progress import on_terminal
+    from memplan.cli.progress import on_terminal
     from memplan.sweeps.sweep import sweep
     from memplan.sweeps.sweep_progress import SweepProgress, summary
 
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines), file=sys.stderr if not args.out else sys.stdout)
     if table.attrs.get("interrupted"):
         return INTERRUPTED
-    return 1 if (table["status"] == "error").any() else 0
+    return FAILED if (table["status"] == "error").any() else OK
 
 
 __all__ = ["add_command", "run"]

@@ -8,9 +8,10 @@ exit 2, as a library call with the same value raises `ProblemError`.
 
 `Parser` prints a usage error as one line (``memplan solve: error: ...``)
 and suggests the closest flag or command for a mistyped one (difflib: the
-argparse of Python 3.11 has no ``suggest_on_error``). `check_outputs` refuses
-an output that could not be written (a missing folder, a format that needs
-another model, a CSV that cannot hold the problem) before the solve starts.
+argparse of Python 3.11 has no ``suggest_on_error``). `check_output_path`,
+`check_figure_path` and `check_html_path` refuse an output that could not be
+written (a missing folder, a suffix matplotlib cannot write) before any work;
+a value that makes no sense only beside another is a `UsageError`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ import difflib
 import re
 from pathlib import Path
 
+from memplan.cli.exit_codes import BAD_INPUT
 from memplan.errors import ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
 
-BAD_INPUT = 2
 _NO_LIMIT = ("none", "inf", "infinity", "unlimited")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+class UsageError(Exception):
+    """Bad usage the parser could not see (an option value that makes no sense)."""
 
 
 # ---------------------------------------------------------------- argparse types
@@ -165,3 +170,38 @@ def check_output_path(path: str, option: str) -> None:
         raise ProblemError(f"{option}: the folder {str(folder)!r} does not exist", file=path)
 
 
+def check_figure_path(path: str | None, option: str = "--plot") -> None:
+    """Refuse a figure file matplotlib cannot write (or no matplotlib), before any work."""
+    if path is None:
+        return
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix in ("html", "htm"):
+        raise ProblemError(f"{option} draws an image (.png, .svg, .pdf); for an interactive "
+                           f"page use --html", file=path)
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ProblemError(f"{option} needs matplotlib: pip install 'memplan[plot]'",
+                           file=path) from None
+    formats = Figure().canvas.get_supported_filetypes()
+    if suffix not in formats:
+        what = f"matplotlib cannot write .{suffix}" if suffix else "no suffix"
+        raise ProblemError(f"{option}: {what}; use one of "
+                           f"{', '.join('.' + f for f in sorted(formats))}", file=path)
+    _check_folder(path, option)
+
+
+def check_html_path(path: str | None, option: str = "--html") -> None:
+    """Refuse an HTML output that is not ``.html`` or whose folder does not exist."""
+    if path is None:
+        return
+    if Path(path).suffix.lower() not in (".html", ".htm"):
+        raise ProblemError(f"{option} writes an HTML page: give a name ending in .html",
+                           file=path)
+    _check_folder(path, option)
+
+
+def _check_folder(path: str, option: str) -> None:
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise ProblemError(f"{option}: no such folder {str(folder)!r}", file=path)

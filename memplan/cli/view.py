@@ -14,9 +14,7 @@ the following ones are its plans. Every plan is checked by
 `memplan.validate` first: an invalid one is still drawn (the page lists its
 violations, to look at them) and the command exits 1.
 
-`check_figure_path` and `check_html_path` refuse an output before any
-planning: a suffix matplotlib cannot write, matplotlib missing, a folder
-that does not exist.
+The page is checked before anything is read (`memplan.cli.checks.check_html_path`).
 """
 
 from __future__ import annotations
@@ -28,51 +26,16 @@ import sys
 from pathlib import Path
 
 from memplan import api
+from memplan.cli import models
+from memplan.cli.checks import check_html_path
+from memplan.cli.exit_codes import FAILED, OK
+from memplan.cli.parser import Parents
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.plan import Plan, fits
 from memplan.problem import Problem
 from memplan.validate import validate
 from memplan.viz_html import page, plan_title
-
-OK, FAILED = 0, 1
-
-
-def check_figure_path(path: str | None, option: str = "--plot") -> None:
-    """Refuse a figure file matplotlib cannot write (or no matplotlib), before any work."""
-    if path is None:
-        return
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if suffix in ("html", "htm"):
-        raise ProblemError(f"{option} draws an image (.png, .svg, .pdf); for an interactive "
-                           f"page use --html", file=path)
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ProblemError(f"{option} needs matplotlib: pip install 'memplan[plot]'",
-                           file=path) from None
-    formats = Figure().canvas.get_supported_filetypes()
-    if suffix not in formats:
-        what = f"matplotlib cannot write .{suffix}" if suffix else "no suffix"
-        raise ProblemError(f"{option}: {what}; use one of "
-                           f"{', '.join('.' + f for f in sorted(formats))}", file=path)
-    _check_folder(path, option)
-
-
-def check_html_path(path: str | None, option: str = "--html") -> None:
-    """Refuse an HTML output that is not ``.html`` or whose folder does not exist."""
-    if path is None:
-        return
-    if Path(path).suffix.lower() not in (".html", ".htm"):
-        raise ProblemError(f"{option} writes an HTML page: give a name ending in .html",
-                           file=path)
-    _check_folder(path, option)
-
-
-def _check_folder(path: str, option: str) -> None:
-    folder = Path(path).parent
-    if not folder.is_dir():
-        raise ProblemError(f"{option}: no such folder {str(folder)!r}", file=path)
 
 
 def _holds_plan(path: Path) -> bool:
@@ -132,7 +95,8 @@ def _violations(problem: Problem, plans: dict[str, Plan]) -> dict[str, list]:
 
 def run(args: argparse.Namespace) -> int:
     check_html_path(args.output, "-o")
-    problem, plans = load_plans(args.files, lambda path: args.load(str(path), args))
+    problem, plans = load_plans(args.files,
+                                lambda path: models.load(str(path), args, own_capacity=False))
     output = args.output or str(Path(args.files[-1]).with_suffix(".html"))
     check_html_path(output, "-o")
     invalid = _violations(problem, plans)
@@ -149,10 +113,9 @@ def run(args: argparse.Namespace) -> int:
     return FAILED if invalid else OK
 
 
-def add_command(sub, parents: list[argparse.ArgumentParser], load) -> None:
-    """Register ``memplan view`` on the sub-command parsers ``sub``; ``load(name, args)``
-    reads a model with the model options of ``parents``."""
-    view = sub.add_parser("view", parents=parents,
+def add_command(sub, shared: Parents) -> None:
+    """``memplan view``: the files, the page to write and its title."""
+    view = sub.add_parser("view", parents=[shared.common, shared.model],
                           help="plans as one interactive HTML page: pan and zoom, hover a "
                                "tensor, live bytes, two plans on one axis")
     view.add_argument("files", nargs="+", metavar="FILE",
@@ -163,8 +126,7 @@ def add_command(sub, parents: list[argparse.ArgumentParser], load) -> None:
     view.add_argument("-o", "--output", metavar="VIEW.html",
                       help="the page to write (default: the last file's name with .html)")
     view.add_argument("--title", help="the page's title (default: the problem's name and size)")
-    view.set_defaults(run=run, load=load)
+    view.set_defaults(run=run)
 
 
-__all__ = ["add_command", "check_figure_path", "check_html_path", "load_plans",
-           "read_plan_file", "run"]
+__all__ = ["add_command", "load_plans", "read_plan_file", "run"]

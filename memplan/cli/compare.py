@@ -1,0 +1,60 @@
+"""``memplan compare MODEL...``: every planner on every model, one table.
+
+The gap of each row is to the best bound any planner proved for that model
+(`memplan.api.compare`); ``--format`` prints it as an aligned table, CSV (the
+exact numbers) or Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memplan import api
+from memplan.cli.exit_codes import OK
+from memplan.cli.models import load
+from memplan.cli.parser import MODEL_KINDS, Parents, add_dataclass_options
+from memplan.viz import show_bytes
+
+
+def add_command(sub, shared: Parents) -> None:
+    """``memplan compare``: the models, the planners, their limits and the table's format."""
+    compare = sub.add_parser("compare", parents=[shared.common, shared.model, shared.capacity],
+                             help="every planner on every model, one table (gap: to the best "
+                                  "bound any planner proved for that model)")
+    compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
+    compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
+    compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")
+    add_dataclass_options(compare, api.SolveOptions,
+                          only=("time_limit", "heuristic_time_limit", "workers", "seed"))
+    compare.set_defaults(run=run)
+
+
+def _markdown(table) -> str:
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(map(str, row)) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def run(args: argparse.Namespace) -> int:
+    problems = {}
+    for path in args.models:
+        problem = load(path, args)
+        name = problem.name or Path(path).stem
+        problems[name if name not in problems else path] = problem
+    planners = None if args.planners is None else args.planners.split(",")
+    table = api.compare(problems, planners=planners, time_limit=args.time_limit,
+                        heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
+                        workers=args.workers)
+    if args.format == "csv":
+        print(table.to_csv(index=False), end="")
+        return OK
+    shown = table.assign(arena=table["arena_size"].map(show_bytes),
+                         lower_bound=table["lower_bound"].map(show_bytes),
+                         gap=table["gap"].map(lambda g: f"{g:.2%}"),
+                         seconds=table["seconds"].map(lambda s: f"{s:.2f}"))
+    shown = shown[["problem", "buffers", "planner", "arena", "lower_bound", "gap", "status",
+                   "seconds"]]
+    print(_markdown(shown) if args.format == "markdown" else shown.to_string(index=False))
+    return OK

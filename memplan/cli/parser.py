@@ -1,0 +1,134 @@
+"""The options several commands share, and options built from the options dataclasses.
+
+Every command is one module with ``add_command(sub, shared)`` and ``run(args)``;
+``shared`` is `Parents`, the argparse parents a command takes what it needs from:
+
+- ``common``: ``--debug`` (every command);
+- ``model``: how a model file becomes a problem (``--dim``, ``--alignment``, the
+  ONNX flags of `memplan.frontends.onnx_options.OnnxOptions`);
+- ``reordering``: ``--reorder`` and its method and time limit (ONNX models);
+- ``capacity``: ``--capacity``.
+
+`add_dataclass_options` turns a dataclass of options (`memplan.api.SolveOptions`,
+`memplan.solver.exact_options.ExactOptions`, ...) into one option per field, the
+field's metadata help as its help, so that the library and the command line say
+the same thing with the same default. Every value goes through `memplan.cli.checks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import MISSING, fields
+from typing import Any, NamedTuple
+
+from memplan.cli import checks
+from memplan.frontends import READERS
+from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
+from memplan.operator_order import METHODS
+from memplan.options import option_help
+
+ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
+_KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
+          ".csv": "MiniMalloc CSV", ".json": "memplan JSON"}
+MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
+    f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
+FIELD_TYPES = {"time_limit": checks.seconds("--time-limit"),  # one rule: memplan.limits
+               "heuristic_time_limit": checks.seconds("--heuristic-time-limit"),
+               "workers": checks.count("--workers"), "gap": checks.gap("--gap")}
+
+
+class Parents(NamedTuple):
+    """The argparse parents commands share (see the module doc)."""
+
+    common: argparse.ArgumentParser
+    model: argparse.ArgumentParser
+    reordering: argparse.ArgumentParser
+    capacity: argparse.ArgumentParser
+
+
+def _optional_number(kind: type):
+    """An argparse type: a number, or ``none`` for no limit."""
+    def parse(text: str):
+        if text.lower() in ("none", "inf", "unlimited"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") \
+                from None
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
+                          only: tuple[str, ...] | None = None,
+                          metavars: dict[str, str] | None = None,
+                          choices: dict[str, tuple[str, ...]] | None = None) -> None:
+    """One option per field of the dataclass ``cls`` (or the fields ``only``); the help is
+    the field's ``metadata["help"]`` (`memplan.options.option`).
+
+    A bool field that defaults to True becomes ``--no-NAME``, one that
+    defaults to False ``--NAME``; ``X | None`` fields accept ``none``.
+    """
+    for field in fields(cls):
+        if only is not None and field.name not in only:
+            continue
+        flag = field.name.replace("_", "-")
+        default = field.default if field.default is not MISSING else None
+        comment = option_help(field).replace("%", "%%")  # argparse formats help with %
+        if field.type == "bool":
+            parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
+                                action="store_false" if default else "store_true",
+                                help=checks.negated_help(comment) if default else comment)
+            continue
+        kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
+        parser.add_argument(f"--{flag}", dest=field.name, default=default,
+                            type=FIELD_TYPES.get(field.name) or
+                            (_optional_number(kind) if "None" in field.type else kind),
+                            choices=(choices or {}).get(field.name),
+                            metavar=None if field.name in (choices or {}) else
+                            (metavars or {}).get(field.name, kind.__name__.upper()),
+                            help=comment if default is None else f"{comment} (default: "
+                            f"{','.join(default) if isinstance(default, tuple) else default})")
+
+
+def options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The fields of the dataclass ``cls`` as the command line set them."""
+    return {f.name: getattr(args, f.name) for f in fields(cls)}
+
+
+def changed(args: argparse.Namespace, cls: type, names: tuple[str, ...]) -> dict[str, Any]:
+    """The defaults of the fields ``names`` of ``cls`` that the command line changed."""
+    return {f.name: f.default for f in fields(cls)
+            if f.name in names and getattr(args, f.name) != f.default}
+
+
+def parents() -> Parents:
+    """The option groups several commands share (see the module doc)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    model_parser = argparse.ArgumentParser(add_help=False)
+    model = model_parser.add_argument_group("model options")
+    model.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                       help="bind a symbolic ONNX dimension (repeatable)")
+    model.add_argument("--alignment", type=checks.size("--alignment"), metavar="BYTES",
+                       help="align every offset to this many bytes (64, 4KiB)")
+    add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
+    reordering = argparse.ArgumentParser(add_help=False)
+    order = reordering.add_argument_group("operator order (ONNX models)")
+    order.add_argument("--reorder", action="store_true",
+                       help="choose the operator order that lowers the peak, then plan it; "
+                            "-o model.onnx writes the reordered model")
+    order.add_argument("--reorder-method", choices=METHODS, default="fast",
+                       help="fast: list scheduling and local search (default); exact: CP-SAT "
+                            "over order and layout, warm-started by fast")
+    order.add_argument("--reorder-time-limit", default=5.0, metavar="S",
+                       type=checks.seconds("--reorder-time-limit", unlimited=False),
+                       help="seconds for the order search (default 5)")
+    capacity = argparse.ArgumentParser(add_help=False)
+    capacity.add_argument_group("problem options").add_argument(
+        "--capacity", type=checks.capacity("--capacity"), default=argparse.SUPPRESS,
+        metavar="BYTES",
+        help="fit under this many bytes (4096, 512KiB, 1MiB; 'none': minimise, ignoring a "
+             "capacity the file gives)")
+    return Parents(common, model_parser, reordering, capacity)
