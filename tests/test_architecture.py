@@ -148,3 +148,16 @@ def test_the_checks_see_a_cycle_and_an_upward_arrow():
     finally:
         GRAPH["memplan.problem"].discard("memplan.plan")
     assert "memplan.solver.exact" in GRAPH and "memplan.validate" in GRAPH["memplan.solver.exact"]
+
+
+def test_the_command_line_functions_are_short():
+    """A command's module stays small and obvious: no function of ``memplan/cli/`` is longer
+    than 60 lines (split it by what it does)."""
+    long = []
+    for name, path in MODULES.items():
+        if name.startswith("memplan.cli"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                        node.end_lineno - node.lineno >= 60:
+                    long.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1}")
+    assert long == []

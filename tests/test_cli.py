@@ -60,7 +60,7 @@ def test_solve_prints_the_summary_and_writes_every_output(capsys, tricky, tmp_pa
 
 def test_solve_json_summary(capsys, tricky):
     code, out, _ = run(capsys, "solve", tricky, "--time-limit", "5", "--json",
-                       "--heuristic", "naive")  # the exact planner has work to do
+                       "--planner", "naive")  # the exact planner has work to do
     assert code == OK
     summary = json.loads(out)
     assert summary["buffers"] == len(TRICKY) and summary["lower_bound"] == OPTIMUM
@@ -73,7 +73,7 @@ def test_solve_json_summary(capsys, tricky):
 def test_solve_options_reach_the_planners(capsys, tmp_path):
     path = tmp_path / "plan.json"
     code, out, _ = run(capsys, "solve", EXAMPLE, "--capacity", "none", "--alignment", "8",
-                       "--heuristic", "greedy_by_size", "--no-exact", "--seed", "3", "--json",
+                       "--planner", "greedy_by_size", "--no-exact", "--seed", "3", "--json",
                        "-o", str(path))
     summary = json.loads(out)
     assert code == OK and summary["capacity"] is None and summary["exact"] is None
@@ -83,8 +83,8 @@ def test_solve_options_reach_the_planners(capsys, tmp_path):
 
 
 def test_exact_planner_options_are_passed_on(capsys, tricky):
-    code, out, _ = run(capsys, "solve", tricky, "--heuristic", "naive", "--orders",
-                       "area,size", "--strategy", "none", "--workers", "1", "--json")
+    code, out, _ = run(capsys, "solve", tricky, "--planner", "naive", "--orders",
+                       "area,size", "--strategy", "none", "--threads", "1", "--json")
     assert code == OK and json.loads(out)["exact"]["arena_size"] == OPTIMUM
 
 
@@ -94,7 +94,7 @@ def test_quiet_prints_nothing(capsys):
 
 def test_an_impossible_capacity_exits_1(capsys, tricky):
     code, out, _ = run(capsys, "solve", tricky, "--capacity", str(OPTIMUM - 1),
-                       "--time-limit", "5", "--heuristic", "naive")
+                       "--time-limit", "5", "--planner", "naive")
     assert code == FAILED and "infeasible" in out
 
 
@@ -102,7 +102,7 @@ def test_an_impossible_capacity_exits_1(capsys, tricky):
     (["info", "missing.csv"], "missing.csv: cannot read"),
     (["solve", "model.txt"], "model.txt: unknown file type"),
     (["solve", EXAMPLE, "--dim", "batch=1"], "ONNX models only"),
-    (["solve", EXAMPLE, "--heuristic", "nope"], "unknown planner 'nope'; valid planners:"),
+    (["solve", EXAMPLE, "--planner", "nope"], "unknown planner 'nope'; valid planners:"),
     (["convert", EXAMPLE, "-o", "x.txt"], "must end in .csv or .json"),
     (["solve", EXAMPLE, "--orders", "bogus"], "unknown order(s) ['bogus']"),
     (["info", EXAMPLE, "--no-inplace"], "--no-inplace: for ONNX models only"),
@@ -190,7 +190,7 @@ def test_a_terminal_gets_the_live_line(tricky):
 
     reader = threading.Thread(target=drain)
     reader.start()
-    child = memplan_process("solve", tricky, "--time-limit", "5", "--heuristic", "naive",
+    child = memplan_process("solve", tricky, "--time-limit", "5", "--planner", "naive",
                             stderr=follower,
                             env={**os.environ, "TERM": "xterm"})
     out, _ = child.communicate(timeout=120)
@@ -243,7 +243,7 @@ def test_live_line_text():
 
 @pytest.mark.parametrize("mode, arena", [("exclusive", 12), ("concurrent", OPTIMUM + 12)])
 def test_several_models_share_one_arena(capsys, tricky, mode, arena):
-    code, out, _ = run(capsys, "solve", tricky, EXAMPLE, f"--{mode}", "--heuristic", "naive",
+    code, out, _ = run(capsys, "solve", tricky, EXAMPLE, f"--{mode}", "--planner", "naive",
                        "--time-limit", "10", "--json")
     summary = json.loads(out)
     assert code == OK and summary["plan"]["arena_size"] == arena

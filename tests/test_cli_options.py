@@ -138,17 +138,17 @@ def test_every_library_entry_point_refuses_bad_workers_and_capacities(tmp_path):
     (["solve", "--time-limit", "-1"], "--time-limit must be a number of seconds >= 0"),
     (["solve", "--time-limit", "nan"], "--time-limit must be"),
     (["solve", "--heuristic-time-limit", "nan"], "--heuristic-time-limit must be"),
-    (["solve", "--workers", "0"], "--workers must be a whole number >= 1, got 0"),
+    (["solve", "--threads", "0"], "--threads must be a whole number >= 1, got 0"),
     (["solve", "--capacity", "9007199254740993"], "beyond the largest size"),
     (["solve", "--capacity", " "], "not a memory size"),
     (["solve", "--capacity", "1e300"], "beyond the largest size"),
     (["solve", "--capacity", "0"], "capacity must be >= 1"),
     (["solve", "--gap", "2"], "a relative gap is a share in [0, 1)"),
     (["solve", "--reorder-time-limit", "inf"], "finite"),
-    (["compare", "x.json", "--workers", "-3"], "--workers must be"),
+    (["compare", "x.json", "--threads", "-3"], "--threads must be"),
     (["explain", "--time-limit", "nan"], "--time-limit must be"),
     (["explain", "--time-limit", "-1"], "--time-limit must be"),
-    (["explain", "--workers", "-3"], "--workers must be"),
+    (["explain", "--threads", "-3"], "--threads must be"),
     (["sweep", "x.json", "--time-limit", "nan"], "--time-limit must be"),
     (["sweep", "x.json", "--time-limit", "-3"], "--time-limit must be"),
     (["sweep", "x.json", "--heuristic-time-limit", "nan"], "--heuristic-time-limit"),
@@ -202,7 +202,7 @@ def test_outputs_are_checked_before_solving(capsys, tmp_path, tricky):
             (["solve", tricky, "--export", "onnx", "-o", str(tmp_path / "p.onnx")],
              "give one ONNX model"),
             (["sweep", tricky, "--report", str(tmp_path / "no" / "r.html")], "does not exist"),
-            (["sweep", tricky, "--out", str(tmp_path / "no" / "r.csv")], "does not exist")):
+            (["sweep", tricky, "-o", str(tmp_path / "no" / "r.csv")], "does not exist")):
         code, out, err = run(capsys, *argv)
         assert code == BAD_INPUT and out == "" and words in err, (argv, err)
         assert len(err.strip().splitlines()) == 1 and "seconds" not in out
@@ -210,9 +210,9 @@ def test_outputs_are_checked_before_solving(capsys, tmp_path, tricky):
 
 # ---------------------------------------------------------------- the gap, defined once
 def test_the_summary_shows_one_gap_figure(capsys, tricky):
-    code, out, _ = run(capsys, "solve", tricky, "--heuristic", "naive", "--time-limit", "5")
+    code, out, _ = run(capsys, "solve", tricky, "--planner", "naive", "--time-limit", "5")
     assert code == OK and "over the bound" not in out
-    summary = json.loads(run(capsys, "solve", tricky, "--heuristic", "naive", "--json",
+    summary = json.loads(run(capsys, "solve", tricky, "--planner", "naive", "--json",
                              "--time-limit", "5")[1])
     for part in ("heuristic", "exact", "plan"):
         plan = summary[part]
@@ -269,7 +269,7 @@ def test_a_gap_never_yields_a_wrong_optimal(lane):
 
 
 def test_gap_on_the_command_line(capsys, tricky):
-    code, out, _ = run(capsys, "solve", tricky, "--heuristic", "naive", "--gap", "50%")
+    code, out, _ = run(capsys, "solve", tricky, "--planner", "naive", "--gap", "50%")
     assert code == OK and "within the gap tolerance" in out and "feasible" in out
 
 
@@ -382,7 +382,7 @@ def test_sample_outputs_come_from_the_real_command():
 
 
 def test_a_mistyped_planner_or_choice_gets_a_suggestion(capsys):
-    code, _, err = run(capsys, "solve", "--heuristic", "bset")
+    code, _, err = run(capsys, "solve", "--planner", "bset")
     assert code == BAD_INPUT and "unknown planner 'bset' (did you mean 'best'?)" in err
     code, _, err = run(capsys, "solve", "--export", "jsn")
     assert code == BAD_INPUT and "did you mean json?" in err

@@ -255,7 +255,7 @@ OPTIONS = {  # option -> values, extreme and malformed among them
     "--seed": ["0", "-1", "99999999999999999999", "x"],
     "--dim": ["N=2", "N=0", "N=x", "M=3", "N=99999999999", "=3"],
     "--time-limit": ["-1", "0", "nan", "1e-9", "inf", "x"],
-    "--workers": ["1", "0", "-3", "x"],
+    "--threads": ["1", "0", "-3", "x"],
 }
 COMMANDS = {"solve": LIMITS, "explain": ["--time-limit", "2"], "info": [],
             "compare": ["--planners", "best_fit", "--time-limit", "0.5"]}
@@ -302,20 +302,20 @@ def test_sweep_on_malformed_and_extreme_input(inputs, scheduler, tmp_path):
     common = ["--scheduler", scheduler, "--time-limit", "1", "--heuristic-time-limit", "0.1",
               "--quiet"]
     files = [model for model in models(inputs) if model.is_file()]  # broken ones: error rows
-    assert run(["sweep", *files, *common, "--planner", "naive,exact", "--capacity",
-                "file,none,64", "--out", out], limit=60)[0] == 1
+    assert run(["sweep", *files, *common, "--planners", "naive,exact", "--capacity",
+                "file,none,64", "-o", out], limit=60)[0] == 1
     for model in set(models(inputs)) - set(files):  # a folder without models, a missing file
-        assert run(["sweep", model, *common, "--out", out])[0] == 2
+        assert run(["sweep", model, *common, "-o", out])[0] == 2
     check_rows(out)
     out = tmp_path / "resumed.csv"  # its last row cut inside its quoted key, as a crash leaves it
     good = [inputs / name for name in ("chain.32.csv", "wide.json", "tiny.onnx")]
-    assert run(["sweep", *good, *common, "--planner", "naive,exact", "--out", out])[0] == 0
+    assert run(["sweep", *good, *common, "--planners", "naive,exact", "-o", out])[0] == 0
     out.write_bytes(out.read_bytes()[:-7])
-    code, _, err = run(["sweep", *good, *common, "--planner", "naive,exact", "--out", out])
+    code, _, err = run(["sweep", *good, *common, "--planners", "naive,exact", "-o", out])
     assert code == 0 and "dropped a row cut short" in err
     check_rows(out)
-    for argv in (["--scheduler", "tcp://127.0.0.1:notaport"], ["--planner", "nosuch"],
-                 ["--out", tmp_path / "rows.txt"], ["--batch", "1,2", "--out", out],
+    for argv in (["--scheduler", "tcp://127.0.0.1:notaport"], ["--planners", "nosuch"],
+                 ["-o", tmp_path / "rows.txt"], ["--batch", "1,2", "-o", out],
                  ["--option", "x.y=1"], ["--capacity", "12XB"]):
         run(["sweep", inputs / "rank1.onnx", *common[2:], *(argv if "--scheduler" in argv
                                                             else [*common[:2], *argv])],

@@ -51,7 +51,7 @@ def test_a_missing_extra_is_one_line_with_its_install_command(monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
     with pytest.raises(MissingExtraError, match=r"pip install 'memplan\[sweep\]'"):
         memplan.sweep([SQUEEZENET])
-    assert main(["sweep", str(SQUEEZENET), "--out", str(tmp_path / "rows.csv")]) == 2
+    assert main(["sweep", str(SQUEEZENET), "-o", str(tmp_path / "rows.csv")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'memplan[sweep]'" in err
 

@@ -141,7 +141,7 @@ def test_resuming_the_cli_sweep_from_a_cut_rows_file(tmp_path):
     model = tmp_path / "example.12.csv"
     model.write_text("id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,1,5,2\nb4,0,9,8\n")
     out = tmp_path / "rows.csv"
-    argv = ["sweep", model, "--workers", "1", "--planner", "best,naive", "--out", out,
+    argv = ["sweep", model, "--workers", "1", "--planners", "best,naive", "-o", out,
             "--quiet"]
     assert run_cli(*argv)[0] == 0
     out.write_bytes(out.read_bytes()[:-10])  # the second row cut inside its quoted key

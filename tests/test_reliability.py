@@ -338,8 +338,8 @@ def test_ctrl_c_while_importing_prints_no_traceback(tmp_path):
 
 
 @pytest.mark.parametrize("option", [("--time-limit", "-1"), ("--time-limit", "nan"),
-                                    ("--heuristic-time-limit", "-1"), ("--workers", "-3"),
-                                    ("--workers", "0")])
+                                    ("--heuristic-time-limit", "-1"), ("--threads", "-3"),
+                                    ("--threads", "0")])
 def test_nonsense_run_options_are_refused(capsys, tmp_path, option):
     path = tmp_path / "two.csv"
     path.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n")

@@ -117,12 +117,12 @@ def test_sizes_tasks_and_bad_input(zoo):
 def test_cli_refuses_bad_input_before_starting_anything(zoo, tmp_path, capsys):
     assert main(["sweep", str(zoo / "missing.onnx")]) == 2
     assert "missing.onnx: no such file" in capsys.readouterr().err
-    assert main(["sweep", str(zoo), "--planner", "nosuch"]) == 2
+    assert main(["sweep", str(zoo), "--planners", "nosuch"]) == 2
     assert "valid planners" in capsys.readouterr().err
-    assert main(["sweep", str(zoo), "--out", str(tmp_path / "rows.txt")]) == 2
+    assert main(["sweep", str(zoo), "-o", str(tmp_path / "rows.txt")]) == 2
     assert "must end in .csv" in capsys.readouterr().err
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
-    assert main(["sweep", str(zoo), "--out", str(tmp_path / "other.csv")]) == 2
+    assert main(["sweep", str(zoo), "-o", str(tmp_path / "other.csv")]) == 2
     assert "not a memplan sweep's rows" in capsys.readouterr().err
     assert main(["sweep", str(zoo), "--capacity", "12XB"]) == 2
     assert "not a memory size" in capsys.readouterr().err
@@ -260,8 +260,8 @@ def test_cli_on_dask_scheduler_and_worker_processes(zoo, tmp_path, capsys):
             watcher.wait_for_workers(2, timeout=60)
         out, report = tmp_path / "rows.csv", tmp_path / "report.html"
         code = main(["sweep", str(zoo / "tiny.onnx"), str(zoo / "frag.json"), "--batch", "1,2,4",
-                     "--capacity", "none,1KiB", "--planner", "best,exact", "--time-limit", "5",
-                     "--scheduler", address, "--out", str(out), "--report", str(report)])
+                     "--capacity", "none,1KiB", "--planners", "best,exact", "--time-limit", "5",
+                     "--scheduler", address, "-o", str(out), "--report", str(report)])
         printed = capsys.readouterr().out
         assert code == 0, printed
         table = read_rows(out)
@@ -279,9 +279,9 @@ def test_cli_on_dask_scheduler_and_worker_processes(zoo, tmp_path, capsys):
 
 def test_ctrl_c_keeps_rows_and_the_same_command_resumes(slow_zoo, tmp_path):
     out = tmp_path / "rows.csv"
-    command = [sys.executable, "-m", "memplan.cli", "sweep", str(slow_zoo), "--planner",
+    command = [sys.executable, "-m", "memplan.cli", "sweep", str(slow_zoo), "--planners",
                "hill_climb", "--option", "hill_climb.iterations=1000000000",
-               "--heuristic-time-limit", "0.5", "--workers", "2", "--out", str(out)]
+               "--heuristic-time-limit", "0.5", "--workers", "2", "-o", str(out)]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     deadline = time.monotonic() + 120

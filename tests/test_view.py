@@ -128,7 +128,7 @@ def test_several_plans_and_a_region(small):
 
 def test_solve_html_shows_the_best_heuristic_beside_the_exact_plan(capsys, tricky, tmp_path):
     page = tmp_path / "view.html"
-    code, out, _ = run(capsys, "solve", tricky, "--heuristic", "greedy_by_size", "--time-limit",
+    code, out, _ = run(capsys, "solve", tricky, "--planner", "greedy_by_size", "--time-limit",
                        "5", "--html", str(page), "-o", str(tmp_path / "plan.json"))
     assert code == 0 and "wrote html" in out
     data = embedded(page.read_text())

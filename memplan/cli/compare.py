@@ -13,7 +13,13 @@ from pathlib import Path
 from memplan import api
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
-from memplan.cli.parser import MODEL_KINDS, Parents, add_dataclass_options
+from memplan.cli.parser import (
+    MODEL_KINDS,
+    SOLVE_FLAGS,
+    SOLVE_RENAMED,
+    Parents,
+    add_dataclass_options,
+)
 from memplan.viz import show_bytes
 
 
@@ -24,8 +30,10 @@ def add_command(sub, shared: Parents) -> None:
                                   "bound any planner proved for that model)")
     compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
     compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
-    compare.add_argument("--planners", metavar="A,B,...", help="planners to run (default: all)")
-    add_dataclass_options(compare, api.SolveOptions,
+    compare.add_argument("--planners", metavar="A,B,...|all", default="all",
+                         help="planners to run: registered names, or all of them (every "
+                              "heuristic and exact; the default)")
+    add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
                           only=("time_limit", "heuristic_time_limit", "workers", "seed"))
     compare.set_defaults(run=run)
 
@@ -43,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         problem = load(path, args)
         name = problem.name or Path(path).stem
         problems[name if name not in problems else path] = problem
-    planners = None if args.planners is None else args.planners.split(",")
+    planners = None if args.planners == "all" else args.planners.split(",")
     table = api.compare(problems, planners=planners, time_limit=args.time_limit,
                         heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
                         workers=args.workers)

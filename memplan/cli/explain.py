@@ -15,7 +15,7 @@ from memplan.cli import checks
 from memplan.cli.checks import UsageError, check_figure_path
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
-from memplan.cli.parser import MODEL_KINDS, Parents
+from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain
 
 
@@ -34,8 +34,9 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("--time-limit", default=10.0, metavar="S",
                      type=checks.seconds("--time-limit", unlimited=False),
                      help="seconds for the CP-SAT checks of a capacity (default: 10)")
-    why.add_argument("--workers", type=checks.count("--workers"), default=1,
-                     help="CP-SAT threads (default: 1)")
+    threads = why.add_argument("--threads", type=checks.count("--threads"), default=1,
+                               help="CP-SAT threads (default: 1)")
+    add_deprecated(why, "--workers", threads, type=checks.count("--workers"))
     why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     check_figure_path(args.plot)
     problem = load(args.model, args)
     plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)
-    found = explain(problem, plan, time_limit=args.time_limit, workers=args.workers)
+    found = explain(problem, plan, time_limit=args.time_limit, workers=args.threads)
     if args.plot:
         try:
             (found.plotgap_text() if found.gap else found.plot()).figure.savefig(args.plot, dpi=120)

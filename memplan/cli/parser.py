@@ -18,6 +18,7 @@ the same thing with the same default. Every value goes through `memplan.cli.chec
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import MISSING, fields
 from typing import Any, NamedTuple
 
@@ -32,9 +33,12 @@ _KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
           ".csv": "MiniMalloc CSV", ".json": "memplan JSON"}
 MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
     f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
-FIELD_TYPES = {"time_limit": checks.seconds("--time-limit"),  # one rule: memplan.limits
-               "heuristic_time_limit": checks.seconds("--heuristic-time-limit"),
-               "workers": checks.count("--workers"), "gap": checks.gap("--gap")}
+FIELD_TYPES = {"time_limit": checks.seconds, "heuristic_time_limit": checks.seconds,
+               "workers": checks.count, "gap": checks.gap}  # by field: memplan.limits' rules
+
+
+SOLVE_FLAGS = {"workers": "--threads", "heuristic": "--planner"}  # SolveOptions' options
+SOLVE_RENAMED = {"workers": "--workers", "heuristic": "--heuristic"}  # their old spellings
 
 
 class Parents(NamedTuple):
@@ -63,33 +67,73 @@ def _optional_number(kind: type):
 def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                           only: tuple[str, ...] | None = None,
                           metavars: dict[str, str] | None = None,
-                          choices: dict[str, tuple[str, ...]] | None = None) -> None:
+                          choices: dict[str, tuple[str, ...]] | None = None,
+                          flags: dict[str, str] | None = None,
+                          renamed: dict[str, str] | None = None) -> None:
     """One option per field of the dataclass ``cls`` (or the fields ``only``); the help is
     the field's ``metadata["help"]`` (`memplan.options.option`).
 
     A bool field that defaults to True becomes ``--no-NAME``, one that
-    defaults to False ``--NAME``; ``X | None`` fields accept ``none``.
+    defaults to False ``--NAME``; ``X | None`` fields accept ``none``. ``flags``
+    names a field's option where the command line's word differs from the
+    library's (``{"workers": "--threads"}``: one name per concept across
+    commands); ``renamed`` keeps a field's old option for one release
+    (`add_deprecated`).
     """
     for field in fields(cls):
         if only is not None and field.name not in only:
             continue
-        flag = field.name.replace("_", "-")
+        flag = (flags or {}).get(field.name, "--" + field.name.replace("_", "-"))
         default = field.default if field.default is not MISSING else None
         comment = option_help(field).replace("%", "%%")  # argparse formats help with %
         if field.type == "bool":
-            parser.add_argument(f"--no-{flag}" if default else f"--{flag}", dest=field.name,
-                                action="store_false" if default else "store_true",
+            parser.add_argument(flag.replace("--", "--no-") if default else flag,
+                                dest=field.name, action="store_false" if default else
+                                "store_true",
                                 help=checks.negated_help(comment) if default else comment)
             continue
         kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
-        parser.add_argument(f"--{flag}", dest=field.name, default=default,
-                            type=FIELD_TYPES.get(field.name) or
-                            (_optional_number(kind) if "None" in field.type else kind),
-                            choices=(choices or {}).get(field.name),
-                            metavar=None if field.name in (choices or {}) else
-                            (metavars or {}).get(field.name, kind.__name__.upper()),
-                            help=comment if default is None else f"{comment} (default: "
-                            f"{','.join(default) if isinstance(default, tuple) else default})")
+        check = FIELD_TYPES.get(field.name)
+        action = parser.add_argument(
+            flag, dest=field.name, default=default,
+            type=check(flag) if check else _optional_number(kind) if "None" in field.type
+            else kind, choices=(choices or {}).get(field.name),
+            metavar=None if field.name in (choices or {}) else
+            (metavars or {}).get(field.name, kind.__name__.upper()),
+            help=comment if default is None else f"{comment} (default: "
+            f"{','.join(default) if isinstance(default, tuple) else default})")
+        if field.name in (renamed or {}):
+            old = renamed[field.name]
+            add_deprecated(parser, old, action, type=check(old) if check else action.type)
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: it sets what the new one sets, after one line on
+    stderr naming the new spelling."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated, use {self.new} "
+              f"(the old spelling goes in the next release)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(parser: argparse._ActionsContainer, old: str, new: argparse.Action,
+                   **given: Any) -> None:
+    """Accept the option ``old`` for one release as the option ``new``: the same
+    destination and values, left out of the help, one deprecation line when used."""
+    settings = dict(type=new.type, choices=new.choices, metavar=new.metavar, nargs=new.nargs)
+    parser.add_argument(old, action=_Deprecated, new=new.option_strings[-1], dest=new.dest,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                        **{**settings, **given})
+
+
+def is_deprecated(action: argparse.Action) -> bool:
+    """Whether ``action`` is an old spelling kept for one release (`add_deprecated`)."""
+    return isinstance(action, _Deprecated)
 
 
 def options_of(args: argparse.Namespace, cls: type) -> dict[str, Any]:
@@ -132,3 +176,9 @@ def parents() -> Parents:
         help="fit under this many bytes (4096, 512KiB, 1MiB; 'none': minimise, ignoring a "
              "capacity the file gives)")
     return Parents(common, model_parser, reordering, capacity)
+
+
+def add_input_seed(parser: argparse._ActionsContainer, what: str = "--prove's") -> argparse.Action:
+    """``--input-seed``: the seed of a proof's random inputs (``--seed`` seeds planners)."""
+    return parser.add_argument("--input-seed", type=int, default=0, metavar="N",
+                               help=f"seed of {what} random inputs (default: 0)")

@@ -19,7 +19,7 @@ from pathlib import Path
 from memplan.cli.checks import UsageError
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import dims, onnx_options
-from memplan.cli.parser import Parents
+from memplan.cli.parser import Parents, add_deprecated, add_input_seed
 from memplan.proofs import BACKENDS
 
 
@@ -35,7 +35,7 @@ def add_command(sub, shared: Parents) -> None:
                                     "the model options it stores apply")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",
                        help="what runs the nodes (default: onnxruntime)")
-    proof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    add_deprecated(proof, "--seed", add_input_seed(proof, "the"))
     proof.add_argument("--json", action="store_true", help="print the result as JSON")
     proof.set_defaults(run=run)
 
@@ -47,7 +47,7 @@ def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
     onnx_options(path, args)  # refuses ONNX-only flags
     if args.dim or args.alignment is not None:
         raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is TFLM's")
-    report = prove_plan_file(path, args.plan, seed=args.seed)
+    report = prove_plan_file(path, args.plan, seed=args.input_seed)
     if args.json:
         print(json.dumps({
             "model": str(path), "plan": args.plan, "proven": report.ok,
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dim or args.alignment is not None:
             raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is "
                              f"the program's")
-        proof = prove_plan_file(path, args.plan, seed=args.seed)
+        proof = prove_plan_file(path, args.plan, seed=args.input_seed)
         print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
         return OK if proof.ok else FAILED
     given = onnx_options(path, args)
@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
     from memplan.proofs.prove import prove  # imports onnx: only for ONNX models
 
-    proof = prove(path, args.plan, options=given, backend=args.backend, seed=args.seed)
+    proof = prove(path, args.plan, options=given, backend=args.backend,
+                  seed=args.input_seed)
     print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
     return OK if proof.ok else FAILED

@@ -15,18 +15,29 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from memplan import api, startup
 from memplan.cli.checks import UsageError
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import all_model_options, load
 from memplan.cli.outputs import add_output_options, check_figures, check_outputs, write_outputs
-from memplan.cli.parser import MODEL_KINDS, Parents, add_dataclass_options, changed, options_of
+from memplan.cli.parser import (
+    MODEL_KINDS,
+    SOLVE_FLAGS,
+    SOLVE_RENAMED,
+    Parents,
+    add_dataclass_options,
+    add_input_seed,
+    changed,
+    options_of,
+)
 from memplan.cli.summary import order_summary, print_summary, solve_summary
-from memplan.deploy.multimodel import flatten
+from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.diagnosis.explain import capacity_line
+from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver.exact_options import ORDERS, ExactOptions
 
@@ -50,7 +61,8 @@ def add_command(sub, shared: Parents) -> None:
     sharing.add_argument("--concurrent", dest="mode", action="store_const", const="concurrent",
                          help="the models may run at the same time: each its own part")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
-                          metavars={"heuristic": "NAME|all", "gap": "SHARE|BYTES"})
+                          metavars={"heuristic": "NAME|all", "gap": "SHARE|BYTES"},
+                          flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED)
     add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
                           only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
                           metavars={"orders": f"{{{','.join(ORDERS)}}},..."})
@@ -61,6 +73,7 @@ def add_command(sub, shared: Parents) -> None:
     output.add_argument("--prove", action="store_true", help="run the ONNX model in one arena "
                         "at the plan's offsets (a .tflite model: in TFLite-Micro with the plan "
                         "and with TFLM's own); exit 1 unless every output matches bit for bit")
+    add_input_seed(output)
     solve.set_defaults(run=run)
 
 
@@ -85,16 +98,48 @@ def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan solve``: read, plan, write, print; prove with ``--prove``."""
-    from memplan.cli.progress import LiveLine, on_terminal, stop_on_ctrl_c
+    """``memplan solve``: check, read, plan, write, print; prove with ``--prove``."""
+    exact_options = _exact_options(args)
+    check_figures(args)
+    paths = args.models or [None]
+    _check_models(args, paths)
+    problems = [load(path, args, own_capacity=len(paths) == 1) for path in paths]
+    check_outputs(args, problems, paths)
+    solved = _solve(args, paths, problems, exact_options)
+    one = (Path(paths[0]) if paths[0] else api.default_model()) if len(paths) == 1 else None
+    reordering = getattr(args, "reordering", None)
+    if one is not None and one.suffix.lower() == ".onnx":  # the plan file says how the model
+        from memplan.proofs.prove import with_model_options  # became its problem (imports onnx)
 
-    try:  # refuse bad values before any work
-        exact_options = ExactOptions.from_kwargs(
+        solved.plan = with_model_options(solved.plan, all_model_options(one, args))
+    written = write_outputs(args, solved.problem, solved.plan, one,
+                            None if reordering is None else reordering.model,
+                            solved.report.heuristic if solved.multi is None else None)
+    summary = _summary(args, solved, written, one)
+    proof = _prove(args, solved, one) if args.prove else None
+    if args.json:
+        print(json.dumps({**summary, "proof": proof and proof.document}, indent=1))
+    elif not args.quiet:
+        print_summary(summary)
+        if proof is not None:
+            print(proof.text)
+    if proof is not None and not proof.ok:
+        return FAILED
+    return OK if api.fits(solved.report.plan) else FAILED  # plans come validated
+
+
+def _exact_options(args: argparse.Namespace) -> ExactOptions:
+    """The exact planner's options given on the command line, refused before any work."""
+    try:
+        return ExactOptions.from_kwargs(
             **{name: getattr(args, name) for name in changed(args, ExactOptions, EXACT_FLAGS)})
     except (TypeError, ValueError) as error:
         raise UsageError(str(error)) from None
-    check_figures(args)
-    paths = args.models or [None]
+
+
+def _check_models(args: argparse.Namespace, paths: list[str | None]) -> None:
+    """Refuse what several models cannot do (``--reorder``, ``--prove``) and several models
+    without their sharing mode."""
     if len(paths) > 1 and args.reorder:
         raise UsageError("--reorder: give one ONNX model")
     if args.prove and (len(paths) > 1 or not str(paths[0] or ".onnx").lower().endswith(
@@ -105,64 +150,83 @@ def run(args: argparse.Namespace) -> int:
     if len(paths) > 1 and args.mode is None:
         raise UsageError("several models share one arena: say --exclusive (they never run "
                          "at the same time) or --concurrent (they may)")
-    problems = [load(path, args, own_capacity=len(paths) == 1) for path in paths]
-    check_outputs(args, problems, paths)
-    model = paths[0] if args.models else f"{api.default_model().name} (bundled)"
+
+
+@dataclass
+class _Solved:
+    """What the solve found."""
+
+    name: str  # the model, or the models and their sharing mode, as the summary names them
+    report: api.SolveReport
+    multi: MultiModel | None  # several models: how they share the arena
+    problem: Problem  # what was planned (several models: one problem of them all)
+    plan: Plan
+
+
+def _solve(args: argparse.Namespace, paths: list[str | None], problems: list[Problem],
+           exact_options: ExactOptions) -> _Solved:
+    """Heuristics then the exact planner on the one model or on several in one arena, the
+    live line on a terminal; Ctrl-C keeps the best plan."""
+    from memplan.cli.progress import LiveLine, on_terminal, stop_on_ctrl_c
+
     options = _from_start(api.SolveOptions(**options_of(args, api.SolveOptions)))
-    live = LiveLine(options.time_limit, enabled=not args.quiet and on_terminal())
-    multi = None
-    with live, stop_on_ctrl_c() as stop:
+    name = paths[0] if args.models else f"{api.default_model().name} (bundled)"
+    with LiveLine(options.time_limit, enabled=not args.quiet and on_terminal()) as live, \
+            stop_on_ctrl_c() as stop:
         steps = dict(options=options, on_progress=live, stop=stop, exact_options=exact_options)
         if len(problems) == 1:
             report = api.solve_report(problems[0], **steps)
-        else:
-            capacity = getattr(args, "capacity", None)  # the shared arena's, not each model's
-            named = _model_names(paths, problems)
-            multi, report = api.solve_models(named, args.mode, capacity=capacity, **steps)
-            model = f"{' + '.join(named)} ({args.mode})"
-    problem, plan = (report.problem, report.plan) if multi is None else \
-        flatten(multi, report.plan)
-    single = Path(paths[0]) if paths[0] else api.default_model()
-    reordering = getattr(args, "reordering", None)
-    onnx_model = single if len(paths) == 1 and single.suffix.lower() == ".onnx" else None
-    if onnx_model is not None:  # a plan file says how the model became its problem
-        from memplan.proofs.prove import prove_plan, with_model_options  # imports onnx
+            return _Solved(name, report, None, report.problem, report.plan)
+        named = _model_names(paths, problems)
+        capacity = getattr(args, "capacity", None)  # the shared arena's, not each model's
+        multi, report = api.solve_models(named, args.mode, capacity=capacity, **steps)
+    problem, plan = flatten(multi, report.plan)
+    return _Solved(f"{' + '.join(named)} ({args.mode})", report, multi, problem, plan)
 
-        plan = with_model_options(plan, all_model_options(onnx_model, args))
-    written = write_outputs(args, problem, plan, single if len(paths) == 1 else None,
-                            None if reordering is None else reordering.model,
-                            report.heuristic if multi is None else None)
-    summary = solve_summary(model, report, written, multi)
-    summary["order"] = order_summary(reordering)
+
+def _summary(args: argparse.Namespace, solved: _Solved, written: dict[str, str],
+             one: Path | None) -> dict[str, Any]:
+    """The summary, with the operator order, the reason a capacity is not met and a .pte
+    program's own arena."""
+    report = solved.report
+    summary = solve_summary(solved.name, report, written, solved.multi)
+    summary["order"] = order_summary(getattr(args, "reordering", None))
     summary["reason"] = capacity_line(report.problem, report.plan)
-    if len(paths) == 1 and single.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
+    if one is not None and one.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
         from memplan.frontends.executorch_pte import pte_layout
 
-        summary["program_plan"] = pte_layout(single).arena_size
-    if summary["reason"] and multi is None:
+        summary["program_plan"] = pte_layout(one).arena_size
+    if summary["reason"] and solved.multi is None:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"
-    proof = tflm = None
-    if args.prove and onnx_model is not None:
-        proof = prove_plan(onnx_model if reordering is None else reordering.model, problem, plan,
-                           plan.stats["model_options"], plan_file=args.output or "the plan")
-    elif args.prove and single.suffix.lower() == ".pte":  # both programs in ExecuTorch
+    return summary
+
+
+class _Proven(NamedTuple):
+    ok: bool  # every output matched bit for bit, the plan valid
+    document: dict[str, Any]  # for --json
+    text: str  # for the terminal
+
+
+def _prove(args: argparse.Namespace, solved: _Solved, model: Path) -> _Proven:
+    """``--prove``: the plan run in one arena, an ONNX model by onnxruntime, a ``.pte`` in
+    ExecuTorch (beside its own plan), a ``.tflite`` in TFLite-Micro (beside TFLM's)."""
+    plan_file = args.output or "the plan"
+    if model.suffix.lower() == ".onnx":
+        from memplan.proofs.prove import prove_plan
+
+        reordering = getattr(args, "reordering", None)
+        proof = prove_plan(model if reordering is None else reordering.model, solved.problem,
+                           solved.plan, solved.plan.stats["model_options"],
+                           seed=args.input_seed, plan_file=plan_file)
+    elif model.suffix.lower() == ".pte":
         from memplan.proofs.executorch_runtime import prove_program
 
-        proof = prove_program(single, plan, seed=args.seed or 0,
-                              plan_file=args.output or "the plan")
-    elif args.prove:  # one .tflite model: the proof inside TFLite-Micro
+        proof = prove_program(model, solved.plan, seed=args.input_seed, plan_file=plan_file)
+    else:
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
-        tflm = prove_in_tflm(single, problem, plan, seed=args.seed or 0, bisect=False)
-    if args.json:
-        proven = proof.to_dict() if proof else tflm and {"proven": tflm.ok, "report": str(tflm)}
-        print(json.dumps({**summary, "proof": proven}, indent=1))
-    elif not args.quiet:
-        print_summary(summary)
-        if proof is not None or tflm is not None:
-            print("\n".join(proof.lines()) if proof else tflm)
-    if (proof is not None and not proof.ok) or (tflm is not None and not tflm.ok):
-        return FAILED
-    return OK if api.fits(report.plan) else FAILED  # plans come validated
-
+        tflm = prove_in_tflm(model, solved.problem, solved.plan, seed=args.input_seed,
+                             bisect=False)
+        return _Proven(tflm.ok, {"proven": tflm.ok, "report": str(tflm)}, str(tflm))
+    return _Proven(proof.ok, proof.to_dict(), "\n".join(proof.lines()))

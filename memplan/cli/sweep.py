@@ -3,11 +3,11 @@
 ::
 
     memplan sweep models/ --batch 1,2,4,8 --capacity none,256KiB,1MiB \\
-        --planner best,exact --time-limit 60 --workers 2 --out rows.csv --report report.html
+        --planners best,exact --time-limit 60 --workers 2 -o rows.csv --report report.html
 
 Lists are comma-separated; ``--dim NAME=V1,V2`` is repeatable. The rows go
-to ``--out`` as they finish (the same command again resumes); without
-``--out`` the table is printed. A progress bar on a terminal, a summary at
+to ``-o`` as they finish (the same command again resumes); without
+``-o`` the table is printed. A progress bar on a terminal, a summary at
 the end, ``--report`` an HTML page of figures (`memplan.sweeps.sweep_report`).
 Exit codes: 0 every task ran (infeasible capacities are answers, not
 failures); 1 some task failed (its row says why); 2 bad usage or input;
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memplan.cli.checks import check_output_path, count, seconds, size
 from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
-from memplan.cli.parser import Parents
+from memplan.cli.parser import Parents, add_deprecated
 from memplan.errors import ProblemError
 from memplan.sweeps.sweep import FROM_FILE, parse_size
 
@@ -83,7 +83,7 @@ BYTE_COLUMNS = ("capacity", "lower_bound", "arena_size", "best_bound", "peak_mem
 
 
 def _shown(table):
-    """The rows as printed: bytes in human units, the gap in percent (``--out`` keeps the
+    """The rows as printed: bytes in human units, the gap in percent (``-o`` keeps the
     exact numbers)."""
     from memplan.viz import human_bytes
 
@@ -108,9 +108,10 @@ def add_command(sub, shared: Parents) -> None:
     grid.add_argument("--capacity", type=_sizes, default=[FROM_FILE], metavar="C1,C2",
                       help="capacities: bytes or with a unit (256KiB, 1MiB), 'none' to "
                            "minimise, 'file' for the file's own (default)")
-    grid.add_argument("--planner", default="best", metavar="P1,P2",
-                      help="registered planners, 'solve' (heuristics then exact), 'all' "
-                           "(every heuristic and exact) (default: best)")
+    planners = grid.add_argument("--planners", default="best", metavar="A,B,...|all",
+                                 help="registered planners, 'solve' (heuristics then exact), "
+                                      "'all' (every heuristic and exact) (default: best)")
+    add_deprecated(grid, "--planner", planners)
     grid.add_argument("--alignment", type=size("--alignment"), metavar="BYTES",
                       help="align every offset to this many bytes (64, 4KiB)")
     plan = parser.add_argument_group("planner options")
@@ -135,10 +136,12 @@ def add_command(sub, shared: Parents) -> None:
                         help="re-runs of a task that raised (a dead worker's tasks are "
                              "re-run by Dask, up to its allowed-failures, 3 by default)")
     output = parser.add_argument_group("output")
-    output.add_argument("--out", metavar="ROWS.csv|.parquet",
-                        help="write rows as they finish; the same command again resumes")
+    rows = output.add_argument("-o", "--output", metavar="ROWS.csv|.parquet",
+                               help="write rows as they finish; the same command again "
+                                    "resumes")
+    add_deprecated(output, "--out", rows)
     output.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="run every task even when --out has its row")
+                        help="run every task even when --output has its row")
     output.add_argument("--report", metavar="REPORT.html",
                         help="an HTML page of figures: arena vs batch, planners vs the "
                              "optimum, the smallest capacity that fits every model; every "
@@ -152,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from memplan.sweeps.sweep import sweep
     from memplan.sweeps.sweep_progress import SweepProgress, summary
 
-    for option, path in (("--out", args.out), ("--report", args.report)):
+    for option, path in (("-o", args.output), ("--report", args.report)):
         if path:  # before any task runs
             check_output_path(path, option)
     if args.report:
@@ -168,22 +171,22 @@ def run(args: argparse.Namespace) -> int:
     plans = None if not args.report else \
         str(Path(args.report).with_name(f"{Path(args.report).stem}_files") / "plans")
     table = sweep(args.models, dims=dict(args.dim), batches=args.batch,
-                  capacities=args.capacity, planners=args.planner.split(","),
+                  capacities=args.capacity, planners=args.planners.split(","),
                   time_limit=args.time_limit, heuristic_time_limit=args.heuristic_time_limit,
                   seed=args.seed, threads=args.threads, alignment=args.alignment, options=options,
-                  scheduler=args.scheduler, workers=args.workers, out=args.out,
+                  scheduler=args.scheduler, workers=args.workers, out=args.output,
                   resume=args.resume, retries=args.retries, progress=progress, plans=plans)
     if args.report:
         from memplan.sweeps.sweep_report import write_report
 
         write_report(table, args.report, plans=plans)
-    if not args.out and not args.quiet:
+    if not args.output and not args.quiet:
         print(_shown(table).to_string(index=False))
     if not args.quiet:
-        lines = summary(table, out=args.out)
+        lines = summary(table, out=args.output)
         if args.report:
             lines.append(f"wrote       {args.report}")
-        print("\n".join(lines), file=sys.stderr if not args.out else sys.stdout)
+        print("\n".join(lines), file=sys.stderr if not args.output else sys.stdout)
     if table.attrs.get("interrupted"):
         return INTERRUPTED
     return FAILED if (table["status"] == "error").any() else OK
