@@ -21,7 +21,16 @@ import memplan.startup  # noqa: F401  (first: a quiet Ctrl-C while the rest impo
 # isort: split
 import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
-from memplan.api import compare, from_executorch, from_onnx, from_tflite, load, solve, solve_report
+from memplan.api import (
+    compare,
+    from_executorch,
+    from_onnx,
+    from_relax,
+    from_tflite,
+    load,
+    solve,
+    solve_report,
+)
 from memplan.bounds import live_bytes, load_profile, lower_bound
 from memplan.diagnosis.explain import explain  # the function: memplan.explain(problem, plan=None)
 from memplan.errors import (
@@ -45,8 +54,9 @@ __version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --vers
 __all__ = [
     "Alias", "Buffer", "HintWarning", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan",
     "Problem", "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError",
-    "Violation", "check", "compare", "explain", "from_executorch", "from_onnx", "from_tflite",
-    "kernels", "live_bytes", "load", "load_profile", "lower_bound", "plan_with", "planners",
+    "Violation", "check", "compare", "explain", "from_executorch", "from_onnx", "from_relax",
+    "from_tflite", "kernels", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
+    "planners",
     "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
     "solve_report", "sweep", "validate",
 ]

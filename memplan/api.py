@@ -172,6 +172,15 @@ def from_executorch(program: Any, **options: Any) -> Problem:
     return convert(program, **options)
 
 
+def from_relax(module: Any, function: str | None = "forward", **options: Any) -> Problem:
+    """A TVM Relax module (``IRModule`` or TVMScript ``.py`` path) as the `Problem` of the
+    tensors Relax's ``StaticPlanBlockMemory`` planned in ``function``; see
+    `memplan.frontends.relax` (needs the ``tvm`` extra)."""
+    from memplan.frontends.relax import from_relax as convert
+
+    return convert(module, function, **options)
+
+
 def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
          alignment: int | None = None, **options: Any) -> Problem:
     """The problem in ``path`` (``.onnx``, ``.tflite``, ``.csv`` or ``.json``, by extension).
@@ -565,7 +574,7 @@ def info(problem: Problem, *, largest: int = 10) -> dict[str, Any]:
 
 
 __all__ = ["SolveOptions", "SolveReport", "as_problem", "compare", "default_model",
-           "from_executorch", "from_onnx", "from_tflite", "heuristic_names", "info", "load",
-           "lower_bound",
+           "from_executorch", "from_onnx", "from_relax", "from_tflite", "heuristic_names",
+           "info", "load", "lower_bound",
            "plan_with", "planners", "solve", "solve_models", "solve_report", "validate",
            "with_alignment"]

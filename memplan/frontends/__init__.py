@@ -2,8 +2,9 @@
 
 `load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.tflite``
 (a TensorFlow Lite model, as TFLite-Micro plans it), ``.pte`` (an ExecuTorch
-program, one arena), ``.csv`` (MiniMalloc's CSV), ``.json`` (memplan's own
-problem format).
+program, one arena), ``.py`` (a TVM Relax module as TVMScript, its tensors as
+Relax's ``StaticPlanBlockMemory`` plans them), ``.csv`` (MiniMalloc's CSV),
+``.json`` (memplan's own problem format).
 
 Layer 2: may import layers 0-1 (errors, problem, plan, groups, options,
 ...); never heuristics/, solver/, deploy/, export/ or the top level.
@@ -18,7 +19,7 @@ from memplan.errors import ProblemError
 from memplan.frontends import memplan_json, minimalloc_csv
 from memplan.problem import Problem
 
-READERS = (".onnx", ".tflite", ".pte", ".csv", ".json")
+READERS = (".onnx", ".tflite", ".pte", ".py", ".csv", ".json")
 
 
 def load(path: str | os.PathLike, **options) -> Problem:
@@ -43,5 +44,9 @@ def load(path: str | os.PathLike, **options) -> Problem:
         from memplan.frontends.executorch_pte import read_pte
 
         return read_pte(path, **options)
+    if suffix == ".py":
+        from memplan.frontends.relax import from_relax
+
+        return from_relax(path, **options)
     raise ProblemError(f"unknown file type {suffix or '(none)'!r}; memplan reads "
                        f"{', '.join(READERS)}", file=str(path))

@@ -1,0 +1,32 @@
+"""memplan inside Apache TVM: Relax's memory planning, with a proof of how close to optimal.
+
+Needs the ``tvm`` extra (``apache-tvm``)::
+
+    import memplan.tvm
+    from tvm import relax
+
+    pipeline = memplan.tvm.pipeline(time_limit=10)
+    executable = relax.build(mod, "llvm", relax_pipeline=pipeline)
+    for report in pipeline.reports:
+        print(report.line())
+
+`memplan.tvm.memory_planning_pass` is the pass alone (to run right after
+``StaticPlanBlockMemory`` in a pipeline of one's own);
+`memplan.frontends.relax` reads the problem, `memplan.tvm.rewrite` writes
+the plan back into the function.
+"""
+
+from memplan.errors import require
+
+require("tvm", "tvm", "memplan.tvm")
+
+# isort: split
+from memplan.tvm.pipeline import MemplanPipeline, pipeline  # noqa: E402
+from memplan.tvm.relax_pass import (  # noqa: E402
+    FunctionReport,
+    MemplanPlanMemory,
+    memory_planning_pass,
+)
+
+__all__ = ["FunctionReport", "MemplanPipeline", "MemplanPlanMemory", "memory_planning_pass",
+           "pipeline"]

@@ -1,0 +1,206 @@
+"""memplan as a Relax module pass, right after ``StaticPlanBlockMemory``.
+
+For every Relax function of the module and every device it plans tensors on:
+
+- `memplan.frontends.relax.relax_layouts` reads the tensors Relax put in its
+  storages (Relax's rules for what may be planned stay as they are);
+- `memplan.solve` plans them within ``time_limit`` seconds (heuristics, then
+  the exact planner: status and gap say how close to the optimum), and
+  `memplan.validate.check` checks the plan;
+- where memplan's arena is smaller than Relax's storages together, the
+  function is rewritten (`memplan.tvm.rewrite`): one ``alloc_storage`` per
+  device, every tensor at memplan's offset, wrapped in
+  ``R.memory.ensure_zero_offset`` so that kernels see ``byte_offset`` 0 (a
+  view on CPU and CUDA, since offsets are multiples of 64); the rewritten
+  function is read back and its offsets validated once more.
+
+On a device whose ``ensure_zero_offset`` copies (Metal, Vulkan, OpenCL,
+WebGPU, ROCm: no pointer arithmetic on the host) the pass leaves Relax's plan
+as it is and warns once: a copy would silently lose the saving. What cannot
+be expressed is refused (`ProblemError` naming the function and binding), or
+with ``fallback="relax"`` left to Relax with a warning. Every function gets a
+`FunctionReport` in ``reports``, also logged (logger ``memplan.tvm``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+
+from memplan.api import SolveOptions, solve
+from memplan.bounds import lower_bound
+from memplan.errors import MemplanError, ProblemError
+from memplan.frontends.relax import RelaxLayout, relax_functions, relax_layouts
+from memplan.plan import Plan
+from memplan.problem import Problem
+from memplan.tvm.rewrite import rewrite_function
+from memplan.validate import check
+
+log = logging.getLogger("memplan.tvm")
+ZERO_COPY = ("llvm", "c", "cuda")  # targets whose devices make offset views, not copies
+FALLBACKS = (None, "relax")
+
+
+@dataclass
+class FunctionReport:
+    """One function on one device: Relax's bytes and memplan's, and what the pass did."""
+
+    function: str
+    device: int
+    tensors: int
+    relax_bytes: int  # Relax's storages together
+    memplan_bytes: int  # the bytes the function now allocates for these tensors
+    bound: int  # live-load lower bound
+    status: str  # memplan's plan: optimal, feasible...; "relax" when Relax's plan stays
+    gap: float  # proven gap of memplan's plan
+    seconds: float
+    action: str  # "planned", or why Relax's plan stays
+    problem: Problem | None = None
+    plan: Plan | None = None
+
+    def line(self) -> str:
+        """The report as one line."""
+        saved = 1 - self.memplan_bytes / self.relax_bytes if self.relax_bytes else 0.0
+        return (f"{self.function} (device {self.device}): {self.tensors} tensors, Relax "
+                f"{self.relax_bytes:,} B, memplan {self.memplan_bytes:,} B ({saved:.1%} less), "
+                f"bound {self.bound:,} B, {self.status}, gap {self.gap:.1%}, "
+                f"{self.seconds:.2f} s: {self.action}")
+
+
+def typed_errors(method):
+    """``transform_module`` keeping memplan's error: TVM's pass machinery turns what a
+    Python pass raises into its own ``RuntimeError``; `rethrow` raises the original."""
+
+    def transform_module(self, mod: Any, ctx: Any) -> Any:
+        try:
+            return method(self, mod, ctx)
+        except MemplanError as error:
+            self.error = error
+            raise
+
+    return transform_module
+
+
+def rethrow(run: Any, mod: Any, *passes: Any) -> Any:
+    """``run(mod)``; on failure, the first memplan error one of ``passes`` kept, as it was
+    raised (a `ProblemError` stays one), else TVM's."""
+    for each in passes:
+        each.error = None
+    try:
+        return run(mod)
+    except Exception:
+        for each in passes:
+            if each.error is not None:
+                raise each.error from None
+        raise
+
+
+@tvm.transform.module_pass(opt_level=0, name="MemplanPlanMemory")
+class _PlanMemory:
+    """The pass; see the module docstring. Build it with `memory_planning_pass`."""
+
+    def __init__(self, options: SolveOptions, fallback: str | None = None):
+        if fallback not in FALLBACKS:
+            raise ProblemError(f"fallback must be None or 'relax', got {fallback!r}")
+        self.options = options
+        self.fallback = fallback
+        self.reports: list[FunctionReport] = []
+        self.warned: set[str] = set()
+        self.error: MemplanError | None = None  # what the last run raised, for `rethrow`
+
+    @typed_errors
+    def transform_module(self, mod: Any, ctx: Any) -> Any:
+        target = tvm.target.Target.current(allow_none=True)
+        for name in relax_functions(mod):
+            try:
+                layouts = relax_layouts(mod, name)
+            except ProblemError as error:
+                self._leave(name, error)
+                continue
+            rewritten = {}
+            for device, layout in sorted(layouts.items()):
+                kind = _device_kind(mod, device, target)
+                if kind not in ZERO_COPY:
+                    self._warn_device(kind)
+                    self._keep(layout, f"left to Relax: {kind} copies offset tensors")
+                    continue
+                report = self._plan(layout)
+                if report.action == "planned":
+                    rewritten[device] = (layout, report.plan)
+            if rewritten:
+                mod[name] = rewrite_function(mod, name, rewritten)
+        return mod
+
+    def _plan(self, layout: RelaxLayout) -> FunctionReport:
+        began = time.perf_counter()
+        problem = layout.problem
+        plan = solve(problem, self.options)
+        check(problem, plan)  # the independent validator, again, before any rewrite
+        smaller = plan.arena_size < layout.relax_bytes
+        report = FunctionReport(
+            layout.function, layout.device, len(problem), layout.relax_bytes,
+            plan.arena_size if smaller else layout.relax_bytes, lower_bound(problem),
+            plan.status, plan.gap, time.perf_counter() - began,
+            "planned" if smaller else "kept Relax's: memplan's is no smaller", problem, plan)
+        self._report(report)
+        return report
+
+    def _keep(self, layout: RelaxLayout, action: str) -> None:
+        problem = layout.problem
+        self._report(FunctionReport(layout.function, layout.device, len(problem),
+                                    layout.relax_bytes, layout.relax_bytes,
+                                    lower_bound(problem), "relax", 0.0, 0.0, action, problem))
+
+    def _leave(self, name: str, error: ProblemError) -> None:
+        if self.fallback != "relax":
+            raise error
+        warnings.warn(f"memplan cannot plan {name!r} ({error.reason}); Relax's plan stays",
+                      stacklevel=3)
+        self._report(FunctionReport(name, 0, 0, 0, 0, 0, "relax", 0.0, 0.0,
+                                    f"left to Relax: {error.reason}"))
+
+    def _warn_device(self, kind: str) -> None:
+        if kind not in self.warned:
+            self.warned.add(kind)
+            warnings.warn(f"memplan leaves Relax's plan on {kind} devices: their "
+                          f"ensure_zero_offset copies a tensor at an offset", stacklevel=3)
+
+    def _report(self, report: FunctionReport) -> None:
+        self.reports.append(report)
+        log.info("%s", report.line())
+
+
+class MemplanPlanMemory(_PlanMemory):
+    """The pass (see the module docstring); called on a module, it raises memplan's own
+    errors."""
+
+    def __call__(self, mod: Any) -> Any:
+        return rethrow(super().__call__, mod, self._inst)
+
+
+def _device_kind(mod: Any, device: int, target: Any) -> str:
+    """The target kind of virtual device ``device``: the module's ``vdevice`` entry when it
+    has one, else the current target's; ``"unknown"`` without either."""
+    vdevices = list(mod.global_infos.get("vdevice", [])) if mod.global_infos else []
+    if 0 <= device < len(vdevices):
+        return vdevices[device].target.kind.name
+    return target.kind.name if target is not None else "unknown"
+
+
+def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
+                         seed: int = 0, workers: int | None = None,
+                         **solve_options: Any) -> Any:
+    """The Relax module pass planned by memplan, ``time_limit`` seconds per function and
+    device; to run right after ``StaticPlanBlockMemory`` (`memplan.tvm.pipeline` puts it
+    there). ``fallback="relax"`` leaves what memplan cannot express to Relax's plan with a
+    warning (default: refused). ``solve_options`` are `SolveOptions` fields."""
+    options = SolveOptions(time_limit=time_limit, seed=seed, workers=workers, **solve_options)
+    return MemplanPlanMemory(options, fallback)
+
+
+__all__ = ["FunctionReport", "MemplanPlanMemory", "memory_planning_pass"]

@@ -1,0 +1,127 @@
+"""A Relax function rewritten to memplan's plan: one storage per device, tensors at offsets.
+
+Before (``StaticPlanBlockMemory``'s output), one storage per reuse chain::
+
+    storage  = R.memory.alloc_storage(R.shape([4194304]), 0, "global", "float32")
+    alloc    = R.memory.alloc_tensor(storage, 0, R.shape([784, 1024]), "float32", 0)
+    storage1 = R.memory.alloc_storage(R.shape([40960]), 0, "global", "float32")
+    alloc1   = R.memory.alloc_tensor(storage1, 0, R.shape([8, 1024]), "float32", 0)
+
+After, one arena per device and every tensor at memplan's offset, wrapped so
+that TVM's kernels (which assert ``byte_offset == 0``) see a view starting at
+its data::
+
+    memplan_arena = R.memory.alloc_storage(R.shape([4259840]), 0, "global", "uint8")
+    alloc_at      = R.memory.alloc_tensor(memplan_arena, 1048576, R.shape([784, 1024]), ...)
+    alloc         = R.memory.ensure_zero_offset(alloc_at)
+    alloc1        = R.memory.alloc_tensor(memplan_arena, 0, R.shape([8, 1024]), ...)
+
+The arena replaces the device's first planned storage binding (so it comes
+before every tensor in it); the other storages go. The tensors keep their
+variables, so nothing after them changes. `read_back` reads the offsets from
+the rewritten function and validates them against the problem: the rewrite
+itself is checked, not only the plan. Cost: O(bindings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+
+from memplan.errors import InvalidPlanError
+from memplan.frontends.relax import RelaxLayout
+from memplan.frontends.relax_walk import call_name
+from memplan.plan import Plan
+from memplan.validate import check
+
+ARENA = "memplan_arena"
+
+
+def rewrite_function(mod: Any, name: str, planned: dict[int, tuple[RelaxLayout, Plan]]) -> Any:
+    """``mod[name]`` with each device's tensors in one arena at the plan's offsets, read
+    back and validated (`read_back`)."""
+    func = mod[name]
+    storages, tensors = {}, {}
+    for device, (layout, plan) in planned.items():
+        arena = relax.Var(ARENA if not device else f"{ARENA}{device}", layout.storages[0].ty)
+        for var in layout.storages:
+            storages[var] = (arena, plan.arena_size, device) if var.same_as(
+                layout.storages[0]) else None
+        offsets = dict(zip(layout.problem.ids, plan.offsets.tolist(), strict=True))
+        for buffer_id, var in layout.tensors.items():
+            tensors[var] = (arena, offsets[buffer_id])
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for binding in block.bindings:
+            bindings.extend(_rewritten(binding, storages, tensors))
+        blocks.append(type(block)(bindings))
+    body = relax.SeqExpr(blocks, func.body.body)
+    new = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+    new = relax.transform.Normalize()(tvm_module(mod, name, new))[name]
+    for layout, plan in planned.values():
+        read_back(new, layout, plan)
+    return new
+
+
+def tvm_module(mod: Any, name: str, func: Any) -> Any:
+    """A copy of ``mod`` with ``func`` as ``name`` (to normalize it in its module)."""
+    copy = mod.clone() if hasattr(mod, "clone") else type(mod)(dict(mod.functions.items()))
+    copy[name] = func
+    return copy
+
+
+def _rewritten(binding: Any, storages: dict[Any, Any], tensors: dict[Any, Any]) -> list[Any]:
+    var, value = binding.var, binding.value
+    if var in storages:
+        if storages[var] is None:
+            return []
+        arena, size, device = storages[var]
+        call = relax.op.memory.alloc_storage(relax.ShapeExpr([size]), device, "global",
+                                             "uint8")
+        return [relax.VarBinding(arena, call)]
+    if var in tensors:
+        arena, offset = tensors[var]
+        args = list(value.args)
+        call = relax.op.memory.alloc_tensor(arena, offset, args[2], args[3], args[4])
+        if offset == 0:
+            return [relax.VarBinding(var, call)]
+        raw = relax.Var(f"{var.name}_at", var.ty)
+        return [relax.VarBinding(raw, call),
+                relax.VarBinding(var, relax.op.memory.ensure_zero_offset(raw))]
+    return [binding]
+
+
+def read_back(func: Any, layout: RelaxLayout, plan: Plan) -> None:
+    """Validate the offsets the rewritten ``func`` gives ``layout``'s tensors against its
+    problem, and the arena's size; `InvalidPlanError` naming what is wrong."""
+    offsets, arena_bytes = {}, {}
+    ids = {var: buffer_id for buffer_id, var in layout.tensors.items()}
+    alloc_of = {}
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if not isinstance(value, relax.Call):
+                continue
+            kind = call_name(value)
+            if kind == "relax.memory.alloc_storage" and binding.var.name.startswith(ARENA):
+                arena_bytes[binding.var] = int(value.args[0].values[0].value)
+            elif kind == "relax.memory.alloc_tensor" and value.args[0] in arena_bytes:
+                alloc_of[binding.var] = (value.args[0], int(value.args[1].value))
+            elif kind == "relax.memory.ensure_zero_offset" and value.args[0] in alloc_of:
+                alloc_of[binding.var] = alloc_of[value.args[0]]
+    for var, buffer_id in ids.items():
+        if var not in alloc_of:
+            raise InvalidPlanError([f"tensor {buffer_id!r} is not in memplan's arena after "
+                                    f"the rewrite of {layout.function!r}"])
+        arena, offset = alloc_of[var]
+        offsets[buffer_id] = offset
+        size = int(layout.problem.sizes[layout.problem.index(buffer_id)])
+        if offset % 64 or offset + size > arena_bytes[arena]:
+            raise InvalidPlanError([f"tensor {buffer_id!r} at {offset} does not fit its "
+                                    f"arena of {arena_bytes[arena]} bytes"])
+    if len({alloc_of[var][0] for var in ids}) > 1:
+        raise InvalidPlanError([f"the tensors of {layout.function!r} on device "
+                                f"{layout.device} are in more than one arena"])
+    check(layout.problem, offsets)

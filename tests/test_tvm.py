@@ -1,0 +1,219 @@
+"""memplan inside Apache TVM: the Relax frontend, the pass, the pipeline and the VM proof.
+
+Small models built with ``tvm.relax.frontend.nn`` are exported once (module
+fixtures), built with Relax's default pipeline and with memplan's, and run in
+``relax.VirtualMachine``: outputs bit-identical, every plan validated, memplan's
+bytes never above Relax's. Refusals name the function and binding; a plan with
+two live tensors on the same bytes is caught. Needs the ``tvm`` extra.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import tvm
+from tvm import relax
+from tvm.relax.frontend import nn
+
+import memplan
+import memplan.tvm
+from benchmarks import tvm_zoo as zoo
+from memplan import InvalidPlanError, ProblemError
+from memplan.frontends.relax import lower_to_planned, relax_layouts
+from memplan.plan import Plan
+from memplan.proofs.relax_vm import prove_relax
+from memplan.tvm.rewrite import rewrite_function
+from memplan.validate import check
+
+TARGET = tvm.target.Target("llvm")
+
+
+class Mixed(nn.Module):
+    """float32 and float16 tensors in one arena."""
+
+    def __init__(self):
+        self.a, self.b = nn.Linear(32, 64), nn.Linear(64, 16)
+
+    def forward(self, x):
+        h = nn.op.astype(nn.op.relu(self.a(x)), "float16")
+        h = nn.op.astype(nn.op.silu(h) * h, "float32")
+        return self.b(h)
+
+
+MODELS = {
+    "mlp": lambda: zoo.Model("mlp", zoo.MLP((64, 128, 128, 10)), (4, 64)),
+    "cnn": lambda: zoo.Model("cnn", zoo.CNN((3, 8, 8, 16)), (1, 3, 16, 16)),
+    "block": lambda: zoo.block(lifted=True, d=64, seq=16),
+    "decoder": lambda: zoo.llama(layers=1, d=64, heads=4, kv_heads=2, ffn=128, vocab=100,
+                                 seq=32),
+    "mixed": lambda: zoo.Model("mixed", Mixed(), (4, 32)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def proven(request):
+    """(name, module, proof) per model: built both ways and run in the VM."""
+    mod = zoo.export(MODELS[request.param]())
+    return request.param, mod, prove_relax(mod, time_limit=5, lengths=(1, 5, 32))
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return zoo.export(MODELS["mlp"]())
+
+
+@pytest.fixture(scope="module")
+def block():
+    return zoo.export(MODELS["block"]())
+
+
+def test_importing_memplan_leaves_tvm_out():
+    code = "import sys, memplan; assert 'tvm' not in sys.modules, 'tvm imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_outputs_bit_identical_and_every_plan_valid(proven):
+    name, mod, proof = proven
+    assert proof.ok, proof.lines()
+    assert proof.reports, name
+    for report in proof.reports:
+        assert report.memplan_bytes <= report.relax_bytes
+        assert report.bound <= report.memplan_bytes
+        check(report.problem, report.plan)
+        assert report.plan.arena_size == report.bound or report.status == "optimal"
+
+
+def test_frontend_reads_what_relax_planned(mlp):
+    """The MLP: four intermediates and a transposed weight, as `alloc_tensor`s in three
+    storages; the kernels name the steps; the output stays Relax's."""
+    problem = memplan.from_relax(mlp)
+    planned = lower_to_planned(mlp)
+    layout = relax_layouts(planned, "forward")[0]
+    assert layout.problem.ids == problem.ids
+    assert len(problem) == 5 and all(problem.alignments == 64)
+    assert [s.name for s in problem.steps][:2] == ["transpose", "fused_matmul_add_relu"]
+    assert problem.steps[1].reads == (problem.ids[0],)
+    # sizes from shapes and dtypes: the first weight transposed, 64 x 128 float32
+    assert problem.sizes[0] == 64 * 128 * 4
+    assert layout.relax_bytes >= memplan.lower_bound(problem)
+    check(problem, Plan.from_offsets(problem, [layout.relax_offsets[i] for i in problem.ids],
+                                     planner="relax"))
+
+
+def test_symbolic_dimensions_at_their_upper_bound():
+    mod = zoo.export(MODELS["decoder"]())
+    problem = memplan.from_relax(mod)
+    # the logits, 32 tokens x 100 entries of float32, are the output: not planned; the
+    # attention scores (heads x seq x seq) are, at seq = 32
+    assert 4 * 32 * 32 * 4 in problem.sizes.tolist()
+    unbounded = mod.clone() if hasattr(mod, "clone") else mod
+    unbounded["forward"] = mod["forward"].without_attr("tir_var_upper_bound")
+    assert len(memplan.from_relax(unbounded)) < len(problem)  # symbolic storages: Relax's
+
+
+def test_tvmscript_file_reads_as_the_module(mlp, tmp_path):
+    path = tmp_path / "mlp.py"
+    path.write_text(mlp.script())
+    direct, loaded = memplan.from_relax(mlp), memplan.load(path)
+    assert loaded.ids == direct.ids and loaded.sizes.tolist() == direct.sizes.tolist()
+    assert loaded.starts.tolist() == direct.starts.tolist()
+    (tmp_path / "bad.py").write_text("x = 1\n")
+    with pytest.raises(ProblemError, match="bad.py"):
+        memplan.load(tmp_path / "bad.py")
+
+
+def test_pipeline_in_a_target_scope_and_its_report(block, mlp):
+    pipeline = memplan.tvm.pipeline(time_limit=5)
+    with TARGET:
+        lowered = pipeline(block)
+    (report,) = [r for r in pipeline.reports if r.function == "forward"]
+    assert report.action == "planned" and report.memplan_bytes < report.relax_bytes
+    assert "Relax" in report.line() and "bound" in report.line()
+    assert "memplan_arena" in lowered["forward"].script()
+    with TARGET:  # the small MLP: Relax's plan is already at the bound, and stays
+        kept = memplan.tvm.pipeline(time_limit=5)
+        kept(mlp)
+    assert kept.reports[0].action.startswith("kept Relax's")
+    with pytest.raises(ProblemError, match="needs a target"):
+        memplan.tvm.pipeline()(mlp)
+
+
+def test_two_live_tensors_on_the_same_bytes_are_caught(mlp):
+    """A plan putting every tensor at offset 0 is refused by the validator, and so is a
+    function rewritten to it (read back after the rewrite)."""
+    planned = lower_to_planned(mlp)
+    layout = relax_layouts(planned, "forward")[0]
+    problem = layout.problem
+    overlapping = Plan.from_offsets(problem, [0] * len(problem), planner="bad")
+    with pytest.raises(InvalidPlanError):
+        check(problem, overlapping)
+    with pytest.raises(InvalidPlanError):
+        rewrite_function(planned, "forward", {0: (layout, overlapping)})
+
+
+ESCAPE = '''
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
+        storage: R.Object = R.memory.alloc_storage(R.shape([16]), R.prim_value(0),
+                                                   R.str("global"), R.dtype("float32"))
+        a: R.Tensor((4,), dtype="float32") = R.memory.alloc_tensor(
+            storage, R.prim_value(0), R.shape([4]), R.dtype("float32"), R.prim_value(0))
+        _: R.Tuple = R.call_packed("vm.builtin.copy", x, a, ty_args=(R.Tuple,))
+        return a
+'''
+
+
+def test_what_cannot_be_expressed_is_refused_or_left_to_relax():
+    mod = tvm.script.from_source(ESCAPE)
+    with pytest.raises(ProblemError, match="function 'main', binding 'a'"):
+        memplan.from_relax(mod, "main")
+    with TARGET, pytest.raises(ProblemError, match="binding 'a'"):
+        memplan.tvm.memory_planning_pass()(mod)
+    planning = memplan.tvm.memory_planning_pass(fallback="relax")
+    with TARGET, pytest.warns(UserWarning, match="Relax's plan stays"):
+        kept = planning(mod)
+    tvm.ir.assert_structural_equal(kept, mod)
+    assert planning.reports[0].action.startswith("left to Relax")
+
+
+def test_devices_without_zero_copy_offsets_keep_relax_plan_with_one_warning(block):
+    mod = lower_to_planned(block)
+    planning = memplan.tvm.memory_planning_pass()
+    with warnings.catch_warnings(record=True) as caught, tvm.target.Target("vulkan"):
+        warnings.simplefilter("always")
+        kept = planning(mod)
+    assert [str(w.message) for w in caught if "vulkan" in str(w.message)] == [
+        "memplan leaves Relax's plan on vulkan devices: their ensure_zero_offset copies a "
+        "tensor at an offset"]
+    tvm.ir.assert_structural_equal(kept, mod)
+    assert planning.reports and all(r.status == "relax" for r in planning.reports)
+
+
+def test_several_functions_are_planned_each():
+    class PrefillDecode(nn.Module):
+        def __init__(self):
+            self.block = zoo.Block(32, 2, 64)
+
+        def prefill(self, x):
+            return self.block(x)
+
+        def decode(self, x):
+            return self.block(x)
+
+    spec = {"prefill": {"x": nn.spec.Tensor((1, 8, 32), "float32")},
+            "decode": {"x": nn.spec.Tensor((1, 1, 32), "float32")}}
+    mod, _ = PrefillDecode().export_tvm(spec)
+    mod = relax.get_pipeline("zero")(mod)
+    proof = prove_relax(mod, time_limit=5)
+    assert proof.ok, proof.lines()
+    assert {r.function for r in proof.reports} == {"prefill", "decode"}
+    with pytest.raises(ProblemError, match="decode, prefill"):
+        memplan.from_relax(mod, "forward")
