@@ -7,6 +7,7 @@
     python -m benchmarks machine --section machine
     python -m benchmarks peers --problem A,J --minimalloc PATH --repeat 3  # side by side
     python -m benchmarks regress --class tilings   # against benchmarks/baseline.json
+    python -m benchmarks onnx-scale --sizes 0.1,0.5,2,8   # memory of solve on large models
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -110,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("--section", type=_names, default=(),
                        help="only these sections (comma-separated; default all)")
     again.add_argument("--doc", type=Path, default=report.DOC)
+    commands.add_parser("onnx-scale", add_help=False,
+                        help="peak memory of memplan solve on 0.1-8 GB ONNX models "
+                             "(see benchmarks.onnx_scale; --help lists its options)")
     info = commands.add_parser("machine", help="cores, memory, CPU and versions")
     info.add_argument("--section", help="also write it as this section of the doc")
     info.add_argument("--doc", type=Path, default=report.DOC)
@@ -186,6 +190,10 @@ def _regenerate(doc: Path, sections: tuple[str, ...]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["onnx-scale"]:  # its own options
+        from benchmarks import onnx_scale
+
+        return onnx_scale.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "run":
         try:

@@ -36,7 +36,7 @@ import onnx
 import memplan
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_batch import rebatch
-from memplan.frontends.onnx_graph import load_model
+from memplan.frontends.onnx_graph import load_graph
 from memplan.sweeps.sweep import make_tasks, run_task, sweep
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -80,7 +80,7 @@ def solve_loop(models, batches, time_limit: float) -> tuple[float, int]:
     began = time.perf_counter()
     count = 0
     for path in models:
-        proto, source = load_model(path)
+        proto, source = load_graph(path)
         for batch in batches:
             problem = from_onnx(rebatch(proto, batch, source=source), name=Path(path).stem)
             plan = memplan.solve(problem, time_limit=time_limit, workers=1)

@@ -479,7 +479,7 @@ def _by_ids(values: np.ndarray, source: Problem, target: Problem) -> np.ndarray 
 class Reordering:
     """A model in a new operator order, its problem, and what the order saves."""
 
-    model: ModelProto  # the same nodes, runtime nodes in the new order
+    graph: ModelProto  # the model without its weights' data, runtime nodes in the new order
     problem: Problem  # the problem of the new order (plan it with any planner)
     original: Problem  # the problem of the file's order
     order: list[int]  # node positions in the file, in the new run order (runtime nodes)
@@ -488,6 +488,23 @@ class Reordering:
     best_bound: int | None = None  # exact: proven bound of the peak over every order and layout
     offsets: np.ndarray | None = None  # exact: a plan of ``problem`` found with the order
     stats: dict[str, Any] = field(default_factory=dict)
+    source: Any = None  # the model as given to `reorder`: a path, bytes or a ModelProto
+
+    @property
+    def model(self) -> ModelProto:
+        """The whole model, weights included, in the new order (parsed anew on each call).
+
+        Planning never needs it; writing or running the reordered model does.
+        """
+        from onnx import ModelProto
+
+        from memplan.frontends.onnx_graph import load_model
+
+        whole = load_model(self.source)[0]
+        runtime = set(self.order)
+        constant = [p for p in range(len(whole.graph.node)) if p not in runtime]
+        return reordered_model(whole, self.order, constant,
+                               copy=isinstance(self.source, ModelProto))
 
     @property
     def original_bound(self) -> int:
@@ -506,16 +523,23 @@ class Reordering:
         return (before - self.bound) / before if before else 0.0
 
 
-def reordered_model(model: ModelProto, positions: list[int], constant: list[int]) -> ModelProto:
-    """``model`` with its constant nodes first (file order), then the runtime ``positions``."""
-    from onnx import ModelProto
+def reordered_model(model: ModelProto, positions: list[int], constant: list[int], *,
+                    copy: bool = True) -> ModelProto:
+    """``model`` with its constant nodes first (file order), then the runtime ``positions``.
 
-    copy = ModelProto()
-    copy.CopyFrom(model)
-    nodes = [model.graph.node[p] for p in [*constant, *positions]]
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    return copy
+    ``copy=False`` reorders ``model`` itself (no second copy of its weights).
+    """
+    from onnx import ModelProto, NodeProto
+
+    result = model
+    if copy:
+        result = ModelProto()
+        result.CopyFrom(model)
+    nodes = [NodeProto.FromString(model.graph.node[p].SerializeToString())
+             for p in [*constant, *positions]]
+    del result.graph.node[:]
+    result.graph.node.extend(nodes)
+    return result
 
 
 def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fast",
@@ -527,7 +551,7 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     The result is never worse than the file's order: the new order is kept
     only when its lower bound (or, exact, its proven layout) is smaller.
     """
-    from memplan.frontends.onnx_graph import load_model
+    from memplan.frontends.onnx_graph import load_graph
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
@@ -536,10 +560,12 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
         check_workers(workers, "workers")
     began = time.perf_counter()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
-    proto, source = load_model(model)
+    proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
-        return _reorder(proto, source, options, method=method, time_limit=time_limit,
-                        seed=seed, workers=workers, began=began)
+        result = _reorder(proto, source, options, method=method, time_limit=time_limit,
+                          seed=seed, workers=workers, began=began)
+    result.source = model
+    return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,

@@ -80,9 +80,9 @@ def _write_pte(path, problem: Problem, plan: Plan, model=None) -> None:
 
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:
     if model is not None:  # the ONNX model: which inputs it also returns
-        from memplan.frontends.onnx_graph import load_model
+        from memplan.frontends.onnx_graph import load_graph
 
-        options.setdefault("outputs", [v.name for v in load_model(model)[0].graph.output])
+        options.setdefault("outputs", [v.name for v in load_graph(model)[0].graph.output])
     write_c_header(path, problem, plan, **options)
 
 

@@ -12,11 +12,15 @@ to; no side file can get out of step. Keys written (values are strings, as
   that only needs to reserve the arena.
 
 Writing replaces earlier ``memplan.*`` entries and keeps every other entry.
-Steps: parse the model's bytes (never its external data: no path named in
-the model is opened), copy it, drop old ``memplan.*`` props, append the two
-keys, write the serialised bytes. Cost O(n) plus the model copy. ``onnx`` is
-imported when first used (it costs a quarter of a second, which a command that
-plans a CSV file need not pay).
+`write_annotated` never holds a second copy of the weights: from a file it
+copies the model's top-level fields in chunks, leaving out old ``memplan.*``
+props, and appends the two keys (protobuf reads fields in any order); from a
+``ModelProto`` it writes the graph one initializer at a time. It writes to a
+temporary file beside ``path``, then renames it, so ``path`` may be the model
+itself. External data is never read nor written: tensors stored there keep
+their references. Cost O(file size) in time, O(chunk + graph without
+weights) in memory. ``onnx`` is imported when first used (it costs a quarter
+of a second, which a command that plans a CSV file need not pay).
 """
 
 from __future__ import annotations
@@ -38,11 +42,19 @@ ARENA_KEY = "memplan.arena_size"
 _PREFIX = "memplan."
 
 
-def _model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    """The model, parsed from its own bytes only: no path named inside it is ever opened."""
-    from memplan.frontends.onnx_graph import load_model
+CHUNK = 1 << 24  # bytes copied at once
 
-    return load_model(model)[0]
+
+def _model(model: onnx.ModelProto | str | os.PathLike, *, weights: bool = True
+           ) -> onnx.ModelProto:
+    """The model, parsed from its own bytes only: no path named inside it is ever opened."""
+    from memplan.frontends.onnx_graph import load_graph, load_model
+
+    return (load_model if weights else load_graph)(model)[0]
+
+
+def _entries(problem: Problem, plan: Plan) -> list[tuple[str, str]]:
+    return [(PLAN_KEY, json.dumps(plan_to_dict(problem, plan))), (ARENA_KEY, str(plan.arena_size))]
 
 
 def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
@@ -54,9 +66,7 @@ def annotate(model: onnx.ModelProto | str | os.PathLike, problem: Problem,
     annotated.CopyFrom(_model(model))
     kept = [(p.key, p.value) for p in annotated.metadata_props if not p.key.startswith(_PREFIX)]
     del annotated.metadata_props[:]
-    entries = kept + [(PLAN_KEY, json.dumps(plan_to_dict(problem, plan))),
-                      (ARENA_KEY, str(plan.arena_size))]
-    for key, value in entries:
+    for key, value in kept + _entries(problem, plan):
         annotated.metadata_props.add(key=key, value=value)
     return annotated
 
@@ -65,7 +75,7 @@ def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> P
     """The plan stored in ``model`` by `annotate`, for ``problem``."""
     import onnx
 
-    proto = _model(model)
+    proto = _model(model, weights=False)
     props = {p.key: p.value for p in proto.metadata_props}
     if PLAN_KEY not in props:
         raise ProblemError(f"the model has no {PLAN_KEY!r} metadata; was it annotated?",
@@ -79,15 +89,83 @@ def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> P
     return plan_from_dict(document, problem, source=PLAN_KEY)
 
 
-def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike,
+def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike | bytes,
                     problem: Problem, plan: Plan) -> None:
     """Save the annotated model to ``path``: its bytes, weights included as they are.
 
-    Serialised directly (not `onnx.save`, which writes a tensor's external
-    data to the location the model names): tensors stored as external data
-    keep their references unchanged, and no file other than ``path`` is
-    opened or written.
+    Not `onnx.save`, which writes a tensor's external data to the location
+    the model names: tensors stored as external data keep their references
+    unchanged, and no file other than ``path`` is written. See the module
+    docstring for how the weights are copied without being held twice.
     """
-    data = annotate(model, problem, plan).SerializeToString()
-    with open(os.fspath(path), "wb") as handle:
-        handle.write(data)
+    import onnx
+
+    from memplan.frontends.onnx_weightless import encode_varint
+
+    target = os.fspath(path)
+    temporary = f"{target}.{os.getpid()}.partial"
+    entries = b"".join(
+        encode_varint(_METADATA << 3 | 2) + encode_varint(len(entry)) + entry
+        for entry in (onnx.StringStringEntryProto(key=key, value=value).SerializeToString()
+                      for key, value in _entries(problem, plan)))
+    try:
+        with open(temporary, "wb") as handle:
+            if isinstance(model, onnx.ModelProto):
+                _write_proto(handle, model)
+            else:
+                _copy_model(handle, model)
+            handle.write(entries)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+_METADATA = 14  # ModelProto.metadata_props
+_GRAPH = 7  # ModelProto.graph
+_INITIALIZER = 5  # GraphProto.initializer
+
+
+def _copy_model(handle, model: str | os.PathLike | bytes) -> None:
+    """The model file's top-level fields, in chunks, without ``memplan.*`` metadata."""
+    import io
+
+    import onnx
+
+    from memplan.frontends.onnx_weightless import fields
+
+    _model(model, weights=False)  # refuses a file that is not a model, naming it
+    with (io.BytesIO(model) if isinstance(model, bytes) else open(model, "rb")) as source:
+        end = source.seek(0, os.SEEK_END)
+        source.seek(0)
+        for number, start, payload, stop in fields(source, end):
+            source.seek(payload)
+            if number == _METADATA and onnx.StringStringEntryProto.FromString(
+                    source.read(stop - payload)).key.startswith(_PREFIX):
+                continue
+            source.seek(start)
+            for offset in range(start, stop, CHUNK):
+                handle.write(source.read(min(CHUNK, stop - offset)))
+
+
+def _write_proto(handle, model: onnx.ModelProto) -> None:
+    """``model`` without ``memplan.*`` metadata, its graph one initializer at a time."""
+    import onnx
+
+    from memplan.frontends.onnx_weightless import copy_fields, encode_varint
+
+    head, rest = onnx.ModelProto(), onnx.GraphProto()
+    copy_fields(model, head, {_GRAPH, _METADATA})
+    copy_fields(model.graph, rest, {_INITIALIZER})
+    head.metadata_props.extend(p for p in model.metadata_props if not p.key.startswith(_PREFIX))
+    handle.write(head.SerializeToString())
+    if not model.HasField("graph"):
+        return
+    graph = rest.SerializeToString()
+    sizes = [tensor.ByteSize() for tensor in model.graph.initializer]
+    tag = encode_varint(_INITIALIZER << 3 | 2)
+    length = len(graph) + sum(len(tag) + len(encode_varint(size)) + size for size in sizes)
+    handle.write(encode_varint(_GRAPH << 3 | 2) + encode_varint(length) + graph)
+    for tensor, size in zip(model.graph.initializer, sizes, strict=True):
+        handle.write(tag + encode_varint(size) + tensor.SerializeToString())
+

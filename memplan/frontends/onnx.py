@@ -8,9 +8,12 @@ write over an input that dies at that step.
 
 Steps (`from_onnx`):
 
-- load the file defensively, bind symbolic dimensions (``dims``), infer
-  shapes, and walk the nodes in order (`onnx_graph`); constant nodes are
-  folded, every other node is one step;
+- read the model without its weights' data (`onnx_weightless`: names,
+  element types and dims of every tensor, and the values of the few integer
+  constants shape inference reads), bind symbolic dimensions (``dims``),
+  infer shapes, and walk the nodes in order (`onnx_graph`); constant nodes
+  are folded, every other node is one step. Memory does not grow with the
+  weights;
 - one buffer per runtime tensor of non-zero size (`onnx_types`), kind
   ``input`` (graph inputs, also when the graph returns them), ``output``
   (graph outputs) or ``activation``.
@@ -58,7 +61,7 @@ from memplan.frontends.onnx_graph import (
     defined_names,
     describe,
     infer,
-    load_model,
+    load_graph,
     reads_of,
     subgraphs,
     value_types,
@@ -90,7 +93,7 @@ class _Builder:
     """One model's analysis, turned into buffers and aliases."""
 
     def __init__(self, model, options: OnnxOptions):
-        proto, self.source = load_model(model)
+        proto, self.source = load_graph(model)
         self.options = options
         bound = bind_dims(proto, options.dims, self.source)
         analyze(bound, source=self.source)  # the structure first: its errors are the clearest

@@ -23,7 +23,8 @@ What it cannot see: a constant that encodes the batch size elsewhere (an
 ``Expand`` to ``[1, ...]``, a ``Slice`` end) or a Reshape whose input's
 leading dimension is not the batch. Shape inference (strict by default in
 `memplan.frontends.onnx`) refuses most of those as inconsistent, so a sweep
-row says so instead of planning wrong sizes. Cost: one copy of the model
+row says so instead of planning wrong sizes. Cost: one copy of the model as given
+(sweeps give it without its weights, `onnx_graph.load_graph`)
 and O(nodes + initializers).
 """
 

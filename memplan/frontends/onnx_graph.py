@@ -2,9 +2,12 @@
 
 Untrusted files come in, so loading is defensive:
 
-- `load_model` parses bytes only: it never loads external data and never
-  opens a path named inside the model; a truncated or corrupted file, or one
-  that is not an ONNX model, raises `ProblemError` naming the file;
+- `load_graph` reads the model without its weights' data (`onnx_weightless`:
+  only the few integer constants shape inference reads keep their values,
+  read alone from the file or from external data in the model's folder);
+  `load_model` parses it whole, for running it. Neither opens any other
+  path named inside the model; a truncated or corrupted file, or one that is
+  not an ONNX model, raises `ProblemError` naming the file;
 - `bind_dims` writes the user's values for symbolic dimensions into the
   graph inputs, so that shape inference propagates concrete shapes;
 - `infer` runs ONNX shape inference (strict by default: an inconsistent model
@@ -36,6 +39,7 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from memplan.errors import ProblemError
+from memplan.frontends.onnx_weightless import load_weightless
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Deterministic-looking in shape, but random in value: never folded as constants.
@@ -50,9 +54,11 @@ def describe(node: NodeProto, position: int) -> str:
 
 
 def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, str | None]:
-    """``(model, source)``: parse a file or bytes (never external data), or take a ModelProto.
+    """``(model, source)``: parse a file or bytes whole (never external data), or take a ModelProto.
 
-    The source is the file name for errors, None for an in-memory model.
+    For running the model (`memplan.proofs`); planning reads `load_graph`'s
+    weightless model. The source is the file name for errors, None for an
+    in-memory model.
     """
     if isinstance(model, ModelProto):
         return model, None
@@ -71,6 +77,22 @@ def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProt
     except Exception as error:  # protobuf's DecodeError and friends
         raise ProblemError(f"not a readable ONNX model (truncated or corrupted?): {error}",
                            file=source) from None
+    return _complete(proto, source), source
+
+
+def load_graph(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, str | None]:
+    """``(model without its weights' data, source)``: what planning reads (`onnx_weightless`).
+
+    Tensors keep their names, element types and dims; only the few integer
+    constants that shape inference reads keep their values. Memory does not
+    grow with the weights. A ModelProto given is copied, never changed.
+    """
+    proto, source = load_weightless(model)
+    return _complete(proto, source), source
+
+
+def _complete(proto: ModelProto, source: str | None) -> ModelProto:
+    """``proto``, refused when it lacks what every ONNX model has."""
     missing = [what for what, present in (("graph", proto.HasField("graph")),
                                           ("ir_version", proto.ir_version > 0),
                                           ("opset_import", len(proto.opset_import) > 0),
@@ -79,7 +101,7 @@ def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProt
     if missing:
         raise ProblemError(f"not a complete ONNX model (truncated or corrupted?): no "
                            f"{', no '.join(missing)}", file=source)
-    return proto, source
+    return proto
 
 
 def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None) -> ModelProto:

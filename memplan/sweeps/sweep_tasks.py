@@ -194,10 +194,10 @@ def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignmen
 # ------------------------------------------------------------------ one task, on a worker
 @lru_cache(maxsize=4)
 def _onnx_model(path: str, stamp: tuple[int, int]):
-    """The parsed ONNX file (one parse for all the shapes of a model on this worker)."""
-    from memplan.frontends.onnx_graph import load_model
+    """The ONNX file without its weights (one parse for all the shapes of a model here)."""
+    from memplan.frontends.onnx_graph import load_graph
 
-    return load_model(path)
+    return load_graph(path)
 
 
 @lru_cache(maxsize=8)
