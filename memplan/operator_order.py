@@ -501,10 +501,20 @@ class Reordering:
         from memplan.frontends.onnx_graph import load_model
 
         whole = load_model(self.source)[0]
-        runtime = set(self.order)
-        constant = [p for p in range(len(whole.graph.node)) if p not in runtime]
+        constant = self.node_order[:len(self.node_order) - len(self.order)]
         return reordered_model(whole, self.order, constant,
                                copy=isinstance(self.source, ModelProto))
+
+    @property
+    def node_order(self) -> list[int]:
+        """Every node's position in the file, in the new order: constant nodes first.
+
+        What `memplan.export.export` (format ``onnx``) takes to write the
+        reordered model straight from the file, weights copied in chunks.
+        """
+        runtime = set(self.order)
+        return [p for p in range(len(self.graph.graph.node)) if p not in runtime] + \
+            list(self.order)
 
     @property
     def original_bound(self) -> int:

@@ -16,6 +16,7 @@ from memplan.frontends import onnx_graph, onnx_weightless
 from memplan.frontends.memplan_json import problem_to_dict
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_graph import load_graph
+from memplan.operator_order import reordered_model
 from tests.conftest import light_models_dir
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -167,3 +168,18 @@ def test_the_annotated_model_keeps_its_weights_and_other_metadata(tmp_path, give
     assert json.loads(props[PLAN_KEY])["arena_size"] == plan.arena_size
     assert read_plan(target, problem).offsets.tolist() == plan.offsets.tolist()
     assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("given", ["path", "proto"])
+def test_a_model_is_written_with_its_nodes_in_a_new_order(tmp_path, given):
+    model = shapes_model(batch=3)
+    path = save(model, tmp_path / "shapes.onnx")
+    problem = from_onnx(path)
+    plan = plan_with("greedy_by_size", problem)
+    order = list(range(len(model.graph.node)))[::-1]
+    write_annotated(tmp_path / "out.onnx", path if given == "path" else model, problem, plan,
+                    node_order=order)
+    assert onnx.load(str(tmp_path / "out.onnx")).graph == \
+        reordered_model(model, order, []).graph
+    with pytest.raises(ValueError, match="each of the graph's 14 node positions once"):
+        write_annotated(tmp_path / "out.onnx", path, problem, plan, node_order=[0, 0])

@@ -136,6 +136,7 @@ def test_solve_reorder_writes_the_reordered_model_with_its_plan(tmp_path, capsys
     problem = from_onnx(str(written))
     assert lower_bound(problem) == summary["order"]["lower_bound"] == summary["lower_bound"]
     assert validate(problem, read_plan(str(written), problem)) == []
+    assert onnx.load(str(written)).graph.initializer == onnx.load(str(source)).graph.initializer
     assert main(["solve", str(tmp_path / "x.csv"), "--reorder"]) == 2
     assert "for ONNX models only" in capsys.readouterr().err
 

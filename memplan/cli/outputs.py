@@ -89,9 +89,9 @@ def write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
     beside the final one when they differ); what was written, by option.
 
     ``model`` is the one model file planned (None for several): the ``onnx`` and
-    ``tflite`` exports write the plan into it (into ``reordered``, the model in
-    its new operator order, after ``--reorder``), ``tflm`` takes a TFLite
-    model's tensor order from it."""
+    ``tflite`` exports write the plan into it (the ``onnx`` export in the operator
+    order of ``reordered``, a `Reordering`, after ``--reorder``), ``tflm`` takes a
+    TFLite model's tensor order from it."""
     from memplan.export import export
 
     written = {}
@@ -100,9 +100,10 @@ def write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
         suffix = model.suffix.lower() if model is not None else None
         given = model if fmt in MODEL_EXPORTS or (fmt, suffix) in (("tflm", ".tflite"),
                                                                    ("c", ".onnx")) else None
-        if given is not None and reordered is not None:
-            given = reordered
-        export(problem, plan, fmt, args.output, model=given)
+        options = {}
+        if fmt == "onnx" and reordered is not None:  # the file, its nodes in the new order
+            options["node_order"] = reordered.node_order
+        export(problem, plan, fmt, args.output, model=given, **options)
         written[f"output ({fmt})"] = args.output
     if args.csv:
         export(problem, plan, "csv", args.csv)

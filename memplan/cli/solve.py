@@ -112,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
         from memplan.proofs.prove import with_model_options  # became its problem (imports onnx)
 
         solved.plan = with_model_options(solved.plan, all_model_options(one, args))
-    written = write_outputs(args, solved.problem, solved.plan, one,
-                            None if reordering is None else reordering.model,
+    written = write_outputs(args, solved.problem, solved.plan, one, reordering,
                             solved.report.heuristic if solved.multi is None else None)
     summary = _summary(args, solved, written, one)
     proof = _prove(args, solved, one) if args.prove else None

@@ -46,10 +46,10 @@ def _write_csv(path, problem: Problem, plan: Plan, model=None) -> None:
     minimalloc_csv.write_csv(path, problem, plan)
 
 
-def _write_onnx(path, problem: Problem, plan: Plan, model=None) -> None:
+def _write_onnx(path, problem: Problem, plan: Plan, model=None, node_order=None) -> None:
     if model is None:
         raise ValueError("the onnx export annotates a model: pass model= (a path or ModelProto)")
-    write_annotated(path, model, problem, plan)
+    write_annotated(path, model, problem, plan, node_order=node_order)
 
 
 def _write_tflm(path, problem: Problem, plan: Plan, model=None, **options) -> None:

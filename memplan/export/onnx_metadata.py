@@ -90,9 +90,12 @@ def read_plan(model: onnx.ModelProto | str | os.PathLike, problem: Problem) -> P
 
 
 def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.PathLike | bytes,
-                    problem: Problem, plan: Plan) -> None:
+                    problem: Problem, plan: Plan, *, node_order: list[int] | None = None
+                    ) -> None:
     """Save the annotated model to ``path``: its bytes, weights included as they are.
 
+    ``node_order`` lists every node's position in the graph in the order to
+    write them (a reordered model: `memplan.operator_order.Reordering.node_order`).
     Not `onnx.save`, which writes a tensor's external data to the location
     the model names: tensors stored as external data keep their references
     unchanged, and no file other than ``path`` is written. See the module
@@ -111,9 +114,9 @@ def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.P
     try:
         with open(temporary, "wb") as handle:
             if isinstance(model, onnx.ModelProto):
-                _write_proto(handle, model)
+                _write_proto(handle, model, node_order)
             else:
-                _copy_model(handle, model)
+                _copy_model(handle, model, node_order)
             handle.write(entries)
         os.replace(temporary, target)
     finally:
@@ -123,11 +126,29 @@ def write_annotated(path: str | os.PathLike, model: onnx.ModelProto | str | os.P
 
 _METADATA = 14  # ModelProto.metadata_props
 _GRAPH = 7  # ModelProto.graph
+_NODE = 1  # GraphProto.node
 _INITIALIZER = 5  # GraphProto.initializer
 
 
-def _copy_model(handle, model: str | os.PathLike | bytes) -> None:
-    """The model file's top-level fields, in chunks, without ``memplan.*`` metadata."""
+def _checked_order(node_order: list[int] | None, count: int) -> list[int]:
+    order = list(range(count)) if node_order is None else list(node_order)
+    if sorted(order) != list(range(count)):
+        raise ValueError(f"node_order must list each of the graph's {count} node positions once")
+    return order
+
+
+def _copy(handle, source, start: int, stop: int) -> None:
+    source.seek(start)
+    for offset in range(start, stop, CHUNK):
+        handle.write(source.read(min(CHUNK, stop - offset)))
+
+
+def _copy_model(handle, model: str | os.PathLike | bytes, node_order: list[int] | None) -> None:
+    """The model file's top-level fields, in chunks, without ``memplan.*`` metadata.
+
+    With ``node_order``, the graph's fields are copied one by one, its nodes
+    last and in that order (same bytes, same length).
+    """
     import io
 
     import onnx
@@ -143,12 +164,22 @@ def _copy_model(handle, model: str | os.PathLike | bytes) -> None:
             if number == _METADATA and onnx.StringStringEntryProto.FromString(
                     source.read(stop - payload)).key.startswith(_PREFIX):
                 continue
-            source.seek(start)
-            for offset in range(start, stop, CHUNK):
-                handle.write(source.read(min(CHUNK, stop - offset)))
+            if number != _GRAPH or node_order is None:
+                _copy(handle, source, start, stop)
+                continue
+            _copy(handle, source, start, payload)  # the graph's tag and length
+            source.seek(payload)
+            nodes = []
+            for inner, first, _, last in fields(source, stop):
+                if inner == _NODE:
+                    nodes.append((first, last))
+                else:
+                    _copy(handle, source, first, last)
+            for position in _checked_order(node_order, len(nodes)):
+                _copy(handle, source, *nodes[position])
 
 
-def _write_proto(handle, model: onnx.ModelProto) -> None:
+def _write_proto(handle, model: onnx.ModelProto, node_order: list[int] | None) -> None:
     """``model`` without ``memplan.*`` metadata, its graph one initializer at a time."""
     import onnx
 
@@ -156,7 +187,9 @@ def _write_proto(handle, model: onnx.ModelProto) -> None:
 
     head, rest = onnx.ModelProto(), onnx.GraphProto()
     copy_fields(model, head, {_GRAPH, _METADATA})
-    copy_fields(model.graph, rest, {_INITIALIZER})
+    copy_fields(model.graph, rest, {_INITIALIZER, _NODE})
+    rest.node.extend(model.graph.node[p]
+                     for p in _checked_order(node_order, len(model.graph.node)))
     head.metadata_props.extend(p for p in model.metadata_props if not p.key.startswith(_PREFIX))
     handle.write(head.SerializeToString())
     if not model.HasField("graph"):
