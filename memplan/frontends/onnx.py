@@ -95,7 +95,7 @@ class _Builder:
     def __init__(self, model, options: OnnxOptions):
         proto, self.source = load_graph(model)
         self.options = options
-        bound = bind_dims(proto, options.dims, self.source)
+        bound = bind_dims(proto, options.dims, self.source, copy=False)  # load_graph's copy
         analyze(bound, source=self.source)  # the structure first: its errors are the clearest
         inferred = infer(bound, strict=options.strict, source=self.source)
         self.graph: Graph = analyze(inferred, source=self.source)

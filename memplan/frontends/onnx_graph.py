@@ -104,14 +104,21 @@ def _complete(proto: ModelProto, source: str | None) -> ModelProto:
     return proto
 
 
-def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None) -> ModelProto:
-    """A copy of ``model`` whose graph inputs have ``dims`` written over their symbols."""
+def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None, *,
+              copy: bool = True) -> ModelProto:
+    """A copy of ``model`` whose graph inputs have ``dims`` written over their symbols.
+
+    ``copy=False`` binds them in ``model`` itself (one the caller parsed: no
+    second copy of its weights).
+    """
     for symbol, value in dims.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
             raise ProblemError(f"dims[{symbol!r}] must be an integer in [0, 2^63), got "
                                f"{value!r}", file=source)
-    bound = ModelProto()
-    bound.CopyFrom(model)
+    bound = model
+    if copy:
+        bound = ModelProto()
+        bound.CopyFrom(model)
     for value_info in bound.graph.input:
         if value_info.type.HasField("tensor_type"):
             for dim in value_info.type.tensor_type.shape.dim:

@@ -224,7 +224,8 @@ class ArenaRunner:
             raise ProblemError(f"tensor {external!r} keeps its values in external data, which "
                                f"memplan never opens; embed the weights to run the model",
                                file=self.source)
-        self.model = bind_dims(proto, dict(dims or {}), self.source)
+        self.model = bind_dims(proto, dict(dims or {}), self.source,
+                               copy=isinstance(model, ModelProto))  # a file: parsed here
         self.backend = backend
         self.inputs = dict(inputs) if inputs is not None else \
             random_inputs(self.model, dims, seed)
