@@ -46,6 +46,7 @@ from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region, Step
 from memplan.registry import plan_with, planners, register
 from memplan.sweeps.sweep import sweep  # memplan.sweep is this function
+from memplan.sweeps.sweep_options import SweepOptions
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
 
@@ -53,12 +54,11 @@ __version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --vers
 
 __all__ = [
     "Alias", "Buffer", "HintWarning", "InvalidPlanError", "MemplanError", "NoPlanError", "Plan",
-    "Problem", "ProblemError", "Region", "Step", "UnknownPlannerError", "UnsoundBoundError",
-    "Violation", "check", "compare", "explain", "from_executorch", "from_onnx", "from_relax",
-    "from_tflite", "kernels", "live_bytes", "load", "load_profile", "lower_bound", "plan_with",
-    "planners",
-    "plot_comparison", "plot_layout", "plot_memory", "register", "reorder", "solve",
-    "solve_report", "sweep", "validate",
+    "Problem", "ProblemError", "Region", "Step", "SweepOptions", "UnknownPlannerError",
+    "UnsoundBoundError", "Violation", "check", "compare", "explain", "from_executorch",
+    "from_onnx", "from_relax", "from_tflite", "kernels", "live_bytes", "load", "load_profile",
+    "lower_bound", "plan_with", "planners", "plot_comparison", "plot_layout", "plot_memory",
+    "register", "reorder", "solve", "solve_report", "sweep", "validate",
 ]
 
 

@@ -29,7 +29,7 @@ from memplan.errors import ProblemError, UnknownPlannerError
 from memplan.frontends import memplan_json
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_batch import rebatch
-from memplan.sweeps.sweep import make_tasks, parse_size, sweep
+from memplan.sweeps.sweep import SweepOptions, make_tasks, parse_size, sweep
 from memplan.sweeps.sweep_io import read_rows
 from memplan.sweeps.sweep_report import capacity_fit, planners_vs_optimum, smallest_fitting_capacity
 
@@ -196,6 +196,27 @@ def test_sweep_on_a_local_cluster(zoo, client, tmp_path):
         on_disk["task"], "arena_size"].fillna(-1).to_numpy()).all()
 
 
+def test_a_sweep_takes_a_record_or_its_fields(zoo, client):
+    """`SweepOptions` or its fields as keywords, the same rows; not both; the planners' own
+    options under their old keyword still work, with a `DeprecationWarning`."""
+    record = SweepOptions(capacities=["none"], planners=["naive", "first_fit"], seed=1)
+    assert record.planners == ("naive", "first_fit") and record.capacities == ("none",)
+    by_record = sweep([zoo / "chain.csv"], record, client=client)
+    by_fields = sweep([zoo / "chain.csv"], capacities=["none"], planners=["naive", "first_fit"],
+                      seed=1, client=client)
+    assert by_record.drop(columns=["seconds", "total_seconds", "peak_memory", "worker"]).equals(
+        by_fields.drop(columns=["seconds", "total_seconds", "peak_memory", "worker"]))
+    with pytest.raises(TypeError, match="not both"):
+        sweep([zoo / "chain.csv"], record, seed=2, client=client)
+    with pytest.warns(DeprecationWarning, match="planner_options"):
+        old = sweep([zoo / "frag.json"], planners=["hill_climb"], heuristic_time_limit=0.2,
+                    options={"hill_climb": {"iterations": 7}}, client=client)
+    new = sweep([zoo / "frag.json"], planners=["hill_climb"], heuristic_time_limit=0.2,
+                planner_options={"hill_climb": {"iterations": 7}}, client=client)
+    assert old["task"].tolist() == new["task"].tolist()  # the options are part of the key
+    assert old["valid"].all() and new["valid"].all()
+
+
 def test_parquet_output_and_resume(zoo, client, tmp_path):
     pytest.importorskip("pyarrow")
     out = tmp_path / "rows.parquet"
@@ -216,7 +237,8 @@ def test_a_killed_worker_loses_no_row(slow_zoo, client):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    table = sweep([slow_zoo], planners=["hill_climb"], heuristic_time_limit=0.4, options=SLOW,
+    table = sweep([slow_zoo], planners=["hill_climb"], heuristic_time_limit=0.4,
+                  planner_options=SLOW,
                   client=client, on_row=kill_one)
     assert killed and len(table) == 8
     assert (table["status"] == "feasible").all() and (table["arena_size"] == 9).all()

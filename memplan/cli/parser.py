@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any, NamedTuple
 
@@ -34,7 +35,8 @@ _KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
 MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
     f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help
 FIELD_TYPES = {"time_limit": checks.seconds, "heuristic_time_limit": checks.seconds,
-               "workers": checks.count, "gap": checks.gap}  # by field: memplan.limits' rules
+               "workers": checks.count, "threads": checks.count, "gap": checks.gap,
+               "alignment": checks.size}  # by field name: memplan.limits' rules
 
 
 SOLVE_FLAGS = {"workers": "--threads", "heuristic": "--planner"}  # SolveOptions' options
@@ -68,8 +70,9 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
                           only: tuple[str, ...] | None = None,
                           metavars: dict[str, str] | None = None,
                           choices: dict[str, tuple[str, ...]] | None = None,
-                          flags: dict[str, str] | None = None,
-                          renamed: dict[str, str] | None = None) -> None:
+                          flags: dict[str, str | tuple[str, ...]] | None = None,
+                          renamed: dict[str, str] | None = None,
+                          types: dict[str, Callable[[str], Any]] | None = None) -> None:
     """One option per field of the dataclass ``cls`` (or the fields ``only``); the help is
     the field's ``metadata["help"]`` (`memplan.options.option`).
 
@@ -77,17 +80,19 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
     defaults to False ``--NAME``; ``X | None`` fields accept ``none``. ``flags``
     names a field's option where the command line's word differs from the
     library's (``{"workers": "--threads"}``: one name per concept across
-    commands); ``renamed`` keeps a field's old option for one release
-    (`add_deprecated`).
+    commands; a tuple for several, ``("-o", "--output")``); ``renamed`` keeps a
+    field's old option for one release (`add_deprecated`); ``types`` parses a field's
+    text where its type alone does not say how (``"1,2,4"``: a tuple of ints).
     """
     for field in fields(cls):
         if only is not None and field.name not in only:
             continue
         flag = (flags or {}).get(field.name, "--" + field.name.replace("_", "-"))
+        names = (flag,) if isinstance(flag, str) else tuple(flag)
         default = field.default if field.default is not MISSING else None
         comment = option_help(field).replace("%", "%%")  # argparse formats help with %
         if field.type == "bool":
-            parser.add_argument(flag.replace("--", "--no-") if default else flag,
+            parser.add_argument(*[n.replace("--", "--no-") for n in names] if default else names,
                                 dest=field.name, action="store_false" if default else
                                 "store_true",
                                 help=checks.negated_help(comment) if default else comment)
@@ -95,9 +100,11 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
         kind = {"int": int, "float": float}.get(field.type.split(" |")[0], str)  # tuples: "a,b"
         check = FIELD_TYPES.get(field.name)
         action = parser.add_argument(
-            flag, dest=field.name, default=default,
-            type=check(flag) if check else _optional_number(kind) if "None" in field.type
-            else kind, choices=(choices or {}).get(field.name),
+            *names, dest=field.name, default=default,
+            type=(types or {}).get(field.name) or (check(names[-1]) if check else
+                                                   _optional_number(kind) if "None" in
+                                                   field.type else kind),
+            choices=(choices or {}).get(field.name),
             metavar=None if field.name in (choices or {}) else
             (metavars or {}).get(field.name, kind.__name__.upper()),
             help=comment if default is None else f"{comment} (default: "

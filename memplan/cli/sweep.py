@@ -1,4 +1,4 @@
-"""``memplan sweep``: the command line of `memplan.sweeps.sweep.sweep`.
+"""``memplan sweep``: the command line of `memplan.sweep`, its options those of `SweepOptions`.
 
 ::
 
@@ -20,11 +20,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from memplan.cli.checks import check_output_path, count, seconds, size
+from memplan.cli.checks import check_output_path
 from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
-from memplan.cli.parser import Parents, add_deprecated
+from memplan.cli.parser import Parents, add_dataclass_options, options_of
 from memplan.errors import ProblemError
-from memplan.sweeps.sweep import FROM_FILE, parse_size
+from memplan.sweeps.sweep_options import SweepOptions
+from memplan.sweeps.sweep_tasks import parse_size
 
 
 def _ints(text: str) -> list[int]:
@@ -94,68 +95,73 @@ def _shown(table):
     return shown.astype(object).fillna("")
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """``A,B,...``: planner names (`memplan.sweeps.sweep_tasks.planner_names` checks them)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def add_command(sub, shared: Parents) -> None:
-    """``memplan sweep``: what to sweep, the planners' options, where it runs, the outputs."""
+    """``memplan sweep``: the fields of `SweepOptions` (what to sweep, the planners' options,
+    where it runs, the rows' file), the report and the progress shown."""
     parser = sub.add_parser("sweep", parents=[shared.common],
                             help="plan many models x shapes x capacities x planners, on Dask")
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="ONNX, CSV or JSON files, or folders holding them")
     grid = parser.add_argument_group("what to sweep (comma-separated lists)")
-    grid.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=V1,V2",
-                      help="values of a symbolic ONNX dimension (repeatable)")
-    grid.add_argument("--batch", type=_ints, metavar="B1,B2",
-                      help="re-batch ONNX models: the leading dimension of the graph inputs")
-    grid.add_argument("--capacity", type=_sizes, default=[FROM_FILE], metavar="C1,C2",
-                      help="capacities: bytes or with a unit (256KiB, 1MiB), 'none' to "
-                           "minimise, 'file' for the file's own (default)")
-    planners = grid.add_argument("--planners", default="best", metavar="A,B,...|all",
-                                 help="registered planners, 'solve' (heuristics then exact), "
-                                      "'all' (every heuristic and exact) (default: best)")
-    add_deprecated(grid, "--planner", planners)
-    grid.add_argument("--alignment", type=size("--alignment"), metavar="BYTES",
-                      help="align every offset to this many bytes (64, 4KiB)")
+    grid.add_argument("--dim", dest="dims", type=_dim, action="append", default=[],
+                      metavar="NAME=V1,V2", help="values of a symbolic ONNX dimension "
+                                                 "(repeatable)")
+    _add_fields(grid, ("batches", "capacities", "planners", "alignment"))
     plan = parser.add_argument_group("planner options")
-    plan.add_argument("--time-limit", type=seconds("--time-limit"), default=10.0, metavar="S",
-                      help="seconds for each exact (or solve) task (default: 10; 'none')")
-    plan.add_argument("--heuristic-time-limit", type=seconds("--heuristic-time-limit"),
-                      default=1.0, metavar="S",
-                      help="seconds for each searching heuristic (default: 1)")
-    plan.add_argument("--seed", type=int, default=0, help="random seed of every planner")
-    plan.add_argument("--threads", type=count("--threads"), default=1,
-                      help="CP-SAT threads per exact task (default: 1; tasks run in parallel)")
-    plan.add_argument("--option", type=_option, action="append", default=[],
-                      metavar="PLANNER.NAME=VALUE",
+    _add_fields(plan, ("time_limit", "heuristic_time_limit", "seed", "threads"))
+    plan.add_argument("--option", dest="planner_options", type=_option, action="append",
+                      default=[], metavar="PLANNER.NAME=VALUE",
                       help="a planner's own option, e.g. hill_climb.iterations=500 or "
                            "exact.orders=total,lifetime (repeatable)")
-    engine = parser.add_argument_group("where it runs")
-    engine.add_argument("--workers", type=count("--workers"), metavar="N",
-                        help="worker processes of the local cluster (default: one per core)")
-    engine.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                        help="run on this existing Dask cluster instead")
-    engine.add_argument("--retries", type=int, default=1,
-                        help="re-runs of a task that raised (a dead worker's tasks are "
-                             "re-run by Dask, up to its allowed-failures, 3 by default)")
+    _add_fields(parser.add_argument_group("where it runs"), ("workers", "scheduler", "retries"))
     output = parser.add_argument_group("output")
-    rows = output.add_argument("-o", "--output", metavar="ROWS.csv|.parquet",
-                               help="write rows as they finish; the same command again "
-                                    "resumes")
-    add_deprecated(output, "--out", rows)
-    output.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="run every task even when --output has its row")
+    _add_fields(output, ("out", "resume"))
     output.add_argument("--report", metavar="REPORT.html",
                         help="an HTML page of figures: arena vs batch, planners vs the "
                              "optimum, the smallest capacity that fits every model; every "
                              "row's plan viewable (pages in REPORT_files/)")
     output.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, plans=None)
+
+
+def _add_fields(group: argparse._ActionsContainer, only: tuple[str, ...]) -> None:
+    """The options of the `SweepOptions` fields ``only``, spelled as every command spells them."""
+    add_dataclass_options(
+        group, SweepOptions, only=only,
+        flags={"batches": "--batch", "capacities": "--capacity", "planners": "--planners",
+               "out": ("-o", "--output")},
+        renamed={"planners": "--planner", "out": "--out"},
+        types={"batches": _ints, "capacities": _sizes, "planners": _names},
+        metavars={"batches": "B1,B2", "capacities": "C1,C2", "planners": "A,B,...|all",
+                  "alignment": "BYTES", "time_limit": "S", "heuristic_time_limit": "S",
+                  "threads": "N", "workers": "N", "scheduler": "tcp://HOST:PORT",
+                  "retries": "N", "out": "ROWS.csv|.parquet"})
+
+
+def _options(args: argparse.Namespace) -> SweepOptions:
+    """The sweep's record from the command line (``--report``: its pages' plans folder)."""
+    planner_options: dict[str, dict] = {}
+    for planner, name, value in args.planner_options:
+        planner_options.setdefault(planner, {})[name] = value
+    plans = None if not args.report else \
+        str(Path(args.report).with_name(f"{Path(args.report).stem}_files") / "plans")
+    given = options_of(args, SweepOptions)
+    return SweepOptions(**{**given, "dims": dict(args.dims) or None,
+                           "planner_options": planner_options or None, "plans": plans})
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan sweep``: check the outputs, run the tasks, write the report, print a summary."""
     from memplan.cli.progress import on_terminal
     from memplan.sweeps.sweep import sweep
     from memplan.sweeps.sweep_progress import SweepProgress, summary
 
-    for option, path in (("-o", args.output), ("--report", args.report)):
+    for option, path in (("-o", args.out), ("--report", args.report)):
         if path:  # before any task runs
             check_output_path(path, option)
     if args.report:
@@ -164,29 +170,20 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             raise ProblemError("--report needs matplotlib: pip install 'memplan[plot]'",
                                file=args.report) from None
-    options: dict[str, dict] = {}
-    for planner, name, value in args.option:
-        options.setdefault(planner, {})[name] = value
+    options = _options(args)
     progress = SweepProgress() if not args.quiet and on_terminal() else None
-    plans = None if not args.report else \
-        str(Path(args.report).with_name(f"{Path(args.report).stem}_files") / "plans")
-    table = sweep(args.models, dims=dict(args.dim), batches=args.batch,
-                  capacities=args.capacity, planners=args.planners.split(","),
-                  time_limit=args.time_limit, heuristic_time_limit=args.heuristic_time_limit,
-                  seed=args.seed, threads=args.threads, alignment=args.alignment, options=options,
-                  scheduler=args.scheduler, workers=args.workers, out=args.output,
-                  resume=args.resume, retries=args.retries, progress=progress, plans=plans)
+    table = sweep(args.models, options, progress=progress)
     if args.report:
         from memplan.sweeps.sweep_report import write_report
 
-        write_report(table, args.report, plans=plans)
-    if not args.output and not args.quiet:
+        write_report(table, args.report, plans=options.plans)
+    if not args.out and not args.quiet:
         print(_shown(table).to_string(index=False))
     if not args.quiet:
-        lines = summary(table, out=args.output)
+        lines = summary(table, out=args.out)
         if args.report:
             lines.append(f"wrote       {args.report}")
-        print("\n".join(lines), file=sys.stderr if not args.output else sys.stdout)
+        print("\n".join(lines), file=sys.stderr if not args.out else sys.stdout)
     if table.attrs.get("interrupted"):
         return INTERRUPTED
     return FAILED if (table["status"] == "error").any() else OK

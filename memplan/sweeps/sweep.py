@@ -37,12 +37,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memplan.errors import ProblemError, require
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
+from memplan.sweeps.sweep_options import SweepOptions, sweep_options
 from memplan.sweeps.sweep_tasks import (
     ALL,
     FROM_FILE,
@@ -108,32 +110,24 @@ def _engine(client, scheduler: str | None, workers: int | None):
         yield local
 
 
-def sweep(models: Iterable[str | os.PathLike], *,
-          dims: Mapping[str, Sequence[int]] | None = None,
-          batches: Sequence[int] | None = None,
-          capacities: Sequence[int | str | None] | None = None,
-          planners: Sequence[str] = ("best",), time_limit: float | None = 10.0,
-          heuristic_time_limit: float = 1.0, seed: int = 0, threads: int = 1,
-          alignment: int | None = None,
-          options: Mapping[str, Mapping[str, Any]] | None = None, client: Any = None,
-          scheduler: str | None = None, workers: int | None = None,
-          out: str | os.PathLike | None = None, resume: bool = True,
-          retries: int = 1, progress: Any = None,
+def sweep(models: Iterable[str | os.PathLike], options: SweepOptions | None = None, *,
+          client: Any = None, progress: Any = None,
           on_row: Callable[[dict[str, Any]], None] | None = None,
-          plans: str | os.PathLike | None = None) -> pd.DataFrame:
+          **fields: Any) -> pd.DataFrame:
     """Plan every combination as a Dask task; one row per task (see the module docstring).
 
+    ``options`` is a `SweepOptions` record, or its fields come as keywords:
     ``dims`` maps an ONNX symbol to its values (``{"seq": [128, 512]}``);
     ``batches`` re-batches ONNX models; ``capacities`` are bytes, strings with
     units (``"256KiB"``), None (minimise) or ``"file"`` (the file's own; the
     default). ``time_limit`` is the exact planner's (and ``solve``'s),
     ``heuristic_time_limit`` the searching heuristics'; ``threads`` CP-SAT
-    threads per exact task; ``options`` a planner's own options by planner name
-    (``{"hill_climb": {"iterations": 500}}``). The engine: ``client`` (a `distributed.Client`),
-    else a cluster at ``scheduler`` (``tcp://host:port``), else a local
-    cluster of ``workers`` processes (default: one per core). ``out`` (.csv or
-    .parquet) gets the rows as they arrive; with ``resume`` the tasks whose
-    rows it holds are not run again. ``progress``: a `memplan.sweeps.sweep_report.SweepProgress`
+    threads per exact task; ``planner_options`` a planner's own options by planner
+    name (``{"hill_climb": {"iterations": 500}}``). The engine: ``client`` (a
+    `distributed.Client`), else a cluster at ``scheduler`` (``tcp://host:port``), else
+    a local cluster of ``workers`` processes (default: one per core). ``out`` (.csv or
+    .parquet) gets the rows as they arrive; with ``resume`` the tasks whose rows it
+    holds are not run again. ``progress``: a `memplan.sweeps.sweep_progress.SweepProgress`
     or any object with ``start(total, done)``, ``update(row, running)`` and
     ``close()``. ``on_row(row)`` is called on the client for each new row. ``plans``: a
     folder (the workers must see it) where each task writes its plan, for the report's
@@ -142,29 +136,41 @@ def sweep(models: Iterable[str | os.PathLike], *,
     from ``out``), ``ran``, ``tasks``, ``wall_seconds``, ``startup_seconds`` (until
     the engine was ready) and ``workers``.
     """
+    if isinstance(options, Mapping):  # the planners' own options, as this keyword once was
+        warnings.warn("sweep(options={planner: {...}}) is deprecated: the planners' own "
+                      "options are planner_options=", DeprecationWarning, stacklevel=2)
+        options, fields = None, {**fields, "planner_options": options}
+    settings = sweep_options(options, **fields)
+    return _sweep(models, settings, client, progress, on_row)
+
+
+def _sweep(models, settings: SweepOptions, client, progress, on_row) -> pd.DataFrame:
+    """`sweep` with its record: make the tasks, skip those ``out`` holds, run the rest."""
     import pandas as pd
 
     require("distributed", "sweep", "memplan sweep (Dask)")
     began = time.perf_counter()
-    scheduler = None if scheduler is None else scheduler_address(scheduler)
-    tasks = make_tasks(models, dims=dims, batches=batches, capacities=capacities,
-                       planners=planners, time_limit=time_limit,
-                       heuristic_time_limit=heuristic_time_limit, seed=seed, threads=threads,
-                       alignment=alignment, options=options)
-    writer = RowWriter(out) if out is not None else None
-    earlier = writer.existing() if writer is not None and resume else {}
+    scheduler = None if settings.scheduler is None else scheduler_address(settings.scheduler)
+    tasks = make_tasks(models, dims=settings.dims, batches=settings.batches,
+                       capacities=settings.capacities, planners=settings.planners,
+                       time_limit=settings.time_limit,
+                       heuristic_time_limit=settings.heuristic_time_limit, seed=settings.seed,
+                       threads=settings.threads, alignment=settings.alignment,
+                       options=settings.planner_options)
+    writer = RowWriter(settings.out) if settings.out is not None else None
+    earlier = writer.existing() if writer is not None and settings.resume else {}
     todo = [task for task in tasks if task.key not in earlier]
     rows: dict[str, dict[str, Any]] = {}
     interrupted, nworkers, startup = False, 0, 0.0
     try:
         if todo:
-            with _engine(client, scheduler, workers) as engine:
+            with _engine(client, scheduler, settings.workers) as engine:
                 startup = time.perf_counter() - began
                 nworkers = len(engine.scheduler_info().get("workers", {}))
-                if plans is not None:
-                    os.makedirs(plans, exist_ok=True)
-                interrupted = _run(engine, todo, rows, writer, progress, retries, on_row,
-                                   len(tasks) - len(todo), None if plans is None else str(plans))
+                if settings.plans is not None:
+                    os.makedirs(settings.plans, exist_ok=True)
+                interrupted = _run(engine, todo, rows, writer, progress, settings.retries,
+                                   on_row, len(tasks) - len(todo), settings.plans)
     finally:
         if writer is not None:
             writer.close()
@@ -240,5 +246,6 @@ def _running(engine, pending: int) -> int:
     return min(pending, threads)
 
 
-__all__ = ["ALL", "FROM_FILE", "SOLVE", "Task", "dask_setup", "make_tasks", "model_files",
-           "parse_size", "planner_names", "run_task", "scheduler_address", "sweep"]
+__all__ = ["ALL", "FROM_FILE", "SOLVE", "SweepOptions", "Task", "dask_setup", "make_tasks",
+           "model_files", "parse_size", "planner_names", "run_task", "scheduler_address",
+           "sweep"]
