@@ -80,7 +80,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def pivot(rows: list[dict[str, Any]], column: str = "ratio") -> str:
-    """Problems down, planners across, one value each (default: ratio to the lower bound)."""
+    """Problems down, planners across, one value each (default: ratio to the lower bound).
+
+    ``column="ratio+seconds"`` puts both in a cell: ``1.0000 (0.004 s)``.
+    """
     planners = list(dict.fromkeys(row["planner"] for row in rows))
     problems = list(dict.fromkeys((row["problem"], row["mode"]) for row in rows))
     value = {(row["problem"], row["mode"], row["planner"]): row for row in rows}
@@ -94,6 +97,9 @@ def pivot(rows: list[dict[str, Any]], column: str = "ratio") -> str:
                 cells.append("")
             elif row["status"] not in _GOOD:
                 cells.append(_cell("status", row["status"]))
+            elif column == "ratio+seconds":
+                seconds = _cell("seconds", row.get("seconds"))
+                cells.append(f"{_cell('ratio', row.get('ratio'))} ({seconds} s)")
             else:
                 cells.append(_cell(column, row.get(column)))
         lines.append(f"| {problem} | {mode} | " + " | ".join(cells) + " |")
@@ -145,16 +151,25 @@ def machine_markdown(info: dict[str, str]) -> str:
 
 def section_text(command: str, rows: list[dict[str, Any]], info: dict[str, str],
                  repeat: int) -> str:
-    """A generated section: the command, when and how often it ran, the tables."""
+    """A generated section: the command, when and how often it ran, the tables.
+
+    The load average is given before and after the run (``info`` is the machine before
+    it): a time-limited search proves less on a busy machine.
+    """
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = "load average (1, 5, 15 min)"
+    after = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     parts = [f"Command: `{command}`  ",
-             f"Run {stamp} at commit {info['memplan commit']}, load average before the run "
-             f"{info['load average (1, 5, 15 min)']}; {repeat} run(s) per row, medians "
+             f"Run ended {stamp} at commit {info['memplan commit']}, load average before the "
+             f"run {info[load]}, after {after}; {repeat} run(s) per row, medians "
              f"(sizes: lower median).", ""]
-    if len({row["planner"] for row in rows}) > 1:
-        parts += ["Ratio of the arena to the lower bound:", "", pivot(rows, "ratio"),
-                  "Wall seconds:", "", pivot(rows, "seconds"), "All figures:", ""]
-    parts.append(markdown(rows))
+    if len({row["planner"] for row in rows}) == 1:
+        return "\n".join(parts + [markdown(rows)])
+    # several planners: problems down, planners across; every column of every row (bounds,
+    # proven gaps, memory) stays in the run's results.md
+    notes = [f"[{row['planner']} on {row['problem']}] {row['note']}" for row in rows
+             if row.get("note") and row["status"] not in _GOOD]
+    parts += ["Arena / lower bound (planner seconds):", "", pivot(rows, "ratio+seconds")] + notes
     return "\n".join(parts)
 
 
