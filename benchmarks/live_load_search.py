@@ -3,10 +3,10 @@
     python -m benchmarks.live_load_search --problem D --method restarts --height 963 --seconds 300
     python -m benchmarks.live_load_search --problem D --method packed --height 963 --seconds 420
 
-Two experiments, one thread each (measured in BENCHMARKS.md, "Proving more than the
-live load on D and J"); heights in units of the sizes' greatest common divisor (1024 bytes
-on D and J), time as the canonical search's section ranks (two buffers overlap in time
-if and only if they share a section, so nothing is lost):
+Two experiments, one thread each (what they found: docs/explanation/open-problems.md);
+heights in units of the sizes' greatest common divisor (1024 bytes on D and J), time as
+the canonical search's section ranks (two buffers overlap in time if and only if they
+share a section, so nothing is lost):
 
 - ``restarts``: canonical fit probes (`memplan.solver.canonical`'s kernel, the spanning
   buffers taken out as in `memplan.solver.floors`) at the height, restarted every

@@ -12,7 +12,7 @@ whose arena size is the order's cost. `OrderSearch`:
   and at once when the best arena reaches the lower bound (proven optimal).
 
 Cost: one evaluation is one best-fit pass, O(E log L) (figures: BENCHMARKS.md,
-"Figures that used to live in docstrings"); after a swap only the units from the
+"Unit costs the code quotes"); after a swap only the units from the
 first swapped position on are placed again (problems without optional
 aliases), about half a pass on average. Same seed, same plan, as long as
 the iteration limit, not the time limit, ends the search.
