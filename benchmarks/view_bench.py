@@ -7,8 +7,9 @@ For each generated problem (`benchmarks.large`: an ONNX transformer decoder
 read by the frontend, an unrolled training step), two plans
 (``greedy_by_size`` and ``best``, both validated) go into one page
 (`memplan.viz_html.to_html`); the page is written, then opened ``--repeat``
-times in a fresh tab of the system's Chromium (the flags of
-tests/test_view_browser.py). Measured per page, medians:
+times in a fresh tab of the system's Chromium (Debian's ``chromium``, driven by
+playwright: ``pip install playwright``, never a browser it downloads). Measured per
+page, medians:
 
 - ``page``: building the HTML in Python, and its size;
 - ``first paint``: from the navigation's start to the end of the first

@@ -1,4 +1,4 @@
-"""One conformance test for every registered planner (STYLE.md 7).
+"""One conformance test for every registered planner, run over the whole registry.
 
 Each planner runs on the same shared problems; every plan it returns must pass
 the independent validator and never claim less than the lower bound.

@@ -1,6 +1,6 @@
 """The HTML view: self-contained, its data decodes back to the plan, and `memplan view`.
 
-The page is checked in a real browser in test_view_browser.py; here the
+The page's script runs, painted and used, in test_view_script.py; here the
 Python side: what the page embeds must be exactly the problem and the plans.
 """
 
