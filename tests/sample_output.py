@@ -55,12 +55,18 @@ def same_output(documented: str, command: str) -> bool:
     return lines(documented) == lines(render(command))
 
 
-SAMPLE = re.compile(r"^```console\n\$ (memplan [^\n]*)\n(.*?)^```", re.S | re.M)
+SAMPLE = re.compile(r"^```console\n(\$ memplan [^\n]*\n.*?)^```", re.S | re.M)
 
 
-def console_samples(markdown: str) -> list[tuple[str, str]]:
-    """The ``(command, output)`` of every ``console`` block of a page that runs memplan."""
-    return [(found.group(1), found.group(2)) for found in SAMPLE.finditer(markdown)]
+def console_samples(markdown: str) -> list[str]:
+    """Every ``console`` block of a page that runs memplan: its commands and outputs."""
+    return [found.group(1) for found in SAMPLE.finditer(markdown)]
+
+
+def session(block: str) -> list[tuple[str, str]]:
+    """The ``(command, output)`` of each ``$ memplan ...`` line of a console block."""
+    steps = re.split(r"^\$ (memplan[^\n]*)\n", block, flags=re.M)[1:]
+    return list(zip(steps[0::2], steps[1::2], strict=True))
 
 
 if __name__ == "__main__":

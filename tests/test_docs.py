@@ -82,6 +82,19 @@ def test_examples_run(page, tmp_path, monkeypatch):
             sys.modules["matplotlib.pyplot"].close("all")
 
 
+def test_the_readme_python_example_prints_what_the_readme_says(tmp_path, monkeypatch, capsys):
+    """The README follows its example with ``prints `...```: the line the example prints."""
+    readme = ROOT / "README.md"
+    said = re.search(r"^prints `([^`]*)`", readme.read_text(), re.MULTILINE)
+    assert said, "README.md: the Python example's output line (prints `...`) is missing"
+    monkeypatch.chdir(tmp_path)
+    _fixtures(readme, tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    for line, code in examples(readme):
+        exec(compile(code, f"README.md:{line}", "exec"), namespace)
+    assert capsys.readouterr().out.strip() == said[1]
+
+
 def test_the_convention_finds_blocks_and_skips_the_marked_ones(tmp_path):
     page = tmp_path / "page.md"
     page.write_text('text\n```python\nx = 1\n```\n\n```python title="not run"\nboom()\n```\n'
