@@ -8,6 +8,7 @@
     python -m benchmarks peers --problem A,J --minimalloc PATH --repeat 3  # side by side
     python -m benchmarks regress --class tilings   # against benchmarks/baseline.json
     python -m benchmarks onnx-scale --sizes 0.1,0.5,2,8   # memory of solve on large models
+    python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -114,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("onnx-scale", add_help=False,
                         help="peak memory of memplan solve on 0.1-8 GB ONNX models "
                              "(see benchmarks.onnx_scale; --help lists its options)")
+    relax_models = commands.add_parser("tvm", help="Relax's memory planner against memplan's "
+                                                   "on nn models (see benchmarks.tvm_models)")
+    relax_models.add_argument("names", nargs="*", help="only models whose name contains one")
     info = commands.add_parser("machine", help="cores, memory, CPU and versions")
     info.add_argument("--section", help="also write it as this section of the doc")
     info.add_argument("--doc", type=Path, default=report.DOC)
@@ -200,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, argv)
         except (KeyError, FileNotFoundError) as error:  # unknown suite, problem or planner
             sys.exit(f"error: {error.args[0]}")
+    if args.command == "tvm":
+        from benchmarks import tvm_models
+
+        return tvm_models.main(args.names)
     if args.command == "peers":
         from benchmarks import peers
 

@@ -22,6 +22,7 @@ import memplan
 import memplan.tvm
 from benchmarks import tvm_zoo as zoo
 from memplan import InvalidPlanError, ProblemError
+from memplan.cli import main
 from memplan.frontends.relax import lower_to_planned, relax_layouts
 from memplan.plan import Plan
 from memplan.proofs.relax_vm import prove_relax
@@ -217,3 +218,13 @@ def test_several_functions_are_planned_each():
     assert {r.function for r in proof.reports} == {"prefill", "decode"}
     with pytest.raises(ProblemError, match="decode, prefill"):
         memplan.from_relax(mod, "forward")
+
+
+def test_the_command_line_reads_and_proves_a_tvmscript_module(block, tmp_path, capsys):
+    path = tmp_path / "block.py"
+    path.write_text(block.script())
+    assert main(["info", str(path)]) == 0
+    assert main(["prove", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "bit-identical" in out and "forward (device 0)" in out
+    assert main(["prove", str(path), str(tmp_path / "plan.json")]) != 0

@@ -30,7 +30,7 @@ from memplan.operator_order import METHODS
 from memplan.options import option_help
 
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
-_KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte",
+_KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte", ".py": "Relax TVMScript",
           ".csv": "MiniMalloc CSV", ".json": "memplan JSON"}
 MODEL_KINDS = ", ".join(_KINDS.get(s, s) for s in READERS[:-1]) + \
     f" or {_KINDS.get(READERS[-1], READERS[-1])}"  # what the frontends read, for the help

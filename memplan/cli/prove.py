@@ -7,7 +7,10 @@
 - a ``.tflite`` model runs in TFLite-Micro with the plan and with TFLM's own
   planner (`memplan.proofs.tflm_arena`);
 - a ``.pte`` program runs in ExecuTorch with its own plan and with the plan
-  file's (`memplan.proofs.executorch_runtime`).
+  file's (`memplan.proofs.executorch_runtime`);
+- a TVM Relax module saved as TVMScript (``.py``, no plan file) is built with
+  Relax's default pipeline and with memplan's, and both run in TVM's VM
+  (`memplan.proofs.relax_vm`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ def add_command(sub, shared: Parents) -> None:
                                 "exit 1 unless every output matches a normal run bit for bit")
     proof.add_argument("model", help="the .onnx or .tflite model, or the .pte program (run "
                                      "with its own plan and with the plan file's in ExecuTorch)")
-    proof.add_argument("plan", help="its plan (memplan JSON, as 'memplan solve -o' writes); "
-                                    "the model options it stores apply")
+    proof.add_argument("plan", nargs="?",
+                       help="its plan (memplan JSON, as 'memplan solve -o' writes); the model "
+                            "options it stores apply (none for a Relax .py module: memplan's "
+                            "pipeline plans it)")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",
                        help="what runs the nodes (default: onnxruntime)")
     add_deprecated(proof, "--seed", add_input_seed(proof, "the"))
@@ -61,8 +66,30 @@ def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
     return OK if report.ok else FAILED
 
 
+def _prove_relax(path: Path, args: argparse.Namespace) -> int:
+    """``memplan prove module.py``: Relax's build against memplan's, in TVM's VM."""
+    from memplan.frontends.relax import read_tvmscript
+    from memplan.proofs.relax_vm import prove_relax
+
+    if args.plan is not None:
+        raise UsageError(f"{path}: a Relax module is proven with memplan's pipeline; give no "
+                         f"plan file")
+    proof = prove_relax(read_tvmscript(path), seed=args.input_seed)
+    if args.json:
+        print(json.dumps({"model": str(path), "proven": proof.ok, "calls": proof.calls,
+                          "mismatches": proof.mismatches, "skipped": proof.skipped,
+                          "functions": [r.line() for r in proof.reports]}, indent=1))
+    else:
+        print("\n".join(proof.lines()))
+    return OK if proof.ok else FAILED
+
+
 def run(args: argparse.Namespace) -> int:
     path = Path(args.model)
+    if path.suffix.lower() == ".py":
+        return _prove_relax(path, args)
+    if args.plan is None:
+        raise UsageError(f"{path}: the plan file is missing: memplan prove MODEL PLAN.json")
     if path.suffix.lower() == ".tflite":
         return _prove_tflite(path, args)
     if path.suffix.lower() == ".pte":

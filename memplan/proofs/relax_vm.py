@@ -42,6 +42,7 @@ class RelaxProof:
     calls: list[str] = field(default_factory=list)  # "forward(seq=7)": each call compared
     mismatches: list[str] = field(default_factory=list)  # outputs that differ
     skipped: list[str] = field(default_factory=list)  # functions not called, and why
+    machines: tuple[Any, ...] = field(default=(), repr=False)  # the two VMs: Relax's, memplan's
 
     @property
     def ok(self) -> bool:
@@ -70,7 +71,7 @@ def prove_relax(mod: Any, *, target: Any = "llvm", lengths: tuple[int, ...] = LE
     pipeline = pipeline if pipeline is not None else memplan.tvm.pipeline(time_limit)
     plain = relax.VirtualMachine(build(mod, target), tvm.cpu())
     planned = relax.VirtualMachine(build(mod, target, pipeline), tvm.cpu())
-    proof = RelaxProof(list(pipeline.reports))
+    proof = RelaxProof(list(pipeline.reports), machines=(plain, planned))
     for name in relax_functions(mod):
         func = mod[name]
         try:

@@ -1,0 +1,120 @@
+"""Relax's memory planner against memplan's, on models built with ``tvm.relax.frontend.nn``.
+
+For each model of `benchmarks.tvm_zoo`: export it (zero pipeline; lifted
+weight transforms where the row says so), build it for ``llvm`` twice
+(``relax.get_default_pipeline`` and ``memplan.tvm.pipeline(time_limit=10)``),
+and report per function Relax's bytes (its storages together), memplan's,
+the live-load bound, memplan's status and planning seconds; then run both
+builds in ``relax.VirtualMachine`` on seeded inputs (symbolic lengths at
+several values, `memplan.proofs.relax_vm`): outputs bit-identical; and time
+``forward`` with both plans, alternating runs, as a ratio of medians::
+
+    PYTHONPATH=. python -m benchmarks.tvm_models              # every model
+    PYTHONPATH=. python -m benchmarks.tvm_models llama vit    # names containing these
+    python -m benchmarks tvm llama                            # the same, from the runner
+
+Bytes: the planned intermediates of each function (outputs and what Relax
+leaves unplanned are the same in both builds and not counted).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+
+import memplan.tvm
+from benchmarks import tvm_zoo as zoo
+from memplan.proofs.relax_vm import call_inputs, prove_relax
+
+TIME_LIMIT = 10.0
+RUNS = 7  # timed calls of forward per build, alternating
+
+
+LENGTHS = (1, 64, 256)  # symbolic sequence lengths run (each capped at its upper bound)
+WIDE_LENGTHS = (1, 16)  # the d-2048 decoder: planned at 512, run short (untuned kernels)
+
+
+def models() -> list[tuple[zoo.Model, tuple[int, ...]]]:
+    """The small models of the table, a Llama-style decoder at realistic width (two layers:
+    its weights take 0.9 GB in float32), a ViT; each with the lengths it runs at."""
+    small = [zoo.mlp(), zoo.cnn(), zoo.block(), zoo.block(lifted=True), zoo.decoder(),
+             zoo.decoder(lifted=True), zoo.llama(), zoo.llama(lifted=True), zoo.vit()]
+    wide = zoo.llama(lifted=True, layers=2, d=2048, heads=32, kv_heads=4, ffn=5632,
+                     vocab=32000, seq=512)
+    return [(m, LENGTHS) for m in small] + [(wide, WIDE_LENGTHS)]
+
+
+@dataclass
+class Row:
+    model: str
+    function: str
+    relax: int
+    memplan: int
+    bound: int
+    status: str
+    seconds: float
+    verdict: str
+    latency: str  # memplan's median over Relax's, forward at the largest length tried
+
+
+def measure(model: zoo.Model, lengths: tuple[int, ...] = LENGTHS) -> list[Row]:
+    """One model's rows: the reports of memplan's pass, the VM's verdict, latency."""
+    mod = zoo.export(model)
+    pipeline = memplan.tvm.pipeline(TIME_LIMIT)
+    proof = prove_relax(mod, lengths=lengths, pipeline=pipeline)
+    verdict = f"identical ({len(proof.calls)} calls)" if proof.ok else "; ".join(
+        proof.mismatches) or "not run"
+    ratio = latency(mod, proof.machines, lengths)
+    return [Row(model.name, r.function, r.relax_bytes, r.memplan_bytes, r.bound, r.status,
+                r.seconds, verdict, ratio) for r in proof.reports if r.tensors]
+
+
+def latency(mod, machines, lengths) -> str:
+    """``forward``'s median time with memplan's plan over Relax's, alternating runs, at the
+    largest length tried."""
+    plain, planned = machines
+    label, inputs = list(call_inputs(mod["forward"], lengths, 0))[-1]
+    args = [tvm.runtime.tensor(v) if isinstance(v, np.ndarray)
+            else tuple(map(tvm.runtime.tensor, v)) for v in inputs]
+    times = {"relax": [], "memplan": []}
+    for _ in range(RUNS):
+        for name, vm in (("relax", plain), ("memplan", planned)):
+            began = time.perf_counter()
+            vm["forward"](*args)
+            times[name].append(time.perf_counter() - began)
+    ratio = statistics.median(times["memplan"]) / statistics.median(times["relax"])
+    return f"{ratio:.2f} ({statistics.median(times['relax']) * 1e3:.1f} ms)"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| model | function | Relax bytes | memplan bytes | bound | Relax / memplan | "
+             "status | seconds | VM | latency memplan / Relax |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.model} | {r.function} | {r.relax:,} | {r.memplan:,} | "
+                     f"{r.bound:,} | {r.relax / r.memplan:.3f} | {r.status} | "
+                     f"{r.seconds:.2f} | {r.verdict} | {r.latency} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = sys.argv[1:] if argv is None else argv
+    rows = []
+    for model, lengths in models():
+        if names and not any(n.lower() in model.name.lower() for n in names):
+            continue
+        began = time.perf_counter()
+        rows.extend(measure(model, lengths))
+        print(f"{model.name}: {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    print(table(rows))
+    bad = [r for r in rows if r.memplan > r.relax or not r.verdict.startswith("identical")]
+    return 2 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
