@@ -89,10 +89,10 @@ def cores(args) -> None:
         problem = chain_problem(size)
         assert memplan.live_bytes(problem).max() <= CAPACITY
         began = time.perf_counter()
-        found = memplan.explain(problem, time_limit=args.time_limit, workers=args.workers)
+        found = memplan.explain(problem, time_limit=args.time_limit, workers=args.threads)
         seconds = time.perf_counter() - began
         began = time.perf_counter()
-        exact = plan_with("exact", problem, time_limit=args.time_limit, workers=args.workers)
+        exact = plan_with("exact", problem, time_limit=args.time_limit, workers=args.threads)
         proof = time.perf_counter() - began
         reason = found.capacity
         named = {t.id for t in reason.tensors}
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="50,200,800",
                         type=lambda text: [int(x) for x in text.split(",")])
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="CP-SAT threads")
     args = parser.parse_args(argv)
     light_models(args)
     print()

@@ -53,7 +53,7 @@ from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
-from memplan.options import option
+from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
@@ -282,14 +282,7 @@ def _deployment_planners(problem: Problem) -> tuple[Callable, Callable] | None:
 def solve_options(options: SolveOptions | None = None, **fields: Any) -> SolveOptions:
     """The pipeline's record: ``options`` as given, or built from its ``fields`` as keywords
     (`TypeError` for both, or for a field `SolveOptions` lacks)."""
-    if options is None:
-        return SolveOptions(**fields)
-    if not isinstance(options, SolveOptions):
-        raise TypeError(f"options must be a SolveOptions, not {type(options).__name__}")
-    if fields:
-        raise TypeError(f"give options=SolveOptions(...) or its fields as keywords "
-                        f"({', '.join(sorted(fields))}), not both")
-    return options
+    return options_record(SolveOptions, options, fields)
 
 
 def exact_settings(settings: SolveOptions,

@@ -28,6 +28,21 @@ def option_help(of: Field) -> str:
     return of.metadata.get("help", "")
 
 
+def options_record(cls: type[Options], options: Options | None, fields: dict[str, Any]
+                   ) -> Options:
+    """A call's options record: ``options`` as given, or a ``cls`` built from its ``fields``
+    as keywords (`TypeError` for both, for a record of another type, or for a field ``cls``
+    lacks). `memplan.solve` and `memplan.sweep` take their settings this way."""
+    if options is None:
+        return cls(**fields)
+    if not isinstance(options, cls):
+        raise TypeError(f"options must be a {cls.__name__}, not {type(options).__name__}")
+    if fields:
+        raise TypeError(f"give options={cls.__name__}(...) or its fields as keywords "
+                        f"({', '.join(sorted(fields))}), not both")
+    return options
+
+
 def parse_options(planner: str, defaults: Options, options: dict[str, Any]) -> Options:
     """The record in ``options["options"]``, or ``defaults`` with the keyword ``options``
     applied; `TypeError` for an option the record lacks, a record of another type, or a

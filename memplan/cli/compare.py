@@ -39,6 +39,7 @@ def add_command(sub, shared: Parents) -> None:
 
 
 def _markdown(table) -> str:
+    """The table as a Markdown table, one row per line."""
     header = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "|".join("---" for _ in table.columns) + "|"
     rows = ["| " + " | ".join(map(str, row)) + " |" for row in table.itertuples(index=False)]
@@ -46,6 +47,7 @@ def _markdown(table) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan compare``: read every model, run the planners, print the table."""
     problems = {}
     for path in args.models:
         problem = load(path, args)

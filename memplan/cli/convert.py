@@ -27,6 +27,7 @@ def add_command(sub, shared: Parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan convert``: the model written as MiniMalloc CSV or memplan JSON."""
     suffix = Path(args.output).suffix.lower()
     writers = {".json": memplan_json.write_problem, ".csv": minimalloc_csv.write_csv}
     if suffix not in writers:

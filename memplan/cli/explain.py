@@ -44,6 +44,8 @@ def add_command(sub, shared: Parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan explain``: the explanation as text or JSON, the figure with ``--plot``;
+    exit 1 when the capacity is not met."""
     check_figure_path(args.plot)
     problem = load(args.model, args)
     plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)

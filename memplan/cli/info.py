@@ -30,6 +30,7 @@ def add_command(sub, shared: Parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan info``: the facts of `memplan.api.info` as rows, or as JSON."""
     facts = api.info(load(args.model, args), largest=args.largest)
     facts["order"] = order_summary(getattr(args, "reordering", None))
     facts["kernels"] = memplan.kernels()

@@ -85,6 +85,7 @@ def _prove_relax(path: Path, args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan prove``: by the model's kind, its proof; exit 1 unless it proves the plan."""
     path = Path(args.model)
     if path.suffix.lower() == ".py":
         return _prove_relax(path, args)

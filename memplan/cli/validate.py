@@ -35,6 +35,7 @@ def add_command(sub, shared: Parents) -> None:
 
 
 def _read_plan(path: str, problem: Problem) -> Plan | dict[str, int]:
+    """A memplan JSON plan, or a MiniMalloc CSV solution's offsets by buffer."""
     if Path(path).suffix.lower() == ".csv":  # one row per alias group: members put back
         return minimalloc_csv.expand_offsets(
             problem, minimalloc_csv.read_solution(path, capacity=None)[1])
@@ -42,6 +43,7 @@ def _read_plan(path: str, problem: Problem) -> Plan | dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan validate``: every violation printed (the first 20), or the arena and gap."""
     problem = load(args.problem, args)
     plan = _read_plan(args.plan, problem)
     violations = validate(problem, plan)

@@ -94,6 +94,7 @@ def _violations(problem: Problem, plans: dict[str, Plan]) -> dict[str, list]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``memplan view``: the page written; exit 1 when a plan drawn is invalid."""
     check_html_path(args.output, "-o")
     problem, plans = load_plans(args.files,
                                 lambda path: models.load(str(path), args, own_capacity=False))

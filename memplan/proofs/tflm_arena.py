@@ -384,14 +384,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bisect", action="store_true",
                         help="skip the search for the smallest working arena sizes")
     args = parser.parse_args(argv)
+    from memplan.cli.exit_codes import BAD_INPUT, FAILED, OK
+
     try:
         report = prove(args.model, seed=args.seed, bisect=not args.no_bisect,
                        time_limit=args.time_limit)
     except ProblemError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     print(report)
-    return 0 if report.ok else 1
+    return OK if report.ok else FAILED
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memplan.errors import ProblemError, require
+from memplan.options import options_record
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
-from memplan.sweeps.sweep_options import SweepOptions, sweep_options
+from memplan.sweeps.sweep_options import SweepOptions
 from memplan.sweeps.sweep_tasks import (
     ALL,
     FROM_FILE,
@@ -140,7 +141,7 @@ def sweep(models: Iterable[str | os.PathLike], options: SweepOptions | None = No
         warnings.warn("sweep(options={planner: {...}}) is deprecated: the planners' own "
                       "options are planner_options=", DeprecationWarning, stacklevel=2)
         options, fields = None, {**fields, "planner_options": options}
-    settings = sweep_options(options, **fields)
+    settings = options_record(SweepOptions, options, fields)
     return _sweep(models, settings, client, progress, on_row)
 
 

@@ -68,15 +68,3 @@ class SweepOptions:
             if value is not None:
                 object.__setattr__(self, name, str(value))
 
-
-def sweep_options(options: SweepOptions | None = None, **fields: Any) -> SweepOptions:
-    """The sweep's record: ``options`` as given, or built from its ``fields`` as keywords
-    (`TypeError` for both, or for a field `SweepOptions` lacks)."""
-    if options is None:
-        return SweepOptions(**fields)
-    if not isinstance(options, SweepOptions):
-        raise TypeError(f"options must be a SweepOptions, not {type(options).__name__}")
-    if fields:
-        raise TypeError(f"give options=SweepOptions(...) or its fields as keywords "
-                        f"({', '.join(sorted(fields))}), not both")
-    return options
