@@ -10,11 +10,12 @@ ones in one external-data file beside the model. Both are written in chunks,
 so generating an 8 GB model never holds more than one chunk of weights.
 
 Per model, ``memplan solve MODEL --time-limit T`` runs in its own process;
-its peak resident memory (``wait4``'s ``ru_maxrss``) and wall seconds are
-measured. ``graph kB`` is the size of the weightless graph (the model file
-without its tensors' data). ``--baseline DIR`` also runs the memplan found in
-DIR (a checkout of an earlier version) on the inline models, side by side.
-The models are deleted afterwards. Prints a markdown table.
+its peak resident memory (``ru_maxrss``, read by a small launcher process
+whose only child it is) and wall seconds are measured. ``graph kB`` is the
+size of the weightless graph (the model file without its tensors' data).
+``--baseline DIR`` also runs the memplan found in DIR (a checkout of an
+earlier version) on the inline models, side by side. The models are deleted
+afterwards. Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -149,18 +149,23 @@ def write_transformer(path: Path, width: int, layers: int, *, external: bool,
                 out.write(chunk)
 
 
+# A small process that runs the command and reports its child's peak: measuring the
+# command as our own child would count this process's memory, which a fork copies.
+_LAUNCH = """import resource, subprocess, sys, time
+began = time.perf_counter()
+status = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(peak, time.perf_counter() - began, status)"""
+
+
 def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """``(peak RSS in MB, wall seconds, exit code)`` of ``command`` in its own process."""
-    began = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - began
-    process.returncode = os.waitstatus_to_exitcode(status)
-    error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-    if process.returncode != 0:
-        print(f"  exit {process.returncode}: {error.strip()[-300:]}", file=sys.stderr)
-    return usage.ru_maxrss / 1024, seconds, process.returncode
+    done = subprocess.run([sys.executable, "-c", _LAUNCH, *command], env=env,
+                          capture_output=True, text=True, check=True)
+    peak, seconds, status = done.stdout.split()
+    if int(status) != 0:
+        print(f"  exit {status}: {done.stderr.strip()[-300:]}", file=sys.stderr)
+    return int(peak) / 1024, float(seconds), int(status)
 
 
 def _solve(code: Path, model: Path, time_limit: float) -> tuple[float, float, int]:

@@ -183,3 +183,17 @@ def test_a_model_is_written_with_its_nodes_in_a_new_order(tmp_path, given):
         reordered_model(model, order, []).graph
     with pytest.raises(ValueError, match="each of the graph's 14 node positions once"):
         write_annotated(tmp_path / "out.onnx", path, problem, plan, node_order=[0, 0])
+
+
+def test_the_scale_benchmarks_models_written_in_chunks_are_whole_models(tmp_path):
+    from benchmarks.onnx_scale import write_transformer
+
+    problems = []
+    for external in (False, True):
+        path = tmp_path / f"stack-{external}.onnx"
+        write_transformer(path, 32, 2, external=external)
+        onnx.checker.check_model(str(path), full_check=True)
+        whole = onnx.load(str(path))
+        assert sum(numpy_helper.to_array(t).size for t in whole.graph.initializer) > 2 * 12 * 32**2
+        problems.append(problem_to_dict(from_onnx(path, name="stack")))
+    assert problems[0] == problems[1]
