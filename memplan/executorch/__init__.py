@@ -10,17 +10,20 @@ Needs the ``executorch`` extra (``executorch`` and ``torch``)::
     program = to_edge(torch.export.export(model, inputs)).to_executorch(config)
 
 or ``MemoryPlanningAlgorithmSuite(algo_list=[greedy, memplan.executorch.algorithm(10)])``
-to keep the smaller of the two. `memplan.frontends.executorch_specs` reads the specs,
+to keep the smaller of the two. With ``banks=`` ExecuTorch's ``TargetMemoryMap`` (fast
+and slow memory), every buffer goes to one bank within its size
+(`memplan.executorch.banks`). `memplan.frontends.executorch_specs` reads the specs,
 `memplan.executorch.spec_planner` plans them, `memplan.executorch.planning_pass` is the
 pass and its checks.
 """
 
+from memplan.executorch.banks import BankOverflowError, algorithm, format_bank_report
 from memplan.executorch.planning_pass import (
     MemplanPlanningPass,
     memory_planning_pass,
     verify_graph,
 )
-from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm, algorithm
+from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
 
-__all__ = ["GraphReport", "MemplanAlgorithm", "MemplanPlanningPass", "algorithm",
-           "memory_planning_pass", "verify_graph"]
+__all__ = ["BankOverflowError", "GraphReport", "MemplanAlgorithm", "MemplanPlanningPass",
+           "algorithm", "format_bank_report", "memory_planning_pass", "verify_graph"]

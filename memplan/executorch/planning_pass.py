@@ -36,8 +36,9 @@ from executorch.exir.memory_planning import (
 )
 from executorch.exir.passes import MemoryPlanningPass
 
-from memplan.errors import InvalidPlanError
-from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm, algorithm
+from memplan.errors import InvalidPlanError, ProblemError
+from memplan.executorch.banks import algorithm
+from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
 
 
 class MemplanPlanningPass(MemoryPlanningPass):
@@ -66,6 +67,9 @@ class MemplanPlanningPass(MemoryPlanningPass):
                      and not self.share_mutable_buffers,
                      allow_overlap=self.allow_lifetime_and_storage_overlap,
                      storage=not self.algorithm.verify)
+        check_banks = getattr(self.algorithm, "check_banks", None)
+        if check_banks is not None:  # a target memory map: every bank within its size
+            check_banks(graph_module)
         if self.reports:  # the graph's own report comes after its subgraphs'
             self.reports[-1].verify_seconds = time.perf_counter() - began
         return result
@@ -118,13 +122,21 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
                          verify: bool = True, seed: int = 0, workers: int | None = None,
+                         banks: Any = None, objective: str | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
     graph; ``fallback="greedy"`` hands what memplan cannot plan (or the Verifier
     rejects: it then runs inside the algorithm) to ExecuTorch's greedy with a warning
     (default: refused); ``verify=False`` skips the checks after each graph.
-    ``pass_options`` are ExecuTorch's (``alloc_graph_input``, ``alignment``...)."""
+    ``banks``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks,
+    planned for ``objective`` (``"traffic"``, the default, or ``"slow_arena"``: see
+    `memplan.executorch.banks`). ``pass_options`` are ExecuTorch's
+    (``alloc_graph_input``, ``alignment``...)."""
+    if banks is not None and pass_options.get("share_mutable_buffers"):
+        raise ProblemError("share_mutable_buffers is not supported with banks (ExecuTorch "
+                           "keeps arena 2 for shared state)")
     inside = verify and fallback is not None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
-                                         seed=seed, workers=workers),
+                                         seed=seed, workers=workers, banks=banks,
+                                         objective=objective),
                                verify=verify, **pass_options)

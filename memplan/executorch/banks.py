@@ -1,0 +1,465 @@
+"""memplan behind ExecuTorch's target memory map: every buffer in one bank, within capacity.
+
+A microcontroller or NPU has a small fast memory (TCM, on-chip SRAM) beside a
+larger slow one. ExecuTorch describes them as a ``TargetMemoryMap`` of
+``Bank(name, size, mem_id)``, fastest first
+(``executorch.exir.banked_memory_planning``), and its ``BankedGreedy`` offers
+buffers, largest first, to the fastest bank with room. `BankedAlgorithm`
+(``memplan.executorch.algorithm(..., banks=target)``, or the pass
+``memplan.executorch.memory_planning_pass(..., banks=target)``) plans the same
+map with memplan, once per graph, as an algorithm of
+ExecuTorch's suite::
+
+    fast (mem_id 1, 448 KiB) | a | c  e |         what is read most, where it fits
+    slow (mem_id 2)          |    b     | d |     the rest, in as few bytes as it can
+
+Steps (`BankedAlgorithm.__call__`):
+
+- ExecuTorch's own checks of the map against the graph (a bank's alignment
+  a multiple of the graph's; CPU specs only);
+- `memplan.frontends.executorch_specs.spec_layout` reads the specs; a spec
+  whose ``mem_id`` a pass set is *pinned*: to a declared bank it stays
+  there, within the bank's capacity; to an undeclared ``mem_id`` it is laid
+  out there by `memplan.solve`, unbudgeted, as ExecuTorch documents; the
+  other specs are free;
+- one region `Problem` over the declared banks (`bank_problem`): a region
+  per bank, its capacity the bank's size less the bytes its control-flow
+  subgraphs reserved and the XNNPACK padding, its cost per byte the bank's
+  rank in the map (0 for the fastest); a free buffer may use every bank, a
+  pinned one its own; its alignment the least common multiple of those
+  banks'; how many nodes read it (`spec_reads`) weights its bytes;
+- a proof that nothing fits, before any search (`overflow`): a buffer larger
+  than every bank it may use, a step whose pinned bytes exceed their bank,
+  or a step whose live bytes exceed all the banks together; raised as
+  `BankOverflowError` naming the step's node and its largest tensors;
+- the plan (`memplan.deploy.regions`, then `memplan.deploy.regions_exact`:
+  CP-SAT), for one of `OBJECTIVES`: ``traffic`` (the default) fits, then
+  moves the fewest bytes to slower banks, each tensor's bytes times its
+  reads; ``slow_arena`` fits, then makes the slower banks' arenas as small
+  as they can be, then the traffic. memplan's validator checks it against
+  the region problem; no fitting plan is a `BankOverflowError` too (proven
+  when CP-SAT proved it);
+- written back as ExecuTorch's result (`memplan.executorch.spec_planner
+  .algo_result`): offset = the bank's base + the offset, ``mem_obj_id``,
+  ``bufsizes`` with an entry for every declared bank; every bank's size is
+  checked against its capacity (`check_banks`, again by the pass after
+  every graph), and ExecuTorch's Verifier runs on the result.
+
+Known limits: a bank with a larger alignment rounds the sizes of the free
+buffers up to it in every bank; optional aliases (there are none in
+ExecuTorch's specs) are not taken across banks; ``share_mutable_buffers`` is
+refused, as ExecuTorch refuses it with banks. Cost: the region planners'
+(a heuristic pass, then CP-SAT within the time limit), plus O(nodes).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from executorch.exir import memory
+from executorch.exir.banked_memory_planning import (
+    BankedGreedy,
+    BankPlacementError,
+    TargetMemoryMap,
+)
+from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
+
+from memplan.bounds import live_bytes
+from memplan.deploy.regions import plan_regions
+from memplan.deploy.regions_exact import plan_regions_exact
+from memplan.deploy.scratch import subproblem
+from memplan.errors import InvalidPlanError, MemplanError, ProblemError
+from memplan.executorch import spec_planner
+from memplan.executorch.spec_planner import (
+    GraphReport,
+    MemplanAlgorithm,
+    algo_result,
+    verify_result,
+)
+from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
+from memplan.plan import Plan
+from memplan.problem import Buffer, Problem, Region
+from memplan.validate import validate
+
+OBJECTIVES = {"traffic": "cost", "slow_arena": "arena"}  # ours -> the region planners'
+SHOWN = 8  # tensors named in an overflow message
+
+
+class BankOverflowError(MemplanError, BankPlacementError):
+    """The banks cannot hold the graph's buffers: at ``step`` (``node``) the ``tensors``
+    need ``needed`` bytes where ``capacity`` are; ``proven`` when no placement can fit
+    (the live bytes, or CP-SAT), else memplan found none in its time limit. An
+    ExecuTorch ``BankPlacementError`` too, so code that catches ExecuTorch's catches it."""
+
+    def __init__(self, message: str, *, proven: bool, step: int | None = None,
+                 node: str | None = None, tensors: tuple[str, ...] = (), needed: int = 0,
+                 capacity: int = 0):
+        super().__init__(message)
+        self.proven, self.step, self.node, self.tensors = proven, step, node, tensors
+        self.needed, self.capacity = needed, capacity
+
+
+@dataclass
+class BankReport(GraphReport):
+    """A `GraphReport` of a banked graph: the region problem and plan, what went slow."""
+
+    target: TargetMemoryMap | None = None
+    objective: str = "traffic"
+    banked: Problem | None = None  # the buffers of the declared banks, a region per bank
+    plan: Plan | None = None  # its plan over the regions
+    reads: np.ndarray | None = None  # per buffer of ``banked``, the nodes that read it
+
+    def _slow(self) -> np.ndarray:
+        return self.plan.regions > 0  # every bank but the fastest
+
+    @property
+    def slow_bytes(self) -> int:
+        """Bytes of the buffers in any bank but the fastest."""
+        return int(self.banked.sizes[self._slow()].sum()) if self.plan is not None else 0
+
+    @property
+    def traffic(self) -> int:
+        """Those bytes times their reads (``bytes`` when a tensor has no reader)."""
+        if self.plan is None:
+            return 0
+        return int((self.banked.sizes * np.maximum(self.reads, 1))[self._slow()].sum())
+
+    @property
+    def slow_arena(self) -> int:
+        """The arenas of every bank but the fastest (``bufsizes``), summed."""
+        return sum(self.bufsizes[m] for m in self.target.mem_ids()[1:] if m < len(self.bufsizes))
+
+    @property
+    def objective_gap(self) -> float:
+        """How far the objective may be from its optimum, proven (0: optimal)."""
+        if self.plan is None:
+            return 0.0
+        value, bound = (self.plan.stats[k] for k in (
+            ("cost", "cost_bound") if self.objective == "traffic" else
+            ("arena_cost", "arena_bound")))
+        return max(0.0, value - bound) / value if value > 0 else 0.0
+
+
+@dataclass
+class BankedAlgorithm(MemplanAlgorithm):
+    """The callable ExecuTorch's suite runs with a target memory map; see the module
+    docstring. Build it with ``memplan.executorch.algorithm(..., banks=target)``."""
+
+    target: TargetMemoryMap | None = None
+    objective: str = "traffic"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.target, TargetMemoryMap):
+            raise ProblemError(f"banks must be ExecuTorch's TargetMemoryMap, got "
+                               f"{type(self.target).__name__}")
+        if self.objective not in OBJECTIVES:
+            raise ProblemError(f"unknown objective {self.objective!r}; valid: "
+                               f"{', '.join(OBJECTIVES)}")
+
+    def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
+                 extra_padding: int = 0) -> MemoryAlgoResult:
+        began = time.perf_counter()
+        graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
+        specs = list(dict.fromkeys(specs))
+        greedy = BankedGreedy(self.target)
+        greedy._check_bank_alignments(alignment)  # ExecuTorch's own refusals, as it words them
+        greedy._reject_non_cpu(specs)
+        pins = {spec for spec in specs if spec.mem_id is not None}
+        try:
+            layout = spec_layout(specs, graph_module, alignment=alignment,
+                                 signature=graph_signature, name=graph)
+            report, result = self._plan_banks(layout, pins, alignment, graph_module,
+                                              extra_padding, began, graph)
+            check_banks(self.target, result.bufsizes)
+            if self.verify:
+                checked = time.perf_counter()
+                verify_result(result, graph_module, graph_signature)
+                report.verify_seconds = time.perf_counter() - checked
+        except (ProblemError, InvalidPlanError) as error:
+            if self.fallback != "greedy":
+                raise
+            warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's BankedGreedy "
+                          f"plans it", stacklevel=2)
+            result = greedy(alignment, specs, graph_module, graph_signature, extra_padding)
+            self.reports.append(BankReport(graph, {}, {}, result.bufsizes,
+                                           time.perf_counter() - began, fallback=str(error),
+                                           target=self.target, objective=self.objective))
+            return result
+        self.reports.append(report)
+        return result
+
+    def _plan_banks(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
+                    extra_padding: int, began: float, graph: str
+                    ) -> tuple[BankReport, MemoryAlgoResult]:
+        """The region problem planned, the undeclared pins planned, both written back."""
+        target = self.target
+        declared = target.mem_ids()
+        reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
+        aligns = {m: target.bank(m).alignment or alignment for m in declared}
+        bases = {m: _align(reserved[m] if m < len(reserved) else 0, aligns[m])
+                 for m in declared}
+        problem, specs = bank_problem(layout, pins, target, bases, aligns, extra_padding)
+        reads = spec_reads(graph_module, specs)
+        others = _undeclared(layout, pins, declared)
+        limit = self.options.time_limit
+        share = None if limit is None else limit / (1 + bool(others.problems))
+        plan = plan_banks(problem, reads, self.objective, time_limit=share,
+                          seed=self.options.seed, workers=self.options.workers) \
+            if len(problem) else None
+        plans, roots, problems = {}, {}, {}
+        for k, mem_id in enumerate(declared):
+            members = plan.regions == k if plan is not None else np.zeros(0, bool)
+            if not members.any():
+                continue
+            problems[mem_id] = part = subproblem(problem, members, one_arena=True)
+            plans[mem_id] = Plan.from_offsets(part, plan.offsets[members],
+                                              planner=plan.planner, seconds=plan.seconds)
+            roots[mem_id] = [specs[i] for i in np.flatnonzero(members).tolist()]
+            for spec in roots[mem_id]:
+                spec.realign(aligns[mem_id])
+        plans.update(self._plan(others, began))  # undeclared pins: unbudgeted, as greedy
+        problems.update(others.problems)
+        roots.update(others.roots)
+        empty: dict[int, list] = {}
+        for mem_id, found in layout.empty.items():
+            for spec in found:  # a free empty spec sits at the fastest bank's base
+                empty.setdefault(mem_id if spec in pins else declared[0], []).append(spec)
+        written = SpecLayout(problems, roots, {**layout.bases, **bases}, layout.derived, empty,
+                             layout.names)
+        result = algo_result(written, plans, graph_module, extra_padding)
+        top = max(declared) + 1
+        if len(result.bufsizes) < top:
+            result.bufsizes += [0] * (top - len(result.bufsizes))
+        for mem_id in declared:
+            if mem_id not in plans and mem_id not in empty:
+                result.bufsizes[mem_id] = max(result.bufsizes[mem_id], bases[mem_id])
+        report = BankReport(graph, problems, plans, result.bufsizes,
+                            time.perf_counter() - began, target=target,
+                            objective=self.objective, banked=problem, plan=plan, reads=reads)
+        return report, result
+
+    def check_banks(self, graph_module: Any) -> None:
+        """The pass's check after every graph: each bank within its capacity."""
+        check_banks(self.target, graph_module.meta.get("non_const_buffer_sizes") or [])
+
+
+def algorithm(time_limit: float | None = 10.0, *, banks: TargetMemoryMap | None = None,
+              objective: str | None = None, **options: Any) -> MemplanAlgorithm:
+    """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``banks``
+    (ExecuTorch's ``TargetMemoryMap``) a `BankedAlgorithm` for ``objective`` (one of
+    `OBJECTIVES`, ``traffic`` by default); `ProblemError` for an objective without banks."""
+    single = spec_planner.algorithm(time_limit, **options)  # its options checked there
+    if banks is None:
+        if objective is not None:
+            raise ProblemError("an objective is for banks: give banks=TargetMemoryMap(...)")
+        return single
+    return BankedAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
+                           target=banks, objective=objective or "traffic")
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
+                 bases: dict[int, int], aligns: dict[int, int], extra_padding: int
+                 ) -> tuple[Problem, list]:
+    """The buffers of the declared banks as one region `Problem` (module docstring), and
+    the spec of each buffer; `BankOverflowError` when free buffers have no bank with room."""
+    declared = target.mem_ids()
+    regions, room = [], {}
+    for rank, bank in enumerate(target.banks):
+        room[bank.mem_id] = bank.size - bases[bank.mem_id] - extra_padding
+        regions.append(Region(bank.name, max(1, room[bank.mem_id]), float(rank)))
+    usable = [b for b in target.banks if room[b.mem_id] > 0]
+    free_align = math.lcm(*(aligns[b.mem_id] for b in usable)) if usable else 1
+    buffers, specs = [], []
+    for mem_id, problem in sorted(layout.problems.items()):
+        for i, spec in enumerate(layout.roots[mem_id]):
+            row = problem.buffer(i)
+            if spec not in pins:
+                allowed, align = tuple(b.name for b in usable), free_align
+            elif mem_id in declared:
+                allowed, align = (target.bank(mem_id).name,), aligns[mem_id]
+            else:
+                continue  # pinned to an undeclared arena: planned on its own
+            if not allowed:
+                raise BankOverflowError(
+                    f"no bank has room for {row.id}: the subgraphs' reserved bytes and the "
+                    f"padding fill every bank ({target.describe()})", proven=True,
+                    tensors=(row.id,), needed=row.size)
+            buffers.append(Buffer(row.id, _align(row.size, align), row.start, row.end, align,
+                                  regions=allowed, kind=row.kind))
+            specs.append(spec)
+    steps = next(iter(layout.problems.values())).steps if layout.problems else None
+    return Problem(buffers, regions=regions, name="banks", steps=steps), specs
+
+
+def _undeclared(layout: SpecLayout, pins: set, declared: list[int]) -> SpecLayout:
+    """The specs a pass pinned to arenas the map does not declare, one problem each."""
+    problems, roots = {}, {}
+    for mem_id, problem in layout.problems.items():
+        if mem_id in declared:
+            continue
+        keep = np.array([spec in pins for spec in layout.roots[mem_id]])
+        if keep.any():
+            problems[mem_id] = subproblem(problem, keep)
+            roots[mem_id] = [s for s, k in zip(layout.roots[mem_id], keep, strict=True) if k]
+    return SpecLayout(problems, roots, {m: layout.bases[m] for m in problems})
+
+
+def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
+    """Per spec, how many nodes read its storage (the graph's output node counts as one);
+    views, allocations and ``getitem`` read nothing, and a node's own outputs are writes."""
+    reads: Counter = Counter()
+    skip = (memory.alloc, memory.view, operator.getitem)
+    for node in graph_module.graph.nodes:
+        if node.op not in ("call_function", "output") or node.target in skip:
+            continue
+        writes = {root_of(s)[0] for s in get_node_tensor_specs(node)} \
+            if node.op != "output" else set()
+        read = {root_of(s)[0] for arg in filter_nodes([*node.args, *node.kwargs.values()])
+                for s in get_node_tensor_specs(arg)}
+        for spec in read - writes:
+            reads[spec] += 1
+    return np.array([reads[spec] for spec in specs], np.int64)
+
+
+def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
+               time_limit: float | None, seed: int = 0, workers: int | None = None) -> Plan:
+    """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
+    `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``)."""
+    steps = [step.name for step in problem.steps or ()]
+    proof = overflow(problem, steps)
+    if proof is not None:
+        raise proof
+    weights = np.maximum(reads, 1)
+    heuristic = plan_regions(problem, weights=weights)
+    plan = heuristic
+    done = heuristic.stats["cost_optimal"] if objective == "traffic" else \
+        heuristic.stats["arena_optimal"] and heuristic.stats["cost_optimal"]
+    if not done or heuristic.stats["over_capacity"]:
+        extra = {} if workers is None else {"workers": workers}
+        plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=heuristic,
+                                  weights=weights, objective=OBJECTIVES[objective], **extra)
+    if plan.stats["over_capacity"]:
+        raise _no_plan(problem, plan, steps)
+    violations = validate(problem, plan)
+    if violations:
+        raise InvalidPlanError(violations)
+    return plan
+
+
+def _at(step: int, steps: list[str]) -> str:
+    return f"node {step} ({steps[step]})" if step < len(steps) else f"step {step}"
+
+
+def _tensors(problem: Problem, members: np.ndarray) -> tuple[str, ...]:
+    order = sorted(np.flatnonzero(members).tolist(), key=lambda i: -int(problem.sizes[i]))
+    return tuple(problem.ids[i] for i in order)
+
+
+def _named(problem: Problem, tensors: tuple[str, ...]) -> str:
+    shown = ", ".join(f"{t} {int(problem.sizes[problem.index(t)]):,} B"
+                      for t in tensors[:SHOWN])
+    return shown + (f" and {len(tensors) - SHOWN} more" if len(tensors) > SHOWN else "")
+
+
+def overflow(problem: Problem, steps: list[str] | None = None) -> BankOverflowError | None:
+    """A proof that no placement fits the banks, or None (module docstring): the first
+    of a buffer larger than every bank it may use, a step whose pinned bytes exceed
+    their bank, a step whose live bytes exceed all the banks. O(n log n + steps)."""
+    steps = steps or []
+    caps = {r.name: r.capacity for r in problem.regions}
+    for i, allowed in enumerate(problem.allowed_regions):
+        most = max(caps[name] for name in allowed)
+        if problem.sizes[i] > most:
+            return BankOverflowError(
+                f"no bank can hold {problem.ids[i]} ({int(problem.sizes[i]):,} B): the "
+                f"largest it may use holds {most:,} B", proven=True,
+                step=int(problem.starts[i]), node=_at(int(problem.starts[i]), steps),
+                tensors=(problem.ids[i],), needed=int(problem.sizes[i]), capacity=most)
+    checks = [((np.array([a == (r.name,) for a in problem.allowed_regions])), r.capacity,
+               f"pinned to bank {r.name}") for r in problem.regions]
+    checks.append((np.ones(len(problem), bool), sum(caps.values()), "together in all banks"))
+    for members, capacity, what in checks:
+        if not members.any():
+            continue
+        load = live_bytes(subproblem(problem, members, one_arena=True))
+        step = int(np.argmax(load))
+        if load[step] > capacity:
+            live = members & (problem.starts <= step) & (problem.ends > step)
+            tensors = _tensors(problem, live)
+            return BankOverflowError(
+                f"no placement fits the banks: at {_at(step, steps)} the tensors live "
+                f"{what} need {int(load[step]):,} B, the banks hold {capacity:,} B: "
+                f"{_named(problem, tensors)}", proven=True, step=step,
+                node=_at(step, steps), tensors=tensors, needed=int(load[step]),
+                capacity=capacity)
+    return None
+
+
+def _no_plan(problem: Problem, plan: Plan, steps: list[str]) -> BankOverflowError:
+    """No plan fits though the live bytes do: CP-SAT proved it, or ran out of time."""
+    load = live_bytes(subproblem(problem, np.ones(len(problem), bool), one_arena=True))
+    step = int(np.argmax(load))
+    live = (problem.starts <= step) & (problem.ends > step)
+    tensors = _tensors(problem, live)
+    capacity = sum(r.capacity for r in problem.regions)
+    proven = bool(plan.stats.get("proven_infeasible"))
+    verdict = "CP-SAT proved that no placement fits the banks" if proven else \
+        "memplan found no placement that fits the banks within its time limit (not proven " \
+        "impossible: a longer time limit may find one)"
+    return BankOverflowError(
+        f"{verdict} ({', '.join(plan.stats['over_capacity'])} over); the busiest step is "
+        f"{_at(step, steps)}: {int(load[step]):,} B live of {capacity:,} B: "
+        f"{_named(problem, tensors)}", proven=proven, step=step, node=_at(step, steps),
+        tensors=tensors, needed=int(load[step]), capacity=capacity)
+
+
+def check_banks(target: TargetMemoryMap, bufsizes: list[int]) -> None:
+    """`InvalidPlanError` when a declared bank's arena exceeds its size."""
+    over = [f"bank {b.name} (mem_id {b.mem_id}) needs {bufsizes[b.mem_id]:,} B of "
+            f"{b.size:,} B" for b in target.banks
+            if b.mem_id < len(bufsizes) and bufsizes[b.mem_id] > b.size]
+    if over:
+        raise InvalidPlanError(over)
+
+
+def format_bank_report(report: BankReport) -> str:
+    """A per-bank summary of ``report``, in the style of ExecuTorch's
+    ``format_placement_report``, with what went slow and how far from optimal."""
+    target = report.target
+    counts: Counter = Counter()
+    traffic: Counter = Counter()
+    if report.plan is not None:
+        weights = report.banked.sizes * np.maximum(report.reads, 1)
+        for k, w in zip(report.plan.regions.tolist(), weights.tolist(), strict=True):
+            counts[target.banks[k].mem_id] += 1
+            traffic[target.banks[k].mem_id] += w
+    lines = [f"Memory bank placement (memplan, objective {report.objective}):",
+             f"  {'bank':<12}{'mem_id':>7}{'used':>12}{'size':>12}{'util':>8}{'buffers':>9}"
+             f"{'bytes x reads':>15}"]
+    for bank in target.banks:
+        used = report.bufsizes[bank.mem_id] if bank.mem_id < len(report.bufsizes) else 0
+        lines.append(f"  {bank.name:<12}{bank.mem_id:>7}{used:>12}{bank.size:>12}"
+                     f"{100.0 * used / bank.size:>7.1f}%{counts[bank.mem_id]:>9}"
+                     f"{traffic[bank.mem_id]:>15}")
+    total = sum(report.bufsizes[m] for m in target.mem_ids() if m < len(report.bufsizes))
+    lines.append(f"  total planned: {total} bytes over {len(target.banks)} banks")
+    if report.plan is not None:
+        stats = report.plan.stats
+        gap = "proven optimal" if report.objective_gap == 0 else \
+            f"proven gap {report.objective_gap:.2%}"
+        lines.append(f"  slow bytes {report.slow_bytes}, read-weighted {report.traffic}, "
+                     f"slow arena {report.slow_arena} (at least "
+                     f"{int(stats['arena_bound'])}); {report.objective}: {gap}")
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""memplan behind ExecuTorch's target memory map: banks, capacities, pins, objectives, proofs.
+
+Synthetic specs (no graph) check the contract quickly: every buffer in one declared
+bank, no bank above its size, pins kept (an undeclared arena laid out unbudgeted), the
+objectives' choices, and a proof of why nothing fits. One small model is lowered with
+banks: its plans pass memplan's validator and ExecuTorch's Verifier, a custom pool
+pass's pins stay, and it runs bit-identical to greedy's program in ExecuTorch's runtime.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("executorch")
+
+from executorch.exir.banked_memory_planning import (  # noqa: E402
+    Bank,
+    BankedGreedy,
+    BankPlacementError,
+    TargetMemoryMap,
+)
+from executorch.exir.tensor import TensorSpec  # noqa: E402
+
+import memplan  # noqa: E402
+import memplan.executorch  # noqa: E402
+from benchmarks import executorch_zoo as zoo  # noqa: E402
+from benchmarks.executorch_models import (  # noqa: E402
+    arena_bytes,
+    eager,
+    export,
+    lower,
+    run,
+    runtime_verdict,
+)
+from memplan import ProblemError  # noqa: E402
+from memplan.executorch.banks import BankOverflowError, format_bank_report  # noqa: E402
+from memplan.executorch.planning_pass import MemplanPlanningPass  # noqa: E402
+
+GRAPH = torch.fx.GraphModule({}, torch.fx.Graph())
+
+
+def _spec(nbytes: int, first: int, last: int, mem_id: int | None = None):
+    spec = TensorSpec(torch.float32, torch.Size([nbytes // 4]))
+    spec.lifetime = [first, last]
+    spec.mem_id = mem_id
+    return spec
+
+
+def _planned(target, specs, objective=None, padding=0):
+    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, banks=target,
+                                             objective=objective)
+    result = algorithm(16, specs, GRAPH, None, padding)
+    return algorithm.reports[-1], result
+
+
+def _slow(result, specs) -> set[int]:
+    return {k for k, s in enumerate(specs) if result.spec_dict[s].mem_id == 2}
+
+
+def _assert_fits(target, report, result) -> None:
+    """Every spec in a bank, at an offset, no bank above its size, every plan valid."""
+    for spec, alloc in result.spec_dict.items():
+        assert alloc.mem_id is not None and alloc.mem_offset is not None
+        assert alloc.mem_offset + spec.allocated_memory <= result.bufsizes[alloc.mem_id]
+    for bank in target.banks:
+        assert result.bufsizes[bank.mem_id] <= bank.size
+    assert memplan.validate(report.banked, report.plan) == []
+    for mem_id, plan in report.plans.items():
+        assert memplan.validate(report.problems[mem_id], plan) == []
+
+
+#  fast holds 128: "long" (80 B, nodes 0-2) or each of a, b, c (64 B, one node each)
+#  slow bytes: long 80, a+b+c 192; slow arena: long 80, a b c (one after the other) 64
+def _trade():
+    return [_spec(80, 0, 2)] + [_spec(64, t, t) for t in range(3)]
+
+
+TWO = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", 1 << 20, 2)])
+
+
+def test_each_objective_chooses_what_goes_slow():
+    specs = _trade()
+    report, result = _planned(TWO, specs)  # default: traffic
+    _assert_fits(TWO, report, result)
+    assert _slow(result, specs) == {0} and report.slow_bytes == 80 == report.slow_arena
+    assert report.objective_gap == 0
+    specs = _trade()
+    report, result = _planned(TWO, specs, "slow_arena")
+    _assert_fits(TWO, report, result)
+    assert _slow(result, specs) == {1, 2, 3} and report.slow_arena == 64
+    assert report.slow_bytes == 192 and report.objective_gap == 0
+    assert result.bufsizes == [0, 80, 64]
+    text = format_bank_report(report)
+    assert "Memory bank placement" in text and "slow arena 64" in text
+    greedy = BankedGreedy(TWO)(16, _trade(), GRAPH, None, 0)
+    assert greedy.bufsizes[2] >= report.slow_arena
+
+
+def test_pins_stay_and_an_undeclared_arena_is_laid_out_unbudgeted():
+    """A pass pinned one buffer to the slow bank and one to mem_id 3, undeclared."""
+    specs = _trade()
+    specs[1].mem_id = 2  # a: slow, though fast has room at node 0 once long is out
+    pinned_out = _spec(4096, 0, 2, mem_id=3)  # larger than every bank: not budgeted
+    report, result = _planned(TWO, [*specs, pinned_out])
+    _assert_fits(TWO, report, result)
+    assert result.spec_dict[specs[1]].mem_id == 2
+    assert result.spec_dict[pinned_out].mem_id == 3 and result.bufsizes[3] == 4096
+    assert report.plans[3].arena_size == 4096
+
+
+def test_capacity_is_never_exceeded_with_subgraph_bytes_and_padding():
+    graph = torch.fx.GraphModule({}, torch.fx.Graph())
+    graph.input_mem_buffer_sizes = [0, 40]  # a subgraph reserved 40 B (48 aligned) of fast
+    target = TargetMemoryMap([Bank("fast", 192, 1), Bank("slow", 1024, 2, alignment=64)])
+    specs = _trade()
+    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, banks=target)
+    result = algorithm(16, specs, graph, None, 16)
+    report = algorithm.reports[-1]
+    _assert_fits(target, report, result)
+    fast = [s for s in specs if result.spec_dict[s].mem_id == 1]
+    assert all(result.spec_dict[s].mem_offset >= 48 for s in fast)
+    assert result.bufsizes[1] == 48 + report.plans[1].arena_size + 16 <= 192
+    assert all(result.spec_dict[s].mem_offset % 64 == 0 for s in specs if s not in fast)
+
+
+def test_what_cannot_fit_is_explained():
+    """Too many bytes live at one node: proven by the live load; a packing that no bank
+    choice fits (three 64-byte tensors, two 112-byte banks): proven by CP-SAT."""
+    target = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", 128, 2)])
+    with pytest.raises(BankOverflowError, match="at step 1") as caught:
+        _planned(target, [_spec(96, 0, 2), _spec(96, 1, 1), _spec(96, 1, 3)])
+    error = caught.value
+    assert isinstance(error, BankPlacementError) and error.proven
+    assert error.step == 1 and error.needed == 288 and error.capacity == 256
+    assert len(error.tensors) == 3
+    with pytest.raises(BankOverflowError, match="pinned to bank fast"):
+        _planned(target, [_spec(96, 0, 2, mem_id=1), _spec(96, 1, 1, mem_id=1)])
+    packed = TargetMemoryMap([Bank("fast", 112, 1), Bank("slow", 112, 2)])
+    with pytest.raises(BankOverflowError, match="CP-SAT proved") as caught:
+        _planned(packed, [_spec(64, 0, 1) for _ in range(3)])
+    assert caught.value.proven and caught.value.needed == 192
+
+
+def test_bad_banks_and_objectives_are_refused():
+    with pytest.raises(ProblemError, match="objective"):
+        memplan.executorch.algorithm(banks=TWO, objective="fastest")
+    with pytest.raises(ProblemError, match="objective"):
+        memplan.executorch.algorithm(objective="traffic")
+    with pytest.raises(ProblemError, match="TargetMemoryMap"):
+        memplan.executorch.algorithm(banks=[Bank("fast", 128, 1)])
+    with pytest.raises(ProblemError, match="share_mutable_buffers"):
+        memplan.executorch.memory_planning_pass(banks=TWO, share_mutable_buffers=True)
+
+
+class PinMatmuls(MemplanPlanningPass):
+    """A custom pool pass, as ExecuTorch's docs write one: the matmuls' outputs to mem_id 2."""
+
+    def run(self, graph_module, graph_signature=None):
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function" and "mm" in str(node.target):
+                node.meta["spec"].mem_id = 2
+        return super().run(graph_module, graph_signature)
+
+
+def test_a_banked_model_runs_bit_identical_with_its_pins_kept():
+    model = zoo.decoder()
+    edge = export(model)
+    greedy_program = lower(edge)
+    fast = arena_bytes(greedy_program) // 4 // 16 * 16
+    target = TargetMemoryMap([Bank("fast", fast, 1), Bank("slow", 1 << 20, 2)])
+    planning_pass = PinMatmuls(memplan.executorch.algorithm(time_limit=1, banks=target))
+    program = lower(edge, planning_pass)
+    report = planning_pass.reports[-1]
+    assert memplan.validate(report.banked, report.plan) == []
+    sizes = program.executorch_program.execution_plan[0].non_const_buffer_sizes
+    assert sizes == report.bufsizes and sizes[1] <= fast and len(sizes) == 3
+    graph = program.exported_program().graph_module
+    for node in graph.graph.nodes:
+        spec = node.meta.get("spec")
+        if isinstance(spec, TensorSpec) and not spec.const and spec.mem_id is not None:
+            assert spec.mem_id in (1, 2)
+            assert spec.mem_offset + spec.allocated_memory <= sizes[spec.mem_id]
+    assert runtime_verdict(run(greedy_program, model.calls), run(program, model.calls),
+                           eager(model)) == "identical"
+    matmuls = [n for n in graph.graph.nodes if "mm" in str(n.target)]
+    assert matmuls and all(n.meta["spec"].mem_id == 2 for n in matmuls)
