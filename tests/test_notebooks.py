@@ -87,3 +87,11 @@ def test_executorch_runs():
     assert "bit-identical to greedy's program: True" in text
     assert "equal to eager PyTorch: True" in text
     assert images(notebook) == 2  # both layouts, memory over time
+
+
+def test_tvm_runs():
+    notebook = execute("tvm.ipynb")
+    text = outputs(notebook)
+    assert "violations: []" in text and "planned by Relax in" in text
+    assert "VM: bit-identical in 3 call(s)" in text and ": planned" in text
+    assert images(notebook) == 1  # the two layouts side by side
