@@ -132,3 +132,11 @@ def test_variants_keep_the_problem():
         copy = peers.variant(problem, name)
         assert len(copy) == len(problem) and lower_bound(copy) == lower_bound(problem)
         assert sorted(copy.sizes.tolist()) == sorted(problem.sizes.tolist())
+
+
+def test_full_checks_refuses_a_check_it_does_not_have(capsys):
+    from benchmarks import full_checks
+
+    with pytest.raises(SystemExit):
+        full_checks.main(["--check", "no-such-check"])
+    assert "explain-cores" in capsys.readouterr().err
