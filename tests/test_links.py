@@ -27,6 +27,14 @@ WRITTEN = {"results.md", "table.md", "page.md"}  # files the benchmarks and test
 INCLUDED = re.compile(r'^--8<-- "([^"]+)"', re.MULTILINE)  # a page the site pastes in
 
 
+CODE = re.compile(r"^\s*```.*?^\s*```|`[^`\n]*`", re.DOTALL | re.MULTILINE)
+
+
+def _links(markdown: str) -> list[str]:
+    """The targets of a page's markdown links, its code blocks and code spans left out."""
+    return LINK.findall(CODE.sub("", markdown))
+
+
 def _texts() -> list[tuple[Path, str]]:
     here = Path(__file__).resolve()
     return [(path, path.read_text(encoding="utf-8", errors="replace"))
@@ -47,7 +55,7 @@ def _exists(target: str, page: Path) -> bool:
 
 def test_every_relative_markdown_link_resolves():
     broken = [f"{path.relative_to(ROOT)}: {target}" for path, text in _texts()
-              if path.suffix == ".md" for target in LINK.findall(text)
+              if path.suffix == ".md" for target in _links(text)
               if not re.match(r"[a-z]+:", target) and not _exists(target, path)]
     assert broken == []
 
@@ -59,7 +67,7 @@ def test_a_file_the_site_pastes_in_has_no_relative_link():
               for name in INCLUDED.findall(page.read_text())}
     assert {"BENCHMARKS.md", "CHANGELOG.md"} <= pasted
     linked = [f"{name}: {target}" for name in sorted(pasted)
-              for target in LINK.findall((ROOT / name).read_text())
+              for target in _links((ROOT / name).read_text())
               if not re.match(r"[a-z]+:", target)]
     assert linked == []
 
