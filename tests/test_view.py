@@ -200,7 +200,7 @@ def test_view_draws_an_invalid_plan_and_exits_1(capsys, tricky, tmp_path):
     (["--plot", "layout.html"], "for an interactive page use --html"),
     (["--plot", "layout.xyz"], "matplotlib cannot write .xyz"),
     (["--html", "view.png"], "give a name ending in .html"),
-    (["--html", "missing/view.html"], "no such folder"),
+    (["--html", "missing/view.html"], "does not exist"),
     (["--window", "0:10"], "give --plot FILE.png"),
 ])
 def test_figure_outputs_are_checked_before_solving(capsys, tricky, tmp_path, argv, message):

@@ -188,7 +188,7 @@ def check_figure_path(path: str | None, option: str = "--plot") -> None:
         what = f"matplotlib cannot write .{suffix}" if suffix else "no suffix"
         raise ProblemError(f"{option}: {what}; use one of "
                            f"{', '.join('.' + f for f in sorted(formats))}", file=path)
-    _check_folder(path, option)
+    check_output_path(path, option)
 
 
 def check_html_path(path: str | None, option: str = "--html") -> None:
@@ -198,10 +198,4 @@ def check_html_path(path: str | None, option: str = "--html") -> None:
     if Path(path).suffix.lower() not in (".html", ".htm"):
         raise ProblemError(f"{option} writes an HTML page: give a name ending in .html",
                            file=path)
-    _check_folder(path, option)
-
-
-def _check_folder(path: str, option: str) -> None:
-    folder = Path(path).parent
-    if not folder.is_dir():
-        raise ProblemError(f"{option}: no such folder {str(folder)!r}", file=path)
+    check_output_path(path, option)
