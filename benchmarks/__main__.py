@@ -8,6 +8,7 @@
     python -m benchmarks peers --problem A,J --minimalloc PATH --repeat 3  # side by side
     python -m benchmarks regress --class tilings   # against benchmarks/baseline.json
     python -m benchmarks onnx-scale --sizes 0.1,0.5,2,8   # memory of solve on large models
+    python -m benchmarks onnx-architectures   # GPT-2, BERT, ViT, ... exported from torch
     python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
@@ -19,6 +20,7 @@ It exits with 2 when any plan was invalid or beat the lower bound.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -28,6 +30,10 @@ from benchmarks import report
 from benchmarks.runner import Settings, is_alarming, run_all, summarise
 from benchmarks.suites import MODES, SUITES, cases
 from benchmarks.worker import import_plugins
+
+# Commands whose module parses its own options: peak memory of planning ONNX models of
+# 0.1-8 GB, and architectures exported from torch.
+OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures"}
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -112,12 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("--section", type=_names, default=(),
                        help="only these sections (comma-separated; default all)")
     again.add_argument("--doc", type=Path, default=report.DOC)
-    commands.add_parser("onnx-scale", add_help=False,
-                        help="peak memory of memplan solve on 0.1-8 GB ONNX models "
-                             "(see benchmarks.onnx_scale; --help lists its options)")
-    relax_models = commands.add_parser("tvm", help="Relax's memory planner against memplan's "
-                                                   "on nn models (see benchmarks.tvm_models)")
-    relax_models.add_argument("names", nargs="*", help="only models whose name contains one")
+    for name, module in OWN_OPTIONS.items():
+        commands.add_parser(name, add_help=False,
+                            help=f"see benchmarks.{module} (--help lists its options)")
     info = commands.add_parser("machine", help="cores, memory, CPU and versions")
     info.add_argument("--section", help="also write it as this section of the doc")
     info.add_argument("--doc", type=Path, default=report.DOC)
@@ -194,10 +197,9 @@ def _regenerate(doc: Path, sections: tuple[str, ...]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["onnx-scale"]:  # its own options
-        from benchmarks import onnx_scale
-
-        return onnx_scale.main(argv[1:])
+    if argv[:1] and argv[0] in OWN_OPTIONS:  # a module that parses its own options
+        module = importlib.import_module(f"benchmarks.{OWN_OPTIONS[argv[0]]}")
+        return module.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "run":
         try:
