@@ -88,21 +88,46 @@ def decoder(dim: int = 64, layers: int = 2, context: int = 16, vocab: int = 128)
 
 
 def llama(dim: int = 256, layers: int = 4, context: int = 128, *, kv_cache: bool = False,
-          vocab: int = 512, calls: int = 3) -> Model:
-    """ExecuTorch's llama example; with the KV cache, one token per call (``calls`` of them)."""
+          vocab: int = 512, calls: int = 3, heads: int | None = None,
+          kv_heads: int | None = None, hidden: int | None = None, tokens: int | None = None,
+          shared_weights: bool = False) -> Model:
+    """ExecuTorch's llama example; with the KV cache, one token per call (``calls`` of
+    them), without it ``tokens`` (default: the context) at once. ``heads`` defaults to
+    ``dim / 64``, ``kv_heads`` (grouped-query attention) to ``heads``, ``hidden`` to the
+    example's SwiGLU width. ``shared_weights``: every layer holds the first one's
+    parameters (the graph, its tensors and their plan are the same; the program's
+    constants are one layer's, so that LLM-sized programs fit a small machine)."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
     torch.manual_seed(0)
-    args = ModelArgs(dim=dim, n_layers=layers, n_heads=max(dim // 64, 1), vocab_size=vocab,
-                     max_seq_len=context, max_context_len=context, use_kv_cache=kv_cache)
+    heads = heads or max(dim // 64, 1)
+    args = ModelArgs(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
+                     hidden_dim=hidden, vocab_size=vocab, max_seq_len=context,
+                     max_context_len=context, use_kv_cache=kv_cache)
     module = construct_transformer(args).eval()
+    if shared_weights:
+        _share_layer_weights(module)
     name = f"llama d{dim} x{layers} ctx{context}" + (" kv-cache" if kv_cache else "")
+    if kv_heads and kv_heads != heads:
+        name += f" gqa{heads}/{kv_heads}"
     if not kv_cache:
-        return Model(name, module, [(torch.randint(0, vocab, (1, context)),)])
+        tokens = tokens or context
+        if tokens != context:
+            name += f" prefill{tokens}"
+        return Model(name, module, [(torch.randint(0, vocab, (1, tokens)),)])
     steps = [(torch.tensor([[int(t)]]), {"input_pos": torch.tensor([k])})
              for k, t in enumerate(torch.randint(0, vocab, (calls,)))]
     return Model(name, module, steps, stateful=True)
+
+
+def _share_layer_weights(module: nn.Module) -> None:
+    """Every layer of the transformer takes the first layer's parameters (tied)."""
+    first, *rest = module.layers
+    for layer in rest:
+        for name, parameter in first.named_parameters():
+            owner, _, leaf = name.rpartition(".")
+            setattr(layer.get_submodule(owner) if owner else layer, leaf, parameter)
 
 
 class NoNorm(nn.Module):

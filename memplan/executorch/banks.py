@@ -181,7 +181,7 @@ class BankedAlgorithm(MemplanAlgorithm):
             check_banks(self.target, result.bufsizes)
             if self.verify:
                 checked = time.perf_counter()
-                verify_result(result, graph_module, graph_signature)
+                verify_result(result, graph_module, graph_signature, check=self.verify)
                 report.verify_seconds = time.perf_counter() - checked
         except (ProblemError, InvalidPlanError) as error:
             if self.fallback != "greedy":

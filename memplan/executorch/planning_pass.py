@@ -11,13 +11,17 @@ there: ``alloc_graph_input``, ``alloc_graph_output``,
 ``alloc_mutable_buffers``, ``share_mutable_buffers``, ``alignment``), whose
 suite holds one algorithm, `memplan.executorch.spec_planner.MemplanAlgorithm`.
 ExecuTorch's pass verifies storage reuse only for an algorithm named
-``greedy``; after each graph this one runs `verify_graph` with the pass's own
-flags: ExecuTorch's ``Verifier`` (graph inputs and outputs, then no two live
-tensors on shared bytes unless one is stored in the other, and ``mem_obj_id``
-consistent) on the graph and on each control-flow subgraph, and two checks
-of the arenas' sizes that the Verifier leaves out: every planned tensor ends
-within its arena (``non_const_buffer_sizes``), and no tensor of a graph lies
-in the bytes reserved below it for its subgraphs.
+``greedy`` (its default suite is not: it never does); after each graph this
+one runs `verify_graph` with the pass's own flags: graph inputs and outputs
+allocated as configured (ExecuTorch's ``Verifier``, linear), then what the
+Verifier's pairwise storage check proves (no two live tensors on shared bytes
+unless one is stored in the other, ``mem_obj_id`` consistent) as one sweep
+over time (`memplan.executorch.spec_check`, O(n log n); ``verify="executorch"``
+runs the Verifier's own O(n^2) check instead), on the graph and on each
+control-flow subgraph, and two checks of the arenas' sizes that the Verifier
+leaves out: every planned tensor ends within its arena
+(``non_const_buffer_sizes``), and no tensor of a graph lies in the bytes
+reserved below it for its subgraphs.
 """
 
 from __future__ import annotations
@@ -38,18 +42,20 @@ from executorch.exir.passes import MemoryPlanningPass
 
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.executorch.banks import algorithm
+from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
 
 
 class MemplanPlanningPass(MemoryPlanningPass):
     """ExecuTorch's memory planning pass, planned by memplan and verified after each graph."""
 
-    def __init__(self, algorithm: MemplanAlgorithm, *, verify: bool = True,
+    def __init__(self, algorithm: MemplanAlgorithm, *, verify: bool | str = True,
                  **pass_options: Any):
         super().__init__(memory_planning_algo=MemoryPlanningAlgorithmSuite([algorithm]),
                          **pass_options)
         self.algorithm = algorithm
-        self.verify = verify  # run `verify_graph` after each graph
+        self.verify = check_mode(verify)  # `verify_graph` after each graph: "memplan"'s
+        # sweep, "executorch"'s Verifier, or None
 
     @property
     def reports(self) -> list[GraphReport]:
@@ -66,29 +72,38 @@ class MemplanPlanningPass(MemoryPlanningPass):
                      alloc_mutable_buffers=self.alloc_mutable_buffers
                      and not self.share_mutable_buffers,
                      allow_overlap=self.allow_lifetime_and_storage_overlap,
-                     storage=not self.algorithm.verify)
+                     storage=None if self.algorithm.verify else self.verify)
         check_banks = getattr(self.algorithm, "check_banks", None)
         if check_banks is not None:  # a target memory map: every bank within its size
             check_banks(graph_module)
-        if self.reports:  # the graph's own report comes after its subgraphs'
-            self.reports[-1].verify_seconds = time.perf_counter() - began
+        if self.reports:  # the graph's own report comes after its subgraphs'; added to
+            # the algorithm's own check of its plan, when it ran one
+            self.reports[-1].verify_seconds += time.perf_counter() - began
         return result
 
 
 def verify_graph(graph_module, signature=None, *, alloc_graph_input: bool = True,
                  alloc_graph_output: bool = True, alloc_mutable_buffers: bool = True,
-                 allow_overlap: bool = False, storage: bool = True) -> None:
+                 allow_overlap: bool = False, storage: str | None = "memplan") -> None:
     """Check a planned graph and its control-flow subgraphs (see the module docstring);
-    `InvalidPlanError` naming what is wrong. O(specs^2) (ExecuTorch's pairwise check;
-    ``storage=False`` leaves it out, when the algorithm ran it on its own plan)."""
+    `InvalidPlanError` naming what is wrong. The storage check: ``"memplan"``'s sweep,
+    O(specs log specs); ``"executorch"``: the Verifier's pairwise one, O(specs^2);
+    None leaves it out (the algorithm ran it on its own plan)."""
     verifier = Verifier(graph_module, alloc_graph_input, alloc_graph_output,
                         alloc_mutable_buffers, signature)
     try:
         verifier.verify_graph_input_output()
-        if storage:
+        if storage == "executorch":
             verifier.verify_storage_reuse(allow_overlap)
     except Exception as error:  # ExecuTorch's InternalError or AssertionError
         raise InvalidPlanError([f"ExecuTorch's Verifier: {error}"]) from error
+    if storage == "memplan":
+        check_storage(collect_specs_from_nodes(
+            graph_module.graph.nodes, signature, ignore_graph_input=not alloc_graph_input,
+            ignore_graph_output=not alloc_graph_output,
+            ignore_mutable_buffers=not alloc_mutable_buffers, do_assertion=False,
+            ignore_out_var_node=False), allow_overlap=allow_overlap,
+            name=spec_namer(graph_module))
     sizes = graph_module.meta.get("non_const_buffer_sizes") or []
     reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
     for spec in collect_specs_from_nodes(
@@ -121,13 +136,14 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
-                         verify: bool = True, seed: int = 0, workers: int | None = None,
+                         verify: bool | str = True, seed: int = 0, workers: int | None = None,
                          banks: Any = None, objective: str | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
-    graph; ``fallback="greedy"`` hands what memplan cannot plan (or the Verifier
+    graph; ``fallback="greedy"`` hands what memplan cannot plan (or the storage check
     rejects: it then runs inside the algorithm) to ExecuTorch's greedy with a warning
-    (default: refused); ``verify=False`` skips the checks after each graph.
+    (default: refused). ``verify``: the checks after each graph, True (or "memplan")
+    with memplan's sweep, "executorch" with ExecuTorch's pairwise Verifier, False none.
     ``banks``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks,
     planned for ``objective`` (``"traffic"``, the default, or ``"slow_arena"``: see
     `memplan.executorch.banks`). ``pass_options`` are ExecuTorch's
@@ -135,8 +151,9 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     if banks is not None and pass_options.get("share_mutable_buffers"):
         raise ProblemError("share_mutable_buffers is not supported with banks (ExecuTorch "
                            "keeps arena 2 for shared state)")
-    inside = verify and fallback is not None
+    mode = check_mode(verify)
+    inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
                                          seed=seed, workers=workers, banks=banks,
                                          objective=objective),
-                               verify=verify, **pass_options)
+                               verify=mode, **pass_options)

@@ -21,17 +21,19 @@ arena (``bufsizes``). `MemplanAlgorithm` answers that call:
   extra_padding`` (64 bytes when an XNNPACK delegate is present), as many
   entries as ExecuTorch's greedy returns, so both can sit in one suite;
 - ExecuTorch runs its ``Verifier`` only for an algorithm named ``greedy``:
-  here it runs on every plan (the specs carry the result while it checks,
-  then get their old values back: the suite writes the winner's).
+  here what it proves is checked on every plan, read off the result
+  (`memplan.executorch.spec_check`: a sweep, O(n log n); ``verify="executorch"``:
+  the Verifier itself, the specs carrying the result while it checks, then
+  their old values back: the suite writes the winner's).
 
 What cannot be planned is refused (`ProblemError` naming the node; a plan the
-Verifier rejects: `InvalidPlanError`), or with ``fallback="greedy"`` handed to
+check rejects: `InvalidPlanError`), or with ``fallback="greedy"`` handed to
 ExecuTorch's greedy with a warning (the pass then has the algorithm run the
-Verifier, so that a rejected plan falls back too). Every call
+check, so that a rejected plan falls back too). Every call
 is kept in ``reports`` and logged (logger ``memplan.executorch``): arena
 bytes, lower bound, status, proven gap, seconds. ``time_limit`` holds for
-each call (a graph), the layout and the write-back included; the Verifier's
-pairwise check (O(specs^2), ExecuTorch's) comes on top (``verify_seconds``).
+each call (a graph), the layout and the write-back included; the check comes
+on top (``verify_seconds``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from executorch.exir.memory_planning import (
     SpecAllocResult,
     Verifier,
     _get_mutable_buffer_specs,
+    collect_specs_from_nodes,
     get_graph_input_tensors,
     get_graph_output_tensors,
     greedy,
@@ -54,6 +57,7 @@ from executorch.exir.memory_planning import (
 
 from memplan.api import SolveOptions, solve
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -70,8 +74,8 @@ class GraphReport:
     problems: dict[int, Problem]
     plans: dict[int, Plan]
     bufsizes: list[int]
-    seconds: float  # the whole call but the Verifier
-    verify_seconds: float = 0.0
+    seconds: float  # the whole call but the checks
+    verify_seconds: float = 0.0  # the checks of this graph's plan (the algorithm's, the pass's)
     fallback: str | None = None  # why greedy planned this graph instead, when it did
 
     @property
@@ -87,12 +91,13 @@ class MemplanAlgorithm:
 
     options: SolveOptions = field(default_factory=SolveOptions)
     fallback: str | None = None  # None: refuse what cannot be planned; "greedy": hand it over
-    verify: bool = True  # run ExecuTorch's Verifier on every plan
+    verify: bool | str | None = True  # check every plan: "memplan" (True), "executorch", None
     reports: list[GraphReport] = field(default_factory=list)
 
     def __post_init__(self):
         if self.fallback not in FALLBACKS:
             raise ProblemError(f"fallback must be None or 'greedy', got {self.fallback!r}")
+        self.verify = check_mode(self.verify)
         self.__name__ = "memplan"  # the suite names each algorithm's result by it
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
@@ -108,7 +113,7 @@ class MemplanAlgorithm:
                                  time.perf_counter() - began)
             if self.verify:
                 checked = time.perf_counter()
-                verify_result(result, graph_module, graph_signature)
+                verify_result(result, graph_module, graph_signature, check=self.verify)
                 report.verify_seconds = time.perf_counter() - checked
         except (ProblemError, InvalidPlanError) as error:
             if self.fallback != "greedy":
@@ -192,24 +197,32 @@ def memory_objects(placed: dict[Any, tuple[int, int]]) -> dict[Any, int]:
     return ids
 
 
-def verify_result(result: MemoryAlgoResult, graph_module: Any, signature: Any) -> None:
-    """ExecuTorch's ``Verifier.verify_storage_reuse`` on ``result``: its specs carry the
-    result while it runs, their own values after. The pass's flags (inputs, outputs,
-    mutable buffers allocated or not) are read off which specs ``result`` holds.
-    `InvalidPlanError` when the Verifier objects."""
+def verify_result(result: MemoryAlgoResult, graph_module: Any, signature: Any, *,
+                  check: str = "memplan") -> None:
+    """What ``Verifier.verify_storage_reuse`` proves, on ``result`` before ExecuTorch writes
+    it: `memplan.executorch.spec_check`'s sweep reading the result (``check="memplan"``),
+    or the Verifier itself (``"executorch"``: the specs carry the result while it runs,
+    their own values after). The pass's flags (inputs, outputs, mutable buffers allocated
+    or not) are read off which specs ``result`` holds. `InvalidPlanError` when it fails."""
     specs = result.spec_dict
     nodes = graph_module.graph.nodes
     groups = (get_graph_input_tensors(nodes, signature), get_graph_output_tensors(nodes),
               _get_mutable_buffer_specs(nodes, signature))
     # allocated: some spec of the group is in the result, or it has none to allocate
-    allocated = [any(s in specs for s in group) or all(s.const for s in group)
-                 for group in groups]
+    inputs, outputs, buffers = [any(s in specs for s in group) or all(s.const for s in group)
+                                for group in groups]
+    if check == "memplan":
+        check_storage(collect_specs_from_nodes(
+            nodes, signature, ignore_graph_input=not inputs, ignore_graph_output=not outputs,
+            ignore_mutable_buffers=not buffers, do_assertion=False, ignore_out_var_node=False),
+            placed=specs, name=spec_namer(graph_module))
+        return
     saved = {s: (s.mem_id, s.mem_offset, s.mem_obj_id) for s in specs}
     try:
         for spec, alloc in specs.items():
             spec.mem_id, spec.mem_offset, spec.mem_obj_id = \
                 alloc.mem_id, alloc.mem_offset, alloc.mem_obj_id
-        Verifier(graph_module, *allocated, signature).verify_storage_reuse()
+        Verifier(graph_module, inputs, outputs, buffers, signature).verify_storage_reuse()
     except Exception as error:  # ExecuTorch's InternalError or AssertionError
         raise InvalidPlanError([f"ExecuTorch's Verifier: {error}"]) from error
     finally:
@@ -218,12 +231,13 @@ def verify_result(result: MemoryAlgoResult, graph_module: Any, signature: Any) -
 
 
 def algorithm(time_limit: float | None = 10.0, *, fallback: str | None = None,
-              verify: bool = True, seed: int = 0, workers: int | None = None
+              verify: bool | str = True, seed: int = 0, workers: int | None = None
               ) -> MemplanAlgorithm:
     """memplan as an algorithm of ``MemoryPlanningAlgorithmSuite(algo_list=[...])``:
     ``time_limit`` seconds per graph (None: until proven optimal), ``fallback="greedy"``
-    to hand what it cannot plan to ExecuTorch's greedy with a warning, ``verify`` to run
-    ExecuTorch's Verifier on each plan. A bad time limit, seed or worker count is
-    refused here (`ProblemError`)."""
+    to hand what it cannot plan to ExecuTorch's greedy with a warning, ``verify`` to check
+    each plan as ExecuTorch's Verifier does (True: memplan's sweep; "executorch": the
+    Verifier's pairwise check; False: none). A bad time limit, seed, worker count or
+    check is refused here (`ProblemError`)."""
     return MemplanAlgorithm(SolveOptions(time_limit=time_limit, seed=seed, workers=workers),
                             fallback=fallback, verify=verify)
