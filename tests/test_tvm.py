@@ -23,7 +23,7 @@ import memplan.tvm
 from benchmarks import tvm_zoo as zoo
 from memplan import InvalidPlanError, ProblemError
 from memplan.cli import main
-from memplan.frontends.relax import lower_to_planned, relax_layouts
+from memplan.frontends.relax import default_passes, lower_to_planned, relax_layouts
 from memplan.plan import Plan
 from memplan.proofs.relax_vm import prove_relax
 from memplan.tvm.rewrite import rewrite_function
@@ -96,10 +96,16 @@ def test_frontend_reads_what_relax_planned(mlp):
     assert layout.problem.ids == problem.ids
     assert len(problem) == 5 and all(problem.alignments == 64)
     assert [s.name for s in problem.steps][:2] == ["transpose", "fused_matmul_add_relu"]
+    assert {s.op for s in problem.steps} == {"call_tir"}
     assert problem.steps[1].reads == (problem.ids[0],)
     # sizes from shapes and dtypes: the first weight transposed, 64 x 128 float32
     assert problem.sizes[0] == 64 * 128 * 4
     assert layout.relax_bytes >= memplan.lower_bound(problem)
+    passes = default_passes(TARGET)  # lowered up to Relax's planner: planned on reading
+    cut = [p.info.name for p in passes].index("StaticPlanBlockMemory")
+    with TARGET:
+        before = tvm.transform.Sequential(passes[:cut])(mlp)
+    assert memplan.from_relax(before).ids == problem.ids
     check(problem, Plan.from_offsets(problem, [layout.relax_offsets[i] for i in problem.ids],
                                      planner="relax"))
 

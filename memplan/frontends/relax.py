@@ -44,11 +44,8 @@ from memplan.frontends.relax_walk import FunctionWalk, call_name
 from memplan.problem import Buffer, Problem, Step
 
 ALIGNMENT = 64  # TVM's kAllocAlignment
-ALIAS_OPS = ("relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset")
-ALIAS_PACKED = ("vm.builtin.reshape",)
-KERNEL_OPS = ("relax.vm.call_tir_dyn",)
-LOWERED_MARKS = ("relax.memory.alloc_storage", "relax.builtin.alloc_tensor",
-                 "relax.memory.alloc_tensor")
+PLANNED = ("relax.memory.alloc_storage", "relax.memory.alloc_tensor")  # the planner's output
+UNPLANNED = ("relax.builtin.alloc_tensor",)  # CallTIRRewrite's allocations, its input
 
 
 @dataclass
@@ -136,13 +133,16 @@ def relax_functions(module: Any) -> list[str]:
 
 
 def lower_to_planned(module: Any, target: Any = "llvm") -> Any:
-    """``module`` after the target's default pipeline up to ``StaticPlanBlockMemory``; as
-    it is when it already has Relax's storages or builtin allocations."""
+    """``module`` after the target's default pipeline up to ``StaticPlanBlockMemory``: as
+    it is when it has Relax's storages already, through that pass alone when it has only
+    ``R.builtin.alloc_tensor`` (lowered up to it)."""
     require("tvm", "tvm", "reading Relax modules")
     import tvm
 
-    if _has_ops(module, LOWERED_MARKS):
+    if _has_ops(module, PLANNED):
         return module
+    if _has_ops(module, UNPLANNED):
+        return tvm.relax.transform.StaticPlanBlockMemory()(module)
     target = tvm.target.Target(target) if isinstance(target, str) else target
     passes = default_passes(target)
     cut = [i for i, p in enumerate(passes) if p.info.name == "StaticPlanBlockMemory"]

@@ -28,6 +28,10 @@ from typing import Any
 from memplan.errors import ProblemError
 
 EMPTY: frozenset[str] = frozenset()
+VIEWS = ("relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset",
+         "vm.builtin.reshape")  # their result holds their first argument's tensors
+ALLOCATIONS = ("relax.memory.alloc_storage", "relax.memory.alloc_tensor",
+               "relax.builtin.alloc_tensor")
 
 
 @dataclass
@@ -45,8 +49,8 @@ class PlannedTensor:
 class CallStep:
     """A call among the top-level bindings; its planned tensors, once known."""
 
-    name: str  # the kernel's name (the binding's var for another call)
-    op: str  # what is called
+    name: str  # the kernel's name, or the operator's for another call
+    op: str  # call_tir (a PrimFunc), call_packed, call_tir_dyn, or the operator
     binding: int
     uses: set[str] = field(default_factory=set)
     reads: list[str] = field(default_factory=list)
@@ -151,11 +155,9 @@ class FunctionWalk:
                 if not isinstance(value, relax.Var | relax.Tuple | relax.TupleGetItem) \
                         and _leaves(held[var]):
                     self._refuse(var, _leaves(held[var]), type(value).__name__)
-            elif name in ("relax.reshape", "relax.memory.view",
-                          "relax.memory.ensure_zero_offset", "vm.builtin.reshape"):
+            elif name in VIEWS:
                 held[var] = self._held(value.args[0], held)
-            elif name not in ("relax.memory.alloc_storage", "relax.memory.alloc_tensor",
-                              "relax.builtin.alloc_tensor"):
+            elif name not in ALLOCATIONS:
                 self._call(binding, name, position, held)
         escaping = sorted(_leaves(self._held(self.result, held)))
         if escaping:
@@ -180,14 +182,18 @@ class FunctionWalk:
         relax = self.relax
         value = binding.value
         used = set().union(*(_leaves(held.get(v, EMPTY)) for v in self._free(value)))
-        kernel = (isinstance(value.op, relax.ExternFunc) or name == "relax.vm.call_tir_dyn"
-                  or self._is_prim_func(value.op))
-        if used and not kernel:
-            self._refuse(binding.var, used, name)
+        if isinstance(value.op, relax.ExternFunc):
+            kind = "call_packed"
+        elif name == "relax.vm.call_tir_dyn":
+            kind, name = "call_tir_dyn", _callee(value.args[0])
+        elif self._is_prim_func(value.op):
+            kind = "call_tir"
+        else:  # no kernel: it may keep what it is given
+            kind = name
+            if used:
+                self._refuse(binding.var, used, name)
         held[binding.var] = EMPTY
-        label = name if kernel else binding.var.name
-        self.steps.append(CallStep(label, name if not kernel or name.startswith("relax.")
-                                   else "kernel", position, used))
+        self.steps.append(CallStep(name, kind, position, used))
 
     def _is_prim_func(self, op: Any) -> bool:
         from tvm import ir
@@ -234,6 +240,11 @@ class FunctionWalk:
     def _fail(self, var: Any, why: str):
         raise ProblemError(f"function {self.name!r}, binding {var.name!r}: {why}; cannot be "
                            f"expressed", file=self.source)
+
+
+def _callee(expr: Any) -> str:
+    """The name of the function ``call_tir_dyn`` calls."""
+    return str(getattr(expr, "name_hint", None) or getattr(expr, "global_symbol", expr))
 
 
 def _bounded_analyzer(func: Any) -> Any:
