@@ -33,7 +33,8 @@ from benchmarks.worker import import_plugins
 
 # Commands whose module parses its own options: peak memory of planning ONNX models of
 # 0.1-8 GB, and architectures exported from torch.
-OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures"}
+OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures",
+               "tvm": "tvm_models"}
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -206,10 +207,6 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, argv)
         except (KeyError, FileNotFoundError) as error:  # unknown suite, problem or planner
             sys.exit(f"error: {error.args[0]}")
-    if args.command == "tvm":
-        from benchmarks import tvm_models
-
-        return tvm_models.main(args.names)
     if args.command == "peers":
         from benchmarks import peers
 
