@@ -19,6 +19,7 @@ leaves unplanned are the same in both builds and not counted).
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -104,7 +105,10 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m benchmarks tvm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="only models whose name contains one")
+    names = parser.parse_args(sys.argv[1:] if argv is None else argv).names
     rows = []
     for model, lengths in models():
         if names and not any(n.lower() in model.name.lower() for n in names):
