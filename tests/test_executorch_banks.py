@@ -34,7 +34,11 @@ from benchmarks.executorch_models import (  # noqa: E402
     runtime_verdict,
 )
 from memplan import ProblemError  # noqa: E402
-from memplan.executorch.banks import BankOverflowError, format_bank_report  # noqa: E402
+from memplan.executorch.banks import (  # noqa: E402
+    BankOverflowError,
+    explain_report,
+    format_bank_report,
+)
 from memplan.executorch.planning_pass import MemplanPlanningPass  # noqa: E402
 
 GRAPH = torch.fx.GraphModule({}, torch.fx.Graph())
@@ -95,6 +99,20 @@ def test_each_objective_chooses_what_goes_slow():
     assert "Memory bank placement" in text and "slow arena 64" in text
     greedy = BankedGreedy(TWO)(16, _trade(), GRAPH, None, 0)
     assert greedy.bufsizes[2] >= report.slow_arena
+
+
+def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
+    specs = _trade()
+    report, _ = _planned(TWO, specs)  # a, b, c fast (one each at 64 B), long slow
+    found = explain_report(report, sizes=[144, 256])
+    assert found.fast == "fast" and found.capacity == 128 and found.peak == 64
+    assert len(found.tensors) == 1 and found.tensors[0][1] == 64
+    here, grown, ample = found.curve
+    assert (here.fast, here.slow_bytes, here.slow_arena) == (128, 80, 80)
+    assert (grown.fast, grown.slow_bytes) == (144, 0)  # 144 B holds long beside any of them
+    assert grown.slow_bytes_per_kib == 80 / (16 / 1024)
+    assert ample.slow_arena == 0 and "saved/KiB" in str(found)
+    assert found.to_dict()["curve"][0]["fast"] == 128
 
 
 def test_pins_stay_and_an_undeclared_arena_is_laid_out_unbudgeted():

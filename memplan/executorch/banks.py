@@ -318,9 +318,9 @@ def _undeclared(layout: SpecLayout, pins: set, declared: list[int]) -> SpecLayou
 
 def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
     """Per spec, how many nodes read its storage (the graph's output node counts as one);
-    views, allocations and ``getitem`` read nothing, and a node's own outputs are writes."""
+    views, allocations, frees and ``getitem`` read nothing, and a node's own outputs are writes."""
     reads: Counter = Counter()
-    skip = (memory.alloc, memory.view, operator.getitem)
+    skip = (memory.alloc, memory.view, memory.free, operator.getitem)
     for node in graph_module.graph.nodes:
         if node.op not in ("call_function", "output") or node.target in skip:
             continue
@@ -423,6 +423,17 @@ def _no_plan(problem: Problem, plan: Plan, steps: list[str]) -> BankOverflowErro
         f"{_at(step, steps)}: {int(load[step]):,} B live of {capacity:,} B: "
         f"{_named(problem, tensors)}", proven=proven, step=step, node=_at(step, steps),
         tensors=tensors, needed=int(load[step]), capacity=capacity)
+
+
+def explain_report(report: BankReport, **options: Any):
+    """`memplan.diagnosis.bank_curve.explain_banks` on a banked graph's plan, its reads as
+    the weights: what fills the fast bank at its peak, what a larger one would save."""
+    from memplan.diagnosis.bank_curve import explain_banks
+
+    if report.plan is None:
+        raise ProblemError(f"{report.graph} has no banked plan to explain")
+    return explain_banks(report.banked, report.plan, weights=np.maximum(report.reads, 1),
+                         **options)
 
 
 def check_banks(target: TargetMemoryMap, bufsizes: list[int]) -> None:

@@ -1,0 +1,235 @@
+"""ExecuTorch's BankedGreedy against memplan on a fast and a slow bank, run for real.
+
+For each model of `benchmarks.executorch_models`: export it and lower it with
+memplan's single-arena pass, whose algorithm (`Measuring`), handed the graph's
+specs, first plans one arena (the optimum the fast banks are sized from), then
+for each fast bank (25, 50 and 75 % of that optimum; 64 KiB, 256 KiB and 1 MiB
+of TCM or SRAM) beside a slow bank that holds the single-arena optimum (a device
+whose external memory fits the model's best single plan), three planners on
+the same specs: ExecuTorch's ``BankedGreedy`` (its slow arena measured with an
+unbounded slow bank: it fills the fast bank first, the slow bank's size never
+changes its choices), memplan's default objective (``traffic``) and memplan's
+``slow_arena``. Each row: the slow arena, the bytes in the slow bank, those
+bytes times their reads (`memplan.executorch.banks.spec_reads`), whether the
+plan fits the slow bank, seconds, and memplan's proven gap on its objective.
+
+Runtime: the model lowered with BankedGreedy's pass and with memplan's (each
+objective) at ``--runtime`` banks (``mid``: the 50 % one, the default; ``all``;
+``none``), run in ExecuTorch's runtime beside the single-arena greedy program:
+outputs bit-identical (`benchmarks.executorch_models.runtime_verdict`)::
+
+    PYTHONPATH=. python -m benchmarks.executorch_banks                 # every model
+    PYTHONPATH=. python -m benchmarks.executorch_banks llama --runtime all
+    PYTHONPATH=. python -m benchmarks.executorch_banks --time-limit 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+from benchmarks.executorch_models import (
+    MODELS,
+    TIME_LIMIT,
+    eager,
+    export,
+    lower,
+    run,
+    runtime_verdict,
+)
+
+KIB = 1024
+PARTS = (("25 %", 0.25), ("50 %", 0.50), ("75 %", 0.75),
+         ("64 KiB", 64 * KIB), ("256 KiB", 256 * KIB), ("1 MiB", 1024 * KIB))
+PLANNERS = ("BankedGreedy", "memplan traffic", "memplan slow_arena")
+UNBOUNDED = 1 << 40
+
+
+@dataclass
+class Row:
+    model: str
+    bank: str  # the fast bank's name: "25 %", "64 KiB"...
+    fast: int
+    slow: int  # the slow bank: the single-arena optimum
+    planner: str
+    slow_arena: int | None  # None: no plan
+    slow_bytes: int | None
+    traffic: int | None
+    fits: bool
+    gap: float | None  # memplan's proven gap on its objective
+    seconds: float
+    runtime: str = "not run"
+
+
+class Measuring:
+    """memplan's single-arena algorithm that, on each graph it plans, first measures every
+    fast bank and planner on the very specs it was handed (restored after each)."""
+
+    def __init__(self, single, time_limit: float):
+        self.single, self.time_limit, self.rows = single, time_limit, []
+        self.__name__ = single.__name__
+
+    def __call__(self, alignment, specs, graph_module, signature=None, padding=0):
+        from executorch.exir.banked_memory_planning import Bank, TargetMemoryMap
+
+        specs = list(specs)
+        saved = {s: (s.mem_id, s.mem_offset, s.mem_obj_id) for s in specs}
+        self.rows, self.targets = [], {}
+        result = self.single(alignment, specs, graph_module, signature, padding)
+        optimum = result.bufsizes[1]
+        for bank, size in PARTS:
+            fast = int(optimum * size) // 16 * 16 if isinstance(size, float) else size
+            target = TargetMemoryMap([Bank("fast", fast, 1), Bank("slow", optimum, 2)])
+            self.targets[bank] = target
+            for planner in PLANNERS:
+                found = measure((alignment, specs, graph_module, signature, padding), target,
+                                planner, self.time_limit, optimum)
+                self.rows.append((bank, fast, optimum, planner, *found))
+                for spec, (mem_id, offset, obj) in saved.items():
+                    spec.mem_id, spec.mem_offset, spec.mem_obj_id = mem_id, offset, obj
+                    spec.realign(alignment)
+        return result
+
+
+def measure(call, target, planner: str, time_limit: float, slow: int):
+    """One planner on the call's specs: (slow arena, slow bytes, traffic, fits, gap,
+    seconds); BankedGreedy with an unbounded slow bank, whether it fits read off it."""
+    import numpy as np
+    from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
+
+    import memplan.executorch
+    from memplan.executorch.banks import BankOverflowError, spec_reads
+
+    alignment, specs, graph_module, signature, padding = call
+    began = time.perf_counter()
+    if planner == "BankedGreedy":
+        unbounded = TargetMemoryMap([target.banks[0], Bank("slow", UNBOUNDED, 2)])
+        result = BankedGreedy(unbounded)(alignment, specs, graph_module, signature, padding)
+        seconds = time.perf_counter() - began
+        roots = [s for s, r in result.spec_dict.items()
+                 if r.mem_id == 2 and s.storage_base is None and s.allocated_memory]
+        reads = np.maximum(spec_reads(graph_module, roots), 1)
+        sizes = np.array([s.allocated_memory for s in roots], np.int64)
+        arena = result.bufsizes[2]
+        return arena, int(sizes.sum()), int((sizes * reads).sum()), arena <= slow, None, \
+            seconds
+    algorithm = memplan.executorch.algorithm(time_limit, banks=target, verify=False,
+                                             objective=planner.split()[1])
+    try:
+        algorithm(alignment, specs, graph_module, signature, padding)
+    except BankOverflowError:
+        return None, None, None, False, None, time.perf_counter() - began
+    report = algorithm.reports[-1]
+    return report.slow_arena, report.slow_bytes, report.traffic, True, report.objective_gap, \
+        report.seconds
+
+
+def runtime(model, edge, target, time_limit: float, reference: list) -> dict[str, str]:
+    """Each planner's program at ``target`` run beside ``reference`` (greedy's outputs)."""
+    from executorch.exir.banked_memory_planning import banked_memory_planning_pass
+
+    import memplan.executorch
+
+    verdicts = {}
+    wanted = eager(model)
+    for planner in PLANNERS:
+        if planner == "BankedGreedy":
+            planning_pass = banked_memory_planning_pass(target)
+        else:
+            planning_pass = memplan.executorch.memory_planning_pass(
+                time_limit=time_limit, banks=target, objective=planner.split()[1])
+        try:
+            program = lower(edge, planning_pass)
+        except Exception as error:  # BankedGreedy's BankPlacementError, memplan's proof
+            verdicts[planner] = f"not lowered: {type(error).__name__}"
+            continue
+        verdicts[planner] = runtime_verdict(reference, run(program, model.calls), wanted)
+    return verdicts
+
+
+def measure_model(name: str, time_limit: float, runtime_at: str) -> list[Row]:
+    """Every row of one model: measured inside memplan's single-arena pass, then run."""
+    from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
+
+    import memplan.executorch
+
+    build, xnnpack = MODELS[name]
+    model = build()
+    edge = export(model, xnnpack=xnnpack)
+    planning_pass = memplan.executorch.memory_planning_pass(time_limit=time_limit)
+    measuring = Measuring(planning_pass.algorithm, time_limit)
+    planning_pass.memory_planning_algo = MemoryPlanningAlgorithmSuite([measuring])
+    lower(edge, planning_pass)
+    reference = run(lower(edge), model.calls)
+    rows = [Row(name, *found) for found in measuring.rows]
+    for bank, target in measuring.targets.items():
+        if runtime_at == "all" or (runtime_at == "mid" and bank == "50 %"):
+            verdicts = runtime(model, edge, target, time_limit, reference)
+            for row in rows:
+                if row.bank == bank:
+                    row.runtime = verdicts[row.planner]
+    for row in rows:
+        print(row, file=sys.stderr, flush=True)
+    return rows
+
+
+def _bytes(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| model | fast bank | planner | slow arena | slow bytes | bytes x reads | "
+             "fits | proven gap | seconds | runtime |", "|---" * 10 + "|"]
+    for r in rows:
+        gap = "-" if r.gap is None else "optimal" if r.gap == 0 else f"{r.gap:.1%}"
+        lines.append(f"| {r.model} | {r.bank} ({r.fast:,}) | {r.planner} | "
+                     f"{_bytes(r.slow_arena)} | {_bytes(r.slow_bytes)} | {_bytes(r.traffic)} | "
+                     f"{'yes' if r.fits else 'no'} | {gap} | {r.seconds:.2f} | {r.runtime} |")
+    return "\n".join(lines)
+
+
+def verdicts(rows: list[Row]) -> list[str]:
+    """The targets, checked: memplan fits wherever BankedGreedy fits, and its slow arena
+    (``slow_arena``) and slow bytes (``traffic``) are at most BankedGreedy's."""
+    found = []
+    by_key = {(r.model, r.bank, r.planner): r for r in rows}
+    for r in rows:
+        if r.planner != "BankedGreedy" or not r.fits:
+            continue
+        for planner, field in (("memplan slow_arena", "slow_arena"),
+                               ("memplan traffic", "slow_bytes")):
+            mine = by_key[(r.model, r.bank, planner)]
+            if not mine.fits or getattr(mine, field) > getattr(r, field):
+                found.append(f"{r.model} at {r.bank}: {planner} {field} "
+                             f"{getattr(mine, field)} > BankedGreedy's {getattr(r, field)}")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.executorch_banks",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="names containing these (default: all)")
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT,
+                        help="seconds per graph for memplan")
+    parser.add_argument("--runtime", choices=("mid", "all", "none"), default="mid",
+                        help="fast banks whose programs run in ExecuTorch's runtime")
+    args = parser.parse_args(argv)
+    chosen = [n for n in MODELS if not args.models or any(a in n for a in args.models)]
+    rows = []
+    for name in chosen:
+        began = time.perf_counter()
+        rows += measure_model(name, args.time_limit, args.runtime)
+        print(f"{name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    print(table(rows))
+    for line in verdicts(rows):
+        print(f"target missed: {line}")
+    bad = [r for r in rows if r.runtime not in ("identical", "not run")
+           and not r.runtime.startswith("not lowered")]
+    return 1 if bad or verdicts(rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
