@@ -191,7 +191,9 @@ class RegionModel:
         return offsets, regions
 
 
-def _rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
+def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
+    """Region plans compare by this, lower is better: fitting, the ``objective`` (the arena
+    cost then the cost, or the cost), then `plan_rank`'s arena and granted scratch."""
     cost = region_cost(problem, plan.regions, weights)
     if objective == "arena":
         return plan_rank(problem, plan, cost=(arena_cost(problem, plan.stats["region_sizes"]),
@@ -253,7 +255,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
                        seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
                        best_cost=proven_cost, best_arena=proven_arena, stats=stats)
-    if _rank(problem, heuristic, weights, objective) < _rank(problem, plan, weights, objective):
+    if objective_rank(problem, heuristic, weights, objective) < \
+            objective_rank(problem, plan, weights, objective):
         return region_plan(problem, heuristic.offsets, heuristic.regions,
                            planner=heuristic.planner, seconds=plan.seconds,
                            sizes=heuristic.sizes, weights=weights, best_cost=proven_cost,

@@ -72,8 +72,8 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.deploy.regions import plan_regions
-from memplan.deploy.regions_exact import plan_regions_exact
+from memplan.deploy.regions import plan_regions, region_plan
+from memplan.deploy.regions_exact import objective_rank, plan_regions_exact
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.executorch import spec_planner
@@ -174,10 +174,14 @@ class BankedAlgorithm(MemplanAlgorithm):
         greedy._reject_non_cpu(specs)
         pins = {spec for spec in specs if spec.mem_id is not None}
         try:
+            peer = greedy(alignment, specs, graph_module, graph_signature, extra_padding)
+        except Exception:  # noqa: BLE001 (BankPlacementError, its asserts): no warm start
+            peer = None
+        try:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
             report, result = self._plan_banks(layout, pins, alignment, graph_module,
-                                              extra_padding, began, graph)
+                                              extra_padding, began, graph, peer)
             check_banks(self.target, result.bufsizes)
             if self.verify:
                 checked = time.perf_counter()
@@ -197,8 +201,8 @@ class BankedAlgorithm(MemplanAlgorithm):
         return result
 
     def _plan_banks(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
-                    extra_padding: int, began: float, graph: str
-                    ) -> tuple[BankReport, MemoryAlgoResult]:
+                    extra_padding: int, began: float, graph: str,
+                    peer: MemoryAlgoResult | None) -> tuple[BankReport, MemoryAlgoResult]:
         """The region problem planned, the undeclared pins planned, both written back."""
         target = self.target
         declared = target.mem_ids()
@@ -212,7 +216,8 @@ class BankedAlgorithm(MemplanAlgorithm):
         limit = self.options.time_limit
         share = None if limit is None else limit / (1 + bool(others.problems))
         plan = plan_banks(problem, reads, self.objective, time_limit=share,
-                          seed=self.options.seed, workers=self.options.workers) \
+                          seed=self.options.seed, workers=self.options.workers,
+                          starts=greedy_start(problem, specs, peer, target, bases, reads)) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -334,28 +339,51 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 
 def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
-               time_limit: float | None, seed: int = 0, workers: int | None = None) -> Plan:
+               time_limit: float | None, seed: int = 0, workers: int | None = None,
+               starts: tuple[Plan, ...] = ()) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
-    `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``)."""
+    `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
+    ``starts``: other valid plans (BankedGreedy's); the best of them and the region
+    heuristic's warm-starts the exact planner, which never returns worse."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
     if proof is not None:
         raise proof
     weights = np.maximum(reads, 1)
-    heuristic = plan_regions(problem, weights=weights)
-    plan = heuristic
-    done = heuristic.stats["cost_optimal"] if objective == "traffic" else \
-        heuristic.stats["arena_optimal"] and heuristic.stats["cost_optimal"]
-    if not done or heuristic.stats["over_capacity"]:
+    goal = OBJECTIVES[objective]
+    plan = min((plan_regions(problem, weights=weights), *starts),
+               key=lambda p: objective_rank(problem, p, weights, goal))
+    done = plan.stats["cost_optimal"] if objective == "traffic" else \
+        plan.stats["arena_optimal"] and plan.stats["cost_optimal"]
+    if not done or plan.stats["over_capacity"]:
         extra = {} if workers is None else {"workers": workers}
-        plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=heuristic,
-                                  weights=weights, objective=OBJECTIVES[objective], **extra)
+        plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
+                                  weights=weights, objective=goal, **extra)
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)
     return plan
+
+
+def greedy_start(problem: Problem, specs: list, result: MemoryAlgoResult | None,
+                 target: TargetMemoryMap, bases: dict[int, int], reads: np.ndarray
+                 ) -> tuple[Plan, ...]:
+    """BankedGreedy's ``result`` as a plan of ``problem`` (offsets less the banks' bases),
+    when it places every buffer in a declared bank and is valid there; else none."""
+    if result is None:
+        return ()
+    rank = {mem_id: k for k, mem_id in enumerate(target.mem_ids())}
+    offsets, regions = np.zeros(len(problem), np.int64), np.zeros(len(problem), np.int64)
+    for i, spec in enumerate(specs):
+        alloc = result.spec_dict.get(spec)
+        if alloc is None or alloc.mem_id not in rank:
+            return ()
+        offsets[i], regions[i] = alloc.mem_offset - bases[alloc.mem_id], rank[alloc.mem_id]
+    plan = region_plan(problem, offsets, regions, planner="BankedGreedy", seconds=0.0,
+                       weights=np.maximum(reads, 1))
+    return () if plan.stats["over_capacity"] or validate(problem, plan) else (plan,)
 
 
 def _at(step: int, steps: list[str]) -> str:
