@@ -2,13 +2,17 @@
 
 `memplan.diagnosis.explain` names the steps and tensors of the peak, where a
 plan's gap to the bound lies, why a capacity cannot be met (live load, pins,
-or a CP-SAT core within ``--time-limit``), and measured remedies.
+or a CP-SAT core within ``--time-limit``), and measured remedies. With
+``--banks fast=448KiB,slow``, `memplan.diagnosis.bank_curve` instead: what
+fills the fast bank at its peak, and what a larger one would save per KiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+
+import numpy as np
 
 from memplan import api
 from memplan.cli import checks
@@ -17,6 +21,8 @@ from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain
+from memplan.errors import ProblemError
+from memplan.problem import Problem, Region
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -40,7 +46,45 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
+    why.add_argument("--banks", type=banks, metavar="NAME=SIZE,...",
+                     help="memory banks, fastest first (the last may have no size): what "
+                          "fills the fast bank at its peak, what a larger one would save")
     why.set_defaults(run=run)
+
+
+def banks(text: str) -> list[Region]:
+    """``fast=448KiB,slow[=SIZE]`` as regions costing 0, 1, 2... per byte (fastest first)."""
+    regions = []
+    for rank, item in enumerate(text.split(",")):
+        name, _, size = item.strip().partition("=")
+        try:
+            capacity = checks.size("--banks")(size) if size else None
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"--banks: bank {name!r}: give a size such as "
+                                             f"448KiB, got {size!r}") from None
+        regions.append(Region(name, capacity, float(rank)))
+    if len(regions) < 2 or regions[0].capacity is None:
+        raise argparse.ArgumentTypeError("--banks: give two banks or more, the first (the "
+                                         "fast one) with a size: fast=448KiB,slow")
+    return regions
+
+
+def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.Namespace):
+    """The problem over ``regions`` planned (heuristic, then exact within --time-limit),
+    every buffer read as often as its steps say; its fast bank explained."""
+    from memplan.deploy.regions import plan_regions
+    from memplan.deploy.regions_exact import plan_regions_exact
+    from memplan.diagnosis.bank_curve import explain_banks, step_reads
+
+    banked = problem.replace(regions=regions)
+    weights = np.maximum(step_reads(banked), 1)
+    plan = plan_regions_exact(banked, time_limit=args.time_limit, workers=args.threads,
+                              hint=plan_regions(banked, weights=weights), weights=weights)
+    if plan.stats["over_capacity"]:
+        over = ", ".join(plan.stats["over_capacity"])
+        raise ProblemError(f"the model does not fit the banks ({over} over): a larger bank, "
+                           f"or memplan explain --capacity on one arena says why")
+    return explain_banks(banked, plan, weights=weights)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     exit 1 when the capacity is not met."""
     check_figure_path(args.plot)
     problem = load(args.model, args)
+    if args.banks:
+        found = explain_with_banks(problem, args.banks, args)
+        print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+        return OK
     plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)
     found = explain(problem, plan, time_limit=args.time_limit, workers=args.threads)
     if args.plot:

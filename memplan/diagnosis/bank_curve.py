@@ -161,6 +161,17 @@ def fast_curve(problem: Problem, plan: Plan, *, weights=None, sizes=None,
     return points
 
 
+def step_reads(problem: Problem) -> np.ndarray:
+    """Per buffer, how many steps read it (`Problem.steps`; 0 each without steps)."""
+    reads = np.zeros(len(problem), np.int64)
+    position = {name: i for i, name in enumerate(problem.ids)}
+    for step in problem.steps or ():
+        for name in set(step.reads):
+            if name in position:
+                reads[position[name]] += 1
+    return reads
+
+
 def explain_banks(problem: Problem, plan: Plan, *, weights=None, sizes=None,
                   time_limit: float | None = None) -> BankExplanation:
     """The fast bank's peak (`fast_peak`) and the curve of larger ones (`fast_curve`) for a
