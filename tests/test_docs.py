@@ -189,6 +189,16 @@ def test_the_cli_reference_holds_every_command():
     assert "--version" in text and "--time-limit" in text
 
 
+# ------------------------------------------------------------------ the integrations
+INTEGRATIONS = ("ONNX", "TFLite-Micro", "ExecuTorch", "TVM")  # each a frontend and a proof
+
+
+def test_the_readme_docs_home_and_changelog_name_every_integration():
+    for page in (ROOT / "README.md", DOCS / "index.md", ROOT / "CHANGELOG.md"):
+        text = page.read_text()
+        assert [name for name in INTEGRATIONS if name not in text] == [], page.name
+
+
 # ------------------------------------------------------------------ the README's CLI example
 _TIMES = re.compile(r"\d+(\.\d+)? s\b|(?<=^seconds)( +)\S+", re.MULTILINE)
 
