@@ -114,7 +114,6 @@ def test_control_flow_is_refused_naming_the_instruction():
 
 
 @pytest.mark.parametrize("call, why", [
-    ("DelegateCall(delegate_index=0, args=[4])", "which of its arguments a delegate writes"),
     ("MoveCall(move_from=4, move_to=5)", "control flow"),
     ("FreeCall(value_index=4)", "it frees a tensor")])
 def test_other_instructions_are_refused_naming_them(programs, call, why):
@@ -179,12 +178,49 @@ def test_an_arena_shared_by_methods_is_refused_each_methods_own_is_read():
         shared = MemoryPlanningPass(share_mutable_buffers=True)
         program = to_edge(methods).to_executorch(ExecutorchBackendConfig(
             memory_planning_pass=shared, emit_mutable_buffer_names=True)).buffer
-    with pytest.raises(ProblemError, match="2 execution plans \\(add, get\\): name one"):
+    with pytest.raises(ProblemError, match="2 execution plans \\(add, get\\), 2 with a "
+                                           "memory plan: name one"):
         read_pte(program)
     with pytest.raises(ProblemError, match="memory id 2 of execution plan 'add' is shared "
                                            "with get"):
         read_pte(program, method="add", mem_id=2)
     assert len(read_pte(program, method="get", mem_id=1)) >= 1
+
+
+def test_constant_methods_have_no_plan_forward_is_read(tmp_path):
+    """ExecuTorch's LLM export adds constant methods (no tensors planned): ``forward``,
+    or the one method with a plan, is read when none is named."""
+    import torch
+    from executorch.exir import to_edge
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    with torch.no_grad():
+        program = to_edge(torch.export.export(mlp.eval(), (torch.randn(8, 16),)),
+                          constant_methods={"get_max_seq_len": 128, "use_kv_cache": True}
+                          ).to_executorch().buffer
+    layout = pte_layout(program)
+    assert layout.method == "forward" and len(layout.problem) >= 3
+    path = tmp_path / "constant_methods.pte"
+    path.write_bytes(program)
+    assert api.from_executorch(path).ids == layout.problem.ids  # as the docs say
+    with pytest.raises(ProblemError, match="plans no tensor"):
+        read_pte(program, method="get_max_seq_len")
+
+
+def test_an_xnnpack_delegated_program_is_replanned_and_proven():
+    """Every argument of a delegate call is live across it: the program's own plan is
+    valid for the rebuilt problem, and memplan's runs bit-identical in the runtime."""
+    from benchmarks import executorch_zoo as zoo
+    from benchmarks.executorch_models import export
+
+    model = zoo.llama(64, 2, 16, vocab=64)
+    program = export(model, xnnpack=True).to_executorch().buffer
+    layout = pte_layout(program)
+    delegates = [step for step in layout.problem.steps if step.op.startswith("delegate")]
+    assert delegates and all(step.op == "delegate XnnpackBackend" for step in delegates)
+    plan = api.solve(layout.problem, time_limit=2)
+    assert validate(layout.problem, plan) == [] and plan.arena_size <= layout.arena_size
+    assert prove_program(program, plan).ok
 
 
 def test_a_value_assembled_from_parts_is_refused():

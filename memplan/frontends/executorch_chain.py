@@ -25,11 +25,15 @@ Steps (`accesses`, then `lifetimes`):
   outputs: to the end);
 - a view made at run time (``executorch_prim::et_view``, dynamic shapes: its
   data pointed at its base's) is a view as above when it is memory-planned
-  (at its base's bytes), else it stands for its base: reading it reads the base.
+  (at its base's bytes), else it stands for its base: reading it reads the base;
+- a delegate call (XNNPACK...) may read and write any of its arguments (the
+  file does not say which): each is written at the call and, when it holds
+  data already (an input, or written before), read there too, so every
+  argument is live across the call (safe); one never written before is the
+  delegate's output, live from the call.
 
 What cannot be rebuilt safely is refused with the instruction named: control
-flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, delegate calls (which of
-their arguments a delegate writes is not recorded), operators whose schema
+flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, operators whose schema
 torch does not know. Cost: O(instructions x arguments + views x values).
 """
 
@@ -125,6 +129,18 @@ def _kernel(plan: Any, i: int, call: Any, planned: set[int], views: dict[int, in
     return op, reads, writes
 
 
+def _delegate(plan: Any, call: Any, planned: set[int], views: dict[int, int], found: Access,
+              inputs: set[int]) -> tuple[str, list[int], list[int]]:
+    """(name, values read, values written) of a delegate call: the file does not say which
+    arguments a delegate writes, so each may be: written at the call, and read there too
+    when it holds data already (an input, or written before). Each is live across the
+    call; one never written before is the delegate's output, live from the call."""
+    touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
+    held = [v for v in touched if v in inputs or v in found.writes]
+    backend = plan.delegates[call.delegate_index].id
+    return f"delegate {backend}", held, list(dict.fromkeys(touched))
+
+
 def accesses(plan: Any, planned: set[int]) -> Access:
     """Which step reads and writes which planned value, from the plan's one chain."""
     from executorch.exir import schema
@@ -134,19 +150,22 @@ def accesses(plan: Any, planned: set[int]) -> Access:
                            f"memplan rebuilds plans of one chain")
     found = Access()
     views: dict[int, int] = {}  # et_view's output -> the planned tensor it views
+    inputs = set(plan.inputs)
     for v in plan.inputs:
         if v in planned:
             found.writes.setdefault(v, []).append(0)
     for i, instruction in enumerate(plan.chains[0].instructions):
         call = instruction.instr_args
-        if not isinstance(call, schema.KernelCall):
+        if isinstance(call, schema.DelegateCall):
+            op, reads, writes = _delegate(plan, call, planned, views, found, inputs)
+        elif not isinstance(call, schema.KernelCall):
             what = type(call).__name__
-            why = {"DelegateCall": "which of its arguments a delegate writes is not recorded",
-                   "FreeCall": "it frees a tensor memplan cannot follow"}.get(
+            why = {"FreeCall": "it frees a tensor memplan cannot follow"}.get(
                 what, "control flow cannot be rebuilt into lifetimes")
             raise ProblemError(f"instruction {i} ({what}): {why}; memplan re-plans programs "
-                               f"of kernel calls only")
-        op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
+                               f"of kernel and delegate calls only")
+        else:
+            op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
         for v in reads:
             found.reads.setdefault(v, []).append(i + 1)
         for v in writes:

@@ -118,15 +118,39 @@ def tensor_bytes(tensor: Any, *, file: str, value: int) -> int:
     return math.prod(tensor.sizes) * ITEM_BYTES[name]
 
 
+def _planned(plan: Any) -> bool:
+    """Whether an execution plan has tensors in a non-constant arena (a constant method,
+    such as ExecuTorch's ``get_max_seq_len``, has none)."""
+    from executorch.exir import schema
+
+    return any(isinstance(v.val, schema.Tensor) and v.val.allocation_info is not None
+               for v in plan.values)
+
+
+def default_method(program: Any, file: str) -> int:
+    """The execution plan read when none is named: the only one, else ``forward``, else
+    the only one with a memory plan; refused naming the candidates."""
+    plans = program.execution_plan
+    names = [p.name for p in plans]
+    if len(plans) == 1:
+        return 0
+    if "forward" in names:
+        return names.index("forward")
+    planned = [k for k, p in enumerate(plans) if _planned(p)]
+    if len(planned) == 1:
+        return planned[0]
+    raise ProblemError(f"{len(plans)} execution plans ({', '.join(names)}), "
+                       f"{len(planned)} with a memory plan: name one (method=..., "
+                       f"--method)", file=file)
+
+
 def _choose(program: Any, method: str | None, mem_id: int | None, file: str):
     from executorch.exir import schema
 
     plans = program.execution_plan
     names = [p.name for p in plans]
-    if method is None and len(plans) != 1:
-        raise ProblemError(f"{len(plans)} execution plans ({', '.join(names)}): name one "
-                           f"(method=...)", file=file)
-    index = 0 if method is None else names.index(method) if method in names else -1
+    index = default_method(program, file) if method is None else \
+        names.index(method) if method in names else -1
     if index < 0:
         raise ProblemError(f"no execution plan {method!r}; the program has "
                            f"{', '.join(names)}", file=file)
@@ -188,7 +212,8 @@ def pte_layout(model: str | os.PathLike | bytes, *, method: str | None = None,
     steps += [Step(f"#{i}", op, tuple(f"v{v}" for v in reads), tuple(f"v{v}" for v in writes))
               for i, (op, reads, writes) in enumerate(found.steps)]
     stem = "program" if file == "<bytes>" else Path(file).stem
-    name = stem if method is None else f"{stem}.{plan.name}"
+    several = len(pte.program.execution_plan) > 1
+    name = f"{stem}.{plan.name}" if method is not None or several else stem
     problem = Problem(buffers, aliases=aliases, name=name, source=file, steps=steps)
     offsets = np.array([span[v][0] for v in values], np.int64)
     arena = int(plan.non_const_buffer_sizes[mem_id])
