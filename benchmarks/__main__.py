@@ -10,6 +10,7 @@
     python -m benchmarks onnx-scale --sizes 0.1,0.5,2,8   # memory of solve on large models
     python -m benchmarks onnx-architectures   # GPT-2, BERT, ViT, ... exported from torch
     python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
+    python -m benchmarks executorch-banks llama   # BankedGreedy and memplan, fast/slow banks
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -32,9 +33,9 @@ from benchmarks.suites import MODES, SUITES, cases
 from benchmarks.worker import import_plugins
 
 # Commands whose module parses its own options: peak memory of planning ONNX models of
-# 0.1-8 GB, and architectures exported from torch.
+# 0.1-8 GB, architectures exported from torch, TVM, ExecuTorch's fast and slow banks.
 OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures",
-               "tvm": "tvm_models"}
+               "tvm": "tvm_models", "executorch-banks": "executorch_banks"}
 
 
 def _names(text: str) -> tuple[str, ...]:

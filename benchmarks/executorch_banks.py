@@ -18,9 +18,9 @@ objective) at ``--runtime`` banks (``mid``: the 50 % one, the default; ``all``;
 ``none``), run in ExecuTorch's runtime beside the single-arena greedy program:
 outputs bit-identical (`benchmarks.executorch_models.runtime_verdict`)::
 
-    PYTHONPATH=. python -m benchmarks.executorch_banks                 # every model
-    PYTHONPATH=. python -m benchmarks.executorch_banks llama --runtime all
-    PYTHONPATH=. python -m benchmarks.executorch_banks --time-limit 20
+    python -m benchmarks executorch-banks                 # every model
+    python -m benchmarks executorch-banks llama --runtime all
+    python -m benchmarks executorch-banks --time-limit 20
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def verdicts(rows: list[Row]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.executorch_banks",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks executorch-banks",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help="names containing these (default: all)")

@@ -13,9 +13,9 @@ fast bank is the cheapest region, every other region is slow):
   those bytes times their reads, and the slow arenas, each against the
   current size and per extra KiB::
 
-      fast KiB   slow bytes    saved/KiB   slow arena   saved/KiB
-      448        23,068,672    -           1,441,792    -
-      512        19,922,944    49,152      1,376,256    1,024
+      fast KiB   slow bytes   saved/KiB   slow arena   saved/KiB     (a 64-256-64 MLP,
+            12      417,792           -       73,728           -      8 rows, 3 blocks)
+            18      393,216       4,096       65,536       1,365
 
 Each point of the curve is planned by the region heuristic (milliseconds;
 an upper bound on what that size allows), or by the exact region planner
