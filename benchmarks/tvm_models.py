@@ -12,6 +12,7 @@ several values, `memplan.proofs.relax_vm`): outputs bit-identical; and time
     PYTHONPATH=. python -m benchmarks.tvm_models              # every model
     PYTHONPATH=. python -m benchmarks.tvm_models llama vit    # names containing these
     python -m benchmarks tvm llama                            # the same, from the runner
+    python -m benchmarks tvm --no-vm "d 2048"                 # plan only: no build, no run
 
 Bytes: the planned intermediates of each function (outputs and what Relax
 leaves unplanned are the same in both builds and not counted).
@@ -41,12 +42,12 @@ WIDE_LENGTHS = (1, 16)  # the d-2048 decoder: planned at 512, run short (untuned
 WIDE_LAYERS = 1  # its layers: one keeps the build and the runs within minutes on 2 cores
 
 
-def models() -> list[tuple[zoo.Model, tuple[int, ...]]]:
+def models(wide_layers: int = WIDE_LAYERS) -> list[tuple[zoo.Model, tuple[int, ...]]]:
     """The small models of the table, a Llama-style decoder at realistic width (one layer:
     its weights take 0.7 GB in float32), a ViT; each with the lengths it runs at."""
     small = [zoo.mlp(), zoo.cnn(), zoo.block(), zoo.block(lifted=True), zoo.decoder(),
              zoo.decoder(lifted=True), zoo.llama(), zoo.llama(lifted=True), zoo.vit()]
-    wide = zoo.llama(lifted=True, layers=WIDE_LAYERS, d=2048, heads=32, kv_heads=4, ffn=5632,
+    wide = zoo.llama(lifted=True, layers=wide_layers, d=2048, heads=32, kv_heads=4, ffn=5632,
                      vocab=32000, seq=512)
     return [(m, LENGTHS) for m in small] + [(wide, WIDE_LENGTHS)]
 
@@ -64,10 +65,17 @@ class Row:
     latency: str  # memplan's median over Relax's, forward at the largest length tried
 
 
-def measure(model: zoo.Model, lengths: tuple[int, ...] = LENGTHS) -> list[Row]:
-    """One model's rows: the reports of memplan's pass, the VM's verdict, latency."""
+def measure(model: zoo.Model, lengths: tuple[int, ...] = LENGTHS, vm: bool = True
+            ) -> list[Row]:
+    """One model's rows: the reports of memplan's pass, the VM's verdict, latency (with
+    ``vm=False`` the module is only lowered through memplan's pipeline: no build, no run)."""
     mod = zoo.export(model)
     pipeline = memplan.tvm.pipeline(TIME_LIMIT)
+    if not vm:
+        with tvm.target.Target("llvm"):
+            pipeline(mod)
+        return [Row(model.name, r.function, r.relax_bytes, r.memplan_bytes, r.bound,
+                    r.status, r.seconds, "not run", "-") for r in pipeline.reports if r.tensors]
     proof = prove_relax(mod, lengths=lengths, pipeline=pipeline)
     verdict = f"identical ({len(proof.calls)} calls)" if proof.ok else "; ".join(
         proof.mismatches) or "not run"
@@ -108,17 +116,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks tvm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="only models whose name contains one")
-    names = parser.parse_args(sys.argv[1:] if argv is None else argv).names
+    parser.add_argument("--no-vm", action="store_true",
+                        help="plan only: lower through memplan's pipeline, build and run nothing")
+    parser.add_argument("--wide-layers", type=int, default=WIDE_LAYERS,
+                        help=f"layers of the d-2048 decoder (default {WIDE_LAYERS})")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    names = args.names
     rows = []
-    for model, lengths in models():
+    for model, lengths in models(args.wide_layers):
         if names and not any(n.lower() in model.name.lower() for n in names):
             continue
         began = time.perf_counter()
-        rows.extend(measure(model, lengths))
+        rows.extend(measure(model, lengths, vm=not args.no_vm))
         print(table(rows[-1:]).splitlines()[-1], f"({time.perf_counter() - began:.0f} s)",
               file=sys.stderr, flush=True)  # each row as it comes: the wide model is slow
     print(table(rows))
-    bad = [r for r in rows if r.memplan > r.relax or not r.verdict.startswith("identical")]
+    bad = [r for r in rows if r.memplan > r.relax or r.verdict not in ("not run",)
+           and not r.verdict.startswith("identical")]
     return 2 if bad else 0
 
 
