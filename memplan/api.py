@@ -59,6 +59,7 @@ from memplan.problem import Buffer, Problem
 from memplan.registry import plan_with, planners
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
+from memplan.stopping import stopped, watched
 from memplan.validate import known_valid, mark_valid, validate
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
 SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
 # seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit
+COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -252,12 +254,30 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
                    time_limit: float | None = 1.0, searched: bool = True) -> dict[str, Plan]:
     """Each named heuristic's validated plan, by name (``time_limit`` for each).
     ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
-    amount of work (``SEARCH_WORK`` units placed) instead of until the limit."""
+    amount of work (``SEARCH_WORK`` units placed) instead of until the limit. Ctrl-C
+    (``KeyboardInterrupt``) ends the run with the plans so far, the last one marked
+    ``stats["interrupted"]``; it is raised again when there is none."""
     extra = {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(
         problem))}}
-    return {name: _checked(problem, plan_with(name, problem, seed=seed, time_limit=time_limit,
-                                              **extra.get(name, {})))
-            for name in names}
+    plans: dict[str, Plan] = {}
+    found = None  # the last plan, before its validation
+    try:
+        for name in names:
+            found = name, plan_with(name, problem, seed=seed, time_limit=time_limit,
+                                    **extra.get(name, {}))
+            plans[name] = _checked(problem, found[1])
+            found = None
+            if plans[name].stats.get("interrupted"):
+                break
+    except KeyboardInterrupt:  # the validation of a plan in hand is finished (a second
+        if found is None:  # Ctrl-C would abort it)
+            if not plans:
+                raise
+            next(reversed(plans.values())).stats["interrupted"] = True
+        else:
+            found[1].stats["interrupted"] = True
+            plans[found[0]] = _checked(problem, found[1])
+    return plans
 
 
 def _deployment_planners(problem: Problem) -> tuple[Callable, Callable] | None:
@@ -357,8 +377,9 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
                 report.out_of_time = True
                 report.seconds = time.perf_counter() - began
                 return report
-            exact = plan_with(EXACT, problem, hint=heuristic,
-                              options=replace(record, time_limit=left))
+            with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
+                exact = plan_with(EXACT, problem, hint=heuristic,
+                                  options=replace(record, time_limit=left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)
@@ -487,46 +508,119 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
 # ---------------------------------------------------------------- comparing
 def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
             planners: Iterable[str] | None = None, time_limit: float | None = 10.0,
-            heuristic_time_limit: float = 1.0, seed: int = 0,
-            workers: int | None = None) -> pd.DataFrame:
+            heuristic_time_limit: float | None = None, seed: int = 0,
+            workers: int | None = None, stop: threading.Event | None = None,
+            began: float | None = None) -> pd.DataFrame:
     """Every planner on every problem: one row per (problem, planner).
 
     ``planners`` defaults to every heuristic and the exact planner; the exact
-    planner starts from the best heuristic plan of its problem and gets
-    ``time_limit`` seconds. Columns: problem, buffers, planner, arena_size,
-    lower_bound, best_bound, optimum (the proven optimum of the problem when
-    some plan proved it, else NaN), over_lower_bound and over_optimum
-    (fractions: 0.05 is 5 % more), gap (`memplan.plan.gap_of` to the best bound any planner
-    proved for the problem), status, seconds. Every plan is validated.
+    planner starts from the best heuristic plan of its problem. ``time_limit``
+    bounds the whole call, counted from ``began`` (a `time.perf_counter` value;
+    default: now): each problem gets an equal share of the time left, and of
+    that the heuristics half (all of it without the exact planner), each one
+    an equal slice of what they have left, unless ``heuristic_time_limit``
+    gives each its seconds (once their half is spent, they run with no time
+    to search: one pass each); the exact planner gets the rest. Planners the
+    problem's share leaves no room for are skipped (``table.attrs["skipped"]``,
+    by problem; each problem gets one plan at least). Setting ``stop``
+    (Ctrl-C in the command) ends the comparison with the rows so far
+    (``table.attrs["interrupted"]``). Columns: problem, buffers, planner,
+    arena_size, lower_bound, best_bound, optimum (the proven optimum of the
+    problem when some plan proved it, else NaN), over_lower_bound and
+    over_optimum (fractions: 0.05 is 5 % more), gap (`memplan.plan.gap_of`
+    to the best bound any planner proved for the problem), status, seconds.
+    Every plan is validated.
     """
     import pandas as pd
 
+    began = time.perf_counter() if began is None else began
     check_run_options(time_limit, heuristic_time_limit, workers, seed)
-    named = problems.items() if isinstance(problems, Mapping) else \
-        ((p.name or f"problem {k}", p) for k, p in enumerate(problems))
+    time_limit = check_time_limit(time_limit, "time_limit")
+    named = list(problems.items() if isinstance(problems, Mapping) else
+                 ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    rows = []
-    for name, problem in named:
-        plans = run_heuristics(problem, [p for p in chosen if p != EXACT], seed=seed,
-                               time_limit=heuristic_time_limit)
-        if EXACT in chosen:
+    deadline = None if time_limit is None else began + time_limit
+    rows, interrupted, skipped = [], False, {}
+    for k, (name, problem) in enumerate(named):
+        end = None if deadline is None else \
+            time.perf_counter() + (deadline - time.perf_counter()) / (len(named) - k)
+        skipped[name] = []
+        slack = 0.0 if time_limit is None else COMPARE_SLACK * time_limit / len(named)
+        plans, interrupted = _compared(problem, chosen, (end, slack), heuristic_time_limit,
+                                       seed, workers, stop, skipped[name])
+        rows += _rows(name, problem, [p for p in chosen if p in plans], plans)
+        if interrupted:
+            break
+    table = pd.DataFrame(rows)
+    table.attrs["interrupted"] = interrupted
+    table.attrs["skipped"] = {name: names for name, names in skipped.items() if names}
+    return table
+
+
+def _compared(problem: Problem, chosen: list[str], until: tuple[float | None, float],
+              heuristic_time_limit: float | None, seed: int, workers: int | None,
+              stop: threading.Event | None, skipped: list[str]) -> tuple[dict[str, Plan], bool]:
+    """`compare`'s plans of one problem by planner, run until ``until`` (``(end, slack)``:
+    a `time.perf_counter` value, and the seconds past it a last planner may take); True
+    when ``stop`` or Ctrl-C ended them early. A planner expected to end past the slack
+    (the dearest so far, validation included, from now) is skipped, after the first,
+    into ``skipped``."""
+    end, slack = until
+    heuristics = [p for p in chosen if p != EXACT]
+    share = 1.0 if EXACT not in chosen else 0.5
+    part = None if end is None else time.perf_counter() + share * (end - time.perf_counter())
+    plans: dict[str, Plan] = {}
+    check = 0.0  # the longest validation so far: kept for each plan still to come
+    dearest = 0.0  # the longest planner so far, its validation included
+    try:
+        for k, planner in enumerate(heuristics):
+            if stopped(stop):
+                return plans, True
+            left = len(heuristics) - k
+            seconds = heuristic_time_limit if heuristic_time_limit is not None else \
+                1.0 if part is None else (part - time.perf_counter()) / left - check
+            began = time.perf_counter()
+            if plans and end is not None and began + dearest > end + slack:
+                skipped.extend(heuristics[k:])  # the problem's time is spent
+                break
+            found = plan_with(planner, problem, seed=seed, time_limit=max(0.0, seconds))
+            checking = time.perf_counter()
+            plans[planner] = _checked(problem, found)
+            check = max(check, time.perf_counter() - checking)
+            dearest = max(dearest, time.perf_counter() - began)
+            if found.stats.get("interrupted"):
+                return plans, True
+        left = None if end is None else end - time.perf_counter() - check
+        if EXACT in chosen and plans and left is not None and left + slack <= check:
+            skipped.append(EXACT)
+        elif EXACT in chosen and not stopped(stop):
             hint = min(plans.values(), key=lambda plan: plan_rank(problem, plan), default=None)
             extra = {} if workers is None else {"workers": workers}
-            plans[EXACT] = _checked(problem, plan_with(EXACT, problem, time_limit=time_limit,
-                                                       seed=seed, hint=hint, **extra))
-        proven = max(p.best_bound for p in plans.values())
-        smallest = min(p.arena_size for p in plans.values())
-        optimum = smallest if smallest <= proven else math.nan
-        for planner in chosen:
-            plan = plans[planner]
-            rows.append(dict(problem=name, buffers=len(problem), planner=planner,
-                             arena_size=plan.arena_size, lower_bound=plan.lower_bound,
-                             best_bound=plan.best_bound, optimum=optimum,
-                             over_lower_bound=_over(plan.arena_size, plan.lower_bound),
-                             over_optimum=_over(plan.arena_size, optimum),
-                             gap=gap_of(plan.arena_size, proven),
-                             status=plan.status, seconds=plan.seconds))
-    return pd.DataFrame(rows)
+            with watched(stop):
+                found = plan_with(EXACT, problem, time_limit=None if left is None else
+                                  max(0.0, left), seed=seed, hint=hint, stop=stop, **extra)
+            plans[EXACT] = _checked(problem, found, twin=hint)
+    except KeyboardInterrupt:  # Ctrl-C in a planner that keeps no plan: the rows so far
+        return plans, True
+    return plans, stopped(stop)
+
+
+def _rows(name: str, problem: Problem, chosen: list[str],
+          plans: dict[str, Plan]) -> list[dict[str, Any]]:
+    """`compare`'s rows of one problem."""
+    if not plans:
+        return []
+    proven = max(p.best_bound for p in plans.values())
+    smallest = min(p.arena_size for p in plans.values())
+    optimum = smallest if smallest <= proven else math.nan
+    return [dict(problem=name, buffers=len(problem), planner=planner,
+                 arena_size=plan.arena_size, lower_bound=plan.lower_bound,
+                 best_bound=plan.best_bound, optimum=optimum,
+                 over_lower_bound=_over(plan.arena_size, plan.lower_bound),
+                 over_optimum=_over(plan.arena_size, optimum),
+                 gap=gap_of(plan.arena_size, proven), status=plan.status,
+                 seconds=plan.seconds)
+            for planner in chosen for plan in [plans[planner]]]
 
 
 def _over(value: int, reference: float) -> float:

@@ -7,7 +7,8 @@ this module, imported first by the package, sets a SIGINT handler that prints
 one line and exits with 130; the command's ``main`` restores Python's default
 handler once everything is imported. A library import changes nothing. It
 also notes when memplan began to load (`STARTED`): a command's
-``--time-limit`` counts from there, imports and reading included. The
+``--time-limit`` counts from there, imports and reading included
+(`COMMAND_STARTED`, set by `command_began`). The
 handler is set through the interpreter's built-in ``_signal`` (already loaded
 at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
 20 ms in which a Ctrl-C would still end in a traceback.
@@ -19,6 +20,16 @@ import sys
 import time
 
 STARTED = time.perf_counter()  # see the module doc
+COMMAND_STARTED = STARTED  # when the command began: `command_began`
+
+
+def command_began() -> float:
+    """Note and return when the command began: when memplan began to load for the
+    ``memplan`` command, when ``memplan.cli.main`` is called from Python otherwise (a
+    test, an embedding program: the import was long before)."""
+    global COMMAND_STARTED
+    COMMAND_STARTED = STARTED if _launched_as_command() else time.perf_counter()
+    return COMMAND_STARTED
 
 
 def _launched_as_command() -> bool:

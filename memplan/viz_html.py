@@ -35,6 +35,7 @@ from itertools import chain, repeat
 import numpy as np
 
 from memplan.bounds import live_bytes
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import KINDS, Problem
 
@@ -210,5 +211,5 @@ def inline(html_page: str, *, height: int = 720):
 
 def write_html(path, problem: Problem, plan: Plan, **options) -> None:
     """`to_html` into the file ``path``."""
-    with open(path, "w", encoding="utf-8") as handle:
+    with open_replacing(path, "w", encoding="utf-8") as handle:
         handle.write(to_html(problem, plan, **options))

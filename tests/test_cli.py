@@ -14,6 +14,7 @@ import pytest
 
 from memplan import Problem, api, validate
 from memplan.cli import BAD_INPUT, FAILED, OK, main
+from memplan.cli.exit_codes import INTERRUPTED
 from memplan.frontends import memplan_json
 
 from .conftest import CHALLENGING
@@ -213,7 +214,7 @@ def test_ctrl_c_keeps_the_best_plan(challenging, tmp_path):
     time.sleep(2 + 4 * starting)  # loading and the heuristics: well under a second when idle
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=60)
-    assert child.returncode == OK, err
+    assert child.returncode == INTERRUPTED, err
     summary = json.loads(out)
     assert summary["interrupted"] and summary["seconds"] < 60
     problem = memplan_json.read_problem(output)

@@ -29,7 +29,10 @@ each with ``add_command(sub, shared)`` and ``run(args)``; beside them:
 - `exit_codes`: 0 success; 1 infeasible, undecided in the time limit (a
   capacity neither met nor ruled out) or invalid plan; 2 bad usage or bad
   input, with one line naming the file and what is wrong (``--debug`` shows
-  the traceback); 3 a defect caught; 130 interrupted.
+  the traceback); 3 a defect caught; 130 interrupted: a command runs inside
+  `memplan.stopping.stop_on_ctrl_c` (``args.stop``), and ends within about
+  a second of Ctrl-C with what it has (``solve``: its best plan so far,
+  written where asked when it fits the capacity).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import sys
 import warnings
 
 import memplan
+from memplan import startup
 from memplan.cli import (
     checks,
     compare,
@@ -56,6 +60,7 @@ from memplan.cli import (
 )
 from memplan.cli.exit_codes import BAD_INPUT, FAILED, INTERNAL, INTERRUPTED, OK
 from memplan.errors import InvalidPlanError, MemplanError, UnsoundBoundError, one_line
+from memplan.stopping import stop_on_ctrl_c
 
 COMMANDS = (solve, prove, compare, validate, info, convert, explain, sweep, view)  # help order
 
@@ -85,6 +90,7 @@ def _exit_code(error: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one ``memplan`` command; its exit code (`memplan.cli.exit_codes`)."""
+    startup.command_began()  # --time-limit counts from here (or from memplan's import)
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # imports are done
     except ValueError:  # not the main thread: Ctrl-C is not ours to handle
@@ -97,10 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         print("memplan: interrupted", file=sys.stderr)
         return INTERRUPTED
     try:
-        with warnings.catch_warnings():  # a warning is one line too, and names the command
-            warnings.showwarning = lambda message, *_, **__: print(
+        with warnings.catch_warnings(), stop_on_ctrl_c() as args.stop:
+            warnings.showwarning = lambda message, *_, **__: print(  # one line, the command
                 f"memplan {args.command}: warning: {one_line(message)}", file=sys.stderr)
-            return args.run(args)
+            code = args.run(args)
+        if args.stop.is_set():  # Ctrl-C: the command kept what it had (`memplan.stopping`)
+            print(f"memplan {args.command}: interrupted", file=sys.stderr)
+            return INTERRUPTED
+        return code
     except BrokenPipeError:  # the reader went away (``memplan info ... | head``)
         sys.stdout = open(os.devnull, "w")  # Python's documented recipe
         return OK
@@ -115,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memplan {args.command}: error: {where}{one_line(message)}", file=sys.stderr)
         return _exit_code(error)
     except KeyboardInterrupt:
-        print(f"memplan {args.command}: interrupted before any plan", file=sys.stderr)
+        print(f"memplan {args.command}: interrupted before any result", file=sys.stderr)
         return INTERRUPTED
 
 

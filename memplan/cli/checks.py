@@ -24,6 +24,7 @@ from pathlib import Path
 from memplan.cli.exit_codes import BAD_INPUT
 from memplan.errors import ProblemError
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
+from memplan.output_files import check_output
 
 _NO_LIMIT = ("none", "inf", "infinity", "unlimited")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
@@ -161,13 +162,9 @@ def negated_help(comment: str) -> str:
 
 # ---------------------------------------------------------------- outputs, before the solve
 def check_output_path(path: str, option: str) -> None:
-    """Refuse an output file whose folder does not exist or that is a folder itself."""
-    target = Path(path)
-    if target.is_dir():
-        raise ProblemError(f"{option}: is a folder, expected a file name", file=path)
-    folder = target.parent
-    if not folder.is_dir():
-        raise ProblemError(f"{option}: the folder {str(folder)!r} does not exist", file=path)
+    """Refuse an output file that is a folder, or whose folder is missing or not writable
+    (`memplan.output_files.check_output`)."""
+    check_output(path, option)
 
 
 def check_figure_path(path: str | None, option: str = "--plot") -> None:
@@ -192,7 +189,8 @@ def check_figure_path(path: str | None, option: str = "--plot") -> None:
 
 
 def check_html_path(path: str | None, option: str = "--html") -> None:
-    """Refuse an HTML output that is not ``.html`` or whose folder does not exist."""
+    """Refuse an HTML output that is not ``.html``, is a folder, or whose folder is missing
+    or not writable."""
     if path is None:
         return
     if Path(path).suffix.lower() not in (".html", ".htm"):

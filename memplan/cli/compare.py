@@ -2,15 +2,20 @@
 
 The gap of each row is to the best bound any planner proved for that model
 (`memplan.api.compare`); ``--format`` prints it as an aligned table, CSV (the
-exact numbers) or Markdown.
+exact numbers) or Markdown. ``--time-limit`` bounds the whole command from its
+start (the heuristics share half of it, each an equal slice, unless
+``--heuristic-time-limit`` gives each its seconds); Ctrl-C prints the rows so far
+and exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from pathlib import Path
 
-from memplan import api
+from memplan import api, startup
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
 from memplan.cli.parser import (
@@ -21,6 +26,8 @@ from memplan.cli.parser import (
     add_dataclass_options,
 )
 from memplan.viz import show_bytes
+
+LEAST_SHARE = 0.1  # of --time-limit: what the comparison keeps however long loading took
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -35,7 +42,25 @@ def add_command(sub, shared: Parents) -> None:
                               "heuristic and exact; the default)")
     add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
                           only=("time_limit", "heuristic_time_limit", "workers", "seed"))
+    helps = {"--time-limit": "seconds for the whole command, counted from its start: each "
+                             "model an equal share, of which the heuristics half, the exact "
+                             "planner the rest ('none': no limit) (default: 10.0)",
+             "--heuristic-time-limit": "seconds each heuristic may take; default: an equal "
+                                       "slice of the heuristics' half (1 s without a limit)"}
+    for action in compare._actions:
+        action.help = helps.get(action.option_strings[0] if action.option_strings else "",
+                                action.help)
     compare.set_defaults(run=run)
+
+
+def _began(limit: float | None) -> float | None:
+    """When the limit began: when memplan began to load, unless that leaves the comparison
+    less than `LEAST_SHARE` of the limit (then `LEAST_SHARE` of it from now)."""
+    if limit is None:
+        return None
+    spent = time.perf_counter() - startup.COMMAND_STARTED
+    return startup.COMMAND_STARTED if spent <= (1 - LEAST_SHARE) * limit else \
+        time.perf_counter() - (1 - LEAST_SHARE) * limit
 
 
 def _markdown(table) -> str:
@@ -56,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
     planners = None if args.planners == "all" else args.planners.split(",")
     table = api.compare(problems, planners=planners, time_limit=args.time_limit,
                         heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
-                        workers=args.workers)
+                        workers=args.workers, stop=args.stop, began=_began(args.time_limit))
+    if table.empty:  # Ctrl-C before the first plan
+        raise KeyboardInterrupt
+    for name, planners in table.attrs["skipped"].items():
+        print(f"memplan compare: {name}: no time left for {', '.join(planners)} "
+              f"(--time-limit {args.time_limit:g})", file=sys.stderr)
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         return OK

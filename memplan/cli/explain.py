@@ -2,27 +2,33 @@
 
 `memplan.diagnosis.explain` names the steps and tensors of the peak, where a
 plan's gap to the bound lies, why a capacity cannot be met (live load, pins,
-or a CP-SAT core within ``--time-limit``), and measured remedies. With
-``--banks fast=448KiB,slow``, `memplan.diagnosis.bank_curve` instead: what
-fills the fast bank at its peak, and what a larger one would save per KiB.
+or a CP-SAT core), and measured remedies; ``--time-limit`` bounds it all, from
+the command's start. With ``--banks fast=448KiB,slow``,
+`memplan.diagnosis.bank_curve` instead: what fills the fast bank at its peak,
+and what a larger one would save per KiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import numpy as np
 
-from memplan import api
+from memplan import startup
 from memplan.cli import checks
 from memplan.cli.checks import UsageError, check_figure_path
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
-from memplan.diagnosis.explain import explain
+from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
+from memplan.output_files import write_atomically
 from memplan.problem import Problem, Region
+
+PLAN_SHARE = 1 / 3  # of the time left after loading: the plan whose gap is explained
+LEAST_SHARE = 0.1  # of --time-limit: what the explanation keeps however long loading took
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -39,7 +45,9 @@ def add_command(sub, shared: Parents) -> None:
                      help="the plan whose gap to explain (default: best; none: no plan)")
     why.add_argument("--time-limit", default=10.0, metavar="S",
                      type=checks.seconds("--time-limit", unlimited=False),
-                     help="seconds for the CP-SAT checks of a capacity (default: 10)")
+                     help="seconds for the whole command, counted from its start: the "
+                          "plan (a third), then the capacity reason and the remedies "
+                          "(default: 10)")
     threads = why.add_argument("--threads", type=checks.count("--threads"), default=1,
                                help="CP-SAT threads (default: 1)")
     add_deprecated(why, "--workers", threads, type=checks.count("--workers"))
@@ -88,21 +96,33 @@ def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.N
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan explain``: the explanation as text or JSON, the figure with ``--plot``;
-    exit 1 when the capacity is not met."""
+    """``memplan explain``: plan with ``--planner`` (`PLAN_SHARE` of the time left), explain
+    with the rest (``--time-limit`` counts from the command's start, like ``solve``'s); the
+    explanation as text or JSON, the figure with ``--plot``; exit 1 when the capacity is
+    not met."""
     check_figure_path(args.plot)
     problem = load(args.model, args)
     if args.banks:
         found = explain_with_banks(problem, args.banks, args)
         print(json.dumps(found.to_dict(), indent=1) if args.json else found)
         return OK
-    plan = None if args.planner == "none" else api.plan_with(args.planner, problem, seed=0)
-    found = explain(problem, plan, time_limit=args.time_limit, workers=args.threads)
+    limit = args.time_limit
+    plan = None if args.planner == "none" else \
+        plan_in_time(args.planner, problem, PLAN_SHARE * _left(limit))
+    if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
+        raise KeyboardInterrupt  # command ends
+    found = explain(problem, plan, time_limit=_left(limit), workers=args.threads)
     if args.plot:
         try:
-            (found.plotgap_text() if found.gap else found.plot()).figure.savefig(args.plot, dpi=120)
+            figure = (found.plot_gap() if found.gap else found.plot()).figure
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
+        write_atomically(args.plot, lambda temporary: figure.savefig(temporary, dpi=120))
     print(json.dumps(found.to_dict(), indent=1) if args.json else found)
     fits = found.capacity is None or found.capacity.kind == "fits"
     return OK if fits else FAILED
+
+
+def _left(limit: float) -> float:
+    """What is left of ``limit`` since memplan began to load, and at least `LEAST_SHARE`."""
+    return max(limit - (time.perf_counter() - startup.COMMAND_STARTED), LEAST_SHARE * limit)

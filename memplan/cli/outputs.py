@@ -7,7 +7,10 @@
   that could not be written: a missing folder, a suffix matplotlib cannot
   write, a model export without its one model, a CSV that cannot hold the
   problem;
-- `write_outputs` writes them once the plan exists.
+- `write_outputs` writes them once a plan within the capacity exists, each
+  through a temporary file renamed over the target (`memplan.output_files`): a
+  plan above the capacity (exit 1) writes nothing, and the files asked for
+  are left as they were.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import argparse
 from pathlib import Path
 
 from memplan import api
-from memplan.cli.checks import UsageError, check_figure_path, check_html_path, check_output_path
+from memplan.cli.checks import UsageError, check_figure_path, check_html_path
 from memplan.errors import ProblemError
 from memplan.export import FORMATS
 from memplan.frontends import minimalloc_csv
+from memplan.output_files import check_output, write_atomically
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -113,7 +117,7 @@ def write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
 
         ax = plot_layout(problem, plan, window=args.window, addresses=args.addresses,
                          colour=args.colour)
-        ax.figure.savefig(args.plot, dpi=120)
+        write_atomically(args.plot, lambda temporary: ax.figure.savefig(temporary, dpi=120))
         written["plot"] = args.plot
     if args.html:
         from memplan.viz_html import write_html
@@ -131,15 +135,24 @@ def export_format(args: argparse.Namespace) -> str:
     return args.export or EXPORT_SUFFIXES.get(Path(args.output).suffix.lower(), "json")
 
 
+def requested(args: argparse.Namespace) -> dict[str, str]:
+    """The outputs asked for, by option: what is written once a plan fits."""
+    return {option: path for option, path in (("-o", args.output), ("--csv", args.csv),
+                                              ("--plot", args.plot), ("--html", args.html))
+            if path}
+
+
 def check_outputs(args: argparse.Namespace, problems: list[Problem],
                   paths: list[str | None]) -> None:
-    """Refuse, before solving, an output that could not be written: a missing folder, a
+    """Refuse, before solving, an output that could not be written: a folder, a missing or
+    read-only folder, a suffix of no format (``-o`` without ``--export``, ``--csv``), a
     model export without its one model, a CSV that cannot hold the problem."""
     csv = [option for option, path in (("-o", args.output), ("--csv", args.csv)) if path
            and (option == "--csv" or export_format(args) == "csv")]
-    for option, path in (("-o", args.output), ("--csv", args.csv)):
-        if path:
-            check_output_path(path, option)
+    if args.output:
+        check_output(args.output, "-o", None if args.export else EXPORT_SUFFIXES)
+    if args.csv:
+        check_output(args.csv, "--csv", (".csv",))
     if args.output:
         fmt = export_format(args)
         model = Path(paths[0]) if paths[0] else api.default_model()

@@ -11,18 +11,13 @@ see that it moves. One line on stderr, redrawn a few times a second::
   rich redraws the line, so a search that finds nothing new shows it is alive;
 - on a pipe or with ``--quiet`` there is no line at all, and the line is
   erased when the search ends, leaving only the summary;
-- `stop_on_ctrl_c`: the first Ctrl-C asks the planner to stop and keep its
-  best plan (through its ``stop`` event), a second one aborts.
+- Ctrl-C: `memplan.stopping.stop_on_ctrl_c` (around every command).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.text import Text
@@ -92,27 +87,3 @@ class LiveLine:
         if self._live is not None:
             self._live.stop()
             self._live = None
-
-
-@contextmanager
-def stop_on_ctrl_c() -> Iterator[threading.Event]:
-    """An event that the first Ctrl-C sets (the exact planner then stops with its best plan).
-
-    A second Ctrl-C raises ``KeyboardInterrupt`` as usual. Outside the main
-    thread, where signal handlers cannot be set, the event is never set.
-    """
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def on_sigint(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)

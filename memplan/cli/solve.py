@@ -21,9 +21,15 @@ from typing import Any, NamedTuple
 
 from memplan import api, startup
 from memplan.cli.checks import UsageError
-from memplan.cli.exit_codes import FAILED, OK
+from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
 from memplan.cli.models import all_model_options, load
-from memplan.cli.outputs import add_output_options, check_figures, check_outputs, write_outputs
+from memplan.cli.outputs import (
+    add_output_options,
+    check_figures,
+    check_outputs,
+    requested,
+    write_outputs,
+)
 from memplan.cli.parser import (
     MODEL_KINDS,
     SOLVE_FLAGS,
@@ -83,7 +89,7 @@ def _from_start(options: api.SolveOptions) -> api.SolveOptions:
     which at least `LEAST_SOLVE_SHARE` stays."""
     if options.time_limit is None:
         return options
-    spent = time.perf_counter() - startup.STARTED
+    spent = time.perf_counter() - startup.COMMAND_STARTED
     return replace(options, time_limit=max(options.time_limit - spent,
                                            LEAST_SOLVE_SHARE * options.time_limit))
 
@@ -112,10 +118,14 @@ def run(args: argparse.Namespace) -> int:
         from memplan.proofs.prove import with_model_options  # became its problem (imports onnx)
 
         solved.plan = with_model_options(solved.plan, all_model_options(one, args))
-    written = write_outputs(args, solved.problem, solved.plan, one, reordering,
-                            solved.report.heuristic if solved.multi is None else None)
+    fitted = api.fits(solved.report.plan)  # a plan above the capacity is not written
+    written = {} if not fitted else write_outputs(
+        args, solved.problem, solved.plan, one, reordering,
+        solved.report.heuristic if solved.multi is None else None)
     summary = _summary(args, solved, written, one)
-    proof = _prove(args, solved, one) if args.prove else None
+    summary["not_written"] = {} if fitted else requested(args)
+    interrupted = solved.report.interrupted  # Ctrl-C: the plan so far, no proof after it
+    proof = _prove(args, solved, one) if args.prove and not interrupted else None
     if args.json:
         print(json.dumps({**summary, "proof": proof and proof.document}, indent=1))
     elif not args.quiet:
@@ -124,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
             print(proof.text)
     if proof is not None and not proof.ok:
         return FAILED
-    return OK if api.fits(solved.report.plan) else FAILED  # plans come validated
+    if interrupted:
+        return INTERRUPTED  # the best plan so far printed, and written when it fits
+    return OK if fitted else FAILED  # plans come validated
 
 
 def _exact_options(args: argparse.Namespace) -> ExactOptions:
@@ -166,13 +178,13 @@ def _solve(args: argparse.Namespace, paths: list[str | None], problems: list[Pro
            exact_options: ExactOptions) -> _Solved:
     """Heuristics then the exact planner on the one model or on several in one arena, the
     live line on a terminal; Ctrl-C keeps the best plan."""
-    from memplan.cli.progress import LiveLine, on_terminal, stop_on_ctrl_c
+    from memplan.cli.progress import LiveLine, on_terminal
 
     options = _from_start(api.SolveOptions(**options_of(args, api.SolveOptions)))
     name = paths[0] if args.models else f"{api.default_model().name} (bundled)"
-    with LiveLine(options.time_limit, enabled=not args.quiet and on_terminal()) as live, \
-            stop_on_ctrl_c() as stop:
-        steps = dict(options=options, on_progress=live, stop=stop, exact_options=exact_options)
+    with LiveLine(options.time_limit, enabled=not args.quiet and on_terminal()) as live:
+        steps = dict(options=options, on_progress=live, stop=args.stop,
+                     exact_options=exact_options)
         if len(problems) == 1:
             report = api.solve_report(problems[0], **steps)
             return _Solved(name, report, None, report.problem, report.plan)

@@ -128,5 +128,8 @@ def print_summary(s: dict[str, Any]) -> None:
     rows += [("reason", s["reason"])] if s.get("reason") else []
     rows += [("seconds", f"{s['seconds']:.2f}")]
     rows += [(f"wrote {key}", path) for key, path in s["written"].items()]
+    if s.get("not_written"):
+        rows.append(("not written", f"{', '.join(s['not_written'].values())}: the plan does "
+                                    f"not fit the capacity (the files are left as they were)"))
     print_rows(rows)
 

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     problem = load(args.problem, args)
     plan = _read_plan(args.plan, problem)
     violations = validate(problem, plan)
+    if not violations and isinstance(plan, Plan):
+        memplan_json.check_claims(plan, args.plan)
     if args.json:
         print(json.dumps({"problem": args.problem, "plan": args.plan, "valid": not violations,
                           "violations": [dict(kind=v.kind, buffers=list(v.buffers),

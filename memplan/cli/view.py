@@ -32,6 +32,7 @@ from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.parser import Parents
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.output_files import open_replacing
 from memplan.plan import Plan, fits
 from memplan.problem import Problem
 from memplan.validate import validate
@@ -90,6 +91,8 @@ def _violations(problem: Problem, plans: dict[str, Plan]) -> dict[str, list]:
                  if not (v.kind == "capacity" and not fits(plan))]
         if wrong:
             found[title] = wrong
+        else:
+            memplan_json.check_claims(plan, title.partition(": ")[0])  # its file
     return found
 
 
@@ -104,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
     notes = "".join(
         f"<p class='bad'>{html.escape(title)}: INVALID, {len(found)} violations: "
         f"{html.escape('; '.join(map(str, found[:5])))}</p>" for title, found in invalid.items())
-    Path(output).write_text(page(problem, plans, title=args.title, notes=notes),
-                            encoding="utf-8")
+    with open_replacing(output, "w", encoding="utf-8") as handle:
+        handle.write(page(problem, plans, title=args.title, notes=notes))
     for title, found in invalid.items():
         print(f"memplan view: {title}: INVALID, {len(found)} violations (first: {found[0]}); "
               f"drawn anyway", file=sys.stderr)

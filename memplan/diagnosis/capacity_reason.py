@@ -49,6 +49,7 @@ Known limits: single-region problems without variable scratch.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -58,6 +59,7 @@ from memplan.bounds import live_bytes
 from memplan.problem import NO_OFFSET, Alias, Problem
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
+QUICK_CHECK = 0.5  # seconds: a CP-SAT check this short runs in the caller's thread
 
 
 @dataclass(frozen=True)
@@ -135,18 +137,39 @@ def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.
         return None
     step = int(np.argmax(load))
     live = np.flatnonzero((problem.starts <= step) & (problem.ends > step))
-    kept = sorted(live.tolist(), key=lambda i: (-int(problem.sizes[i]), i))
-    for idx in reversed(list(kept)):  # smallest first
-        rest = [i for i in kept if i != idx]
-        if rest and _load_at(problem, rest, step) > capacity:
-            kept = rest
     checker = _Checker(problem, capacity, time_limit, workers)
+    kept = _over_capacity(checker, live, step)
     kept, minimal = _minimal_by_buffer(checker, kept, kept)
     if _load_at(problem, kept, step) <= capacity:  # CP-SAT, not the load, proved the rest
         return _packing(checker, kept, minimal, began)
     return Reason(LIVE_LOAD, capacity, tuple(kept), step, (step, step + 1), int(load[step]),
                   len(live), proven=True, minimal=minimal, checks=checker.checks,
                   seconds=time.monotonic() - began)
+
+
+def _over_capacity(checker: _Checker, live: np.ndarray, step: int) -> list[int]:
+    """The buffers ``live`` at ``step`` less the smallest ones while the rest still exceed
+    the capacity there. Buffers without aliases weigh their size (O(k)); otherwise the
+    load of the rest is recomputed (a sub-problem each), while time is left."""
+    problem, capacity = checker.problem, checker.capacity
+    kept = sorted(live.tolist(), key=lambda i: (-int(problem.sizes[i]), i))
+    root, optional = problem.alias_groups[0], problem.alias_optional
+    tied = np.concatenate([problem.alias_src[optional], problem.alias_dst[optional]])
+    if (np.bincount(root, minlength=len(problem))[root[live]] == 1).all() and \
+            not np.isin(live, tied).any():  # no alias: the load is the sum of the sizes
+        total = int(problem.sizes[live].sum())
+        for idx in reversed(list(kept)):  # smallest first
+            if len(kept) > 1 and total - int(problem.sizes[idx]) > capacity:
+                kept.remove(idx)
+                total -= int(problem.sizes[idx])
+        return kept
+    for idx in reversed(list(kept)):
+        if checker.left() <= 0:  # the set still exceeds the capacity: not yet minimal
+            break
+        rest = [i for i in kept if i != idx]
+        if rest and _load_at(problem, rest, step) > capacity:
+            kept = rest
+    return kept
 
 
 def _fits(checker: _Checker, members: list[int]) -> str:
@@ -263,7 +286,7 @@ class _Checker:
         cp.add_assumptions(fits)
         solver = cp_solver(workers=self.workers, seed=0, ctrl_c=False,
                            seconds=max(0.01, min(self.left(), seconds or 1e9)))
-        status = solver.solve(cp)
+        status = _solve(solver, cp)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "feasible", set()
         if status != cp_model.INFEASIBLE:
@@ -276,6 +299,42 @@ class _Checker:
         """``groups`` and every pinned group: a pinned group stays where it is even when its
         assumption is dropped, so a core holds without it only when it is there too."""
         return groups | self.pinned
+
+
+def _solve(solver, cp) -> int:
+    """``solver.solve(cp)`` for its time limit, Ctrl-C honoured within `QUICK_CHECK`
+    seconds: first a solve of at most that long in this thread (most checks end there;
+    a Ctrl-C waits for it), then, when undecided, a new solve of the time left in a
+    thread, the caller waiting in slices of 50 ms: Ctrl-C (``KeyboardInterrupt``) stops
+    it at once and is raised again."""
+    from ortools.sat.python import cp_model
+
+    seconds = solver.parameters.max_time_in_seconds
+    solver.parameters.max_time_in_seconds = min(seconds, QUICK_CHECK)
+    status = solver.solve(cp)
+    if status != cp_model.UNKNOWN or seconds <= QUICK_CHECK:
+        return status
+    solver.parameters.max_time_in_seconds = seconds - QUICK_CHECK
+    result: list = []
+
+    def run():
+        try:
+            result.append(solver.solve(cp))
+        except BaseException as error:  # noqa: BLE001  (raised again in the caller)
+            result.append(error)
+
+    thread = threading.Thread(target=run, name="memplan-capacity-check", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.05)
+    except KeyboardInterrupt:
+        solver.stop_search()
+        thread.join()
+        raise
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
 
 
 def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,

@@ -31,6 +31,8 @@ only when the live load fits the capacity but no plan at hand does.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
@@ -39,6 +41,7 @@ from memplan.diagnosis.capacity_reason import (
     LIVE_LOAD,
     PACKING,
     PINNED,
+    UNDECIDED,
     Reason,
     live_load_reason,
     packing_reason,
@@ -54,7 +57,13 @@ from memplan.diagnosis.explanation import (
     Tensor,
     render_text,
 )
-from memplan.diagnosis.what_if import Remedy, alias_remedies, producers_and_readers, remedies
+from memplan.diagnosis.what_if import (
+    Remedy,
+    alias_remedies,
+    producers_and_readers,
+    remedies,
+)
+from memplan.heuristics.best import untimed_evaluations
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -63,6 +72,7 @@ from memplan.viz import human_bytes, plan_usage
 
 MOST_PEAKS = 3  # peak runs described in full
 MOST_REMEDIES = 3  # tensors at the peak whose changes are measured
+CAPACITY_SHARE = 0.8  # of the time limit: the most the capacity reason takes
 
 
 # ------------------------------------------------------------------ building
@@ -125,21 +135,35 @@ def _gap(d: _Describer, plan: Plan, bound: int, live: np.ndarray) -> Gap | None:
                d.operator(step), tuple(holes), tuple(d.tensor(int(i)) for i in reaching))
 
 
-def _capacity(d: _Describer, capacity: int, plan: Plan | None, time_limit: float,
+def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
               workers: int) -> CapacityExplanation:
+    """Why ``capacity`` is (not) met, each step within what is left until ``deadline``."""
     problem = d.problem
     reason = pinned_reason(problem, capacity) or live_load_reason(
-        problem, capacity, time_limit=time_limit, workers=workers)
+        problem, capacity, time_limit=_left(deadline), workers=workers)
     if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
-        plan = plan_with("best", subproblem(problem, range(len(problem)), None), seed=0)
+        plan = plan_in_time("best", subproblem(problem, range(len(problem)), None),
+                            _left(deadline) / 2)
     if reason is None and plan.arena_size <= capacity and plan.regions is None:
         reason = Reason(FITS, capacity)
     if reason is None:
-        reason = packing_reason(problem, capacity, time_limit=time_limit, workers=workers)
+        reason = packing_reason(problem, capacity, time_limit=_left(deadline), workers=workers)
     tensors = tuple(sorted((d.tensor(i) for i in reason.buffers), key=lambda t: (-t.size, t.id)))
     return CapacityExplanation(reason.kind, capacity, _reason_text(d, reason), reason.step,
                                reason.window, reason.live_bytes, reason.proven, reason.minimal,
                                tensors, reason.checks, reason.seconds)
+
+
+def plan_in_time(planner: str, problem: Problem, seconds: float) -> Plan:
+    """The plan of ``planner`` that explain describes, within ``seconds``: ``best`` with the
+    budget of its untimed search (the same plan as without a limit, when time allows),
+    any other planner with the time limit."""
+    budget = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
+    return plan_with(planner, problem, seed=0, time_limit=seconds, **budget)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.perf_counter())
 
 
 def _exact(value: int) -> str:
@@ -184,26 +208,33 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     """Where the peak comes from, where ``plan``'s extra bytes are, why ``capacity`` (default:
     the problem's) cannot be met, and what would help; see the module docstring.
 
-    ``time_limit`` bounds the CP-SAT checks of a capacity reason (seconds).
+    ``time_limit`` (seconds) bounds the whole explanation: the capacity reason
+    (its CP-SAT checks) may take `CAPACITY_SHARE` of it, the remedies what is
+    left; what the limit cuts short is named in ``unmeasured``. The limit is
+    kept up to one lower bound or one greedy plan of the problem.
     """
+    began = time.perf_counter()
     capacity = problem.capacity if capacity is None else check_capacity(capacity)
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
     workers = check_workers(workers, "workers", default_allowed=False)
     if plan is not None and len(plan.offsets) != len(problem):
         raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
+    deadline = began + time_limit
     d = _Describer(problem, plan)
     live = live_bytes(problem)
     bound = lower_bound(problem)
     peak_steps, peaks = _peaks(d, live)
+    reason = None if capacity is None else \
+        _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, workers)
+    cut = ["capacity reason"] if reason is not None and reason.kind == UNDECIDED else []
     first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
-    helped = remedies(problem, [t.id for t in first], bound=bound)
+    helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut)
     floor, aliases = (None, []) if plan is None or plan.regions is not None else \
-        alias_remedies(problem, plan)
+        alias_remedies(problem, plan, deadline=deadline, cut=cut)
     return Explanation(
         problem.name, len(problem), bound, int(live.max()) if len(live) else 0, peak_steps,
-        tuple(peaks), None if plan is None else _gap(d, plan, bound, live),
-        None if capacity is None else _capacity(d, capacity, plan, time_limit, workers),
-        tuple(helped), floor, tuple(sorted(aliases, key=lambda r: -r.saves)),
+        tuple(peaks), None if plan is None else _gap(d, plan, bound, live), reason,
+        tuple(helped), floor, tuple(sorted(aliases, key=lambda r: -r.saves)), tuple(cut),
         _plot=(problem, plan))
 
 

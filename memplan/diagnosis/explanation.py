@@ -114,6 +114,7 @@ class Explanation:
     remedies: tuple[Remedy, ...] = ()
     alias_floor: int | None = None  # the bound with the plan's alias choices
     alias_remedies: tuple[Remedy, ...] = ()
+    unmeasured: tuple[str, ...] = ()  # the parts the time limit cut short
     _plot: tuple = field(default=(), repr=False, compare=False)  # (problem, plan) to draw
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,6 +211,8 @@ def render_text(e: Explanation) -> str:
         for r in helpful[:5]:
             lines.append(f"  take {r.detail}: -{human_bytes(r.saves)} (to "
                          f"{human_bytes(r.bound)})")
+    if e.unmeasured:
+        lines.append(f"cut short by the time limit: {', '.join(e.unmeasured)}")
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ Cost: one lower bound (O(n log n) plus the alias groups) per change.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,8 +83,11 @@ def _extend_inputs(problem: Problem, producer: int | None, until: int,
             changes[name] = [replace(b, end=until)]
 
 
-def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None) -> list[Remedy]:
-    """Each change of `CHANGES` that applies to each of ``tensors``, measured."""
+def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None,
+             deadline: float | None = None, cut: list[str] | None = None) -> list[Remedy]:
+    """Each change of `CHANGES` that applies to each of ``tensors``, measured; those not
+    started by ``deadline`` (a `time.perf_counter` value) are left out, and then
+    ``"remedies"`` is added to ``cut``."""
     bound = lower_bound(problem) if bound is None else bound
     producer, readers = producers_and_readers(problem)
     found = []
@@ -117,6 +121,10 @@ def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None) 
             tried.append(("split", change, f"two halves of {half} B, produced and read one "
                                            f"after the other"))
         for name, change, detail in tried:
+            if deadline is not None and time.perf_counter() >= deadline:
+                if cut is not None:
+                    cut.append("remedies")
+                return found
             after = lower_bound(_changed(problem, change))
             found.append(Remedy(name, id, after, bound - after, detail))
     return found
@@ -130,9 +138,13 @@ def untaken_aliases(problem: Problem, plan: Plan) -> list[int]:
             + problem.alias_delta[k]]
 
 
-def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200) -> tuple[int, list[Remedy]]:
+def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200,
+                   deadline: float | None = None, cut: list[str] | None = None
+                   ) -> tuple[int, list[Remedy]]:
     """``(floor, remedies)``: the bound under the plan's alias choices, and per optional alias
-    the plan did not take (at most ``most`` of them) the floor if it took that one too."""
+    the plan did not take (at most ``most`` of them, and those started by ``deadline``, a
+    `time.perf_counter` value, else ``"in-place aliases"`` is added to ``cut``) the floor
+    if it took that one too."""
     untaken = untaken_aliases(problem, plan)
     if not untaken:
         return lower_bound(problem), []
@@ -152,6 +164,10 @@ def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200) -> tuple[in
     live_roots = set(root[(chosen.starts <= peak) & (chosen.ends > peak)].tolist())
     found = []
     for k in untaken[:most]:
+        if deadline is not None and time.perf_counter() >= deadline:
+            if cut is not None:
+                cut.append("in-place aliases")
+            break
         both = {int(root[problem.alias_src[k]]), int(root[problem.alias_dst[k]])}
         after = lower_bound(without(dropped - {k})) if both <= live_roots and \
             int(load[peak]) == floor else floor

@@ -27,6 +27,7 @@ from memplan.export.c_header import c_header, write_c_header
 from memplan.export.onnx_metadata import annotate, write_annotated
 from memplan.export.tflm import offline_plan, read_offline_plan, write_offline_plan
 from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem
 
@@ -34,7 +35,7 @@ from memplan.problem import Buffer, Problem
 def _write_json(path, problem: Problem, plan: Plan, model=None) -> None:
     document = {"problem": memplan_json.problem_to_dict(problem),
                 "plan": memplan_json.plan_to_dict(problem, plan)}
-    with open(path, "w") as handle:
+    with open_replacing(path, "w") as handle:
         json.dump(document, handle, indent=1)
 
 

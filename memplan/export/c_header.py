@@ -33,6 +33,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -113,5 +114,5 @@ def write_c_header(path: str | os.PathLike, problem: Problem, plan: Plan, *,
     """Write `c_header` to ``path``; a negative offset (no plan) is refused."""
     if len(problem) and int(np.min(plan.offsets)) < 0:
         raise ProblemError("the plan has negative offsets; nothing to export", file=str(path))
-    with open(path, "w") as handle:
+    with open_replacing(path, "w") as handle:
         handle.write(c_header(problem, plan, prefix=prefix, outputs=outputs))

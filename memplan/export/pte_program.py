@@ -34,6 +34,7 @@ import numpy as np
 
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.validate import validate
@@ -87,7 +88,7 @@ def write_planned_program(path: str | os.PathLike, model: str | os.PathLike | by
                           problem: Problem, plan: Plan, **options: Any) -> None:
     """Write `planned_program` to ``path``."""
     data = planned_program(model, problem, plan, **options)
-    with open(path, "wb") as handle:
+    with open_replacing(path, "wb") as handle:
         handle.write(data)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from memplan.errors import ProblemError
 from memplan.export.tflm import METADATA_NAME, offline_plan_bytes, read_offline_plan
 from memplan.frontends import tflite
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -115,7 +116,7 @@ def write_planned_model(path: str | os.PathLike, model: str | os.PathLike | byte
                         problem: Problem, plan: Plan) -> None:
     """Write `planned_model` to ``path``."""
     planned = planned_model(model, problem, plan)
-    with open(path, "wb") as handle:
+    with open_replacing(path, "wb") as handle:
         handle.write(planned)
 
 

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memplan.errors import ProblemError
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -90,5 +91,5 @@ def read_offline_plan(data: bytes) -> tuple[int, int, np.ndarray]:
 def write_offline_plan(path: str | os.PathLike, problem: Problem, plan: Plan, *,
                        tensors: Sequence[str] | None = None, subgraph: int = 0) -> None:
     """Write the metadata buffer's bytes to ``path`` (a ``.bin`` for the converter)."""
-    with open(path, "wb") as handle:
+    with open_replacing(path, "wb") as handle:
         handle.write(offline_plan_bytes(problem, plan, tensors=tensors, subgraph=subgraph))

@@ -34,6 +34,7 @@ import numpy as np
 
 from memplan.errors import ProblemError
 from memplan.limits import MAX_BYTES, problem_with
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Alias, Problem, Region, Step
 
@@ -250,17 +251,49 @@ def plan_from_dict(document: dict[str, Any], problem: Problem, *,
     status = r.field(document, "status", str, "plan")
     if status not in ("optimal", "feasible", "infeasible", "unknown"):
         r.fail("status", f"unknown status {status!r}")
-    return Plan(
+    if regions is not None:
+        for id, name in zip(problem.ids, in_order(regions, "regions", False), strict=True):
+            if name not in names:
+                r.fail(f"plan: field 'regions' of buffer {id!r}",
+                       f"no region {name!r} in the problem (it has "
+                       f"{', '.join(map(repr, names)) or 'none'})")
+    plan = Plan(
         np.array(in_order(offsets, "offsets"), np.int64),
         number("arena_size"), number("lower_bound"), status, number("best_bound"),
         r.field(document, "planner", str, "plan"),
         _seconds(r, r.field(document, "seconds", (int, float), "plan", 0.0)),
         r.field(document, "stats", dict, "plan", {}),
-        None if regions is None else np.array([names.index(n) if n in names else -1
-                                               for n in in_order(regions, "regions", False)],
-                                              np.int64),
+        None if regions is None else np.array([names.index(n) for n in
+                                               in_order(regions, "regions", False)], np.int64),
         None if sizes is None else np.array(in_order(sizes, "sizes"), np.int64),
     )
+    _check_claims(r, plan)
+    return plan
+
+
+def _check_claims(r: _Reader, plan: Plan) -> None:
+    """Refuse a plan whose claims contradict themselves, whatever the problem: a lower bound
+    above the best bound, ``optimal`` with the arena above its bound. (`check_claims`
+    checks those about the problem once the validator accepts the offsets.)"""
+    if plan.lower_bound > plan.best_bound:
+        r.fail("plan: field 'lower_bound'", f"{plan.lower_bound} is above the plan's "
+                                            f"best_bound {plan.best_bound}")
+    if plan.regions is None and plan.status == "optimal" and \
+            plan.arena_size > plan.best_bound:
+        r.fail("plan: field 'status'", f"'optimal', but the arena {plan.arena_size} is "
+                                       f"above the proven bound {plan.best_bound}")
+
+
+def check_claims(plan: Plan, source: str | None = None) -> None:
+    """Refuse a plan that the validator accepted (its arena is the top of its buffers)
+    with a bound above that arena: no valid layout is smaller than a true
+    bound, so ``best_bound``, and ``optimal`` with it, are false. Plans with regions:
+    their arena is their cost's, not checked. `ProblemError` naming ``source`` and the
+    field."""
+    if plan.regions is None and plan.best_bound > plan.arena_size:
+        _Reader(source).fail("plan: field 'best_bound'", f"{plan.best_bound} is above the "
+                             f"arena {plan.arena_size} of a valid plan: no plan is smaller "
+                             f"than a true bound")
 
 
 def _seconds(r: _Reader, value) -> float:
@@ -310,11 +343,11 @@ def read_plan(path: str | os.PathLike, problem: Problem) -> Plan:
 
 def write_problem(path: str | os.PathLike, problem: Problem) -> None:
     """Write ``problem`` as a memplan JSON file."""
-    with open(path, "w") as handle:
+    with open_replacing(path, "w") as handle:
         json.dump(problem_to_dict(problem), handle, indent=1)
 
 
 def write_plan(path: str | os.PathLike, problem: Problem, plan: Plan) -> None:
     """Write ``plan`` of ``problem`` as a memplan JSON file."""
-    with open(path, "w") as handle:
+    with open_replacing(path, "w") as handle:
         json.dump(plan_to_dict(problem, plan), handle, indent=1)

@@ -25,6 +25,7 @@ import numpy as np
 from memplan.errors import ProblemError
 from memplan.groups import alias_units
 from memplan.limits import MAX_BYTES
+from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -234,7 +235,7 @@ def write_csv(path: str | os.PathLike, problem: Problem, plan: Plan | None = Non
     if plan is not None:
         header.append("offset")
         columns.append(np.asarray(plan.offsets)[carrier])
-    with open(path, "w", newline="") as handle:
+    with open_replacing(path, "w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(zip(*(list(map(str, c)) if i == 0 else np.asarray(c).tolist()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memplan.limits import describe, problem_with
 from memplan.options import option
 
 WEIGHT_MODES = ("exclude", "region")
@@ -31,8 +32,22 @@ class OnnxOptions:
     name: str | None = option(None, "the problem's name; default: the file's or the graph's name")
 
     def __post_init__(self):
-        if self.weights not in WEIGHT_MODES:
+        """Each option of the right kind, or a `ValueError` naming it (never a Python
+        comparison error: the values may come from a plan file's ``model_options``)."""
+        if not isinstance(self.dims, Mapping) or not all(
+                isinstance(name, str) and problem_with(value) is None
+                for name, value in self.dims.items()):
+            raise ValueError(f"dims must map dimension names to whole numbers >= 0, got "
+                             f"{describe(self.dims)}")
+        reason = problem_with(self.alignment, lowest=1)
+        if reason is not None:
+            raise ValueError(f"alignment {reason}")
+        for flag in ("inplace", "concat_inplace", "strict"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got "
+                                 f"{describe(getattr(self, flag))}")
+        if not isinstance(self.weights, str) or self.weights not in WEIGHT_MODES:
             raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, "
-                             f"got {self.weights!r}")
-        if self.alignment < 1:
-            raise ValueError(f"alignment must be >= 1, got {self.alignment}")
+                             f"got {describe(self.weights)}")
+        if self.name is not None and not isinstance(self.name, str):
+            raise ValueError(f"name must be a text, got {describe(self.name)}")

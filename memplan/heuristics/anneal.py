@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -86,36 +87,64 @@ def available(problem: Problem) -> bool:
     return _search_kernel is not None and compiled_place.fits(problem, "best_fit")
 
 
-def start_orders(units: Units, deadline: float | None) -> list[tuple[int, np.ndarray, str]]:
-    """Per placement, the best greedy order: ``(arena, order, placement)``."""
+class Start(NamedTuple):
+    """A chain's start: a greedy order, its placement and what one pass of it gave."""
+
+    arena: float  # inf when the pass was cut by the deadline
+    order: np.ndarray
+    placement: str
+    offsets: np.ndarray | None = None  # the pass's plan (a cut pass stacks the rest: valid)
+    seconds: float = 0.0  # what the pass took: about what a chain's first decode takes
+
+
+def start_orders(units: Units, deadline: float | None) -> list[Start]:
+    """Per placement, the best greedy order (a pass cut by ``deadline`` scores inf)."""
     found = []
     sizes = units.problem.sizes
     for placement in PLACEMENTS:
         scored = []
         for name in START_ORDERS:
             order = order_units(units, name)
+            began = time.perf_counter()
             offsets, cut = compiled_offsets(units, order, placement, deadline)
-            scored.append((int((offsets + sizes).max(initial=0)) if not cut else np.inf,
-                           name, order))
+            scored.append(Start(int((offsets + sizes).max(initial=0)) if not cut else np.inf,
+                                order, placement, offsets, time.perf_counter() - began))
             if cut:
                 break
-        arena, _, order = min(scored, key=lambda s: s[0])
-        found.append((arena, order, placement))
+        found.append(min(scored, key=lambda s: s.arena))
     return found
 
 
-def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int = 0,
-           deadline: float | None = None, options: AnnealOptions = DEFAULTS
-           ) -> tuple[np.ndarray, dict]:
-    """Buffer offsets of the best order the chains from ``starts`` (``(arena, order,
-    placement)``) find, and stats (see the module doc); ``deadline``: a `time.perf_counter`
-    value. The caller checks `available` first."""
+def _chains(units: Units, starts: list, bound: int, seed: int, deadline: float | None) -> list:
+    """``(chain, placement)`` per start, while the deadline leaves time for the chain's first
+    decode (a whole pass: seconds on a training step of 30k buffers). A start's ``seconds``
+    (`Start`), else the last chain's, tells what a decode takes."""
+    columns = kernel_columns(units)
+    chains, pass_seconds = [], 0.0
+    for k, start in enumerate(starts):
+        pass_seconds = getattr(start, "seconds", 0.0) or pass_seconds
+        if deadline is not None and time.perf_counter() + pass_seconds > deadline:
+            break
+        began = time.perf_counter()
+        chains.append((_search_kernel.new(*columns, np.ascontiguousarray(start[1], np.int64),
+                                          int(start[2] == "best_fit"), bound, seed + k),
+                       start[2]))
+        pass_seconds = time.perf_counter() - began
+    return chains
+
+
+def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None = None,
+           options: AnnealOptions = DEFAULTS) -> tuple[np.ndarray | None, dict]:
+    """Buffer offsets of the best order the chains from ``starts`` (`Start`, or ``(arena,
+    order, placement)``) find, and stats (see the module doc); ``deadline``: a
+    `time.perf_counter` value. None for the offsets when the deadline left no time to
+    start a chain. The caller checks `available` first."""
     problem = units.problem
     bound = lower_bound(problem)
-    columns = kernel_columns(units)
-    chains = [(_search_kernel.new(*columns, np.ascontiguousarray(order, np.int64),
-                                  int(placement == "best_fit"), bound, seed + k), placement)
-              for k, (_, order, placement) in enumerate(starts)]
+    chains = _chains(units, starts, bound, seed, deadline)
+    stats = {"evaluations": 0, "start_arenas": [start[0] for start in starts], "cut": 0}
+    if not chains:
+        return None, {**stats, "interrupted": False, "skipped": "no time to start a chain"}
     budget = options.evaluations
     if budget is None and deadline is None:
         budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
@@ -125,7 +154,7 @@ def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int
             for chain, _ in chains]  # per chain: its best arena (its start's, so far)
     evaluations = [0] * len(chains)
     interrupted = False
-    movable = min(len(order) for _, order, _ in starts)
+    movable = min(len(start[1]) for start in starts)
     try:
         for turn in range(10**12):
             k = turn % len(chains)
@@ -153,11 +182,10 @@ def search(units: Units, starts: list[tuple[int, np.ndarray, str]], *, seed: int
     winner = min(range(len(chains)), key=lambda k: (best[k], k))
     bases, _ = _search_kernel.best(chains[winner][0])
     offsets = units.offsets(np.frombuffer(bases, np.int64))
-    return offsets, {"placement": chains[winner][1], "evaluations": sum(evaluations),
+    return offsets, {**stats, "placement": chains[winner][1], "evaluations": sum(evaluations),
                      "chains": {placement: arena for (_, placement), arena
                                 in zip(chains, best, strict=True)},
-                     "start_arenas": [arena for arena, _, _ in starts],
-                     "interrupted": interrupted, "cut": 0}
+                     "interrupted": interrupted}
 
 
 @register("anneal")
@@ -173,8 +201,11 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return fallback
     deadline = None if time_limit is None else began + time_limit
     units = Units.build(problem, pairs=False)
-    offsets, stats = search(units, start_orders(units, deadline), seed=seed,
-                            deadline=deadline, options=chosen)
+    starts = start_orders(units, deadline)
+    offsets, stats = search(units, starts, seed=seed, deadline=deadline, options=chosen)
+    if offsets is None:  # out of time before a chain: the best start pass (cut ones stack)
+        first = min(starts, key=lambda s: s.arena)
+        offsets, stats["placement"] = first.offsets, first.placement
     return Plan.from_offsets(problem, offsets, planner="anneal",
                              seconds=time.perf_counter() - began, stats=stats)
 

@@ -196,7 +196,9 @@ class Run:
             self.skipped.append(name)
             return
         try:
+            began = time.perf_counter()
             offsets, stats = step()
+            stats = {**stats, "pass_seconds": time.perf_counter() - began}
         except PairLimitError as why:
             self.skipped.append(name)
             self.too_many.append(why)
@@ -273,24 +275,30 @@ class Run:
         if found.stats["interrupted"]:
             raise KeyboardInterrupt
 
-    def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str]]:
-        """``(arena, offsets, order)`` of the greedy passes run to the end with ``placement``."""
-        return [(arena, offsets, stats["order"]) for arena, _, offsets, stats in self.tried
+    def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str, float]]:
+        """``(arena, offsets, order, seconds)`` of the greedy passes run to the end with
+        ``placement``."""
+        return [(arena, offsets, stats["order"], stats.get("pass_seconds", 0.0))
+                for arena, _, offsets, stats in self.tried
                 if stats.get("placement") == placement and stats.get("order") in ORDERS
                 and not stats["cut"]]
 
     def anneal(self, seed: int) -> None:
         """Simulated annealing in C from each placement's best order (`anneal.search`)."""
         units = self.units(False)
-        starts = [(arena, order_units(units, order), placement)
+        starts = [anneal.Start(arena, order_units(units, order), placement, offsets, seconds)
                   for placement in anneal.PLACEMENTS if self.decoded(placement)
-                  for arena, _, order in [min(self.decoded(placement), key=lambda d: d[0])]]
+                  for arena, offsets, order, seconds in [min(self.decoded(placement),
+                                                             key=lambda d: d[0])]]
         budget = self.chosen.search_evaluations
         if budget is None and self.time_limit is None:
-            budget = max(1, min(UNTIMED_SEARCH, UNTIMED_WORK // len(self.problem)))
+            budget = untimed_evaluations(self.problem)
         if starts:
             offsets, stats = anneal.search(units, starts, seed=seed, deadline=self.deadline,
                                            options=anneal.AnnealOptions(evaluations=budget))
+            if offsets is None:  # no time to start a chain
+                self.skipped.append("anneal")
+                return
             self.keep("anneal", offsets, stats)
             if stats["interrupted"]:
                 raise KeyboardInterrupt
@@ -306,7 +314,7 @@ class Run:
             return
         left = None if self.deadline is None else self.deadline - time.perf_counter()
         search = OrderSearch(self.problem, left, time.perf_counter(), units)
-        arena, offsets, order = min(decoded, key=lambda d: d[0])
+        arena, offsets, order, _ = min(decoded, key=lambda d: d[0])
         search.best_arena, search.best_offsets = arena, offsets
         steps = self.chosen.search_evaluations or CLIMB_STEPS
         climb(search, HillClimbOptions(iterations=steps), seed,
@@ -344,6 +352,15 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if not run.tried and run.too_many:  # every pass needed pair lists (sweep=False)
         return pair_free_plan("best", problem, run.began, time_limit, run.too_many[0])
     return _smallest_valid(problem, run.tried, run.began, run.checked, run.extra())
+
+
+def untimed_evaluations(problem: Problem) -> int:
+    """The orders the search tries with neither a time limit nor a budget (the annealing
+    in C, else the hill climb in Python): what a caller that wants `best`'s untimed plan,
+    within a time limit too, gives as its budget."""
+    if not anneal.available(problem):
+        return CLIMB_STEPS
+    return max(1, min(UNTIMED_SEARCH, UNTIMED_WORK // max(1, len(problem))))
 
 
 def _validation_seconds(problem: Problem, offsets: np.ndarray, name: str) -> float:

@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from memplan.errors import MemplanError
 from memplan.frontends.memplan_json import plan_from_dict, plan_to_dict
+from memplan.output_files import open_replacing
 from memplan.plan import fits
 from memplan.validate import validate
 from memplan.viz import human_bytes
@@ -111,9 +112,9 @@ def write_plan_pages(keys: list[str], folder: str | os.PathLike, pages: str | os
         bindings = [("batch", batch)] * (batch is not None) + json.loads(dims)
         shape = " ".join([Path(path).stem, ",".join(f"{k}={v}" for k, v in bindings)]).strip()
         name = f"{_slug(shape)}-{hashlib.sha1(repr((path, dims, batch)).encode()).hexdigest()[:6]}"
-        (pages / f"{name}.html").write_text(
-            page(problem.replace(capacity=None), plans, title=f"{shape}: {len(problem):,} buffers"),
-            encoding="utf-8")
+        with open_replacing(pages / f"{name}.html", "w", encoding="utf-8") as handle:
+            handle.write(page(problem.replace(capacity=None), plans,
+                              title=f"{shape}: {len(problem):,} buffers"))
         links.update({key: f"{pages.name}/{name}.html#plan={quote(title)}"
                       for key, title in titles.items()})
     return links

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from memplan.output_files import open_replacing
 from memplan.viz import human_bytes
 
 FITS = ("optimal", "feasible")
@@ -376,7 +377,8 @@ def write_report(table: pd.DataFrame, path: str, plans: str | None = None) -> No
         target = Path(path)
         links = write_plan_pages(list(table["task"].dropna()), plans,
                                  target.with_name(f"{target.stem}_files"), _load_shape)
-    Path(path).write_text(report_html(table, links), encoding="utf-8")
+    with open_replacing(path, "w", encoding="utf-8") as handle:
+        handle.write(report_html(table, links))
 
 
 __all__ = ["arena_by_batch", "capacity_fit", "model_labels", "planners_vs_optimum",

@@ -1,0 +1,104 @@
+"""Ctrl-C ends every command within about a second, keeping what it has, with exit 130.
+
+Each command runs in a child process, as a user runs it; the child says on stderr
+when its first plan exists (a wrapper around the heuristics' and the validator's
+calls), and SIGINT comes a second later: in the heuristics, in the exact planner,
+or in explain's analysis. The verdict is the exit code and the plan kept (read back and
+validated); how fast the command ends is measured in benchmarks/time_limits.py,
+here only bounded loosely, to catch a command that ignores the signal.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memplan import validate
+from memplan.cli.exit_codes import INTERRUPTED
+from memplan.frontends import memplan_json
+
+from .conftest import CHALLENGING
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is POSIX")
+
+DRIVER = """
+import sys
+from memplan import api
+from memplan.cli import main
+from memplan.heuristics import best
+
+def announced(call):
+    def run(*args, **options):
+        if not announced.done:  # the first plan exists
+            print("planned", file=sys.stderr, flush=True)
+            announced.done = True
+        return call(*args, **options)
+    return run
+
+announced.done = False
+best.Run.keep = announced(best.Run.keep)
+api._checked = announced(api._checked)
+sys.exit(main(sys.argv[1:]))
+"""
+HANG = 60  # seconds: a command still running this long after Ctrl-C ignored it
+
+
+PROBLEM = str(CHALLENGING / "D.1048576.csv")  # MiniMalloc's D: seconds of search at any limit
+NO_CAPACITY = ("--capacity", "none")
+
+
+def interrupted(*argv: str, after: float = 1.0) -> tuple[int, str, str, float]:
+    """Run ``memplan argv``, Ctrl-C ``after`` seconds after its first plan: (exit code,
+    stdout, stderr, seconds from the signal to the exit)."""
+    child = subprocess.Popen([sys.executable, "-c", DRIVER, *argv], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = child.stderr.readline()
+    while first and first.strip() != "planned":  # a warning first
+        first = child.stderr.readline()
+    assert first.strip() == "planned", first + child.stderr.read()
+    time.sleep(after)
+    child.send_signal(signal.SIGINT)
+    sent = time.perf_counter()
+    out, err = child.communicate(timeout=HANG)
+    return child.returncode, out, first + err, time.perf_counter() - sent
+
+
+def kept(path) -> None:
+    """The plan file is there and valid for the problem it holds."""
+    problem = memplan_json.read_problem(path)
+    assert validate(problem, memplan_json.read_plan(path, problem)) == []
+
+
+def test_ctrl_c_in_the_heuristics_keeps_their_best_plan(tmp_path):
+    output = tmp_path / "plan.json"
+    code, out, err, _ = interrupted("solve", PROBLEM, *NO_CAPACITY, "--no-exact",
+                                    "--time-limit", "120", "-o", str(output), "--json")
+    assert code == INTERRUPTED, err
+    summary = json.loads(out)
+    assert summary["interrupted"] and summary["exact"] is None
+    assert summary["written"] and "interrupted" in err
+    kept(output)
+
+
+def test_ctrl_c_in_the_exact_planner_keeps_its_best_plan(tmp_path):
+    output = tmp_path / "plan.json"
+    code, out, err, _ = interrupted("solve", PROBLEM, *NO_CAPACITY, "--time-limit", "120",
+                                    "--planner", "time_sweep", "-o", str(output), "--json",
+                                    after=2.0)
+    assert code == INTERRUPTED, err
+    summary = json.loads(out)
+    assert summary["interrupted"] and summary["exact"] is not None
+    assert summary["plan"]["arena_size"] <= summary["heuristic"]["arena_size"]
+    kept(output)
+
+
+def test_ctrl_c_ends_explain_and_compare():
+    for argv in (("explain", PROBLEM, *NO_CAPACITY, "--time-limit", "120"),
+                 ("compare", PROBLEM, *NO_CAPACITY, "--time-limit", "120")):
+        code, out, err, _ = interrupted(*argv)
+        assert code == INTERRUPTED and "interrupted" in err, (argv, err)

@@ -1,0 +1,143 @@
+"""Every library call keeps its time limit: compare, explain and the order search.
+
+The limits are checked by what the calls did with them (the seconds each
+planner was given, the parts a call skipped or cut and says so), never by a
+stopwatch; every plan is checked by the validator. Wall-clock figures are in
+benchmarks/time_limits.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from benchmarks.generate import network_like
+from benchmarks.traces import training_step_trace
+from memplan import api, plan_with, validate
+from memplan.bounds import live_bytes
+from memplan.diagnosis.capacity_reason import _Checker, _load_at, _over_capacity
+from memplan.diagnosis.explain import explain
+from memplan.frontends import minimalloc_csv
+from memplan.heuristics import anneal
+from memplan.heuristics.units import Units
+from memplan.stopping import on_ctrl_c, watched
+
+from .conftest import CHALLENGING
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return training_step_trace(3000, seed=2)
+
+
+def given_limits(monkeypatch) -> list[tuple[str, float | None]]:
+    """(planner, time_limit) of every plan `api.compare` asks for."""
+    asked: list[tuple[str, float | None]] = []
+    plan_with_ = api.plan_with
+
+    def recording(name, problem, **options):
+        asked.append((name, options.get("time_limit")))
+        return plan_with_(name, problem, **options)
+
+    monkeypatch.setattr(api, "plan_with", recording)
+    return asked
+
+
+def test_compare_gives_every_planner_a_share_of_its_limit(monkeypatch, trace):
+    asked = given_limits(monkeypatch)
+    table = api.compare({"trace": trace}, time_limit=3.0)
+    assert asked and all(limit is not None for _, limit in asked)
+    heuristics = [limit for name, limit in asked if name != "exact"]
+    assert sum(heuristics) <= 1.5 + 1e-9  # the heuristics' half, each a slice of it
+    ran = dict(zip(table["planner"], table["arena_size"], strict=True))
+    assert set(ran) | set(table.attrs["skipped"].get("trace", ())) == \
+        {*api.heuristic_names(), "exact"}
+    assert min(ran.values()) >= api.lower_bound(trace)
+
+
+def test_compare_without_time_skips_all_but_one_planner_and_says_so(trace):
+    table = api.compare({"trace": trace}, time_limit=0)
+    assert len(table) == 1 and table.attrs["interrupted"] is False
+    skipped = table.attrs["skipped"]["trace"]
+    assert [table["planner"][0], *skipped] == [*api.heuristic_names(), "exact"]
+
+
+def test_compare_stops_when_asked(trace):
+    stop = threading.Event()
+    stop.set()
+    table = api.compare({"trace": trace}, time_limit=5, stop=stop)
+    assert table.empty and table.attrs["interrupted"]
+
+
+def test_anneal_starts_no_chain_the_deadline_cannot_hold(trace):
+    units = Units.build(trace, pairs=False)
+    starts = anneal.start_orders(units, None)
+    slow = [start._replace(seconds=60.0) for start in starts]  # a decode longer than the limit
+    offsets, stats = anneal.search(units, slow, deadline=time.perf_counter() + 1.0)
+    assert offsets is None and stats["evaluations"] == 0 and stats["skipped"]
+    plan = plan_with("anneal", trace, time_limit=0)  # no time: the best start's plan
+    assert validate(trace, plan) == [] and plan.arena_size >= api.lower_bound(trace)
+
+
+def test_best_skips_the_order_search_when_no_chain_fits_its_deadline(monkeypatch):
+    problem = minimalloc_csv.read_problem(CHALLENGING / "A.1048576.csv", capacity=None)
+    monkeypatch.setattr(anneal, "_chains", lambda *args: [])
+    plan = plan_with("best", problem, search_evaluations=100)
+    assert validate(problem, plan) == [] and "anneal" in plan.stats["skipped"]
+
+
+def test_explain_cuts_what_its_limit_leaves_no_time_for(trace):
+    capacity = int(live_bytes(trace).max()) // 2  # below the live load: a live-load reason
+    found = explain(trace, plan_with("greedy_by_size", trace), capacity=capacity,
+                    time_limit=1e-6)
+    reason = found.capacity
+    assert reason.kind == "live_load" and reason.proven and not reason.minimal
+    members = [trace.index(t.id) for t in reason.tensors]
+    assert _load_at(trace, members, reason.step) > capacity  # still a proof
+    assert "remedies" in found.unmeasured and "cut short by the time limit" in str(found)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_live_load_shrink_without_aliases_keeps_a_smallest_proof(seed):
+    problem = network_like(300, seed)
+    load = live_bytes(problem)
+    step = int(np.argmax(load))
+    capacity = int(load[step]) * 2 // 3
+    live = np.flatnonzero((problem.starts <= step) & (problem.ends > step))
+    kept = _over_capacity(_Checker(problem, capacity, 10.0, 1), live, step)
+    assert _load_at(problem, kept, step) > capacity
+    smallest = min(kept, key=lambda i: (int(problem.sizes[i]), -i))
+    rest = [i for i in kept if i != smallest]
+    assert not rest or _load_at(problem, rest, step) <= capacity  # none left to drop
+
+
+def test_ctrl_c_raises_unless_a_run_watches_the_stop_event():
+    stop = threading.Event()
+    with watched(stop):
+        on_ctrl_c(stop)  # the exact planner looks at the event itself
+    assert stop.is_set()
+    with watched(stop), pytest.raises(KeyboardInterrupt):
+        on_ctrl_c(stop)  # a second Ctrl-C aborts
+    fresh = threading.Event()
+    with pytest.raises(KeyboardInterrupt):
+        on_ctrl_c(fresh)  # nothing watches: the heuristics catch it
+    assert fresh.is_set()
+
+
+def test_ctrl_c_in_the_heuristics_keeps_the_plans_so_far(monkeypatch, trace):
+    plan_with_ = api.plan_with
+
+    def interrupted_second(name, problem, **options):
+        if name == "greedy_by_size":
+            raise KeyboardInterrupt
+        return plan_with_(name, problem, **options)
+
+    monkeypatch.setattr(api, "plan_with", interrupted_second)
+    plans = api.run_heuristics(trace, ["best_fit", "greedy_by_size", "naive"])
+    assert list(plans) == ["best_fit"] and plans["best_fit"].stats["interrupted"]
+    assert validate(trace, plans["best_fit"]) == []
+    with pytest.raises(KeyboardInterrupt):  # no plan yet: nothing to keep
+        api.run_heuristics(trace, ["greedy_by_size"])
