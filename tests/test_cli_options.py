@@ -436,7 +436,7 @@ def test_the_time_limit_counts_from_the_start_of_the_command(monkeypatch):
     from memplan import startup
     from memplan.cli import solve
 
-    monkeypatch.setattr(startup, "STARTED", time.perf_counter() - 3.0)  # loading took 3 s
+    monkeypatch.setattr(startup, "COMMAND_STARTED", time.perf_counter() - 3.0)  # loaded in 3 s
     assert 6.0 < solve._from_start(api.SolveOptions(time_limit=10)).time_limit <= 7.0
     least = solve.LEAST_SOLVE_SHARE * 2
     assert solve._from_start(api.SolveOptions(time_limit=2)).time_limit == pytest.approx(least)

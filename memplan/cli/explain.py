@@ -86,7 +86,7 @@ def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.N
 
     banked = problem.replace(regions=regions)
     weights = np.maximum(step_reads(banked), 1)
-    plan = plan_regions_exact(banked, time_limit=args.time_limit, workers=args.threads,
+    plan = plan_regions_exact(banked, time_limit=_left(args.time_limit), workers=args.threads,
                               hint=plan_regions(banked, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
