@@ -11,7 +11,10 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 
 - run the heuristics (``best``: the fast ones, the smallest plan kept; to
   fit a capacity with the exact planner's canonical search, one ``best_fit``
-  pass: the search settles the question sooner than ``best`` would);
+  pass: the search settles the question sooner than ``best`` would), and
+  ``greedy_by_size`` uncut when they do not (``best`` runs it first, uncut):
+  whatever the limit, no plan of `solve` is larger than that cheapest greedy's
+  (``stats["cut_short"]`` says when the limit cut a step short);
 - stop there when that plan reaches the lower bound (it is optimal);
 - otherwise run the exact planner for ``time_limit`` seconds, warm-started
   with the heuristic plan (its hint and upper bound), reporting incumbent and
@@ -56,7 +59,7 @@ from memplan.limits import check_capacity, check_time_limit, check_workers, pars
 from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import plan_with, planners
+from memplan.registry import FLOOR, plan_with, planners
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -357,7 +360,11 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=heuristic_seconds(settings) if timed is None else timed,
                            searched=not settings.exact or timed is not None)
+    if "best" not in plans and FLOOR not in plans:  # no plan of `solve` is larger
+        plans.update(run_heuristics(problem, [FLOOR], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
+    if FLOOR in plans:  # the exact planner need not run it again
+        heuristic.stats.setdefault("floor_arena", plans[FLOOR].arena_size)
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
@@ -374,7 +381,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
             left = None if settings.time_limit is None else \
                 settings.time_limit - (time.perf_counter() - began) - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
-                report.out_of_time = True
+                report.out_of_time = report.plan.stats["cut_short"] = True
                 report.seconds = time.perf_counter() - began
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it

@@ -41,6 +41,8 @@ class Planner(Protocol):
 
 
 _PLANNERS: dict[str, Planner] = {}
+FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.solve` run it
+# first, uncut by any time limit, and never return a larger plan
 
 
 def register(name: str) -> Callable[[Planner], Planner]:

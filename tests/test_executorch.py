@@ -82,6 +82,17 @@ def test_the_pass_beats_greedy_and_runs(decoder):
     assert report.verify_seconds > 0  # the storage check ran after the graph
 
 
+@pytest.mark.parametrize("limit", [0, 0.001, 0.01])
+def test_no_limit_leaves_a_plan_larger_than_greedy_by_size(decoder, limit):
+    planning_pass = memplan.executorch.memory_planning_pass(time_limit=limit)
+    lower(decoder[1], planning_pass)
+    assert_valid(planning_pass)
+    for report in planning_pass.reports:
+        for mem_id, plan in report.plans.items():
+            floor = memplan.plan_with("greedy_by_size", report.problems[mem_id])
+            assert plan.arena_size <= floor.arena_size
+
+
 def test_one_algorithm_of_a_suite_beside_greedy(decoder):
     """The suite keeps the smaller plan; both results have as many arenas."""
     model, edge = decoder

@@ -68,7 +68,8 @@ def test_a_pass_out_of_time_is_cut_and_says_so():
         assert validate(pinned, plan) == [] and plan.stats["cut"] == len(pinned) - 1, name
     plan = plan_with("best", problem, time_limit=0)
     assert validate(problem, plan) == []
-    assert plan.stats["cut"] and plan.stats["skipped"]  # the first pass cut, the rest skipped
+    assert plan.stats["winner"] == "greedy_by_size" and not plan.stats["cut"]  # the floor,
+    assert plan.stats["skipped"]  # uncut; the rest skipped
     assert plan_with("best", problem).stats["cut"] == {}
 
 
@@ -111,7 +112,11 @@ def test_planners_whose_pair_lists_do_not_fit_return_the_sweeps_plan(monkeypatch
         assert plan.planner == name and plan.stats["fallback"] == "time_sweep", name
         assert "pairs of buffers overlap in time" in plan.stats["why"], name
     best = plan_with("best", problem, time_limit=limit, sweep=False)
-    assert validate(problem, best) == [] and best.stats["fallback"] == "time_sweep"
+    assert validate(problem, best) == []
+    if cause == "memory":
+        assert best.stats["fallback"] == "time_sweep"
+    else:  # the floor, greedy_by_size, lists its pairs whatever the limit
+        assert "greedy_by_size" in best.stats["arenas"] and "fallback" not in best.stats
     for name in PAIR_FREE:
         plan = plan_with(name, problem, time_limit=limit)
         assert validate(problem, plan) == [] and "fallback" not in plan.stats, name
@@ -226,7 +231,7 @@ def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
     assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
 
 
-def test_best_validates_its_first_plan_beside_the_compiled_breadth_pass(monkeypatch):
+def test_best_validates_its_first_plan_beside_the_compiled_passes(monkeypatch):
     from memplan.heuristics import best, compiled_place
 
     if not compiled_place.available():
@@ -243,9 +248,9 @@ def test_best_validates_its_first_plan_beside_the_compiled_breadth_pass(monkeypa
     threads = threading.active_count()
     plan = plan_with("best", problem, time_limit=30, breadth_first_buffers=1000)
     assert validate(problem, plan) == [] and threading.active_count() == threads
-    assert seen[0] == ("time_sweep(placement='best_fit')", False)
+    assert seen[0] == ("greedy_by_size", False)  # the floor, beside the next passes
     assert all(main for _, main in seen[1:]) and plan.stats["validate_seconds"] >= 0
-    assert plan.stats["arenas"]["greedy_by_breadth"] > 0  # the pass ran beside it
+    assert len(plan.stats["arenas"]) > 1  # a pass ran beside it
 
 
 def test_an_exact_plan_equal_to_its_warm_start_is_not_validated_twice():
@@ -384,8 +389,9 @@ def test_best_runs_the_compiled_breadth_pass_right_after_the_sweep_on_large_prob
     problem = network_like(1200, 10)
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
-    first, second = list(plan.stats["arenas"])[:2]  # a breadth pass cut by a short limit
-    assert first.startswith("time_sweep") and second == "greedy_by_breadth"  # leaves the sweep's
+    floor, first, second = list(plan.stats["arenas"])[:3]  # a breadth pass cut by a short
+    assert floor == "greedy_by_size" and first.startswith("time_sweep")  # limit leaves the
+    assert second == "greedy_by_breadth"  # sweep's
 
 
 @st.composite

@@ -1,7 +1,13 @@
 """``best``: run the fast heuristics, search orders until the limit, keep the smallest valid plan.
 
 XLA's ChooseBestHeap, then a search. Steps:
-- first the time sweep (`memplan.heuristics.time_sweep`, both placements):
+- first ``greedy_by_size`` (TensorFlow Lite's planner, compiled), never cut
+  by the deadline however short: the floor, so that no limit (0 s, a busy
+  machine) leaves a plan larger than the cheapest greedy's (1.3 CPU-s on a
+  30k-buffer training trace, milliseconds on networks); without the compiled
+  pass and over ``max_pairs`` pairs it is skipped, and the time sweep below is
+  the floor;
+- then the time sweep (`memplan.heuristics.time_sweep`, both placements):
   O(n log n), so a plan exists early whatever the size; on problems over
   ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes right after
@@ -38,7 +44,8 @@ XLA's ChooseBestHeap, then a search. Steps:
 - keep the plans from the smallest arena up, and return the first that the
   independent validator accepts (a planner bug costs a candidate, never an
   invalid plan); its name goes to ``stats["winner"]``, every candidate's
-  arena to ``stats["arenas"]``.
+  arena to ``stats["arenas"]``; ``stats["cut_short"]`` says whether the
+  limit cut or skipped a pass.
 
 The time limit covers the validation too (a second at 100k buffers on a busy
 machine): with a limit, the first plan (the time sweep's, within
@@ -46,8 +53,9 @@ machine): with a limit, the first plan (the time sweep's, within
 what one validation of this problem costs here; the later passes and the
 search end that long (times ``VALIDATE_MARGIN``) before the limit, so that
 the winner, if another, is validated in time (``stats["validate_reserve"]``).
-When the compiled breadth pass comes next, that first validation runs in a
-thread beside it (the pass releases the GIL).
+On problems over ``breadth_first_buffers`` with the compiled pass, that first
+validation (the floor's) runs in a thread beside the next compiled passes
+(they release the GIL).
 
 The exact solver takes this plan as its warm start. Cost: the sum of the
 candidates (a few times one greedy pass, O(n log n + E log n) each), the
@@ -80,7 +88,7 @@ from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
-from memplan.registry import planners, register
+from memplan.registry import FLOOR, planners, register
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
@@ -146,16 +154,18 @@ class Run:
         self.beside: list[threading.Thread] = []  # the first validation, beside a pass in C
         self.overlap = False  # the second pass is compiled (it releases the GIL)
         self.interrupted = False
+        self.late = False  # a pass skipped for want of time
         self.attempts = 0
         self.pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
         self.compiled = compiled_place.fits(problem, "best_fit")
         self.built: dict[bool, Units] = {}
 
-    def units(self, with_pairs: bool) -> Units:
-        """The units, with or without pair lists (`PairLimitError`: they do not fit)."""
+    def units(self, with_pairs: bool, uncut: bool = False) -> Units:
+        """The units, with or without pair lists (`PairLimitError`: they do not fit, in
+        memory or, unless ``uncut``, before the deadline)."""
         if with_pairs not in self.built:
             self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs,
-                                                 deadline=self.deadline)
+                                                 deadline=None if uncut else self.deadline)
         return self.built[with_pairs]
 
     def compositions(self) -> list[tuple[str, GreedyOptions]]:
@@ -169,7 +179,15 @@ class Run:
         return found
 
     def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
-        """(name, pass) in the order they run (see the module doc)."""
+        """(name, pass) in the order they run (see the module doc): the floor first."""
+        floor = [] if not self.compiled and self.pairs > self.chosen.max_pairs else \
+            [(FLOOR, lambda: greedy_offsets(self.units(not self.compiled, uncut=True),
+                                            PRESETS[FLOOR],
+                                            compiled=self.compiled))]  # never cut
+        return floor + [(name, step) for name, step in self.timed_passes() if name != FLOOR]
+
+    def timed_passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
+        """(name, pass) of the passes the deadline may cut or skip, in their order."""
         chosen, deadline = self.chosen, self.deadline
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
             lambda p: sweep_offsets(self.units(False), p, deadline), placement))
@@ -181,7 +199,7 @@ class Run:
             self.units(not self.compiled), c, deadline, compiled=self.compiled), composition))
             for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
-            self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
+            self.overlap = True  # the floor validated beside the next compiled passes
             return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
         return sweeps + greedy
 
@@ -194,6 +212,7 @@ class Run:
             return  # validation
         if self.out_of_time():
             self.skipped.append(name)
+            self.late = True
             return
         try:
             began = time.perf_counter()
@@ -325,7 +344,11 @@ class Run:
     def extra(self) -> dict:
         """The stats every plan of this call carries."""
         extra = {"cut": self.cut, "skipped": self.skipped, "interrupted": self.interrupted,
-                 "pairs": self.pairs}
+                 "pairs": self.pairs, "cut_short": (bool(self.cut) or self.late) and
+                 not self.at_bound()}
+        floors = [arena for arena, name, _, _ in self.tried if name == FLOOR]
+        if floors:  # this plan is no larger (`memplan.solver.exact` need not run it again)
+            extra["floor_arena"] = floors[0]
         if self.time_limit is not None:
             extra["validate_reserve"] = max(0.0, self.began + self.time_limit - self.deadline)
         return extra

@@ -25,7 +25,12 @@ to the optimum. Steps:
     fit races (far faster than CP-SAT's minimisation at finding low peaks),
     then CP-SAT's minimisation from the best plan, for the proven bound; a
     part's floor is the global lower bound (only the largest part counts);
-- put the parts' offsets back together; the arena is the largest part's.
+- put the parts' offsets back together; the arena is the largest part's;
+- never return more than the floor: ``greedy_by_size``'s plan (by name, the
+  compiled pass), computed first unless the warm start is known to be no
+  larger (``best``'s, which runs it), is taken when the search, cut short by
+  the limit, found nothing smaller (``stats["floor"]``). Without a floor (a
+  problem greedy_by_size does not place), the warm start is the fallback.
 
 Modes: with a capacity (and ``minimize`` unset) the question is "does it fit"
 (like MiniMalloc): status ``feasible``/``optimal`` with a fitting plan,
@@ -56,10 +61,10 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.errors import NoPlanError, UnsoundBoundError
+from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
-from memplan.registry import plan_with, register
+from memplan.registry import FLOOR, plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
@@ -95,6 +100,19 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
         stats["hint_rejected"] = str(broken[0])
         return None
     return hint
+
+
+def _floor(problem: Problem, hint: Plan | None) -> Plan | None:
+    """`FLOOR`'s plan of ``problem`` (uncut: no time limit), or None when the ``hint`` is
+    known to be no larger (it is that plan, or says so in ``stats["floor_arena"]``: ``best``'s
+    does) or `FLOOR` does not place the problem (a `ProblemError`)."""
+    if hint is not None and (hint.planner == FLOOR or
+                             hint.arena_size <= hint.stats.get("floor_arena", -1)):
+        return None
+    try:
+        return plan_with(FLOOR, problem)
+    except ProblemError:
+        return None
 
 
 class _Run:
@@ -284,6 +302,8 @@ class _Run:
         left. The rest of the time goes to CP-SAT's minimisation, the only one
         that proves bounds between the floor and the best peak.
         """
+        if seconds is not None and seconds <= 0:  # no time left: not even CP-SAT's import
+            return Outcome("unknown", hinted, floor)
         from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
         began = time.perf_counter()
@@ -478,6 +498,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
         hint = _warm_start(working, hint, settings, stats)
+    floor = _floor(working, hint)
     run = _Run(working, settings, hint, began)
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
@@ -501,7 +522,11 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     break
         except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
             stats["interrupted"] = True
-    return _plan(problem, run, stats, time.perf_counter() - began)
+    result = _plan(problem, run, stats, time.perf_counter() - began, floor)
+    result.stats["cut_short"] = not result.stats["interrupted"] and (  # by the time limit
+        result.status == "unknown" or (result.status == "feasible" and run.minimize and not
+                                       settings.within_gap(result.arena_size, result.best_bound)))
+    return result
 
 
 def by_neighbourhoods(problem: Problem, options: ExactOptions) -> bool:
@@ -540,8 +565,10 @@ def _single_region(problem: Problem) -> Problem:
     return problem.replace(capacity=capacity, regions=())
 
 
-def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
-    """The plan of a finished run, with its status and statistics."""
+def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
+          floor: Plan | None = None) -> Plan:
+    """The plan of a finished run, with its status and statistics; the ``floor``'s
+    offsets when they make a smaller arena."""
     outcomes = run.outcomes
     pieces = []
     for part, outcome in zip(run.parts, outcomes, strict=True):
@@ -550,7 +577,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
             offsets = part_offsets(part, run.hint.offsets)
         if offsets is None and canonical.plain(part.problem):  # no warm start was needed
             offsets = canonical.stacked(part.problem)
-        if offsets is None:
+        if offsets is None and floor is None:
             raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
                               f"plan for {len(part.buffers)} buffers (give it a warm start or "
                               f"more time)")
@@ -566,7 +593,13 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float) -> Plan:
     stats["clock_cut"] = run.clock_cuts > 0  # deterministic mode: this run may not repeat
     stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
                                                  for o in outcomes])
-    result = Plan.from_offsets(problem, assemble(problem, run.parts, pieces), planner="exact",
+    offsets = None if any(piece is None for piece in pieces) else \
+        assemble(problem, run.parts, pieces)  # a part without any plan: the floor's, whole
+    if floor is not None:
+        stats["floor_arena"] = floor.arena_size
+        if offsets is None or floor.arena_size < int((offsets + problem.sizes).max(initial=0)):
+            offsets, stats["floor"] = floor.offsets, FLOOR
+    result = Plan.from_offsets(problem, offsets, planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
     check_bound(result, run.unsound)
     result.status = plan_status(result.arena_size, result.best_bound,
