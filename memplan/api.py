@@ -55,7 +55,13 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap
+from memplan.limits import (
+    check_capacity,
+    check_seed,
+    check_time_limit,
+    check_workers,
+    parse_gap,
+)
 from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
@@ -104,6 +110,7 @@ class SolveOptions:
             parse_gap(self.gap)
         for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
             object.__setattr__(self, name, check_time_limit(getattr(self, name), name))
+        object.__setattr__(self, "seed", check_seed(self.seed))  # np.int64(3): 3
 
 
 def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
@@ -112,8 +119,7 @@ def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
     check_time_limit(time_limit, "time_limit")
     check_time_limit(heuristic_time_limit, "heuristic_time_limit")
     check_workers(workers, "workers")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ProblemError(f"seed must be a whole number, got {seed!r}")
+    check_seed(seed)
 
 
 @dataclass

@@ -154,6 +154,14 @@ def check_workers(value, name: str = "workers", *, default_allowed: bool = True)
     return int(value)
 
 
+def check_seed(value, name: str = "seed") -> int:
+    """A random seed: a whole number (a numpy integer too, as a Python int: the compiled
+    kernels take only those); `ProblemError` naming ``name`` otherwise (1.5, '3', True)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise ProblemError(f"{name} must be a whole number, got {describe(value)}")
+    return int(value)
+
+
 def check_capacity(value, name: str = "capacity") -> int | None:
     """A capacity in bytes: None (no capacity), a whole number 1 .. 2^53, or a size text
     (`parse_size`: ``"1MiB"``, ``"512KiB"``, ``"4096"``). `ProblemError` naming ``name``."""

@@ -9,7 +9,7 @@ the best heuristic plan as its warm start ``hint``) can list and run them all.
 A module registers its planner with ``@register("name")``. This module is
 the table and the one door every planner is entered by (registered planners
 are wrapped, so a direct call goes through it too): a ``hint`` is checked
-against the problem with the independent validator (`checked_hint`) before the
+against the problem with the independent validator (`rejected_hint`) before the
 planner sees it, and one that is no valid layout of it (another problem's plan,
 overlapping buffers; a capacity exceeded is allowed) is set aside with a
 `HintWarning`, so no planner can hand an unchecked hint back as its plan.
@@ -29,7 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
-from memplan.limits import check_time_limit, check_workers
+from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.validate import known_valid, mark_valid, validate
@@ -47,7 +47,8 @@ FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.so
 
 def register(name: str) -> Callable[[Planner], Planner]:
     """Decorator: make ``fn`` available as ``plan_with(name, ...)``; it returns ``fn``
-    wrapped so that its ``hint`` is checked first (`checked_hint`), however it is called."""
+    wrapped so that its ``hint`` is checked first (`rejected_hint`) and its ``seed`` is a
+    Python int (`memplan.limits.check_seed`), however it is called."""
 
     def add(fn: Planner) -> Planner:
         if name in _PLANNERS and getattr(_PLANNERS[name], "__wrapped__", None) is not fn:
@@ -55,6 +56,8 @@ def register(name: str) -> Callable[[Planner], Planner]:
 
         @functools.wraps(fn)
         def planner(problem: Problem, *args, hint: Plan | None = None, **options) -> Plan:
+            if "seed" in options:  # a numpy integer as a Python int (the kernels take those)
+                options["seed"] = check_seed(options["seed"])
             why = None
             if hint is not None:
                 why = rejected_hint(problem, hint, name)

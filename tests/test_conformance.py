@@ -7,8 +7,10 @@ A hint that is no valid layout of the problem (overlapping buffers, another
 problem's plan) is set aside with a warning by every planner, never returned.
 """
 
+import numpy as np
 import pytest
 
+import memplan
 from memplan import (
     Alias,
     Buffer,
@@ -106,3 +108,19 @@ def test_a_hint_that_is_no_plan_is_refused():
 
 def test_registry_knows_the_planners():
     assert planners(), "no planner is registered"
+
+
+@pytest.mark.parametrize("name", sorted(planners()))
+def test_every_planner_takes_a_numpy_seed(name):
+    problem = PROBLEMS[0]
+    check_plan(name, problem, plan_with(name, problem, seed=np.int64(3), time_limit=0.2))
+    with pytest.raises(ProblemError, match="seed"):
+        plan_with(name, problem, seed=1.5)
+
+
+def test_solve_takes_a_numpy_seed():
+    problem = PROBLEMS[0]
+    plan = memplan.solve(problem, seed=np.int64(3), time_limit=1)
+    check_plan("solve", problem, plan)
+    with pytest.raises(ProblemError, match="seed"):
+        memplan.solve(problem, seed="3")

@@ -39,6 +39,12 @@ several cores the turns run side by side (one thread each: the kernel
 releases the GIL), and the first one that settles the question wins. A turn
 that ends below its node limit without a layout proves that none fits.
 
+Clocks: every adaptive choice (a probe given up, a head start's end, a pace
+judged slow) counts the CPU time of the search's own threads (`Race.cpu`:
+each thread's CPU clock, read live), never wall-clock rates, so that a busy
+machine gets the same verdicts, later; the wall clock only keeps the caller's
+time limit.
+
 Use: problems with fixed lifetimes, sizes and alignments only (no aliases,
 pinned offsets or explicit conflicts: `plain`), to fit a capacity. The exact
 planner gives it a head start, then races it against CP-SAT (`memplan.solver
@@ -82,8 +88,9 @@ MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they s
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
 HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
-HEAD_START_SECONDS = 1.0  # ... seconds before its pace counts, and the slowest pace (nodes a
-HEAD_START_PACE = 8_000  # second) it keeps going at: tilings 2-5 k, MiniMalloc's 25 k and more
+HEAD_START_SECONDS = 1.0  # ... CPU seconds (a thread's) before its pace counts, and the
+HEAD_START_PACE = 8_000  # slowest pace (nodes a CPU second) it keeps going at: tilings 2-5 k,
+# MiniMalloc's 25 k and more
 NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
@@ -164,27 +171,38 @@ class Race:
         self.verdict: Verdict | None = None
         self.nodes = self.turns = 0
         self._threads: list[threading.Thread] = []
+        self._clocks: list[_ThreadClock] = []  # per thread: its CPU time
         self._active = 0  # threads still taking turns
         self._deadline: float | None = None
+        self.cpu_limit: float | None = None  # `wait` ends the race at this `cpu`
         self._error: BaseException | None = None
-        self.began: float | None = None  # when the first thread started
+
+    def cpu(self) -> float:
+        """CPU seconds of its threads, per thread (their mean): on an idle machine the wall
+        time they have run, on a busy one less; what its pace and its limits count."""
+        with self._lock:
+            clocks = list(self._clocks)
+        return sum(clock.seconds() for clock in clocks) / max(len(clocks), 1)
 
     def slow(self) -> bool:
-        """Whether its nodes come slower than `HEAD_START_PACE` a second, counted from
-        `HEAD_START_SECONDS` on (costly nodes, as on tilings the sweeps miss: CP-SAT's ground)."""
-        elapsed = 0.0 if self.began is None else time.perf_counter() - self.began
-        return elapsed >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * elapsed
+        """Whether its nodes come slower than `HEAD_START_PACE` a CPU second, counted from
+        `HEAD_START_SECONDS` of CPU on (costly nodes, as on tilings the sweeps miss: CP-SAT's
+        ground). CPU time: a busy machine slows the clock, not the pace."""
+        spent = self.cpu()
+        return spent >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * spent
 
-    def start(self, threads: int, seconds: float | None):
-        """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass."""
+    def start(self, threads: int, seconds: float | None, cpu: float | None = None):
+        """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass
+        (wall: the caller's limit); `wait` also ends it once its `cpu` reaches ``cpu``."""
         self._deadline = None if seconds is None else time.perf_counter() + seconds
-        if self.began is None:
-            self.began = time.perf_counter()
+        self.cpu_limit = cpu
         for _ in range(max(threads, 0)):
+            clock = _ThreadClock()
             with self._lock:
                 self._active += 1
                 self._flags.append(bytearray(1))
-            thread = threading.Thread(target=self._work, args=(self._flags[-1],),
+                self._clocks.append(clock)
+            thread = threading.Thread(target=self._work, args=(self._flags[-1], clock),
                                       name="memplan-canonical", daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -200,7 +218,8 @@ class Race:
                 limit = min(limit, self.node_budget - self.nodes)
             return order, limit
 
-    def _work(self, flag: bytearray):
+    def _work(self, flag: bytearray, clock: _ThreadClock):
+        clock.begin()
         try:
             while (turn := self._next(flag)) is not None:
                 order, limit = turn
@@ -225,6 +244,7 @@ class Race:
         except BaseException as error:  # noqa: BLE001  (re-raised by wait)
             self._error = error
         finally:
+            clock.end()
             with self._lock:
                 self._active -= 1
                 if self._active == 0:
@@ -257,6 +277,41 @@ class Race:
         return verdict
 
 
+class _ThreadClock:
+    """The CPU time of one search thread, readable from another thread while it runs
+    (its POSIX thread CPU clock; where there is none, the wall time since it began)."""
+
+    def __init__(self):
+        self._clock: int | None = None
+        self._began: float | None = None  # wall, for the fallback
+        self._final: float | None = None  # CPU seconds, once the thread is done
+
+    def begin(self):
+        """Called by the thread itself as it starts."""
+        self._began = time.perf_counter()
+        try:
+            self._clock = time.pthread_getcpuclockid(threading.get_ident())
+        except (AttributeError, OSError):  # no per-thread CPU clock here
+            self._clock = None
+
+    def end(self):
+        """Called by the thread itself as it ends: its CPU time is final."""
+        self._final = time.thread_time() if self._clock is not None else \
+            time.perf_counter() - self._began
+
+    def seconds(self) -> float:
+        if self._final is not None:
+            return self._final
+        if self._began is None:
+            return 0.0
+        if self._clock is not None:
+            try:
+                return time.clock_gettime(self._clock)
+            except OSError:  # the thread ended between the two reads
+                return self._final if self._final is not None else 0.0
+        return time.perf_counter() - self._began
+
+
 def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:
     """The orders of round ``turn``: the sweeps first in every round of a perfect packing,
     last in the first round of any other problem (measured: on MiniMalloc's problems they
@@ -269,18 +324,18 @@ def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:
 def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
     """Wait while ``race`` runs alone for its head start; True if ``stop`` or Ctrl-C interrupted.
 
-    The head start ends when the race settles, after `HEAD_START_NODES`
-    nodes (the problems it wins, it wins within them), after ``most``
-    seconds, or after `HEAD_START_SECONDS` when its pace is under
-    `HEAD_START_PACE` (costly nodes: tilings the sweeps miss, where CP-SAT wins). Nodes
-    count when a turn ends, so the pace measured is a floor.
+    The head start ends when the race settles (or its wall-clock limit ends it),
+    after `HEAD_START_NODES` nodes (the problems it wins, it wins within them),
+    after ``most`` CPU seconds of its threads (`Race.cpu`), or after
+    `HEAD_START_SECONDS` of CPU when its pace is under `HEAD_START_PACE` (costly
+    nodes: tilings the sweeps miss, where CP-SAT wins). Nodes count when a turn
+    ends, so the pace measured is a floor. CPU time, not wall: on a busy machine
+    the head start lasts longer, and settles the same problems.
     """
-    began = time.perf_counter()
     while not race.settled.is_set():
-        elapsed = time.perf_counter() - began
-        if elapsed >= most or race.nodes >= HEAD_START_NODES or race.slow():
+        if race.cpu() >= most or race.nodes >= HEAD_START_NODES or race.slow():
             return False
-        if wait(race, min(0.05, most - elapsed), stop):
+        if wait(race, 0.05, stop):
             return True
     return False
 
@@ -297,10 +352,15 @@ def stacked(problem: Problem) -> np.ndarray:
 
 
 def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> bool:
-    """Wait up to ``seconds`` for ``race`` to settle; True if ``stop`` or Ctrl-C interrupted."""
+    """Wait up to ``seconds`` for ``race`` to settle; True if ``stop`` or Ctrl-C interrupted.
+    A race past its `Race.cpu_limit` is stopped (its verdict stays unknown)."""
     end = None if seconds is None else time.perf_counter() + seconds
     try:
         while not race.settled.is_set():
+            if race.cpu_limit is not None and race.cpu() >= race.cpu_limit:
+                race.narrow(0)  # its threads stop at once; the last one out settles it
+                race.settled.wait(0.02)
+                continue
             step = 0.02 if end is None else min(0.02, end - time.perf_counter())
             if step <= 0:
                 return False
@@ -314,11 +374,13 @@ def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> boo
 
 def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None = None,
         threads: int = 0, stop: threading.Event | None = None,
-        node_budget: int | None = None, orders=ORDERS, sweeps=SWEEPS) -> Verdict:
+        node_budget: int | None = None, orders=ORDERS, sweeps=SWEEPS,
+        cpu: float | None = None) -> Verdict:
     """Search ``problem`` for a layout under ``capacity`` (default: the problem's).
 
-    ``threads`` (0: one per core) run the turns side by side; ``node_budget``
-    caps the nodes of all turns (a deterministic limit); ``orders`` and
+    ``threads`` (0: one per core) run the turns side by side, for ``seconds`` (wall) or
+    ``cpu`` seconds of each thread's CPU time (`Race.cpu`), whichever ends first;
+    ``node_budget`` caps the nodes of all turns (a deterministic limit); ``orders`` and
     ``sweeps`` as `Race` takes them. Interrupted by ``stop`` or Ctrl-C:
     status ``unknown`` with ``stats["interrupted"]``.
     """
@@ -329,7 +391,7 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
     if capacity is None:
         raise ValueError("the canonical search fits a capacity: give one")
     race = Race(problem, capacity, orders=orders, sweeps=sweeps, node_budget=node_budget)
-    race.start(threads or os.cpu_count() or 1, seconds)
+    race.start(threads or os.cpu_count() or 1, seconds, cpu)
     interrupted = wait(race, None, stop)
     race.cancel()
     verdict = race.result()
@@ -358,6 +420,9 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
       .floors`; it returns the floor, the nodes it spent, whether ``stop``
       or Ctrl-C interrupted it, and a layout or None); then start
       again from the floor with probes twice as long (from `PROBE_SECONDS`).
+
+    A probe's length is CPU time of its threads (`Race.cpu`), so that a busy
+    machine gives up the same targets; ``seconds`` (wall) caps the whole descent.
 
     Deterministic mode: one thread, probes limited by nodes
     (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
@@ -419,20 +484,21 @@ class _Descent:
         return self.wall_left()
 
     def limits(self, step: float, rest: float | None,
-               clock: bool = True) -> tuple[float | None, int | None]:
-        """A probe's ``(seconds, nodes)``: ``step`` seconds, or their nodes when deterministic
-        (with the time left as the clock's cap unless ``clock`` is False)."""
+               clock: bool = True) -> tuple[float | None, int | None, float | None]:
+        """A probe's ``(seconds, nodes, cpu)``: ``step`` CPU seconds (`Race.cpu`) within the
+        wall-clock time left, or ``step``'s nodes when deterministic (with the time left as
+        the clock's cap unless ``clock`` is False)."""
         if not self.deterministic:
-            return (step if rest is None else min(step, rest)), None
+            return rest, None, step
         nodes = int(step / PROBE_SECONDS * PROBE_NODES)
-        return self.wall_left() if clock else None, nodes if rest is None else min(nodes,
-                                                                                   int(rest))
+        return self.wall_left() if clock else None, nodes if rest is None else min(
+            nodes, int(rest)), None
 
     def probe(self, target: int, step: float, clock: bool = True) -> Verdict:
         """One canonical search under ``target`` for ``step`` seconds' worth."""
-        seconds, nodes = self.limits(step, self.left(), clock)
+        seconds, nodes, cpu = self.limits(step, self.left(), clock)
         race = Race(self.problem, target, widths=self.widths, node_budget=nodes)
-        race.start(1 if self.deterministic else self.threads, seconds)
+        race.start(1 if self.deterministic else self.threads, seconds, cpu)
         self.interrupted = wait(race, None, self.stop)
         race.cancel()
         verdict = race.result()
@@ -479,8 +545,8 @@ class _Descent:
         True when the descent is over (the floor meets the best, or interrupted).
         """
         if prove is not None:
-            seconds, nodes = self.limits(self.step, rest)
-            lifted, used, self.interrupted, found = prove(self.floor, seconds, nodes)
+            seconds, nodes, cpu = self.limits(self.step, rest)
+            lifted, used, self.interrupted, found = prove(self.floor, seconds, nodes, cpu)
             self.spent += used
             if found is not None and self.peak(found) < self.top:
                 self.better(found)

@@ -196,10 +196,10 @@ class _Run:
         threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
         proofs: list = []
 
-        def prove(low: int, seconds: float | None, nodes: int | None):
+        def prove(low: int, seconds: float | None, nodes: int | None, cpu: float | None):
             lifted = floors.raise_floor(part.problem, low, seconds=seconds, nodes=nodes,
-                                        threads=threads, stop=options.stop, widths=widths,
-                                        on_floor=on_floor)
+                                        cpu=cpu, threads=threads, stop=options.stop,
+                                        widths=widths, on_floor=on_floor)
             proofs.extend(lifted.probes)
             return lifted.floor, lifted.nodes, lifted.interrupted, lifted.offsets
 
@@ -245,8 +245,8 @@ class _Run:
             return None  # too short to finish one pass over a large part: no use, and memory
         probe = canonical.PROBE_SECONDS * scale if most is None else \
             min(canonical.PROBE_SECONDS * scale, most)
-        verdict = canonical.fit(
-            part.problem, floor, seconds=most if options.deterministic else probe,
+        verdict = canonical.fit(  # the probe in CPU time: the same verdict on a busy machine
+            part.problem, floor, seconds=most, cpu=None if options.deterministic else probe,
             threads=1, stop=options.stop,  # one thread: each lists every pair
             node_budget=int(canonical.PROBE_NODES * scale) if options.deterministic else None)
         if verdict.stats["interrupted"]:

@@ -3,9 +3,11 @@
 `memplan.solver.exact` races the canonical search (`memplan.solver.canonical`)
 and CP-SAT to fit a capacity (docs/explanation/exact-lanes.md):
 
-- `head_start`: the seconds the canonical search has alone (a share of the
-  time limit, within `HEAD_START_SECONDS`; `canonical.head_start` ends it
-  sooner on a settled question, many nodes, or slow ones);
+- `head_start`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
+  the canonical search has alone (a share of the time limit, within
+  `HEAD_START_SECONDS`; `canonical.head_start` ends it sooner on a settled
+  question, many nodes, or slow ones): CPU time, so that a busy machine does
+  not stop a search that an idle one lets settle;
 - `racing`: CP-SAT's options for the race (its own portfolio, beside the
   canonical search's thread or on every core);
 - `Joint`: one stop event for CP-SAT, set by the caller's ``stop`` or by the
@@ -22,7 +24,8 @@ import threading
 from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions
 
-HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most seconds the canonical search has alone
+HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most CPU seconds the canonical search has
+# alone (each of its threads)
 
 
 class Joint:
@@ -46,8 +49,9 @@ class Joint:
 
 
 def head_start(seconds: float | None, share: float) -> float:
-    """Seconds the canonical search may have alone: ``share`` of the time, within
-    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner)."""
+    """CPU seconds the canonical search may have alone: ``share`` of the time limit, within
+    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner; the
+    wall clock ends it at the limit)."""
     least, most = HEAD_START_SECONDS
     if seconds is None:
         return most

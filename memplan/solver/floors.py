@@ -160,12 +160,13 @@ def ladder(problem: Problem, height: int, widths=None) -> list[Relaxation]:
 
 
 def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
-                nodes: int | None = None, threads: int = 1, stop=None,
-                widths=None, on_floor=None) -> Lifted:
+                nodes: int | None = None, cpu: float | None = None, threads: int = 1,
+                stop=None, widths=None, on_floor=None) -> Lifted:
     """Prove floors above ``floor`` for ``problem`` (plain: see `canonical.plain`).
 
-    ``seconds`` (wall) or ``nodes`` (deterministic) bound the whole effort,
-    shared equally by the probes left; ``on_floor(floor)`` reports each rise.
+    ``cpu`` (CPU seconds of the probes' threads, `canonical.Race.cpu`) or ``nodes``
+    (deterministic) bound the whole effort, shared equally by the probes left; ``seconds``
+    (wall) caps it; ``on_floor(floor)`` reports each rise.
     Returns the highest floor proven (``floor`` if none), and the layout of
     the part that the whole relaxation found, if it fits (not always at the
     floor: the spanning buffers' alignment may lift it).
@@ -173,14 +174,15 @@ def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
     began = time.perf_counter()
     lifted = Lifted(floor)
     rungs = ladder(problem, floor, widths)
-    spent, i = 0, 0
+    spent, used, i = 0, 0.0, 0  # nodes, CPU seconds
     while i < len(rungs):
         if stop is not None and stop.is_set():
             lifted.interrupted = True
             break
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         budget = None if nodes is None else nodes - spent
-        if (left is not None and left <= 0) or (budget is not None and budget <= 0):
+        cpu_left = None if cpu is None else cpu - used
+        if any(rest is not None and rest <= 0 for rest in (left, budget, cpu_left)):
             break
         share = len(rungs) - i
         rung = rungs[i]
@@ -188,9 +190,11 @@ def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
         race = canonical.Race(rung.problem, height, widths=rung.widths,
                               node_budget=None if budget is None
                               else max(budget // share, MIN_PROBE_NODES))
-        race.start(threads, None if left is None else left / share)
+        race.start(threads, left if cpu is not None else None if left is None else left / share,
+                   None if cpu_left is None else cpu_left / share)
         lifted.interrupted = canonical.wait(race, None, stop)
         race.cancel()
+        used += race.cpu()
         verdict = race.result()
         spent += verdict.stats["nodes"]
         lifted.nodes = spent
