@@ -13,7 +13,8 @@ about the CPU share they take, and never change an answer. Steps:
 - **limits** (``--executorch``): the ExecuTorch pass (`memplan.executorch`), the library
   call (``memplan.solve``) and the command (``memplan solve``) at time limits 0, 0.001
   and 0.01 s on the models of `benchmarks.executorch_models`, quiet and busy: planned
-  bytes against ``greedy_by_size``'s on the same arenas, and ExecuTorch's greedy bytes.
+  bytes (the arenas each plans) against ``greedy_by_size``'s on the same arenas, and the
+  program's bytes beside those of ExecuTorch's own greedy pass.
 
 Every figure comes with the load average (``uptime``) when it was taken: on a shared
 machine "quiet" is only quieter.
@@ -127,8 +128,8 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
     from memplan.frontends import memplan_json
 
     lines = ["| model | limit s | load | pass bytes | library bytes | command bytes | "
-             "greedy_by_size bytes | ExecuTorch greedy bytes | all <= greedy_by_size |",
-             "|---" * 9 + "|"]
+             "greedy_by_size bytes | program bytes (memplan) | program bytes (ExecuTorch's "
+             "greedy) | all <= greedy_by_size |", "|---" * 10 + "|"]
     for name in [n for n in em.MODELS if not models or any(m in n for m in models)]:
         build, xnnpack = em.MODELS[name]
         edge = em.export(build(), xnnpack=xnnpack)
@@ -138,17 +139,19 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
                 for limit in limits:
                     planning_pass = memplan.executorch.memory_planning_pass(
                         time_limit=limit, verify=False)
-                    passed = em.arena_bytes(em.lower(edge, planning_pass))
-                    problems = list(planning_pass.reports[-1].problems.values())
+                    program_bytes = em.arena_bytes(em.lower(edge, planning_pass))
+                    report = planning_pass.reports[-1]
+                    passed = sum(plan.arena_size for plan in report.plans.values())
+                    problems = list(report.problems.values())
                     floor = sum(memplan.plan_with("greedy_by_size", p).arena_size
                                 for p in problems)
                     library = sum(memplan.solve(p, time_limit=limit).arena_size
                                   for p in problems)
                     command = sum(_command_bytes(p, limit, memplan_json) for p in problems)
-                    ok = max(library, command) <= floor and passed <= executorch_greedy + floor
+                    ok = max(passed, library, command) <= floor
                     lines.append(f"| {name} | {limit:g} | {load_average()} | {passed:,} | "
-                                 f"{library:,} | {command:,} | {floor:,} | "
-                                 f"{executorch_greedy:,} | {'yes' if ok else '**no**'} |")
+                                 f"{library:,} | {command:,} | {floor:,} | {program_bytes:,} "
+                                 f"| {executorch_greedy:,} | {'yes' if ok else '**no**'} |")
                     print(lines[-1], file=sys.stderr, flush=True)
     return "\n".join(lines)
 
