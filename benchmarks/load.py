@@ -161,7 +161,7 @@ def _command_bytes(problem, limit: float, memplan_json) -> int:
     with tempfile.TemporaryDirectory() as folder:
         given, out = Path(folder) / "p.json", Path(folder) / "plan.json"
         memplan_json.write_problem(given, problem)
-        subprocess.run([sys.executable, "-m", "memplan", "solve", str(given), "--time-limit",
+        subprocess.run([sys.executable, "-m", "memplan.cli", "solve", str(given), "--time-limit",
                         str(limit), "-o", str(out), "--quiet"], cwd=REPO, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
         return int(json.loads(out.read_text())["arena_size"])
