@@ -65,7 +65,7 @@ from memplan.limits import (
 from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import FLOOR, plan_with, planners
+from memplan.registry import floor_planner, plan_with, planners
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -366,11 +366,12 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     plans = run_heuristics(problem, names, seed=settings.seed,
                            time_limit=heuristic_seconds(settings) if timed is None else timed,
                            searched=not settings.exact or timed is not None)
-    if "best" not in plans and FLOOR not in plans:  # no plan of `solve` is larger
-        plans.update(run_heuristics(problem, [FLOOR], time_limit=None))
+    floor = floor_planner(problem)
+    if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
+        plans.update(run_heuristics(problem, [floor], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
-    if FLOOR in plans:  # the exact planner need not run it again
-        heuristic.stats.setdefault("floor_arena", plans[FLOOR].arena_size)
+    if floor in plans:  # the exact planner need not run it again
+        heuristic.stats.setdefault("floor_arena", plans[floor].arena_size)
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())

@@ -28,6 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
+from memplan.bounds import time_overlap_count
 from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
 from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
@@ -42,7 +43,19 @@ class Planner(Protocol):
 
 _PLANNERS: dict[str, Planner] = {}
 FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.solve` run it
-# first, uncut by any time limit, and never return a larger plan
+# first, uncut by any time limit, and never return a larger plan (see `floor_planner`)
+FLOOR_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
+# aliases) and more pairs overlap in time: its pair lists in Python would take minutes
+
+
+def floor_planner(problem: Problem) -> str:
+    """The planner whose plan is the floor of ``problem``: `FLOOR`, or the time sweep
+    (which lists no pairs) where `FLOOR` would list more than `FLOOR_PAIRS` pairs in
+    Python (``best``'s ``max_pairs`` rule)."""
+    if problem.alias_optional.any() and \
+            time_overlap_count(problem.starts, problem.ends) > FLOOR_PAIRS:
+        return "time_sweep"
+    return FLOOR
 
 
 def register(name: str) -> Callable[[Planner], Planner]:

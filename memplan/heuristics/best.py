@@ -1,13 +1,7 @@
 """``best``: run the fast heuristics, search orders until the limit, keep the smallest valid plan.
 
 XLA's ChooseBestHeap, then a search. Steps:
-- first ``greedy_by_size`` (TensorFlow Lite's planner, compiled), never cut
-  by the deadline however short: the floor, so that no limit (0 s, a busy
-  machine) leaves a plan larger than the cheapest greedy's (1.3 CPU-s on a
-  30k-buffer training trace, milliseconds on networks); without the compiled
-  pass and over ``max_pairs`` pairs it is skipped, and the time sweep below is
-  the floor;
-- then the time sweep (`memplan.heuristics.time_sweep`, both placements):
+- first the time sweep (`memplan.heuristics.time_sweep`, both placements):
   O(n log n), so a plan exists early whatever the size; on problems over
   ``breadth_first_buffers`` that the compiled pass places
   (`memplan.heuristics.compiled_place`), its breadth pass comes right after
@@ -37,6 +31,12 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
 - once a plan meets the lower bound (optimal), no further pass runs
   after the first two;
+- the floor: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
+  compiled) run again, uncut, if the limit cut or skipped it, so that no
+  limit (0 s, a busy machine) leaves a plan larger than the cheapest
+  greedy's (1.3 CPU-s on a 30k-buffer training trace past the limit,
+  milliseconds on networks); without the compiled pass and over
+  ``max_pairs`` pairs, the time sweep's plan is the floor;
 - a pass under way when the time runs out is cut (its remaining units
   stacked, still a valid plan) and named in ``stats["cut"]``; passes not
   started are named in ``stats["skipped"]``; Ctrl-C ends the passes or the
@@ -53,9 +53,8 @@ machine): with a limit, the first plan (the time sweep's, within
 what one validation of this problem costs here; the later passes and the
 search end that long (times ``VALIDATE_MARGIN``) before the limit, so that
 the winner, if another, is validated in time (``stats["validate_reserve"]``).
-On problems over ``breadth_first_buffers`` with the compiled pass, that first
-validation (the floor's) runs in a thread beside the next compiled passes
-(they release the GIL).
+When the compiled breadth pass comes next, that first validation runs in a
+thread beside it (the pass releases the GIL).
 
 The exact solver takes this plan as its warm start. Cost: the sum of the
 candidates (a few times one greedy pass, O(n log n + E log n) each), the
@@ -179,15 +178,7 @@ class Run:
         return found
 
     def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
-        """(name, pass) in the order they run (see the module doc): the floor first."""
-        floor = [] if not self.compiled and self.pairs > self.chosen.max_pairs else \
-            [(FLOOR, lambda: greedy_offsets(self.units(not self.compiled, uncut=True),
-                                            PRESETS[FLOOR],
-                                            compiled=self.compiled))]  # never cut
-        return floor + [(name, step) for name, step in self.timed_passes() if name != FLOOR]
-
-    def timed_passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
-        """(name, pass) of the passes the deadline may cut or skip, in their order."""
+        """(name, pass) in the order they run (see the module doc)."""
         chosen, deadline = self.chosen, self.deadline
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
             lambda p: sweep_offsets(self.units(False), p, deadline), placement))
@@ -199,7 +190,7 @@ class Run:
             self.units(not self.compiled), c, deadline, compiled=self.compiled), composition))
             for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
-            self.overlap = True  # the floor validated beside the next compiled passes
+            self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
             return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
         return sweeps + greedy
 
@@ -223,6 +214,21 @@ class Run:
             self.too_many.append(why)
             return
         self.keep(name, offsets, stats)
+
+    def floor(self) -> None:
+        """`FLOOR`'s pass, uncut, unless it ran to its end already (or its pair lists in
+        Python would be too many, or do not fit in memory: then the time sweep is the
+        floor)."""
+        if any(name == FLOOR and not stats["cut"] for _, name, _, stats in self.tried) or \
+                (not self.compiled and self.pairs > self.chosen.max_pairs):
+            return
+        try:
+            offsets, stats = greedy_offsets(self.units(not self.compiled, uncut=True),
+                                            PRESETS[FLOOR], compiled=self.compiled)
+        except PairLimitError:  # too many for memory: the time sweep is the floor
+            return
+        self.tried = [tried for tried in self.tried if tried[1] != FLOOR]  # a cut one
+        self.keep(FLOOR, offsets, stats)
 
     def keep(self, name: str, offsets: np.ndarray, stats: dict) -> None:
         """A plan tried; the first one, with a limit, validated at once (or beside)."""
@@ -346,7 +352,8 @@ class Run:
         extra = {"cut": self.cut, "skipped": self.skipped, "interrupted": self.interrupted,
                  "pairs": self.pairs, "cut_short": (bool(self.cut) or self.late) and
                  not self.at_bound()}
-        floors = [arena for arena, name, _, _ in self.tried if name == FLOOR]
+        floors = [arena for arena, name, _, stats in self.tried
+                  if name == FLOOR and not stats["cut"]]
         if floors:  # this plan is no larger (`memplan.solver.exact` need not run it again)
             extra["floor_arena"] = floors[0]
         if self.time_limit is not None:
@@ -366,6 +373,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             run.attempt(name, step)
         run.settle()
         run.search(seed)
+        run.floor()
     except KeyboardInterrupt:  # Ctrl-C: the plans so far, the best of them validated
         if not run.tried:
             raise

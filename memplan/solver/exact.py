@@ -64,7 +64,7 @@ from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
-from memplan.registry import FLOOR, plan_with, register
+from memplan.registry import FLOOR, floor_planner, plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
@@ -103,14 +103,15 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
 
 
 def _floor(problem: Problem, hint: Plan | None) -> Plan | None:
-    """`FLOOR`'s plan of ``problem`` (uncut: no time limit), or None when the ``hint`` is
-    known to be no larger (it is that plan, or says so in ``stats["floor_arena"]``: ``best``'s
-    does) or `FLOOR` does not place the problem (a `ProblemError`)."""
-    if hint is not None and (hint.planner == FLOOR or
+    """The floor's plan of ``problem`` (`memplan.registry.floor_planner`, uncut: no time
+    limit), or None when the ``hint`` is known to be no larger (that plan, ``best``'s, which
+    ran it first, or one that says so in ``stats["floor_arena"]``) or the floor does not
+    place the problem (a `ProblemError`)."""
+    if hint is not None and (hint.planner in (FLOOR, "best") or
                              hint.arena_size <= hint.stats.get("floor_arena", -1)):
-        return None
+        return None  # `best` ran its floor first
     try:
-        return plan_with(FLOOR, problem)
+        return plan_with(floor_planner(problem), problem)
     except ProblemError:
         return None
 
