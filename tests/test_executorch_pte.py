@@ -205,6 +205,12 @@ def test_constant_methods_have_no_plan_forward_is_read(tmp_path):
     assert api.from_executorch(path).ids == layout.problem.ids  # as the docs say
     with pytest.raises(ProblemError, match="plans no tensor"):
         read_pte(program, method="get_max_seq_len")
+    planned = tmp_path / "planned.pte"
+    assert main(["solve", str(path), "--method", "forward", "-o", str(planned),
+                 "--time-limit", "2", "--quiet"]) == OK
+    assert main(["prove", str(path), str(planned), "--method", "forward"]) == OK
+    assert main(["info", str(path), "--method", "use_kv_cache"]) == BAD_INPUT
+    assert main(["info", str(path)]) == OK
 
 
 def test_an_xnnpack_delegated_program_is_replanned_and_proven():

@@ -47,6 +47,16 @@ def onnx_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in given}
 
 
+def pte_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--method``: for ExecuTorch ``.pte`` programs only."""
+    method = getattr(args, "method", None)
+    if method is None:
+        return {}
+    if path.suffix.lower() != ".pte":
+        raise UsageError(f"{path}: --method: for ExecuTorch .pte programs only")
+    return {"method": method}
+
+
 def load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = True) -> Problem:
     """The model ``name`` (None: the bundled one) with the model options; ``--capacity``
     becomes its capacity unless ``own_capacity`` is False (models sharing one arena)."""
@@ -56,7 +66,7 @@ def load(name: str | None, args: argparse.Namespace, *, own_capacity: bool = Tru
             problem = _reorder(path, args).problem
         else:
             problem = api.load(path, dims=dims(args.dim), alignment=args.alignment,
-                               **onnx_options(path, args))
+                               **onnx_options(path, args), **pte_options(path, args))
     except ProblemError as error:  # the frontend speaks Python: dims={'N': ...}, strict=False
         raise ProblemError(_DIMS_HINT.sub(r"--dim \2=...", str(error)).replace(
             "from_onnx(..., strict=False)", "--no-strict")) from None

@@ -107,6 +107,8 @@ def write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
         options = {}
         if fmt == "onnx" and reordered is not None:  # the file, its nodes in the new order
             options["node_order"] = reordered.node_order
+        if fmt == "pte" and getattr(args, "method", None) is not None:
+            options["method"] = args.method  # the method read, re-planned
         export(problem, plan, fmt, args.output, model=given, **options)
         written[f"output ({fmt})"] = args.output
     if args.csv:

@@ -164,6 +164,9 @@ def parents() -> Parents:
                        help="bind a symbolic ONNX dimension (repeatable)")
     model.add_argument("--alignment", type=checks.size("--alignment"), metavar="BYTES",
                        help="align every offset to this many bytes (64, 4KiB)")
+    model.add_argument("--method", metavar="NAME",
+                       help="the method of an ExecuTorch .pte program (default: forward, or "
+                            "the one method with a memory plan)")
     add_dataclass_options(model, OnnxOptions, only=ONNX_FLAGS, choices={"weights": WEIGHT_MODES})
     reordering = argparse.ArgumentParser(add_help=False)
     order = reordering.add_argument_group("operator order (ONNX models)")

@@ -30,14 +30,17 @@ def add_command(sub, shared: Parents) -> None:
     """``memplan prove``: a model, its plan file, the back end and the inputs' seed."""
     proof = sub.add_parser("prove", parents=[shared.common, shared.model],
                            help="run an ONNX model in one arena at the offsets of a plan file (a "
-                                ".tflite model: in TFLite-Micro, beside TFLM's own planner); "
-                                "exit 1 unless every output matches a normal run bit for bit")
+                                ".tflite model: in TFLite-Micro, beside TFLM's own planner; an "
+                                "ExecuTorch .pte: in ExecuTorch's runtime, beside its own plan; "
+                                "a Relax .py module: in TVM's VM); exit 1 unless every output "
+                                "matches a normal run bit for bit")
     proof.add_argument("model", help="the .onnx or .tflite model, or the .pte program (run "
                                      "with its own plan and with the plan file's in ExecuTorch)")
     proof.add_argument("plan", nargs="?",
-                       help="its plan (memplan JSON, as 'memplan solve -o' writes); the model "
-                            "options it stores apply (none for a Relax .py module: memplan's "
-                            "pipeline plans it)")
+                       help="its plan: memplan JSON, as 'memplan solve -o plan.json' writes "
+                            "(the model options it stores apply), or for a .pte program the "
+                            "re-planned .pte ('memplan solve -o planned.pte'); none for a Relax "
+                            ".py module (memplan's pipeline plans it)")
     proof.add_argument("--backend", choices=BACKENDS, default="onnxruntime",
                        help="what runs the nodes (default: onnxruntime)")
     add_deprecated(proof, "--seed", add_input_seed(proof, "the"))
@@ -93,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: the plan file is missing: memplan prove MODEL PLAN.json")
     if path.suffix.lower() == ".tflite":
         return _prove_tflite(path, args)
+    if args.method is not None and path.suffix.lower() != ".pte":
+        raise UsageError(f"{path}: --method: for ExecuTorch .pte programs only")
     if path.suffix.lower() == ".pte":
         from memplan.proofs.executorch_runtime import prove_plan_file
 
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dim or args.alignment is not None:
             raise UsageError(f"{path}: --dim and --alignment: the plan file's problem is "
                              f"the program's")
-        proof = prove_plan_file(path, args.plan, seed=args.input_seed)
+        proof = prove_plan_file(path, args.plan, method=args.method, seed=args.input_seed)
         print(json.dumps(proof.to_dict(), indent=1) if args.json else "\n".join(proof.lines()))
         return OK if proof.ok else FAILED
     given = onnx_options(path, args)

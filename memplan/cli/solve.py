@@ -78,7 +78,9 @@ def add_command(sub, shared: Parents) -> None:
     output.add_argument("--json", action="store_true", help="print the summary as JSON")
     output.add_argument("--prove", action="store_true", help="run the ONNX model in one arena "
                         "at the plan's offsets (a .tflite model: in TFLite-Micro with the plan "
-                        "and with TFLM's own); exit 1 unless every output matches bit for bit")
+                        "and with TFLM's own; an ExecuTorch .pte: in ExecuTorch's runtime with "
+                        "the plan and with its own); exit 1 unless every output matches bit "
+                        "for bit")
     add_input_seed(output)
     solve.set_defaults(run=run)
 
@@ -206,7 +208,7 @@ def _summary(args: argparse.Namespace, solved: _Solved, written: dict[str, str],
     if one is not None and one.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
         from memplan.frontends.executorch_pte import pte_layout
 
-        summary["program_plan"] = pte_layout(one).arena_size
+        summary["program_plan"] = pte_layout(one, method=args.method).arena_size
     if summary["reason"] and solved.multi is None:
         summary["reason"] += f"; 'memplan explain {' '.join(args.models)}".rstrip() + \
             f" --capacity {report.problem.capacity}' names the tensors"
@@ -233,7 +235,8 @@ def _prove(args: argparse.Namespace, solved: _Solved, model: Path) -> _Proven:
     elif model.suffix.lower() == ".pte":
         from memplan.proofs.executorch_runtime import prove_program
 
-        proof = prove_program(model, solved.plan, seed=args.input_seed, plan_file=plan_file)
+        proof = prove_program(model, solved.plan, method=args.method, seed=args.input_seed,
+                              plan_file=plan_file)
     else:
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 

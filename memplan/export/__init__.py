@@ -70,13 +70,13 @@ def _write_tflite(path, problem: Problem, plan: Plan, model=None) -> None:
     write_planned_model(path, model, problem, plan)
 
 
-def _write_pte(path, problem: Problem, plan: Plan, model=None) -> None:
+def _write_pte(path, problem: Problem, plan: Plan, model=None, method=None) -> None:
     if model is None:
         raise ValueError("the pte export re-plans a program: pass model= (a .pte path or "
                          "its bytes)")
     from memplan.export.pte_program import write_planned_program
 
-    write_planned_program(path, model, problem, plan)
+    write_planned_program(path, model, problem, plan, method=method)
 
 
 def _write_c(path, problem: Problem, plan: Plan, model=None, **options) -> None:

@@ -58,7 +58,8 @@ def with_offsets(model: str | os.PathLike | bytes, layout: PteLayout, offsets: n
     return bytes(_serialize_pte_binary(pte, extract_delegate_segments=True))
 
 
-def _same_problem(layout: PteLayout, problem: Problem) -> None:
+def same_problem(layout: PteLayout, problem: Problem) -> None:
+    """Refuse ``problem`` unless it has the layout's buffers, sizes and lifetimes."""
     mine = layout.problem
     if problem.ids != mine.ids:
         raise ProblemError("the plan was made for another program or arena (its buffers "
@@ -77,7 +78,7 @@ def planned_program(model: str | os.PathLike | bytes, problem: Problem, plan: Pl
     """The program's bytes re-planned by ``plan`` (a plan of ``problem``, the arena's:
     alignments may be stricter than the program's, the rest must be the same)."""
     layout = pte_layout(model, method=method, mem_id=mem_id)
-    _same_problem(layout, problem)
+    same_problem(layout, problem)
     violations = validate(layout.problem, plan) or validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memplan.errors import ProblemError
-from memplan.export.pte_program import with_offsets
+from memplan.export.pte_program import same_problem, with_offsets
 from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
 from memplan.frontends.memplan_json import plan_from_dict
 from memplan.plan import Plan
@@ -130,13 +130,15 @@ def run(program: bytes, method: str, inputs: list[list[Any]]) -> list[list[bytes
 
 def prove_program(model: str | os.PathLike | bytes, plan: Plan, *, method: str | None = None,
                   mem_id: int | None = None, calls: int | None = None, seed: int = 0,
-                  plan_file: str = "the plan") -> ProgramProof:
-    """Run ``model`` with its own plan and with ``plan`` (its arena's); see the docstring."""
+                  plan_file: str = "the plan", program: bytes | None = None) -> ProgramProof:
+    """Run ``model`` with its own plan and with ``plan`` (its arena's); see the docstring.
+    ``program``: the re-planned program to run (default: written from ``plan``)."""
     layout = pte_layout(model, method=method, mem_id=mem_id)
     violations = validate(layout.problem, plan)
     calls = calls if calls is not None else 3 if layout.stateful else 1
     original = model if isinstance(model, bytes) else read_bytes(model)
-    replanned = with_offsets(original, layout, plan.offsets, plan.arena_size + layout.tail)
+    replanned = program if program is not None else \
+        with_offsets(original, layout, plan.offsets, plan.arena_size + layout.tail)
     inputs = seeded_inputs(original, layout, calls, seed)
     proof = ProgramProof(layout.file, plan_file, layout.method, layout.arena_size,
                          plan.arena_size + layout.tail, plan.lower_bound, calls, violations)
@@ -169,11 +171,20 @@ def read_bytes(path: str | os.PathLike) -> bytes:
 def prove_plan_file(model: str | os.PathLike, plan_file: str | os.PathLike, *,
                     method: str | None = None, mem_id: int | None = None,
                     calls: int | None = None, seed: int = 0) -> ProgramProof:
-    """`prove_program` with the plan a memplan JSON file holds (``memplan solve -o``)."""
+    """`prove_program` with the plan a memplan JSON file holds (``memplan solve -o
+    plan.json``), or a re-planned ``.pte`` (``memplan solve -o planned.pte``: its offsets
+    must be a plan of ``model``'s problem, and that program is what runs)."""
+    problem = pte_layout(model, method=method, mem_id=mem_id).problem
+    if str(plan_file).lower().endswith(".pte"):
+        planned = pte_layout(plan_file, method=method, mem_id=mem_id)
+        same_problem(planned, problem)
+        plan = Plan.from_offsets(problem, planned.offsets, planner="the planned program")
+        return prove_program(model, plan, method=method, mem_id=mem_id, calls=calls,
+                             seed=seed, plan_file=str(plan_file),
+                             program=read_bytes(plan_file))
     from memplan.proofs.prove import read_plan_file
 
     document, _, _ = read_plan_file(plan_file)
-    problem = pte_layout(model, method=method, mem_id=mem_id).problem
     plan = plan_from_dict(document, problem, source=str(plan_file))
     return prove_program(model, plan, method=method, mem_id=mem_id, calls=calls, seed=seed,
                          plan_file=str(plan_file))
