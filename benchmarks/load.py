@@ -127,9 +127,9 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
     from benchmarks import executorch_models as em
     from memplan.frontends import memplan_json
 
-    lines = ["| model | limit s | load | pass bytes | library bytes | command bytes | "
+    lines = ["| model | limit s | busy loops | load | pass bytes | library bytes | command bytes | "
              "greedy_by_size bytes | program bytes (memplan) | program bytes (ExecuTorch's "
-             "greedy) | all <= greedy_by_size |", "|---" * 10 + "|"]
+             "greedy) | all <= greedy_by_size |", "|---" * 11 + "|"]
     for name in [n for n in em.MODELS if not models or any(m in n for m in models)]:
         build, xnnpack = em.MODELS[name]
         edge = em.export(build(), xnnpack=xnnpack)
@@ -149,7 +149,8 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
                                   for p in problems)
                     command = sum(_command_bytes(p, limit, memplan_json) for p in problems)
                     ok = max(passed, library, command) <= floor
-                    lines.append(f"| {name} | {limit:g} | {load_average()} | {passed:,} | "
+                    lines.append(f"| {name} | {limit:g} | {processes_now} | {load_average()} | "
+                                 f"{passed:,} | "
                                  f"{library:,} | {command:,} | {floor:,} | {program_bytes:,} "
                                  f"| {executorch_greedy:,} | {'yes' if ok else '**no**'} |")
                     print(lines[-1], file=sys.stderr, flush=True)
@@ -164,7 +165,7 @@ def _command_bytes(problem, limit: float, memplan_json) -> int:
         subprocess.run([sys.executable, "-m", "memplan.cli", "solve", str(given), "--time-limit",
                         str(limit), "-o", str(out), "--quiet"], cwd=REPO, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
-        return int(json.loads(out.read_text())["arena_size"])
+        return int(json.loads(out.read_text())["plan"]["arena_size"])
 
 
 def main(argv: list[str] | None = None) -> int:
