@@ -235,11 +235,13 @@ LANES = [{}, {"canonical": False}, {"lns_buffers": 1}]
 def test_the_exact_planner_stops_within_the_gap_in_every_lane(lane):
     problem = Problem(TRICKY)
     naive = memplan.plan_with("naive", problem)  # 18 bytes: gap 7/18 to the optimum 11
+    greedy = memplan.plan_with("greedy_by_size", problem)  # 14 bytes: the floor exact keeps
     for relative, absolute in ((0.4, 0), (0.0, 7)):
         plan = memplan.plan_with("exact", problem, hint=naive, time_limit=5, **lane,
                                  relative_gap=relative, absolute_gap=absolute)
         assert validate(problem, plan) == [] and plan.best_bound <= OPTIMUM
-        assert plan.arena_size == naive.arena_size and plan.status == "feasible"
+        assert plan.arena_size == min(naive.arena_size, greedy.arena_size) < naive.arena_size
+        assert plan.status == "feasible"
     plan = memplan.plan_with("exact", problem, hint=naive, time_limit=5, **lane,
                              relative_gap=0.1)  # 12 at most: the search has to work
     assert validate(problem, plan) == [] and plan.arena_size <= 12

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memplan.errors import ProblemError
 from memplan.limits import describe, problem_with
 from memplan.options import option
 
@@ -32,22 +33,23 @@ class OnnxOptions:
     name: str | None = option(None, "the problem's name; default: the file's or the graph's name")
 
     def __post_init__(self):
-        """Each option of the right kind, or a `ValueError` naming it (never a Python
-        comparison error: the values may come from a plan file's ``model_options``)."""
+        """Each option of the right kind, or a `ProblemError` (a `ValueError`) naming it
+        (never a Python comparison error: the values may come from a plan file's
+        ``model_options``)."""
         if not isinstance(self.dims, Mapping) or not all(
                 isinstance(name, str) and problem_with(value) is None
                 for name, value in self.dims.items()):
-            raise ValueError(f"dims must map dimension names to whole numbers >= 0, got "
-                             f"{describe(self.dims)}")
+            raise ProblemError(f"dims must map dimension names to whole numbers >= 0, got "
+                               f"{describe(self.dims)}")
         reason = problem_with(self.alignment, lowest=1)
         if reason is not None:
-            raise ValueError(f"alignment {reason}")
+            raise ProblemError(f"alignment {reason}")
         for flag in ("inplace", "concat_inplace", "strict"):
             if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be true or false, got "
-                                 f"{describe(getattr(self, flag))}")
+                raise ProblemError(f"{flag} must be true or false, got "
+                                   f"{describe(getattr(self, flag))}")
         if not isinstance(self.weights, str) or self.weights not in WEIGHT_MODES:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, "
-                             f"got {describe(self.weights)}")
+            raise ProblemError(f"weights must be one of {', '.join(WEIGHT_MODES)}, "
+                               f"got {describe(self.weights)}")
         if self.name is not None and not isinstance(self.name, str):
-            raise ValueError(f"name must be a text, got {describe(self.name)}")
+            raise ProblemError(f"name must be a text, got {describe(self.name)}")
