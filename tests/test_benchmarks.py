@@ -43,10 +43,22 @@ PLUGIN = textwrap.dedent("""
 
 
 @pytest.fixture
-def plugin(tmp_path):
+def plugin(tmp_path, monkeypatch):
+    """The plugin's path. Its planners (one deliberately broken) are registered in this
+    process only for the test: the registry and the imported plugin modules are put back
+    afterwards, so they do not leak into later tests (`compare` runs every planner)."""
+    import sys
+
+    from memplan import registry
+
+    monkeypatch.setattr(registry, "_PLANNERS", dict(registry._PLANNERS))
+    before = {name for name in sys.modules if name.startswith("benchmark_plugin_")}
     path = tmp_path / "bench_plugin.py"
     path.write_text(PLUGIN)
-    return str(path)
+    yield str(path)
+    for name in [n for n in sys.modules if n.startswith("benchmark_plugin_")]:
+        if name not in before:
+            del sys.modules[name]
 
 
 def test_runner_tables_and_loud_invalid_plans(tmp_path, plugin):
