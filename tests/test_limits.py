@@ -33,13 +33,14 @@ def trace():
     return training_step_trace(3000, seed=2)
 
 
-def given_limits(monkeypatch) -> list[tuple[str, float | None]]:
-    """(planner, time_limit) of every plan `api.compare` asks for."""
-    asked: list[tuple[str, float | None]] = []
+def given_limits(monkeypatch) -> list[tuple[str, float | None, float]]:
+    """(planner, time_limit, when: a `time.perf_counter` value) of every plan `api.compare`
+    asks for."""
+    asked: list[tuple[str, float | None, float]] = []
     plan_with_ = api.plan_with
 
     def recording(name, problem, **options):
-        asked.append((name, options.get("time_limit")))
+        asked.append((name, options.get("time_limit"), time.perf_counter()))
         return plan_with_(name, problem, **options)
 
     monkeypatch.setattr(api, "plan_with", recording)
@@ -47,11 +48,16 @@ def given_limits(monkeypatch) -> list[tuple[str, float | None]]:
 
 
 def test_compare_gives_every_planner_a_share_of_its_limit(monkeypatch, trace):
+    import pandas  # noqa: F401  (compare imports it before its clock starts)
+
     asked = given_limits(monkeypatch)
-    table = api.compare({"trace": trace}, time_limit=3.0)
-    assert asked and all(limit is not None for _, limit in asked)
-    heuristics = [limit for name, limit in asked if name != "exact"]
-    assert sum(heuristics) <= 1.5 + 1e-9  # the heuristics' half, each a slice of it
+    began = time.perf_counter()
+    table = api.compare({"trace": trace}, time_limit=3.0, began=began)
+    assert asked and all(limit is not None for _, limit, _ in asked)
+    # the heuristics' half, each a slice of what is left of it (a planner that ends early
+    # leaves its time to the next ones): none is given time past the half
+    heuristics = [(limit, when) for name, limit, when in asked if name != "exact"]
+    assert all(when + limit <= began + 1.5 + 0.05 for limit, when in heuristics)
     ran = dict(zip(table["planner"], table["arena_size"], strict=True))
     assert set(ran) | set(table.attrs["skipped"].get("trace", ())) == \
         {*api.heuristic_names(), "exact"}
