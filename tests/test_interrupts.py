@@ -3,9 +3,10 @@
 Each command runs in a child process, as a user runs it; the child says on stderr
 when its first plan exists (a wrapper around the heuristics' and the validator's
 calls, and the exact planner's first report), and SIGINT comes a second later, while
-the command certainly still works: in the heuristics or in the exact planner. The verdict is the exit code and the plan kept (read back and
-validated); how fast the command ends is measured in benchmarks/time_limits.py,
-here only bounded loosely, to catch a command that ignores the signal.
+the command certainly still works: in the heuristics or in the exact planner. The
+verdict is the exit code and the plan kept (read back and validated); how fast the
+command ends is measured in benchmarks/time_limits.py, here only bounded loosely, to
+catch a command that ignores the signal.
 """
 
 from __future__ import annotations
