@@ -11,34 +11,17 @@ CP-SAT, which did not fit them in 60 s. How times scale is measured by
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 
 import pytest
 
 import memplan
+from benchmarks.load import busy
 from memplan import validate
 from memplan.solver import canonical
 from tests.conftest import CHALLENGING
 
 BUSY = 3  # processes spinning beside the planner (the machine has 2 cores)
-
-
-@contextmanager
-def busy_machine(processes: int = BUSY):
-    """``processes`` Python loops spinning beside the caller, killed on the way out."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-             for _ in range(processes)]
-    try:
-        time.sleep(0.2)  # let them take the cores
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-        for loop in loops:
-            loop.wait()
 
 
 def verdict(problem: memplan.Problem) -> str:
@@ -51,16 +34,16 @@ def verdict(problem: memplan.Problem) -> str:
 def test_minimalloc_i_fits_on_a_busy_machine_as_on_a_quiet_one():
     problem = memplan.load(CHALLENGING / "I.1048576.csv")  # capacity 1 MiB: a tight fit
     quiet = verdict(problem)
-    with busy_machine():
-        busy = verdict(problem)
-    assert quiet in ("feasible", "optimal") and busy == quiet
+    with busy(BUSY):
+        loaded = verdict(problem)
+    assert quiet in ("feasible", "optimal") and loaded == quiet
 
 
 @pytest.mark.skipif(not canonical.available(), reason="the canonical kernel is not built")
 def test_a_race_counts_the_cpu_time_of_its_threads():
     problem = memplan.load(CHALLENGING / "F.1048576.csv")
     race = canonical.Race(problem, problem.capacity)
-    with busy_machine(4):
+    with busy(4):
         began = time.perf_counter()
         race.start(1, None, cpu=0.3)  # a CPU budget far below what F needs
         canonical.wait(race, None, None)

@@ -57,7 +57,6 @@ from __future__ import annotations
 import math
 import operator
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +80,6 @@ from memplan.executorch.spec_planner import (
     GraphReport,
     MemplanAlgorithm,
     algo_result,
-    verify_result,
 )
 from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.plan import Plan
@@ -177,28 +175,22 @@ class BankedAlgorithm(MemplanAlgorithm):
             peer = greedy(alignment, specs, graph_module, graph_signature, extra_padding)
         except Exception:  # noqa: BLE001 (BankPlacementError, its asserts): no warm start
             peer = None
-        try:
+        call = (alignment, specs, graph_module, graph_signature, extra_padding)
+
+        def planned() -> tuple[BankReport, MemoryAlgoResult]:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
             report, result = self._plan_banks(layout, pins, alignment, graph_module,
                                               extra_padding, began, graph, peer)
             check_banks(self.target, result.bufsizes)
-            if self.verify:
-                checked = time.perf_counter()
-                verify_result(result, graph_module, graph_signature, check=self.verify)
-                report.verify_seconds = time.perf_counter() - checked
-        except (ProblemError, InvalidPlanError) as error:
-            if self.fallback != "greedy":
-                raise
-            warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's BankedGreedy "
-                          f"plans it", stacklevel=2)
-            result = greedy(alignment, specs, graph_module, graph_signature, extra_padding)
-            self.reports.append(BankReport(graph, {}, {}, result.bufsizes,
-                                           time.perf_counter() - began, fallback=str(error),
-                                           target=self.target, objective=self.objective))
-            return result
-        self.reports.append(report)
-        return result
+            return report, result
+
+        return self._settled(graph, began, call, planned, greedy, "BankedGreedy")
+
+    def _report(self, graph: str, bufsizes: list[int], seconds: float,
+                **fields: Any) -> BankReport:
+        return BankReport(graph, {}, {}, bufsizes, seconds, target=self.target,
+                          objective=self.objective, **fields)
 
     def _plan_banks(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
                     extra_padding: int, began: float, graph: str,

@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -104,13 +105,32 @@ class MemplanAlgorithm:
                  extra_padding: int = 0) -> MemoryAlgoResult:
         began = time.perf_counter()
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
-        try:
+
+        def planned() -> tuple[GraphReport, MemoryAlgoResult]:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
             plans = self._plan(layout, began)
             result = algo_result(layout, plans, graph_module, extra_padding)
-            report = GraphReport(graph, layout.problems, plans, result.bufsizes,
-                                 time.perf_counter() - began)
+            return GraphReport(graph, layout.problems, plans, result.bufsizes,
+                               time.perf_counter() - began), result
+
+        call = (alignment, specs, graph_module, graph_signature, extra_padding)
+        result = self._settled(graph, began, call, planned, greedy, "greedy")
+        for mem_id, plan in self.reports[-1].plans.items():  # none when greedy planned it
+            log.info("memplan: %s mem_id %d: %d bytes (lower bound %d), %s, proven gap "
+                     "%.2f%%, %.2f s", graph, mem_id, plan.arena_size, plan.lower_bound,
+                     plan.status, 100 * plan.gap, plan.seconds)
+        return result
+
+    def _settled(self, graph: str, began: float, call: tuple, planned: Callable,
+                 peer: Callable, peer_name: str) -> MemoryAlgoResult:
+        """``planned()``'s (report, result), checked as ``verify`` says; where memplan cannot
+        plan the graph (or its plan fails the check) and ``fallback`` is "greedy", ExecuTorch's
+        ``peer`` plans it from ``call`` (the suite's arguments), with a warning. Either way the
+        graph's report is kept."""
+        graph_module, graph_signature = call[2], call[3]
+        try:
+            report, result = planned()
             if self.verify:
                 checked = time.perf_counter()
                 verify_result(result, graph_module, graph_signature, check=self.verify)
@@ -118,18 +138,18 @@ class MemplanAlgorithm:
         except (ProblemError, InvalidPlanError) as error:
             if self.fallback != "greedy":
                 raise
-            warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's greedy "
-                          f"plans it", stacklevel=2)
-            result = greedy(alignment, specs, graph_module, graph_signature, extra_padding)
-            self.reports.append(GraphReport(graph, {}, {}, result.bufsizes,
-                                            time.perf_counter() - began, fallback=str(error)))
-            return result
+            warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's {peer_name} "
+                          f"plans it", stacklevel=3)
+            result = peer(*call)
+            report = self._report(graph, result.bufsizes, time.perf_counter() - began,
+                                  fallback=str(error))
         self.reports.append(report)
-        for mem_id, plan in plans.items():
-            log.info("memplan: %s mem_id %d: %d bytes (lower bound %d), %s, proven gap "
-                     "%.2f%%, %.2f s", graph, mem_id, plan.arena_size, plan.lower_bound,
-                     plan.status, 100 * plan.gap, plan.seconds)
         return result
+
+    def _report(self, graph: str, bufsizes: list[int], seconds: float,
+                **fields: Any) -> GraphReport:
+        """The report of a graph memplan did not plan (``fallback``: why)."""
+        return GraphReport(graph, {}, {}, bufsizes, seconds, **fields)
 
     def _plan(self, layout: SpecLayout, began: float) -> dict[int, Plan]:
         """Each arena's plan, the time left shared equally among the arenas still to plan."""
