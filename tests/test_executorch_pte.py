@@ -7,7 +7,13 @@ lives in mutable buffers (state carried from call to call).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +22,11 @@ from benchmarks.pte_models import export_pte
 from memplan import api, validate
 from memplan.cli import BAD_INPUT, FAILED, OK, main
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.export.pte_program import planned_program, program_differences, with_offsets
+from memplan.export.pte_program import planned_program, with_offsets
 from memplan.frontends import load
-from memplan.frontends.executorch_chain import Access, lifetimes
-from memplan.frontends.executorch_pte import EXECUTORCH_VERSION, pte_layout, read_program, read_pte
+from memplan.frontends.executorch_chain import Access, _schema, _schema_texts, lifetimes
+from memplan.frontends.executorch_pte import pte_layout, read_program, read_pte
+from memplan.frontends.pte_flatbuffer import FILE_IDENTIFIER, SCHEMA_SHA256
 from memplan.plan import Plan
 from memplan.proofs.executorch_runtime import prove_program
 
@@ -36,14 +43,68 @@ def programs(tmp_path_factory) -> dict[str, str]:
     return paths
 
 
-def test_the_pinned_version_is_installed_and_another_refused(programs, monkeypatch):
-    import executorch.version
+def test_the_pinned_schema_is_installed_and_another_refused(programs, tmp_path):
+    """The reader's field slots are those of this program.fbs: an ExecuTorch whose schema
+    changed fails here; a file of another schema is refused naming it."""
+    folder = Path(find_spec("executorch").submodule_search_locations[0], "schema")
+    for name, digest in SCHEMA_SHA256.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    assert f'file_identifier "{FILE_IDENTIFIER.decode()}"' in (folder / "program.fbs").read_text()
+    other = tmp_path / "newer.pte"
+    data = bytearray(Path(programs["mlp"]).read_bytes())
+    data[4:8] = b"ET13"
+    other.write_bytes(data)
+    with pytest.raises(ProblemError, match=r"newer\.pte: an ExecuTorch program of schema "
+                                           r"'ET13'; memplan reads ET12"):
+        read_pte(other)
 
-    assert executorch.version.__version__.split("+")[0] == EXECUTORCH_VERSION
-    monkeypatch.setattr(executorch.version, "__version__", "1.6.0")
-    with pytest.raises(ProblemError, match=r"executorch==1\.5\.1 \(its serialisation is "
-                                           r"internal\), found 1\.6\.0"):
-        read_pte(programs["mlp"])
+
+def test_reading_and_rewriting_import_neither_torch_nor_executorch(programs, tmp_path):
+    planned = tmp_path / "planned.pte"
+    driver = (f"import sys; from memplan.cli import main; "
+              f"codes = main(['info', {programs['decoder']!r}]), "
+              f"main(['solve', {programs['decoder']!r}, '-o', {str(planned)!r}, "
+              f"'--time-limit', '2', '--quiet']); "
+              f"print(codes, sorted(m for m in sys.modules if m.split('.')[0] in "
+              f"('torch', 'executorch')))")
+    run = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parent.parent)
+    assert run.stdout.splitlines()[-1] == f"({OK}, {OK}) []"
+    assert prove_program(programs["decoder"], Plan.from_offsets(
+        read_pte(programs["decoder"]), pte_layout(planned).offsets, planner="written")).ok
+
+
+def test_operator_schemas_read_from_the_yamls_are_torchs():
+    """What the chain reads of every schema (each argument read, written, or both; a
+    return new or aliasing) agrees with torch's registry, out variants torch generates
+    (``autogen``) included."""
+    import executorch.exir  # noqa: F401 (registers ExecuTorch's operators in torch)
+    import torch
+
+    def effect(mutable: bool, kwarg_only: bool) -> str:
+        return "written" if mutable and kwarg_only else "both" if mutable else "read"
+
+    texts, derived = _schema_texts()
+    compared = 0
+    for key in {*texts, *derived}:
+        name, _, overload = key.partition(".")
+        try:
+            theirs = torch._C._get_schema(name, overload)
+        except RuntimeError:
+            continue  # not registered in this process
+        ours = _schema(name, overload)
+        if ours is None:
+            assert key in derived and not overload.endswith("out"), key  # refused, not wrong
+            continue
+        positional = len(ours.arguments.flat_positional)
+        assert [effect(a.annotation is not None and a.annotation.is_write, k >= positional)
+                for k, a in enumerate(ours.arguments.flat_all)] == \
+            [effect(a.alias_info is not None and a.alias_info.is_write, a.kwarg_only)
+             for a in theirs.arguments], key
+        assert [r.annotation is None for r in ours.returns] == \
+            [r.alias_info is None for r in theirs.returns], key
+        compared += 1
+    assert compared > 2500
 
 
 @pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
@@ -118,9 +179,9 @@ def test_control_flow_is_refused_naming_the_instruction():
     ("FreeCall(value_index=4)", "it frees a tensor")])
 def test_other_instructions_are_refused_naming_them(programs, call, why):
     from executorch.exir import schema
-    from executorch.exir._serialize import _serialize_pte_binary
+    from executorch.exir._serialize import _deserialize_pte_binary, _serialize_pte_binary
 
-    pte, _ = read_program(programs["mlp"])
+    pte = _deserialize_pte_binary(Path(programs["mlp"]).read_bytes())
     chain = pte.program.execution_plan[0].chains[0]
     chain.instructions.insert(1, schema.Instruction(eval(call, vars(schema))))
     data = bytes(_serialize_pte_binary(pte, extract_delegate_segments=True))
@@ -240,12 +301,41 @@ def test_a_value_assembled_from_parts_is_refused():
     assert (whole[3].base, whole[3].start, whole[3].end) == (1, 1, 4)  # a view of value 1
 
 
+def program_differences(a: bytes, b: bytes) -> list[str]:
+    """The paths of the fields where two programs, as ExecuTorch's own reader reads them,
+    differ (``execution_plan[0].values[5].val.allocation_info.memory_offset_low``)."""
+    from executorch.exir._serialize import _deserialize_pte_binary
+
+    found: list[str] = []
+
+    def walk(x, y, path: str) -> None:
+        if type(x) is not type(y):
+            found.append(path)
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name), getattr(y, f.name), f"{path}.{f.name}")
+        elif isinstance(x, list | tuple | dict):
+            keys = range(len(x)) if isinstance(x, list | tuple) else x.keys()
+            if len(x) != len(y) or (isinstance(x, dict) and x.keys() != y.keys()):
+                found.append(path)
+                return
+            for key in keys:
+                walk(x[key], y[key], f"{path}[{key!r}]")
+        elif x != y:
+            found.append(path)
+
+    walk(_deserialize_pte_binary(a), _deserialize_pte_binary(b), "pte")
+    return found
+
+
 @pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
 def test_the_planned_program_differs_only_in_offsets_and_arena_size(programs, name):
+    """ExecuTorch's own reader sees every field of the re-planned program as it was, but
+    the offsets and the arena size (the bytes differ only where references moved)."""
     problem = read_pte(programs[name])
     plan = api.solve(problem, time_limit=5)
     planned = planned_program(programs[name], problem, plan)
-    changed = program_differences(programs[name], planned)
+    changed = program_differences(Path(programs[name]).read_bytes(), planned)
     assert changed, "the plan moves some tensor"
     for path in changed:
         assert path.endswith((".allocation_info.memory_offset_low",
@@ -275,8 +365,8 @@ def test_zero_byte_tensors_are_no_buffers_and_written_at_offset_0():
     assert layout.empty and not {f"v{v}" for v in layout.empty} & set(layout.problem.ids)
     plan = api.solve(layout.problem, time_limit=2)
     planned = planned_program(data, layout.problem, plan)
-    values = read_program(planned)[0].program.execution_plan[0].values
-    assert all(values[v].val.allocation_info.memory_offset == 0 for v in layout.empty)
+    values = read_program(planned).plans[0].values
+    assert all(values[v].allocation.offset == 0 for v in layout.empty)
     assert prove_program(data, plan).ok
 
 
@@ -304,7 +394,7 @@ def test_the_replanned_program_runs_bit_identical_in_executorch(programs, name):
 def test_an_overlapping_plan_is_caught_by_the_validator_and_by_the_runtime(programs, name):
     problem = read_pte(programs[name])
     overlapping = Plan.from_offsets(problem, np.zeros(len(problem)), planner="zeros")
-    written = with_offsets(programs[name], pte_layout(programs[name]), overlapping.offsets,
+    written = with_offsets(pte_layout(programs[name]), overlapping.offsets,
                            overlapping.arena_size)
     with pytest.raises(ProblemError, match="on shared bytes|assembled in place"):
         read_pte(written)  # the overlapping program, read back, is refused

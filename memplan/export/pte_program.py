@@ -16,46 +16,42 @@ Steps (`planned_program`):
   ``non_const_buffer_sizes`` entry gets the plan's arena size plus the padding
   the program kept after its last tensor (delegates that read past a tensor's
   end rely on it);
-- serialise with ExecuTorch's own writer (``executorch.exir._serialize``,
-  version pinned): every other field comes back unchanged (the bytes may be
-  laid out differently; `program_differences` compares two programs field by
-  field).
+- write those into the file's bytes (`memplan.frontends.pte_flatbuffer.
+  with_allocations`: every other byte stays as it was, nothing imports torch
+  or ExecuTorch);
+- read the written program back and check it: the same problem, the plan's
+  offsets, the plan valid (the frontend validates the program's own plan).
 
 Cost: O(file size) to read and write, plus the frontend's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
 import numpy as np
 
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
+from memplan.frontends.executorch_pte import PteLayout, pte_layout
+from memplan.frontends.pte_flatbuffer import with_allocations
 from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.validate import validate
 
 
-def with_offsets(model: str | os.PathLike | bytes, layout: PteLayout, offsets: np.ndarray,
-                 arena_size: int) -> bytes:
+def with_offsets(layout: PteLayout, offsets: np.ndarray, arena_size: int) -> bytes:
     """The program's bytes with the layout's tensors at ``offsets`` (problem order) and its
     arena ``arena_size`` bytes large; no check (`planned_program` checks)."""
-    from executorch.exir._serialize import _serialize_pte_binary
-
-    pte, _ = read_program(model)
-    plan = pte.program.execution_plan[layout.plan_index]
+    program = layout.program
+    plan = program.plans[layout.plan_index]
     moved = zip([*layout.values, *layout.empty],
                 [*np.asarray(offsets).tolist(), *[0] * len(layout.empty)], strict=True)
-    for value, offset in moved:
-        info = plan.values[value].val.allocation_info
-        info.memory_offset_low = int(offset) & 0xFFFFFFFF
-        info.memory_offset_high = int(offset) >> 32
-    plan.non_const_buffer_sizes[layout.mem_id] = int(arena_size)
-    return bytes(_serialize_pte_binary(pte, extract_delegate_segments=True))
+    moves = {plan.values[v].allocation.reference: (layout.mem_id, int(offset))
+             for v, offset in moved}
+    return with_allocations(program, moves,
+                            {plan.arena_sizes_at + 8 * layout.mem_id: int(arena_size)})
 
 
 def same_problem(layout: PteLayout, problem: Problem) -> None:
@@ -82,7 +78,14 @@ def planned_program(model: str | os.PathLike | bytes, problem: Problem, plan: Pl
     violations = validate(layout.problem, plan) or validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)
-    return with_offsets(model, layout, plan.offsets, plan.arena_size + layout.tail)
+    data = with_offsets(layout, plan.offsets, plan.arena_size + layout.tail)
+    written = pte_layout(data, method=layout.method, mem_id=layout.mem_id)
+    same_problem(written, problem)
+    if not np.array_equal(written.offsets, plan.offsets) or \
+            written.arena_size != plan.arena_size + layout.tail:
+        raise ProblemError("the re-planned program does not read back with the plan's "
+                           "offsets and arena size", file=layout.file)
+    return data
 
 
 def write_planned_program(path: str | os.PathLike, model: str | os.PathLike | bytes,
@@ -91,37 +94,3 @@ def write_planned_program(path: str | os.PathLike, model: str | os.PathLike | by
     data = planned_program(model, problem, plan, **options)
     with open_replacing(path, "wb") as handle:
         handle.write(data)
-
-
-def program_differences(a: str | os.PathLike | bytes, b: str | os.PathLike | bytes,
-                        limit: int = 10_000) -> list[str]:
-    """The paths of the fields where two programs differ (``execution_plan[0].values[5]
-    .val.allocation_info.memory_offset_low``), constants and segments included."""
-    first, second = read_program(a)[0], read_program(b)[0]
-    found: list[str] = []
-
-    def walk(x: Any, y: Any, path: str) -> None:
-        if len(found) >= limit:
-            return
-        if type(x) is not type(y):
-            found.append(path)
-        elif dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                walk(getattr(x, f.name), getattr(y, f.name), f"{path}.{f.name}")
-        elif isinstance(x, list | tuple):
-            if len(x) != len(y):
-                found.append(path)
-                return
-            for k, (u, v) in enumerate(zip(x, y, strict=True)):
-                walk(u, v, f"{path}[{k}]")
-        elif isinstance(x, dict):
-            if x.keys() != y.keys():
-                found.append(path)
-                return
-            for key in x:
-                walk(x[key], y[key], f"{path}[{key!r}]")
-        elif x != y:
-            found.append(path)
-
-    walk(first, second, "pte")
-    return found

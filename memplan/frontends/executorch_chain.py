@@ -33,18 +33,30 @@ Steps (`accesses`, then `lifetimes`):
   delegate's output, live from the call.
 
 What cannot be rebuilt safely is refused with the instruction named: control
-flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, operators whose schema
-torch does not know. Cost: O(instructions x arguments + views x values).
+flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, operators of unknown
+schema. The schemas are read from torch's ``native_functions.yaml`` (which the
+torch wheel ships in ``torchgen``) and ExecuTorch's kernel yamls, parsed by
+``torchgen`` (neither torch nor ExecuTorch is imported). Cost: O(instructions x
+arguments + views x values), plus reading the yamls' operator names once.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from memplan.errors import ProblemError
+from memplan.errors import MissingExtraError, ProblemError
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, TensorList
 
 RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
+SCHEMA_FILES = {  # where operator schemas are read: package -> files in it
+    "torchgen": ["packaged/ATen/native/native_functions.yaml"],
+    "executorch": ["kernels/portable/functions.yaml", "kernels/portable/custom_ops.yaml",
+                   "kernels/portable/et_copy_ops.yaml", "kernels/quantized/quantized.yaml"]}
 
 
 @dataclass
@@ -69,82 +81,125 @@ class Lifetime:
     delta: int = 0
 
 
-def _schema(name: str, overload: str) -> Any:
-    import torch
+def _schema_files() -> list[Path]:
+    """torch's ``native_functions.yaml`` (in ``torchgen``, which the torch wheel ships) and
+    ExecuTorch's kernel yamls, found without importing either package."""
+    files = []
+    for package, paths in SCHEMA_FILES.items():
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise MissingExtraError(f"reading .pte files needs {package}'s operator schemas, "
+                                    f"which are not installed: pip install "
+                                    f"'memplan[executorch]'")
+        files += [Path(spec.submodule_search_locations[0], path) for path in paths]
+    return files
 
+
+@functools.cache
+def _schema_texts() -> tuple[dict[str, str], dict[str, str]]:
+    """Every operator's schema text by ``namespace::name.overload`` (``aten`` when none),
+    and the operators torch generates (``autogen:``): the schema text they derive from."""
+    texts, derived = {}, {}
+    for path in _schema_files():
+        for entry in path.read_text().split("\n- func: ")[1:]:
+            text = entry.split("\n", 1)[0].strip()
+            name = text.split("(", 1)[0]
+            namespace, text = (name.split("::")[0], text.split("::", 1)[1]) if "::" in name \
+                else ("aten", text)
+            texts.setdefault(f"{namespace}::{text.split('(', 1)[0]}", text)  # torch's first
+            for line in re.findall(r"^\s+autogen: (.+)$", entry, re.MULTILINE):
+                for generated in line.split(","):
+                    derived.setdefault(f"{namespace}::{generated.strip()}", text)
+    return texts, derived
+
+
+@functools.cache
+def _schema(name: str, overload: str) -> Any:
+    """The operator's parsed schema (torchgen's ``FunctionSchema``), or None; an out variant
+    torch generates from another (``autogen:``) is derived as torchgen derives it."""
+    from torchgen import native_function_generation as generation
+    from torchgen.model import FunctionSchema, SchemaKind
+
+    key = f"{name}.{overload}" if overload else name
+    texts, derived = _schema_texts()
     try:
-        return torch._C._get_schema(name, overload)
-    except RuntimeError:
+        if key in texts:
+            return FunctionSchema.parse(texts[key])
+        if key not in derived:
+            return None
+        base = FunctionSchema.parse(derived[key])
+        out = {SchemaKind.functional: generation.functional_to_out_signature,
+               SchemaKind.inplace: generation.self_to_out_signature,
+               SchemaKind.mutable: generation.mutable_to_out_signature}[base.kind()](base)
+        return out if str(out.name) == key.split("::", 1)[1] else None
+    except (AssertionError, KeyError, ValueError, RuntimeError):
         return None
 
 
 def _tensors(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
     """The planned tensors behind value ``index`` (a tensor, or a list of them); a run-time
     view stands for the tensor it views."""
-    from executorch.exir import schema
-
     index = views.get(index, index)
     if index in planned:
         return [index]
-    value = values[index].val if 0 <= index < len(values) else None
-    if isinstance(value, schema.TensorList | schema.OptionalTensorList):
+    value = values[index] if 0 <= index < len(values) else None
+    if isinstance(value, TensorList):
         return [views.get(i, i) for i in value.items if views.get(i, i) in planned]
     return []
 
 
-def _kernel(plan: Any, i: int, call: Any, planned: set[int], views: dict[int, int],
-            viewed: dict[int, int]) -> tuple[str, list[int], list[int]]:
+def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
+            views: dict[int, int], viewed: dict[int, int]) -> tuple[str, list[int], list[int]]:
     """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
     an ``et_view`` call adds its output to ``views`` (not planned) or ``viewed``."""
-    operator = plan.operators[call.op_index]
-    op = f"{operator.name}.{operator.overload}" if operator.overload else operator.name
+    name, overload = plan.operators[call.index]
+    op = f"{name}.{overload}" if overload else name
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
-    if operator.name == RUNTIME_VIEW and len(call.args) == 3:
+    if name == RUNTIME_VIEW and len(call.args) == 3:
         base, out = call.args[0], call.args[2]
         if out in planned:  # at its base's bytes: a view like a static one (`lifetimes`)
             viewed[out] = views.get(base, base)
         else:
             views[out] = views.get(base, base)
         return op, touched, []
-    schema = _schema(operator.name, operator.overload)
+    schema = _schema(name, overload)
     if schema is None:
         if touched:
-            raise ProblemError(f"instruction {i} ({op}): torch knows no schema of this "
-                               f"operator, so which tensors it writes is unknown")
+            raise ProblemError(f"instruction {i} ({op}): memplan knows no schema of this "
+                               f"operator (torch's native_functions.yaml and ExecuTorch's "
+                               f"kernel yamls), so which tensors it writes is unknown")
         return op, [], []
-    arguments, returns = schema.arguments, schema.returns
+    arguments, returns = schema.arguments.flat_all, schema.returns
+    positional = len(schema.arguments.flat_positional)
     if len(call.args) != len(arguments) + 1:  # the returns are one value (a list when several)
         raise ProblemError(f"instruction {i} ({op}): {len(call.args)} arguments, its schema "
                            f"has {len(arguments)} and a return value")
     reads, writes = [], []
-    for argument, index in zip(arguments, call.args, strict=False):
+    for k, (argument, index) in enumerate(zip(arguments, call.args, strict=False)):
         tensors = _tensors(plan.values, index, planned, views)
-        mutable = argument.alias_info is not None and argument.alias_info.is_write
-        if not (mutable and argument.kwarg_only):
+        mutable = argument.annotation is not None and argument.annotation.is_write
+        if not (mutable and k >= positional):  # a mutable keyword-only one is only written
             reads += tensors
         if mutable:
             writes += tensors
-    if any(ret.alias_info is None for ret in returns):  # not only the mutated arguments
+    if any(ret.annotation is None for ret in returns):  # not only the mutated arguments
         writes += _tensors(plan.values, call.args[-1], planned, views)
     return op, reads, writes
 
 
-def _delegate(plan: Any, call: Any, planned: set[int], views: dict[int, int], found: Access,
-              inputs: set[int]) -> tuple[str, list[int], list[int]]:
+def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int, int],
+              found: Access, inputs: set[int]) -> tuple[str, list[int], list[int]]:
     """(name, values read, values written) of a delegate call: the file does not say which
     arguments a delegate writes, so each may be: written at the call, and read there too
     when it holds data already (an input, or written before). Each is live across the
     call; one never written before is the delegate's output, live from the call."""
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
     held = [v for v in touched if v in inputs or v in found.writes]
-    backend = plan.delegates[call.delegate_index].id
-    return f"delegate {backend}", held, list(dict.fromkeys(touched))
+    return f"delegate {plan.delegates[call.index]}", held, list(dict.fromkeys(touched))
 
 
-def accesses(plan: Any, planned: set[int]) -> Access:
+def accesses(plan: ExecutionPlan, planned: set[int]) -> Access:
     """Which step reads and writes which planned value, from the plan's one chain."""
-    from executorch.exir import schema
-
     if len(plan.chains) != 1:
         raise ProblemError(f"execution plan {plan.name!r} has {len(plan.chains)} chains; "
                            f"memplan rebuilds plans of one chain")
@@ -154,16 +209,14 @@ def accesses(plan: Any, planned: set[int]) -> Access:
     for v in plan.inputs:
         if v in planned:
             found.writes.setdefault(v, []).append(0)
-    for i, instruction in enumerate(plan.chains[0].instructions):
-        call = instruction.instr_args
-        if isinstance(call, schema.DelegateCall):
+    for i, call in enumerate(plan.chains[0]):
+        if call.kind == "DelegateCall":
             op, reads, writes = _delegate(plan, call, planned, views, found, inputs)
-        elif not isinstance(call, schema.KernelCall):
-            what = type(call).__name__
+        elif call.kind != "KernelCall":
             why = {"FreeCall": "it frees a tensor memplan cannot follow"}.get(
-                what, "control flow cannot be rebuilt into lifetimes")
-            raise ProblemError(f"instruction {i} ({what}): {why}; memplan re-plans programs "
-                               f"of kernel and delegate calls only")
+                call.kind, "control flow cannot be rebuilt into lifetimes")
+            raise ProblemError(f"instruction {i} ({call.kind}): {why}; memplan re-plans "
+                               f"programs of kernel and delegate calls only")
         else:
             op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
         for v in reads:

@@ -30,12 +30,11 @@ from typing import Any
 
 from memplan.errors import ProblemError
 from memplan.export.pte_program import same_problem, with_offsets
-from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
+from memplan.frontends.executorch_pte import PteLayout, pte_layout
 from memplan.frontends.memplan_json import plan_from_dict
+from memplan.frontends.pte_flatbuffer import Tensor
 from memplan.plan import Plan
 from memplan.validate import Violation, validate
-
-SCALARS = {"Int": "int_val", "Bool": "bool_val", "Double": "double_val"}  # scalar inputs
 
 
 @dataclass
@@ -78,13 +77,11 @@ class ProgramProof:
         return lines
 
 
-def seeded_inputs(model: str | os.PathLike | bytes, layout: PteLayout, calls: int,
-                  seed: int) -> list[list[Any]]:
+def seeded_inputs(layout: PteLayout, calls: int, seed: int) -> list[list[Any]]:
     """Per call, the method's inputs: tensors of its dtypes and sizes, scalars as stored."""
     import torch
-    from executorch.exir import schema
 
-    plan = read_program(model)[0].program.execution_plan[layout.plan_index]
+    plan = layout.program.plans[layout.plan_index]
     generator = torch.Generator().manual_seed(seed)
     dtypes = {"BOOL": torch.bool, "BYTE": torch.uint8, "CHAR": torch.int8, "SHORT": torch.int16,
               "INT": torch.int32, "LONG": torch.int64, "HALF": torch.float16,
@@ -93,14 +90,14 @@ def seeded_inputs(model: str | os.PathLike | bytes, layout: PteLayout, calls: in
     for call in range(calls):
         inputs = []
         for v in plan.inputs:
-            value = plan.values[v].val
-            if not isinstance(value, schema.Tensor):
-                inputs.append(getattr(value, SCALARS.get(type(value).__name__, ""), None))
+            value = plan.values[v]
+            if not isinstance(value, Tensor):
+                inputs.append(getattr(value, "value", None))  # a scalar as stored
                 continue
-            dtype = dtypes.get(value.scalar_type.name)
+            dtype = dtypes.get(value.scalar_type)
             if dtype is None:
                 raise ProblemError(f"input value {v}: memplan makes no inputs of type "
-                                   f"{value.scalar_type.name}", file=layout.file)
+                                   f"{value.scalar_type}", file=layout.file)
             if dtype.is_floating_point:
                 inputs.append(torch.randn(value.sizes, generator=generator).to(dtype))
             elif dtype == torch.bool:
@@ -138,8 +135,8 @@ def prove_program(model: str | os.PathLike | bytes, plan: Plan, *, method: str |
     calls = calls if calls is not None else 3 if layout.stateful else 1
     original = model if isinstance(model, bytes) else read_bytes(model)
     replanned = program if program is not None else \
-        with_offsets(original, layout, plan.offsets, plan.arena_size + layout.tail)
-    inputs = seeded_inputs(original, layout, calls, seed)
+        with_offsets(layout, plan.offsets, plan.arena_size + layout.tail)
+    inputs = seeded_inputs(layout, calls, seed)
     proof = ProgramProof(layout.file, plan_file, layout.method, layout.arena_size,
                          plan.arena_size + layout.tail, plan.lower_bound, calls, violations)
     try:
