@@ -436,3 +436,41 @@ def test_cli_bad_pte_is_one_line_exit_2(capsys, tmp_path, programs):
     assert main(["info", str(tmp_path / "missing.pte")]) == BAD_INPUT
     assert "missing.pte: cannot read" in capsys.readouterr().err
     assert load(programs["mlp"]).ids == read_pte(programs["mlp"]).ids  # by extension
+
+
+def test_solve_replans_every_method_with_a_plan_into_one_program(tmp_path, capsys):
+    """Two planned methods and a constant one: one ``solve`` re-plans both into one
+    program, each proven in the runtime; ``--method`` re-plans one, the other kept."""
+    import torch
+    from executorch.exir import to_edge
+
+    from benchmarks.pte_models import MODELS
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        exported = {name: torch.export.export(model.eval(), inputs) for name, (model, inputs)
+                    in (("forward", MODELS["mlp"]()), ("features", MODELS["conv_net"]()))}
+        data = to_edge(exported, constant_methods={"get_max_seq_len": 128}
+                       ).to_executorch().buffer
+    path, planned = tmp_path / "two.pte", tmp_path / "planned.pte"
+    path.write_bytes(data)
+    assert main(["solve", str(path), "-o", str(planned), "--time-limit", "4", "--prove",
+                 "--json"]) == OK
+    document = json.loads(capsys.readouterr().out)
+    assert set(document["methods"]) == set(document["proofs"]) == {"forward", "features"}
+    for method, summary in document["methods"].items():
+        original, written = pte_layout(path, method=method), pte_layout(planned, method=method)
+        assert document["proofs"][method]["proven"]
+        assert written.problem.ids == original.problem.ids
+        assert written.arena_size == summary["plan"]["arena_size"] + original.tail
+        assert summary["program_plan"] == original.arena_size
+    assert main(["solve", str(path), "-o", str(planned), "--time-limit", "2"]) == OK
+    out = capsys.readouterr().out
+    assert out.count("method forward ") == out.count("method features ") == 1
+    one = tmp_path / "one.pte"
+    assert main(["solve", str(path), "--method", "forward", "-o", str(one), "--quiet",
+                 "--time-limit", "2"]) == OK
+    kept = pte_layout(one, method="features")
+    assert np.array_equal(kept.offsets, pte_layout(path, method="features").offsets)
+    assert main(["solve", str(path), "-o", str(tmp_path / "plan.json")]) == BAD_INPUT
+    assert "other outputs take one method (--method NAME)" in capsys.readouterr().err

@@ -7,7 +7,10 @@
   the heuristics then the exact planner, the live line on a terminal
   (`memplan.cli.progress`); Ctrl-C keeps the best plan;
 - ``--prove`` runs the planned model in one arena: an ONNX model with
-  onnxruntime, a ``.tflite`` in TFLite-Micro, a ``.pte`` in ExecuTorch.
+  onnxruntime, a ``.tflite`` in TFLite-Micro, a ``.pte`` in ExecuTorch;
+- a ``.pte`` of several methods with a memory plan, and no ``--method``: every
+  one is planned (the time limit shared) and ``-o`` writes them all into one
+  program (`_run_methods`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from memplan.cli.outputs import (
     add_output_options,
     check_figures,
     check_outputs,
+    export_format,
     requested,
     write_outputs,
 )
@@ -40,7 +44,7 @@ from memplan.cli.parser import (
     changed,
     options_of,
 )
-from memplan.cli.summary import order_summary, print_summary, solve_summary
+from memplan.cli.summary import order_summary, print_rows, print_summary, solve_summary
 from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.diagnosis.explain import capacity_line
 from memplan.plan import Plan
@@ -111,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     check_figures(args)
     paths = args.models or [None]
     _check_models(args, paths)
+    methods = _every_method(args, paths)
+    if methods:
+        return _run_methods(args, Path(paths[0]), methods, exact_options)
     problems = [load(path, args, own_capacity=len(paths) == 1) for path in paths]
     check_outputs(args, problems, paths)
     solved = _solve(args, paths, problems, exact_options)
@@ -177,12 +184,14 @@ class _Solved:
 
 
 def _solve(args: argparse.Namespace, paths: list[str | None], problems: list[Problem],
-           exact_options: ExactOptions) -> _Solved:
+           exact_options: ExactOptions, share: float = 1.0) -> _Solved:
     """Heuristics then the exact planner on the one model or on several in one arena, the
-    live line on a terminal; Ctrl-C keeps the best plan."""
+    live line on a terminal; Ctrl-C keeps the best plan. ``share``: of the time left."""
     from memplan.cli.progress import LiveLine, on_terminal
 
     options = _from_start(api.SolveOptions(**options_of(args, api.SolveOptions)))
+    if options.time_limit is not None:
+        options = replace(options, time_limit=options.time_limit * share)
     name = paths[0] if args.models else f"{api.default_model().name} (bundled)"
     with LiveLine(options.time_limit, enabled=not args.quiet and on_terminal()) as live:
         steps = dict(options=options, on_progress=live, stop=args.stop,
@@ -221,9 +230,11 @@ class _Proven(NamedTuple):
     text: str  # for the terminal
 
 
-def _prove(args: argparse.Namespace, solved: _Solved, model: Path) -> _Proven:
+def _prove(args: argparse.Namespace, solved: _Solved, model: Path,
+           program: bytes | None = None) -> _Proven:
     """``--prove``: the plan run in one arena, an ONNX model by onnxruntime, a ``.pte`` in
-    ExecuTorch (beside its own plan), a ``.tflite`` in TFLite-Micro (beside TFLM's)."""
+    ExecuTorch (beside its own plan; ``program``: the re-planned one to run, by default
+    the plan written into the original), a ``.tflite`` in TFLite-Micro (beside TFLM's)."""
     plan_file = args.output or "the plan"
     if model.suffix.lower() == ".onnx":
         from memplan.proofs.prove import prove_plan
@@ -236,7 +247,7 @@ def _prove(args: argparse.Namespace, solved: _Solved, model: Path) -> _Proven:
         from memplan.proofs.executorch_runtime import prove_program
 
         proof = prove_program(model, solved.plan, method=args.method, seed=args.input_seed,
-                              plan_file=plan_file)
+                              plan_file=plan_file, program=program)
     else:
         from memplan.proofs.tflm_arena import prove as prove_in_tflm
 
@@ -244,3 +255,74 @@ def _prove(args: argparse.Namespace, solved: _Solved, model: Path) -> _Proven:
                              bisect=False)
         return _Proven(tflm.ok, {"proven": tflm.ok, "report": str(tflm)}, str(tflm))
     return _Proven(proof.ok, proof.to_dict(), "\n".join(proof.lines()))
+
+
+def _every_method(args: argparse.Namespace, paths: list[str | None]) -> list[str]:
+    """The methods one run re-plans: for one ``.pte`` without ``--method``, every method
+    with a memory plan when there are several; else none (one problem, as any model)."""
+    if len(paths) != 1 or paths[0] is None or args.method is not None or \
+            Path(paths[0]).suffix.lower() != ".pte":
+        return []
+    from memplan.frontends.executorch_pte import planned_methods, read_program
+
+    methods = planned_methods(read_program(paths[0]))
+    return methods if len(methods) > 1 else []
+
+
+def _run_methods(args: argparse.Namespace, path: Path, methods: list[str],
+                 exact_options: ExactOptions) -> int:
+    """``solve`` of a ``.pte`` with several methods to plan: each planned in turn (its share
+    of the time left), ``-o`` writes them all into one program (checked, read back);
+    each method's summary and proof, then every arena before and after."""
+    if args.csv or args.plot or args.html or (args.output and export_format(args) != "pte"):
+        raise UsageError(f"{path}: methods {', '.join(methods)} have memory plans: -o "
+                         f"PLANNED.pte writes them all re-planned; other outputs take one "
+                         f"method (--method NAME)")
+    each = {m: argparse.Namespace(**{**vars(args), "method": m}) for m in methods}
+    problems = {m: load(str(path), each[m]) for m in methods}
+    check_outputs(args, list(problems.values()), [str(path)])
+    solved: dict[str, _Solved] = {}
+    for k, method in enumerate(methods):
+        solved[method] = _solve(each[method], [str(path)], [problems[method]], exact_options,
+                                share=1 / (len(methods) - k))
+        solved[method].name = f"{path} (method {method})"
+        if solved[method].report.interrupted:
+            break  # Ctrl-C: the methods planned so far, the others as they were
+    interrupted = any(s.report.interrupted for s in solved.values())
+    fitted = all(api.fits(s.report.plan) for s in solved.values())
+    program, written = None, {}
+    if (args.output and fitted) or (args.prove and not interrupted):
+        from memplan.export.pte_program import planned_methods, write_program
+
+        program = planned_methods(path, {m: (s.problem, s.plan) for m, s in solved.items()})
+    if args.output and fitted:
+        write_program(args.output, program)
+        written = {"output (pte)": args.output}
+    summaries = {m: _summary(each[m], s, written, path) for m, s in solved.items()}
+    proofs = {m: _prove(each[m], s, path, program) for m, s in solved.items()} \
+        if args.prove and not interrupted else {}
+    _print_methods(args, summaries, proofs, {} if fitted else requested(args))
+    if not all(p.ok for p in proofs.values()):
+        return FAILED
+    return INTERRUPTED if interrupted else OK if fitted else FAILED
+
+
+def _print_methods(args: argparse.Namespace, summaries: dict[str, dict[str, Any]],
+                   proofs: dict[str, _Proven], not_written: dict[str, str]) -> None:
+    """Each method's summary (and proof), then its arena before (the program's own plan)
+    and after; ``--json``: one document of them."""
+    if args.json:
+        print(json.dumps({"methods": summaries, "not_written": not_written,
+                          "proofs": {m: p.document for m, p in proofs.items()} or None},
+                         indent=1))
+        return
+    if args.quiet:
+        return
+    for method, summary in summaries.items():
+        print_summary({**summary, "not_written": not_written})
+        if method in proofs:
+            print(proofs[method].text)
+        print()
+    print_rows([(f"method {m}", f"{s['program_plan']:,} B -> {s['plan']['arena_size']:,} B "
+                                f"(ExecuTorch's plan -> memplan's)")
+                for m, s in summaries.items()])

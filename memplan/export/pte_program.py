@@ -5,7 +5,7 @@ Why: ExecuTorch's runtime allocates each arena at the size the program states
 ``allocation_info`` says. Rewriting those two, and nothing else, gives a
 program that runs as before in less memory.
 
-Steps (`planned_program`):
+Steps (`planned_program`; `planned_methods` re-plans several methods at once):
 
 - read the program and rebuild the arena's problem
   (`memplan.frontends.executorch_pte.pte_layout`); the plan must be one of that
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.frontends.executorch_pte import PteLayout, pte_layout
+from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
 from memplan.frontends.pte_flatbuffer import with_allocations
 from memplan.output_files import open_replacing
 from memplan.plan import Plan
@@ -41,17 +41,21 @@ from memplan.problem import Problem
 from memplan.validate import validate
 
 
-def with_offsets(layout: PteLayout, offsets: np.ndarray, arena_size: int) -> bytes:
-    """The program's bytes with the layout's tensors at ``offsets`` (problem order) and its
-    arena ``arena_size`` bytes large; no check (`planned_program` checks)."""
-    program = layout.program
-    plan = program.plans[layout.plan_index]
+def _allocations(layout: PteLayout, offsets: np.ndarray, arena_size: int):
+    """`with_allocations`' moves and arena sizes that put the layout's tensors at
+    ``offsets`` (problem order; zero-byte tensors at 0) in an arena ``arena_size`` large."""
+    plan = layout.program.plans[layout.plan_index]
     moved = zip([*layout.values, *layout.empty],
                 [*np.asarray(offsets).tolist(), *[0] * len(layout.empty)], strict=True)
     moves = {plan.values[v].allocation.reference: (layout.mem_id, int(offset))
              for v, offset in moved}
-    return with_allocations(program, moves,
-                            {plan.arena_sizes_at + 8 * layout.mem_id: int(arena_size)})
+    return moves, {plan.arena_sizes_at + 8 * layout.mem_id: int(arena_size)}
+
+
+def with_offsets(layout: PteLayout, offsets: np.ndarray, arena_size: int) -> bytes:
+    """The program's bytes with the layout's tensors at ``offsets`` (problem order) and its
+    arena ``arena_size`` bytes large; no check (`planned_program` checks)."""
+    return with_allocations(layout.program, *_allocations(layout, offsets, arena_size))
 
 
 def same_problem(layout: PteLayout, problem: Problem) -> None:
@@ -73,24 +77,45 @@ def planned_program(model: str | os.PathLike | bytes, problem: Problem, plan: Pl
                     method: str | None = None, mem_id: int | None = None) -> bytes:
     """The program's bytes re-planned by ``plan`` (a plan of ``problem``, the arena's:
     alignments may be stricter than the program's, the rest must be the same)."""
-    layout = pte_layout(model, method=method, mem_id=mem_id)
-    same_problem(layout, problem)
-    violations = validate(layout.problem, plan) or validate(problem, plan)
-    if violations:
-        raise InvalidPlanError(violations)
-    data = with_offsets(layout, plan.offsets, plan.arena_size + layout.tail)
-    written = pte_layout(data, method=layout.method, mem_id=layout.mem_id)
-    same_problem(written, problem)
-    if not np.array_equal(written.offsets, plan.offsets) or \
-            written.arena_size != plan.arena_size + layout.tail:
-        raise ProblemError("the re-planned program does not read back with the plan's "
-                           "offsets and arena size", file=layout.file)
+    return planned_methods(model, {method: (problem, plan)}, mem_id=mem_id)
+
+
+def planned_methods(model: str | os.PathLike | bytes,
+                    plans: dict[str | None, tuple[Problem, Plan]], *,
+                    mem_id: int | None = None) -> bytes:
+    """The program's bytes with each named method (None: the default one) re-planned by
+    its (problem, plan), as `planned_program`; read back and checked."""
+    program = read_program(model)
+    moves, sizes, layouts = {}, {}, []
+    for method, (problem, plan) in plans.items():
+        layout = pte_layout(program, method=method, mem_id=mem_id)
+        same_problem(layout, problem)
+        violations = validate(layout.problem, plan) or validate(problem, plan)
+        if violations:
+            raise InvalidPlanError(violations)
+        moved, sized = _allocations(layout, plan.offsets, plan.arena_size + layout.tail)
+        moves.update(moved)
+        sizes.update(sized)
+        layouts.append((layout, problem, plan))
+    data = with_allocations(program, moves, sizes)
+    for layout, problem, plan in layouts:
+        written = pte_layout(data, method=layout.method, mem_id=layout.mem_id)
+        same_problem(written, problem)
+        if not np.array_equal(written.offsets, plan.offsets) or \
+                written.arena_size != plan.arena_size + layout.tail:
+            raise ProblemError(f"method {layout.method!r}: the re-planned program does not "
+                               f"read back with the plan's offsets and arena size",
+                               file=layout.file)
     return data
 
 
 def write_planned_program(path: str | os.PathLike, model: str | os.PathLike | bytes,
                           problem: Problem, plan: Plan, **options: Any) -> None:
     """Write `planned_program` to ``path``."""
-    data = planned_program(model, problem, plan, **options)
+    write_program(path, planned_program(model, problem, plan, **options))
+
+
+def write_program(path: str | os.PathLike, data: bytes) -> None:
+    """Write a program's bytes to ``path`` atomically."""
     with open_replacing(path, "wb") as handle:
         handle.write(data)
