@@ -27,6 +27,7 @@ Cost: reading the file, plus the chain's (see there).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -135,8 +136,15 @@ def _choose(program: Program, method: str | None, mem_id: int | None):
 
 def pte_layout(model: str | os.PathLike | bytes | Program, *, method: str | None = None,
                mem_id: int | None = None, alignment: int = ALIGNMENT) -> PteLayout:
-    """The `PteLayout` of one arena of a ``.pte`` program; see the module docstring."""
+    """The `PteLayout` of one arena of a ``.pte`` program; see the module docstring. The
+    same program read again (`read_program` keeps the last ones) gives the same layout."""
     program = model if isinstance(model, Program) else read_program(model)
+    return _layout(program, method, mem_id, alignment)
+
+
+@functools.lru_cache(maxsize=4)
+def _layout(program: Program, method: str | None, mem_id: int | None,
+            alignment: int) -> PteLayout:
     file = program.file
     index, plan, mem_id = _choose(program, method, mem_id)
     planned, span, empty = set(), {}, []

@@ -115,9 +115,10 @@ class ExecutionPlan:
         return any(isinstance(v, Tensor) and v.allocation is not None for v in self.values)
 
 
-@dataclass
+@dataclass(eq=False)
 class Program:
-    """A ``.pte`` file's bytes and its execution plans."""
+    """A ``.pte`` file's bytes and its execution plans (hashed by identity: `read_program`
+    gives the same object for the same file and bytes)."""
 
     data: bytes
     file: str
@@ -210,7 +211,21 @@ def _plan(t) -> ExecutionPlan:
 
 
 def read_program(data: bytes, file: str) -> Program:
-    """The `Program` of a ``.pte`` file's bytes; see the module docstring."""
+    """The `Program` of a ``.pte`` file's bytes; see the module docstring. The programs
+    read last are kept: a command reading the same file again (its bytes compared) gets
+    the same object."""
+    for program in _RECENT:
+        if program.file == file and program.data == data:
+            return program
+    program = _read(data, file)
+    _RECENT[:] = [program, *_RECENT[:1]]
+    return program
+
+
+_RECENT: list[Program] = []  # the last two programs read
+
+
+def _read(data: bytes, file: str) -> Program:
     if data[4:6] != FILE_IDENTIFIER[:2]:
         raise ProblemError("not an ExecuTorch program (no 'ET' file identifier)", file=file)
     if data[4:8] != FILE_IDENTIFIER:
@@ -225,7 +240,7 @@ def read_program(data: bytes, file: str) -> Program:
             program.program_size, program.segment_base = struct.unpack_from("<QQ", data, 16)
         root = _table(data, struct.unpack_from("<I", data, 0)[0])
         program.plans = [_plan(plan) for plan in _tables(root, 1)]
-    except (ValueError, IndexError, struct.error, UnicodeDecodeError) as error:
+    except (ValueError, TypeError, IndexError, struct.error) as error:
         raise ProblemError(f"not a readable ExecuTorch program ({type(error).__name__}: "
                            f"{error})", file=file) from None
     return program
@@ -250,11 +265,14 @@ def with_allocations(program: Program, moves: dict[int, tuple[int, int]],
     for position, size in arena_sizes.items():
         struct.pack_into("<q", patched, position, size)
     patched += appended
+    if data[8:12] == HEADER_MAGIC:
+        struct.pack_into("<Q", patched, 16, len(patched))
     if not program.segment_base:
         return bytes(patched)
     base = program.segment_base
     if len(patched) > base:
         step = base & -base  # the largest power of two dividing the base: every segment's
         base += -(-(len(patched) - base) // step) * step  # alignment is kept
-    struct.pack_into("<QQ", patched, 16, len(patched), base)
-    return bytes(patched) + bytes(base - len(patched)) + data[program.segment_base:]
+    struct.pack_into("<Q", patched, 24, base)
+    return b"".join((patched, bytes(base - len(patched)),
+                     memoryview(data)[program.segment_base:]))  # one copy of the segments
