@@ -22,13 +22,14 @@ cache), ``llama_kv`` (the same with its KV cache, context 256) and
 ``llama_kv_large`` (dim 512, 8 layers, context 512, KV cache: about a minute to
 export). Exports run under ``torch.no_grad()``.
 
-    python -m benchmarks.pte_models --time-limit 10 [--models mlp,decoder]
+    python -m benchmarks.pte_models --time-limit 10 [--models mlp,decoder] [--save DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 
@@ -177,7 +178,7 @@ def export_pte(name: str) -> bytes:
         return to_edge(exported).to_executorch().buffer
 
 
-def measure(name: str, time_limit: float) -> dict:
+def measure(name: str, time_limit: float, save: str | None = None) -> dict:
     """One row: ExecuTorch's arena, memplan's, the bound, status, seconds (export, read,
     plan, prove), the runtime's verdict."""
     import memplan
@@ -186,6 +187,8 @@ def measure(name: str, time_limit: float) -> dict:
 
     started = time.perf_counter()
     data = export_pte(name)
+    if save:  # for the command line: memplan info/solve DIR/<model>.pte
+        Path(save, f"{name}.pte").write_bytes(data)
     exported = time.perf_counter() - started
     started = time.perf_counter()
     layout = pte_layout(data)
@@ -208,13 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--save", metavar="DIR", help="write each exported program to "
+                        "DIR/<model>.pte")
     args = parser.parse_args(argv)
     print("| model | tensors | views | greedy bytes | memplan bytes | bound | greedy / bound "
           "| status | plan s | read s | prove s | runtime (calls) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     failed = False
     for name in args.models.split(","):
-        r = measure(name, args.time_limit)
+        r = measure(name, args.time_limit, args.save)
         failed |= r["runtime"] != "identical"
         print(f"| {name}{' (state)' * r['stateful']} | {r['tensors']} | {r['views']} | "
               f"{r['greedy']:,} | {r['memplan']:,} | {r['bound']:,} | "
