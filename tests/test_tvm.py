@@ -1,10 +1,12 @@
 """memplan inside Apache TVM: the Relax frontend, the pass, the pipeline and the VM proof.
 
 Small models built with ``tvm.relax.frontend.nn`` are exported once (module
-fixtures), built with Relax's default pipeline and with memplan's, and run in
-``relax.VirtualMachine``: outputs bit-identical, every plan validated, memplan's
-bytes never above Relax's. Refusals name the function and binding; a plan with
-two live tensors on the same bytes is caught. Needs the ``tvm`` extra.
+fixtures; the decoder's kernels scheduled for CPU), built with Relax's default
+pipeline and with memplan's, and run in ``relax.VirtualMachine``: outputs
+bit-identical, every plan validated, memplan's bytes never above Relax's.
+Refusals name the function and binding; a plan with two live tensors on the
+same bytes is caught; GPU targets are lowered only (no GPU needed). Needs the
+``tvm`` extra.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ MODELS = {
     "cnn": lambda: zoo.Model("cnn", zoo.CNN((3, 8, 8, 16)), (1, 3, 16, 16)),
     "block": lambda: zoo.block(lifted=True, d=64, seq=16),
     "decoder": lambda: zoo.llama(layers=1, d=64, heads=4, kv_heads=2, ffn=128, vocab=100,
-                                 seq=32),
+                                 seq=32, scheduled=True),  # as the d-2048 benchmark runs
     "mixed": lambda: zoo.Model("mixed", Mixed(), (4, 32)),
 }
 
@@ -191,17 +193,70 @@ def test_what_cannot_be_expressed_is_refused_or_left_to_relax():
     assert planning.reports[0].action.startswith("left to Relax")
 
 
-def test_devices_without_zero_copy_offsets_keep_relax_plan_with_one_warning(block):
+@pytest.mark.parametrize("kind", ["metal", "vulkan", "opencl", "webgpu", "rocm"])
+def test_devices_without_zero_copy_offsets_keep_relax_plan_with_one_warning(block, kind):
     mod = lower_to_planned(block)
     planning = memplan.tvm.memory_planning_pass()
-    with warnings.catch_warnings(record=True) as caught, tvm.target.Target("vulkan"):
+    with warnings.catch_warnings(record=True) as caught, tvm.target.Target(kind):
         warnings.simplefilter("always")
         kept = planning(mod)
-    assert [str(w.message) for w in caught if "vulkan" in str(w.message)] == [
-        "memplan leaves Relax's plan on vulkan devices: their ensure_zero_offset copies a "
+    assert [str(w.message) for w in caught if "memplan" in str(w.message)] == [
+        f"memplan leaves Relax's plan on {kind} devices: their ensure_zero_offset copies a "
         "tensor at an offset"]
     tvm.ir.assert_structural_equal(kept, mod)
     assert planning.reports and all(r.status == "relax" for r in planning.reports)
+
+
+def test_vulkan_build_pipeline_is_relax_own(block):
+    """The whole pipeline for a Vulkan target (lowered only, no GPU): the module Relax's
+    default pipeline gives, and one warning."""
+    target = tvm.target.Target("vulkan")
+    pipeline = memplan.tvm.pipeline(target=target)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lowered = pipeline(block)
+    with target:
+        tvm.ir.assert_structural_equal(lowered, relax.get_default_pipeline(target)(block))
+    assert len([w for w in caught if "memplan" in str(w.message)]) == 1
+
+
+def test_cuda_graphs_cache_the_arena_and_capture_the_same_kernels(block):
+    """With ``relax.backend.use_cuda_graph``, TVM's CUDA pipeline runs ``RewriteCUDAGraph``
+    after memplan's pass (lowered only: no GPU, no CUDA toolkit): memplan's arena, a static
+    storage, becomes the graphs' one cached allocation, and the graphs capture the same
+    kernels as with Relax's plan (the ``ensure_zero_offset`` views go into them)."""
+    target = tvm.target.Target("cuda")
+    with tvm.transform.PassContext(config={"relax.backend.use_cuda_graph": True}):
+        pipeline = memplan.tvm.pipeline(time_limit=5, target=target)
+        lowered = pipeline(block)
+        with target:
+            plain = relax.get_default_pipeline(target)(block)
+    (report,) = [r for r in pipeline.reports if r.function == "forward"]
+    assert report.action == "planned" and report.memplan_bytes < report.relax_bytes
+    assert _calls(lowered, "cuda_graph_alloc") == [("relax.vm.alloc_storage",
+                                                    report.memplan_bytes)]
+    assert sum(size for _, size in _calls(plain, "cuda_graph_alloc")) == report.relax_bytes
+    captured = {name: _calls(lowered, name) for name in _functions(lowered, "capture")}
+    assert captured and all(captured.values()) and captured == {
+        name: _calls(plain, name) for name in _functions(plain, "capture")}
+
+
+def _functions(mod, part):
+    return sorted(gv.name_hint for gv in mod.get_global_vars() if part in gv.name_hint)
+
+
+def _calls(mod, function):
+    """The kernels ``mod[function]`` calls, and its storages as (op, bytes), in order."""
+    calls = []
+    for block in mod[function].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.GlobalVar):
+                calls.append(value.op.name_hint)
+            elif isinstance(value, relax.Call) and getattr(value.op, "name", "") == \
+                    "relax.vm.alloc_storage":
+                calls.append((value.op.name, int(value.args[0].values[0])))
+    return calls
 
 
 def test_several_functions_are_planned_each():
