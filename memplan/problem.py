@@ -82,13 +82,19 @@ class Step:
     ``reads`` and ``writes`` name tensors: buffer ids where the tensor is a
     buffer, any other name (a weight left out, a zero-size tensor) is kept but
     means nothing to a planner. They give every buffer its producer and its
-    consumers (`memplan.explain`).
+    consumers (`memplan.explain`). ``constants`` name what the operator reads
+    from the model's constants (weights, stored data: never in the arena); a
+    frontend that fills it lists in ``reads`` every other value the operator
+    reads (a graph input not planned, a size computed at run time), so that a
+    step whose reads are all computed from constants is known to be one
+    (`memplan.diagnosis.constant_folding`).
     """
 
     name: str = ""  # the operator's name (ONNX node name), "" when it has none
     op: str = ""  # the operator's type: Conv, Relu, ...
-    reads: tuple[str, ...] = ()  # tensors the operator reads
+    reads: tuple[str, ...] = ()  # tensors the operator reads, constants aside
     writes: tuple[str, ...] = ()  # tensors the operator writes
+    constants: tuple[str, ...] = ()  # constants (weights) the operator reads
 
 
 @dataclass(frozen=True)
@@ -408,19 +414,23 @@ def _steps(steps: Iterable[Step], source: str | None) -> tuple[Step, ...]:
     if set(map(type, steps)) <= {Step}:
         reads = list(map(attrgetter("reads"), steps))
         writes = list(map(attrgetter("writes"), steps))
+        constants = list(map(attrgetter("constants"), steps))
         names = chain(map(attrgetter("name"), steps), map(attrgetter("op"), steps),
-                      chain.from_iterable(reads), chain.from_iterable(writes))
-        if set(map(type, reads + writes)) <= {tuple} and set(map(type, names)) <= {str}:
+                      chain.from_iterable(reads), chain.from_iterable(writes),
+                      chain.from_iterable(constants))
+        if set(map(type, reads + writes + constants)) <= {tuple} and \
+                set(map(type, names)) <= {str}:
             return steps
     checked = []
     for t, step in enumerate(steps):
         if not isinstance(step, Step):
             raise ProblemError(f"steps[{t}]: expected a Step, got {type(step).__name__}",
                                file=source)
-        names = (step.name, step.op, *step.reads, *step.writes)
+        names = (step.name, step.op, *step.reads, *step.writes, *step.constants)
         if not all(isinstance(x, str) for x in names):
             raise ProblemError(f"steps[{t}]: names must be strings", file=source)
-        checked.append(Step(step.name, step.op, tuple(step.reads), tuple(step.writes)))
+        checked.append(Step(step.name, step.op, tuple(step.reads), tuple(step.writes),
+                            tuple(step.constants)))
     return tuple(checked)
 
 

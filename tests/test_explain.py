@@ -256,3 +256,47 @@ def test_explain_with_banks_names_the_fast_peak_and_the_curve(capsys, tmp_path):
     assert here["slow_bytes"] == 4096 and larger[-1]["slow_bytes"] == 0
     assert main(["explain", str(path), "--banks", "fast=6KiB"]) == 2  # one bank: usage
     assert "two banks or more" in capsys.readouterr().err
+
+
+# A weight transposed and converted at every run (t, then c), a slice of a constant by a size
+# computed at run time (s: not foldable), then the product with the input:
+#   step 0 inputs -> x; 1 t = permute(w); 2 c = convert(t); 3 s = slice(freqs, n);
+#   4 y = mm(x, c, s); 5 z = relu(y)
+CONSTANT_CHAIN = [("x", 100, 0, 5, "input"), ("t", 1000, 1, 3, "activation"),
+                  ("c", 1000, 2, 5, "activation"), ("s", 50, 3, 5, "activation"),
+                  ("y", 200, 4, 6, "activation"), ("z", 200, 5, 6, "output")]
+CHAIN_STEPS = [Step("inputs", "", (), ("x",)), Step("p", "permute", (), ("t",), ("w",)),
+               Step("cv", "convert", ("t",), ("c",)),
+               Step("sl", "slice", ("n",), ("s",), ("freqs",)),
+               Step("mm", "mm", ("x", "c", "s"), ("y",)), Step("r", "relu", ("y",), ("z",))]
+
+
+def test_a_tensor_computed_from_constants_alone_is_named_with_what_folding_it_saves(tmp_path):
+    problem = Problem([Buffer(id, size, start, end, kind=kind)
+                       for id, size, start, end, kind in CONSTANT_CHAIN], steps=CHAIN_STEPS)
+    found = explain(problem)
+    without = lower_bound(subproblem(problem, [0, 3, 4, 5], None))  # x, s, y, z
+    assert found.lower_bound == 2100 and without == 400
+    (folding,) = found.folding
+    assert (folding.tensor, folding.size, folding.constants, folding.kept) == ("c", 1000,
+                                                                               ("w",), ())
+    assert [o.op for o in folding.operators] == ["permute", "convert"]
+    assert sorted(folding.buffers) == ["c", "t"]
+    assert (folding.bound, folding.saves) == (without, 2100 - without)
+    assert found.folded_bound == without
+    assert "c = permute step 1, then convert step 2 of w: bound 400 B" in str(found)
+    assert json.loads(json.dumps(found.to_dict()))["folding"][0]["tensor"] == "c"
+    path = tmp_path / "p.json"
+    memplan_json.write_problem(path, problem)
+    assert memplan_json.read_problem(path).steps == problem.steps
+
+
+def test_nothing_is_folded_without_constants_or_when_a_run_time_value_is_read():
+    rows = [Buffer(id, size, start, end, kind=kind) for id, size, start, end, kind
+            in CONSTANT_CHAIN]
+    plain = [Step(s.name, s.op, s.reads, s.writes) for s in CHAIN_STEPS]
+    assert explain(Problem(rows, steps=plain)).folding == ()
+    found = explain(Problem(rows, steps=CHAIN_STEPS[:4] + [
+        Step("mm", "mm", ("x", "c", "s"), ("y", "c")), CHAIN_STEPS[5]]))
+    (folding,) = found.folding  # c is written again at run time: t is what to fold
+    assert (folding.tensor, folding.buffers) == ("t", ("t",))

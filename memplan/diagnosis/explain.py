@@ -22,10 +22,14 @@ returns an `Explanation` (dataclasses of `memplan.diagnosis.explanation`) that p
   proven and minimal;
 - **what would help**: `memplan.diagnosis.what_if` measures the bound with each of the
   few largest tensors at the peak ending a step earlier, recomputed or
-  split, and, for a plan, each optional in-place alias it did not take.
+  split, and, for a plan, each optional in-place alias it did not take;
+- **computed from constants** (`memplan.diagnosis.constant_folding`): the
+  tensors the program computes from constants alone at every run (a
+  transposed weight), and the bound without them: what folding them at
+  export would save.
 
 Cost: O(n log n + sum of lifetimes) for peak and gap, a few lower bounds for
-the remedies (one per change), and the CP-SAT checks of the capacity reason
+the remedies (one per change) and the folded tensors, and the CP-SAT checks of the capacity reason
 only when the live load fits the capacity but no plan at hand does.
 """
 
@@ -48,6 +52,7 @@ from memplan.diagnosis.capacity_reason import (
     pinned_reason,
     subproblem,
 )
+from memplan.diagnosis.constant_folding import Folding, foldable
 from memplan.diagnosis.explanation import (
     CapacityExplanation,
     Explanation,
@@ -231,11 +236,12 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut)
     floor, aliases = (None, []) if plan is None or plan.regions is not None else \
         alias_remedies(problem, plan, deadline=deadline, cut=cut)
+    folding, folded_bound = foldable(problem, bound=bound)
     return Explanation(
         problem.name, len(problem), bound, int(live.max()) if len(live) else 0, peak_steps,
         tuple(peaks), None if plan is None else _gap(d, plan, bound, live), reason,
         tuple(helped), floor, tuple(sorted(aliases, key=lambda r: -r.saves)), tuple(cut),
-        _plot=(problem, plan))
+        folding, folded_bound, _plot=(problem, plan))
 
 
 def capacity_line(problem: Problem, plan: Plan) -> str | None:
@@ -256,5 +262,5 @@ def capacity_line(problem: Problem, plan: Plan) -> str | None:
             f"within {human_bytes(capacity)} was found in the time limit, and none was ruled out")
 
 
-__all__ = ["CapacityExplanation", "Explanation", "Gap", "Operator", "Peak", "Remedy", "Tensor",
-           "capacity_line", "explain", "render_text"]
+__all__ = ["CapacityExplanation", "Explanation", "Folding", "Gap", "Operator", "Peak", "Remedy",
+           "Tensor", "capacity_line", "explain", "render_text"]

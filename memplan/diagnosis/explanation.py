@@ -25,6 +25,8 @@ from memplan.viz import human_bytes, plan_usage
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from memplan.diagnosis.constant_folding import Folding
+
 MOST_LISTED = 12  # tensors listed per section in the text
 
 
@@ -115,6 +117,8 @@ class Explanation:
     alias_floor: int | None = None  # the bound with the plan's alias choices
     alias_remedies: tuple[Remedy, ...] = ()
     unmeasured: tuple[str, ...] = ()  # the parts the time limit cut short
+    folding: tuple[Folding, ...] = ()  # tensors computed from constants at every run
+    folded_bound: int | None = None  # the bound with all of them folded at export
     _plot: tuple = field(default=(), repr=False, compare=False)  # (problem, plan) to draw
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,9 +215,29 @@ def render_text(e: Explanation) -> str:
         for r in helpful[:5]:
             lines.append(f"  take {r.detail}: -{human_bytes(r.saves)} (to "
                          f"{human_bytes(r.bound)})")
+    if e.folding:
+        lines += _folding_lines(e)
     if e.unmeasured:
         lines.append(f"cut short by the time limit: {', '.join(e.unmeasured)}")
     return "\n".join(lines)
+
+
+def _folding_lines(e: Explanation) -> list[str]:
+    """The tensors computed from constants at every run, and what folding them would save."""
+    total = e.lower_bound - e.folded_bound
+    lines = [f"computed from constants alone at every run (fold them at export, "
+             f"docs/how-to/executorch.md): without them the bound is "
+             f"{human_bytes(e.folded_bound)} ({_change(total)})"]
+    for f in e.folding[:MOST_LISTED]:
+        how = ", then ".join(" ".join(x for x in (o.op or "", f"step {o.step}") if x)
+                            for o in f.operators)
+        kept = f"; {', '.join(f.kept)} read elsewhere too" if f.kept else ""
+        lines.append(f"  {human_bytes(f.size):>10}  {f.tensor} = {how} of "
+                     f"{', '.join(f.constants) or 'constants'}: bound {human_bytes(f.bound)} "
+                     f"({_change(f.saves)}){kept}")
+    if len(e.folding) > MOST_LISTED:
+        lines.append(f"  ... and {len(e.folding) - MOST_LISTED} more")
+    return lines
 
 
 def plot_explanation(e: Explanation, ax: Axes | None = None) -> Axes:

@@ -30,7 +30,11 @@ Steps (`accesses`, then `lifetimes`):
   file does not say which): each is written at the call and, when it holds
   data already (an input, or written before), read there too, so every
   argument is live across the call (safe); one never written before is the
-  delegate's output, live from the call.
+  delegate's output, live from the call;
+- besides, each step keeps the values it reads that are not planned
+  (constants, sizes, a list's items one by one), and every value any step
+  writes is noted (all arguments of a delegate or of an operator without a
+  schema): what tells a constant from a value the run makes.
 
 What cannot be rebuilt safely is refused with the instruction named: control
 flow (``JumpFalseCall``, ``MoveCall``), ``FreeCall``, operators of unknown
@@ -50,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import MissingExtraError, ProblemError
-from memplan.frontends.pte_flatbuffer import ExecutionPlan, TensorList
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, TensorList
 
 RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
 SCHEMA_FILES = {  # where operator schemas are read: package -> files in it
@@ -68,6 +72,8 @@ class Access:
     steps: list[tuple[str, list[int], list[int]]] = field(default_factory=list)  # op, r, w
     final: int = 0  # the last step: the plan's outputs are live up to it
     viewed: dict[int, int] = field(default_factory=dict)  # planned et_view output -> its base
+    unplanned: list[list[int]] = field(default_factory=list)  # per step: other values read
+    written: set[int] = field(default_factory=set)  # every value some instruction writes
 
 
 @dataclass(frozen=True)
@@ -148,17 +154,37 @@ def _tensors(values: list, index: int, planned: set[int], views: dict[int, int])
     return []
 
 
+def _items(values: list, index: int, views: dict[int, int]) -> list[int]:
+    """The values behind argument ``index``: a list's items (tensors, sizes) one by one,
+    else the value itself; a run-time view stands for the tensor it views."""
+    index = views.get(index, index)
+    value = values[index] if 0 <= index < len(values) else None
+    items = value.items if isinstance(value, TensorList) else value.value \
+        if isinstance(value, Scalar) and value.kind == "IntList" else [index]
+    return [views.get(i, i) for i in items if i >= 0]
+
+
+def _unplanned(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
+    """The values behind argument ``index`` that are not planned tensors: a constant, a
+    tensor the runtime allocates, a scalar."""
+    return [v for v in _items(values, index, views) if v not in planned]
+
+
 def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
-            views: dict[int, int], viewed: dict[int, int]) -> tuple[str, list[int], list[int]]:
+            views: dict[int, int], found: Access) -> tuple[str, list[int], list[int]]:
     """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
-    an ``et_view`` call adds its output to ``views`` (not planned) or ``viewed``."""
+    an ``et_view`` call adds its output to ``views`` (not planned) or ``found.viewed``.
+    The other values it reads go to ``found.unplanned``, all it writes to ``found.written``."""
     name, overload = plan.operators[call.index]
     op = f"{name}.{overload}" if overload else name
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
+    found.unplanned.append([v for a in call.args[:-1]
+                            for v in _unplanned(plan.values, a, planned, views)])
     if name == RUNTIME_VIEW and len(call.args) == 3:
         base, out = call.args[0], call.args[2]
+        found.written.add(out)
         if out in planned:  # at its base's bytes: a view like a static one (`lifetimes`)
-            viewed[out] = views.get(base, base)
+            found.viewed[out] = views.get(base, base)
         else:
             views[out] = views.get(base, base)
         return op, touched, []
@@ -168,6 +194,8 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
             raise ProblemError(f"instruction {i} ({op}): memplan knows no schema of this "
                                f"operator (torch's native_functions.yaml and ExecuTorch's "
                                f"kernel yamls), so which tensors it writes is unknown")
+        for a in call.args:  # which values it writes is unknown: any of them
+            found.written.update(_items(plan.values, a, views))
         return op, [], []
     arguments, returns = schema.arguments.flat_all, schema.returns
     positional = len(schema.arguments.flat_positional)
@@ -182,8 +210,10 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
             reads += tensors
         if mutable:
             writes += tensors
+            found.written.update(_items(plan.values, index, views))
     if any(ret.annotation is None for ret in returns):  # not only the mutated arguments
         writes += _tensors(plan.values, call.args[-1], planned, views)
+        found.written.update(_items(plan.values, call.args[-1], views))
     return op, reads, writes
 
 
@@ -195,6 +225,9 @@ def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int
     call; one never written before is the delegate's output, live from the call."""
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
     held = [v for v in touched if v in inputs or v in found.writes]
+    found.unplanned.append([v for a in call.args for v in _unplanned(plan.values, a, planned,
+                                                                        views)])
+    found.written.update(v for a in call.args for v in _items(plan.values, a, views))
     return f"delegate {plan.delegates[call.index]}", held, list(dict.fromkeys(touched))
 
 
@@ -218,7 +251,7 @@ def accesses(plan: ExecutionPlan, planned: set[int]) -> Access:
             raise ProblemError(f"instruction {i} ({call.kind}): {why}; memplan re-plans "
                                f"programs of kernel and delegate calls only")
         else:
-            op, reads, writes = _kernel(plan, i, call, planned, views, found.viewed)
+            op, reads, writes = _kernel(plan, i, call, planned, views, found)
         for v in reads:
             found.reads.setdefault(v, []).append(i + 1)
         for v in writes:

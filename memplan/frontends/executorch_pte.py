@@ -37,7 +37,7 @@ import numpy as np
 
 from memplan.errors import ProblemError
 from memplan.frontends import pte_flatbuffer
-from memplan.frontends.executorch_chain import accesses, lifetimes
+from memplan.frontends.executorch_chain import Access, accesses, lifetimes
 from memplan.frontends.pte_flatbuffer import ExecutionPlan, Program, Tensor
 from memplan.problem import Alias, Buffer, Problem, Step
 
@@ -174,8 +174,7 @@ def _layout(program: Program, method: str | None, mem_id: int | None,
         if life.base is not None:
             aliases.append(Alias(f"v{life.base}", f"v{v}", life.delta))
     steps = [Step("inputs", "", (), tuple(f"v{v}" for v in sorted(inputs)))]
-    steps += [Step(f"#{i}", op, tuple(f"v{v}" for v in reads), tuple(f"v{v}" for v in writes))
-              for i, (op, reads, writes) in enumerate(found.steps)]
+    steps += _steps(plan, found)
     stem = "program" if file == "<bytes>" else Path(file).stem
     several = len(program.plans) > 1
     name = f"{stem}.{plan.name}" if method is not None or several else stem
@@ -188,6 +187,25 @@ def _layout(program: Program, method: str | None, mem_id: int | None,
                        tuple(empty), program)
     _check_original(layout)
     return layout
+
+
+def _steps(plan: ExecutionPlan, found: Access) -> list[Step]:
+    """One `Step` per instruction: the planned values it reads and writes, the constants it
+    reads (tensors stored in the program or outside it, which no plan places), and in
+    ``reads`` too every other value it reads that the run makes (an input or a tensor not
+    planned, a value an instruction writes, such as a size); literals not."""
+    constants = {v for v, value in enumerate(plan.values) if isinstance(value, Tensor)
+                 and value.allocation is None and value.stored} - found.written
+    runtime = set(plan.inputs) | found.written | {
+        v for v, value in enumerate(plan.values) if isinstance(value, Tensor)
+        and v not in constants}
+    steps = []
+    for (op, reads, writes), others in zip(found.steps, found.unplanned, strict=True):
+        made = [v for v in dict.fromkeys(others) if v in runtime]
+        steps.append(Step(f"#{len(steps)}", op, tuple(f"v{v}" for v in [*reads, *made]),
+                          tuple(f"v{v}" for v in writes),
+                          tuple(f"v{v}" for v in dict.fromkeys(others) if v in constants)))
+    return steps
 
 
 def _check_original(layout: PteLayout) -> None:

@@ -151,7 +151,7 @@ def spec_layout(specs: Iterable[Any], graph_module: Any, *, alignment: int,
         buffers.setdefault(mem_id, []).append(
             Buffer(label, size, first, last + 1, alignment, kind=kind))
         layout.roots.setdefault(mem_id, []).append(spec)
-    steps = graph_steps(graph_module, names)
+    steps = graph_steps(graph_module, names, constant_nodes(signature))
     for mem_id, rows in buffers.items():
         base = sizes[mem_id] if mem_id < len(sizes) else 0
         layout.bases[mem_id] = -(-base // alignment) * alignment
@@ -197,19 +197,51 @@ def root_of(spec: Any) -> tuple[Any, int]:
     return spec, delta
 
 
-def graph_steps(graph_module: Any, names: dict[Any, str]) -> list[Step]:
+def constant_nodes(signature: Any) -> set[str]:
+    """The placeholders of an exported program's graph that are constants: parameters,
+    buffers and lifted tensor constants the program never mutates (from its graph
+    signature; none known without one)."""
+    if signature is None:
+        return set()
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    mutated = {spec.target for spec in signature.output_specs
+               if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)}
+    kinds = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    return {spec.arg.name for spec in signature.input_specs
+            if spec.kind in kinds and spec.target not in mutated and hasattr(spec.arg, "name")}
+
+
+def _read(arg: Any, names: dict[Any, str], constants: set[str]) -> tuple[list[str], list[str]]:
+    """(values, constants) that reading node ``arg`` reads: through a static view
+    (``memory.view``) its base; a node without a tensor (a size computed at run time)
+    by its own name."""
+    while arg.target == memory.view:
+        arg = arg.args[0]
+    if arg.op == "placeholder" and arg.name in constants:
+        return [], [arg.name]
+    read = [names[s] for s in get_node_tensor_specs(arg) if s in names]
+    return (read or [arg.name]), []
+
+
+def graph_steps(graph_module: Any, names: dict[Any, str], constants: set[str] = frozenset()
+                ) -> list[Step]:
     """One `Step` per node (the node index is ExecuTorch's lifetime unit): its name, its
     operator, the tensors it reads and those it writes (an out variant writes its
-    ``out`` arguments; an ``alloc`` writes nothing, it only reserves)."""
+    ``out`` arguments; an ``alloc`` writes nothing, it only reserves), and the
+    ``constants`` (placeholder names, `constant_nodes`) it reads."""
     steps = []
     for node in graph_module.graph.nodes:
         writes: tuple[str, ...] = ()
         if node.op != "output" and node.target not in (memory.alloc, memory.view,
                                                        operator.getitem):
             writes = tuple(names[s] for s in get_node_tensor_specs(node) if s in names)
-        read = []
+        read, constant = [], []
         for arg in filter_nodes([*node.args, *node.kwargs.values()]):
-            read += [names[s] for s in get_node_tensor_specs(arg) if s in names]
+            values, stored = _read(arg, names, constants)
+            read += values
+            constant += stored
         reads = tuple(r for r in dict.fromkeys(read) if r not in writes)
-        steps.append(Step(node.name, node_label(node), reads, writes))
+        steps.append(Step(node.name, node_label(node), reads, writes,
+                          tuple(dict.fromkeys(constant))))
     return steps

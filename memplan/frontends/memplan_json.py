@@ -13,7 +13,8 @@ A problem file (fields after ``size`` are optional, defaults shown)::
      "steps": [{"name": "conv1", "op": "Conv", "reads": ["x"], "writes": ["y"]}]}
 
 ``steps`` (optional, written only when the problem has them) says what runs at
-each step: the operator's name and type and the tensors it reads and writes.
+each step: the operator's name and type, the tensors it reads and writes, and
+(``constants``, written when there are any) the constants it reads.
 
 A plan file: offsets by buffer id, and what the planner knows::
 
@@ -66,7 +67,9 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
     }
     if problem.steps is not None:
         document["steps"] = [{"name": s.name, "op": s.op, "reads": list(s.reads),
-                              "writes": list(s.writes)} for s in problem.steps]
+                              "writes": list(s.writes)}
+                             | ({"constants": list(s.constants)} if s.constants else {})
+                             for s in problem.steps]
     return document
 
 
@@ -181,12 +184,14 @@ def _steps(r: _Reader, entries: list) -> list[Step]:
         return f"steps[{t}]"
 
     names, ops = (r.column(entries, key, str, step, "") for key in ("name", "op"))
-    reads, writes = (r.column(entries, key, list, step, []) for key in ("reads", "writes"))
-    if not set(map(type, chain.from_iterable(reads + writes))) <= {str}:
+    reads, writes, constants = (r.column(entries, key, list, step, [])
+                                for key in ("reads", "writes", "constants"))
+    if not set(map(type, chain.from_iterable(reads + writes + constants))) <= {str}:
         for t, entry in enumerate(entries):  # name the first step with a bad name
-            r.names(entry, "reads", step(t))
-            r.names(entry, "writes", step(t))
-    return list(map(Step, names, ops, map(tuple, reads), map(tuple, writes)))
+            for key in ("reads", "writes", "constants"):
+                r.names(entry, key, step(t))
+    return list(map(Step, names, ops, map(tuple, reads), map(tuple, writes),
+                    map(tuple, constants)))
 
 
 def plan_to_dict(problem: Problem, plan: Plan) -> dict[str, Any]:

@@ -18,9 +18,10 @@ Steps:
 - `read_program`: refuse a file whose identifier is not `FILE_IDENTIFIER`
   (another schema: the field slots below are ``program.fbs``'s of
   ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); read every execution
-  plan's name, values (tensors with their scalar type, sizes and allocation;
-  tensor lists; scalars), inputs, outputs, chains of instructions,
-  operators, delegates and arena sizes;
+  plan's name, values (tensors with their scalar type, sizes, allocation and
+  whether they are stored constants; tensor lists; scalars, an ``IntList``
+  with its items), inputs, outputs, chains of instructions, operators,
+  delegates and arena sizes;
 - `with_allocations`: a flatbuffer's references point forward, so each moved
   tensor gets a new ``AllocationDetails`` table (all three fields present,
   one shared vtable) appended after the program, and its ``allocation_info``
@@ -75,6 +76,7 @@ class Tensor:
     item_bytes: int  # 0: a type memplan does not know
     sizes: tuple[int, ...]
     allocation: Allocation | None  # None: a constant, or memory the runtime provides
+    stored: bool = False  # a constant: data in the program (data_buffer_idx > 0) or outside it
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class TensorList:
 @dataclass(frozen=True)
 class Scalar:
     kind: str  # Int, Bool, Double, String, Null, IntList, DoubleList, BoolList
-    value: object = None  # an Int's, Bool's or Double's value
+    value: object = None  # an Int's, Bool's or Double's value; an IntList's value indices
 
 
 @dataclass(frozen=True)
@@ -187,9 +189,13 @@ def _value(t) -> Tensor | TensorList | Scalar:
         allocation = None if info is None else Allocation(
             _scalar(info, 0, "I"), _scalar(info, 1, "I") + (_scalar(info, 2, "I") << 32),
             val.Pos + val.Offset(4 + 2 * 6))
-        return Tensor(name, width, _numbers(val, 2, "i"), allocation)
+        extra = _ref(val, 9)  # ExtraTensorInfo: its location, 1 = EXTERNAL
+        stored = _scalar(val, 5, "I") > 0 or extra is not None and _scalar(extra, 2, "b") == 1
+        return Tensor(name, width, _numbers(val, 2, "i"), allocation, stored)
     if kind in ("TensorList", "OptionalTensorList"):
         return TensorList(_numbers(val, 0, "i"))
+    if kind == "IntList":  # items: the Int values of its sizes, some computed at run time
+        return Scalar(kind, _numbers(val, 0, "q"))
     codes = {"Int": "q", "Bool": "?", "Double": "d"}
     return Scalar(kind, _scalar(val, 0, codes[kind]) if kind in codes else None)
 
