@@ -3,14 +3,21 @@
 For each model of `benchmarks.executorch_zoo`: export it, lower it twice
 (ExecuTorch's default pass, greedy; and ``memplan.executorch.memory_planning_pass``
 with a time limit), and report both arenas, the live-load bound, memplan's status
-and seconds, the Verifier's verdict (memplan's pass runs it on every graph) and
-the runtime's: both programs run in ``executorch.runtime`` on the model's seeded
-inputs (several calls for a KV cache), outputs bit-identical between the two
-programs and equal to eager PyTorch (``torch.allclose``)::
+and seconds, ``to_executorch``'s seconds with each pass, the Verifier's verdict
+(memplan's pass runs it on every graph) and the runtime's: both programs run in
+``executorch.runtime`` on the model's seeded inputs (several calls for a KV cache),
+outputs bit-identical between the two programs and equal to eager PyTorch
+(``torch.allclose``)::
 
     PYTHONPATH=. python -m benchmarks.executorch_models            # every model
     PYTHONPATH=. python -m benchmarks.executorch_models llama lstm  # names containing these
     PYTHONPATH=. python -m benchmarks.executorch_models --limits    # the time limit kept
+    PYTHONPATH=. python -m benchmarks.executorch_models --large     # d2048 llama, 2 rounds
+    PYTHONPATH=. python -m benchmarks.executorch_models --fold      # constants folded
+
+``--large``: ExecuTorch's llama example at dim 2048 (`llama_2048`) with 2 layers, and
+with 16 sharing one layer's weights (the runtime not run: too slow), each lowered
+twice with each pass, alternating, in one process.
 
 Bytes are ``sum(non_const_buffer_sizes)`` of the program (the arenas the
 runtime allocates); the bound is memplan's arena less its proven distance to
@@ -20,6 +27,7 @@ the live-load bound, per arena.
 from __future__ import annotations
 
 import copy
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -42,6 +50,8 @@ class Row:
     seconds: float
     verifier: str
     runtime: str
+    greedy_seconds: float = 0.0  # to_executorch, median over the rounds
+    memplan_seconds: float = 0.0
 
 
 def export(model: zoo.Model, *, xnnpack: bool = False):
@@ -49,7 +59,8 @@ def export(model: zoo.Model, *, xnnpack: bool = False):
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     with torch.no_grad():
-        exported = torch.export.export(model.module, model.inputs)
+        exported = torch.export.export(model.module, model.inputs,
+                                       dynamic_shapes=model.dynamic_shapes)
     if not xnnpack:
         return to_edge(exported)
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -60,11 +71,19 @@ def export(model: zoo.Model, *, xnnpack: bool = False):
 def lower(edge, memory_planning_pass=None):
     """``edge`` lowered to an ExecuTorch program with the given pass (None: ExecuTorch's
     default, greedy), on a copy: lowering rewrites the graphs in place."""
+    return lowered(edge, memory_planning_pass)[1]
+
+
+def lowered(edge, memory_planning_pass=None) -> tuple[float, object]:
+    """(seconds of ``to_executorch``, the program) as `lower`; the copy is not timed."""
     from executorch.exir import ExecutorchBackendConfig
 
     config = ExecutorchBackendConfig() if memory_planning_pass is None else \
         ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass)  # or {method: pass}
-    return copy.deepcopy(edge).to_executorch(config)
+    mine = copy.deepcopy(edge)
+    began = time.perf_counter()
+    program = mine.to_executorch(config)
+    return time.perf_counter() - began, program
 
 
 def arena_bytes(program, method: str = "forward") -> int:
@@ -74,11 +93,13 @@ def arena_bytes(program, method: str = "forward") -> int:
 
 
 def run(program, calls: list[tuple], method: str = "forward") -> list:
-    """The method's outputs for each call, in one loaded program (its state carries over).
-    The runtime's ``Program`` stays referenced while its method runs (else a crash)."""
+    """The method's outputs for each call, in one loaded program (its state carries over);
+    ``program`` a program manager or its file's bytes. The runtime's ``Program`` stays
+    referenced while its method runs (else a crash)."""
     from executorch.runtime import Runtime
 
-    loaded = Runtime.get().load_program(program.buffer)
+    data = program if isinstance(program, bytes) else program.buffer
+    loaded = Runtime.get().load_program(data)
     runner = loaded.load_method(method)
     outputs = []
     for call in calls:
@@ -108,30 +129,47 @@ def runtime_verdict(greedy_out: list, memplan_out: list, eager_out: list) -> str
     return "identical"
 
 
-def measure(model: zoo.Model, *, xnnpack: bool = False, time_limit: float = TIME_LIMIT) -> Row:
-    """One row of the table (see the module docstring)."""
+def measure(model: zoo.Model, *, xnnpack: bool = False, time_limit: float = TIME_LIMIT,
+            rounds: int = 1, skip_runtime: str = "") -> Row:
+    """One row of the table (see the module docstring): ``rounds`` lowerings with each
+    pass, alternating (greedy first in even rounds), the median ``to_executorch`` seconds;
+    the runtime is not run when ``skip_runtime`` says why."""
     import memplan.executorch
     from memplan.errors import InvalidPlanError
 
     edge = export(model, xnnpack=xnnpack)
-    greedy_program = lower(edge)
-    planning_pass = memplan.executorch.memory_planning_pass(time_limit=time_limit)
-    try:
-        memplan_program = lower(edge, planning_pass)
-    except InvalidPlanError as error:
-        return Row(model.name, 0, arena_bytes(greedy_program), 0, 0, "invalid", 0.0,
-                   str(error), "not run")
+    seconds: dict[str, list[float]] = {"greedy": [], "memplan": []}
+    programs, passes = {}, []
+    for r in range(rounds):
+        for who in ("greedy", "memplan")[::1 if r % 2 == 0 else -1]:
+            planning_pass = None if who == "greedy" else \
+                memplan.executorch.memory_planning_pass(time_limit=time_limit)
+            programs.pop(who, None)  # one program of each at a time: LLM-sized ones are large
+            try:
+                took, program = lowered(edge, planning_pass)
+            except InvalidPlanError as error:
+                return Row(model.name, 0, 0, 0, 0, "invalid", 0.0, str(error), "not run")
+            programs[who] = arena_bytes(program), program.buffer  # the file, not the graphs
+            del program
+            seconds[who].append(took)
+            passes += [planning_pass] if planning_pass is not None else []
+            print(f"{model.name} round {r} {who}: to_executorch {took:.1f} s",
+                  file=sys.stderr, flush=True)
+    planning_pass = passes[-1]
     report = planning_pass.reports[-1]
     verifier = f"passed ({sum(r.verify_seconds for r in planning_pass.reports):.1f} s)"
     plans = report.plans.values()
-    memplan_bytes = arena_bytes(memplan_program)
+    (greedy_bytes, greedy_file), (memplan_bytes, memplan_file) = \
+        programs["greedy"], programs["memplan"]
+    del edge, programs
     bound = memplan_bytes - sum(p.arena_size - p.lower_bound for p in plans)
-    outputs = [run(p, model.calls) for p in (greedy_program, memplan_program)]
+    runtime = f"not run: {skip_runtime}" if skip_runtime else runtime_verdict(
+        *(run(p, model.calls) for p in (greedy_file, memplan_file)), eager(model))
     status = "/".join(sorted({p.status for p in plans})) or "empty"
     return Row(model.name + (" xnnpack" if xnnpack else ""),
-               sum(len(p) for p in report.problems.values()), arena_bytes(greedy_program),
-               memplan_bytes, bound, status, report.seconds, verifier,
-               runtime_verdict(*outputs, eager(model)))
+               sum(len(p) for p in report.problems.values()), greedy_bytes,
+               memplan_bytes, bound, status, report.seconds, verifier, runtime,
+               statistics.median(seconds["greedy"]), statistics.median(seconds["memplan"]))
 
 
 MODELS = {  # name -> (builder, xnnpack)
@@ -145,16 +183,95 @@ MODELS = {  # name -> (builder, xnnpack)
     "lstm": (zoo.lstm, False),
     "resnet-18": (zoo.resnet18, False),
     "deit-tiny xnnpack": (zoo.deit_tiny, True),
+    "llama d256 xnnpack": (lambda: zoo.llama(256, 4, 128), True),
+    "mobilenet-v3-small xnnpack": (zoo.mobilenet_v3_small, True),
+    "llama kv d256 dynamic": (lambda: zoo.llama(256, 4, 256, kv_cache=True, tokens=64,
+                                                dynamic=True), False),
+}
+
+
+def llama_2048(layers: int, **shape) -> zoo.Model:
+    """ExecuTorch's llama example at Llama-3.2-1B's width: dim 2048, grouped-query attention
+    32/8, SwiGLU 8192, the example's 32,000-token vocabulary, KV cache, prefill of 512."""
+    return zoo.llama(2048, layers, 512, kv_cache=True, tokens=512, vocab=32000, heads=32,
+                     kv_heads=8, hidden=8192, **shape)
+
+
+LARGE = {  # name -> (builder, xnnpack, why the runtime is not run: "" to run it)
+    "llama d2048 x2": (lambda: llama_2048(2), False, ""),
+    "llama d2048 x16 shared": (lambda: llama_2048(16, shared_weights=True), False,
+                               "a 512-token prefill of 16 d2048 layers in the portable "
+                               "kernels takes too long for this run"),
 }
 
 
 def table(rows: list[Row]) -> str:
     lines = ["| model | specs | greedy bytes | memplan bytes | live-load bound | status | "
-             "seconds | greedy / memplan | Verifier | runtime |", "|---" * 10 + "|"]
+             "plan s | greedy / memplan | to_executorch s greedy / memplan | Verifier | "
+             "runtime |", "|---" * 11 + "|"]
     for r in rows:
         ratio = f"{r.greedy / r.memplan:.3f}" if r.memplan else "-"
         lines.append(f"| {r.model} | {r.specs} | {r.greedy:,} | {r.memplan:,} | {r.bound:,} | "
-                     f"{r.status} | {r.seconds:.2f} | {ratio} | {r.verifier} | {r.runtime} |")
+                     f"{r.status} | {r.seconds:.2f} | {ratio} | {r.greedy_seconds:.1f} / "
+                     f"{r.memplan_seconds:.1f} | {r.verifier} | {r.runtime} |")
+    return "\n".join(lines)
+
+
+def fold_constants():
+    """ExecuTorch's constant propagation (``constant_prop_pass``) as the ``transform_passes``
+    of ``to_edge_transform_and_lower``: what is computed from constants alone is computed
+    once, at export, and stored (a transposed weight instead of the weight)."""
+    from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
+    from executorch.exir.pass_manager import ExportedProgramPassManager
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    class FoldConstants(ExportedProgramPassBase):
+        def call(self, exported_program):
+            return ExportedProgramPassResult(constant_prop_pass(exported_program), True)
+
+    return ExportedProgramPassManager([FoldConstants()])
+
+
+def fold_table(build=lambda: llama_2048(2)) -> str:
+    """The program as exported, with its constants folded at export (`FoldConstants`), and
+    with XNNPACK delegates: greedy's arena, the bound, what ``memplan explain`` finds
+    computed from constants at every run and the bound without it, the runtime's outputs
+    against the program as exported (bit for bit) and eager PyTorch."""
+    from executorch.exir import to_edge, to_edge_transform_and_lower
+
+    import memplan
+
+    model = build()
+    with torch.no_grad():
+        exported = torch.export.export(model.module, model.inputs,
+                                       dynamic_shapes=model.dynamic_shapes)
+    expected, reference = eager(model), None
+    lines = ["| program | greedy bytes | bound | computed from constants (explain) | bound "
+             "without it | runtime |", "|---" * 6 + "|"]
+    for how in ("as exported", "constants folded", "xnnpack"):
+        if how == "as exported":
+            edge = to_edge(exported)
+        elif how == "xnnpack":
+            edge = export(model, xnnpack=True)
+        else:
+            edge = to_edge_transform_and_lower(exported, transform_passes=fold_constants())
+        program = edge.to_executorch()
+        del edge
+        found = memplan.explain(memplan.from_executorch(program), time_limit=30)
+        folded = ", ".join(f"{f.tensor} ({' '.join(o.op for o in f.operators)}, {f.size:,})"
+                           for f in found.folding) or "none"
+        outputs = run(program.buffer, model.calls)
+        reference = reference or outputs
+        same = all(torch.equal(a, b) for x, y in zip(outputs, reference, strict=True)
+                   for a, b in zip(x, y, strict=True))
+        close = runtime_verdict(outputs, outputs, expected) == "identical"
+        lines.append(f"| {model.name}, {how} | {arena_bytes(program):,} | "
+                     f"{found.lower_bound:,} | {folded} | "
+                     f"{found.folded_bound if found.folding else found.lower_bound:,} | "
+                     f"{'identical' if same else 'not bit-identical'} to as exported, "
+                     f"{'close to' if close else 'differs from'} eager |")
+        print(lines[-1], file=sys.stderr, flush=True)
+        del program
     return "\n".join(lines)
 
 
@@ -181,12 +298,19 @@ def main(argv: list[str]) -> None:
     if argv == ["--limits"]:
         print(limit_table())
         return
-    chosen = [name for name in MODELS if not argv or any(a in name for a in argv)]
+    if argv == ["--fold"]:
+        print(fold_table())
+        return
+    large = "--large" in argv
+    argv = [a for a in argv if a != "--large"]
+    models = {name: (*entry, "") for name, entry in MODELS.items()} if not large else LARGE
+    chosen = [name for name in models if not argv or any(a in name for a in argv)]
     rows = []
     for name in chosen:
-        build, xnnpack = MODELS[name]
+        build, xnnpack, skip_runtime = models[name]
         began = time.perf_counter()
-        rows.append(measure(build(), xnnpack=xnnpack))
+        rows.append(measure(build(), xnnpack=xnnpack, rounds=2 if large else 1,
+                            skip_runtime=skip_runtime))
         print(f"{name}: {rows[-1]} ({time.perf_counter() - began:.0f} s)", file=sys.stderr,
               flush=True)
     print(table(rows))

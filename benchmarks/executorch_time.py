@@ -21,31 +21,17 @@ The programs (ExecuTorch's llama example, `benchmarks.executorch_zoo.llama`):
 
 from __future__ import annotations
 
-import copy
 import statistics
 import sys
-import time
 
 from benchmarks import executorch_zoo as zoo
-from benchmarks.executorch_models import arena_bytes, export
+from benchmarks.executorch_models import arena_bytes, export, lowered
 
 PROGRAMS = {
     "llama d256 x24": lambda: zoo.llama(256, 24, 128),
     "llama-3.2-1b shape x16": lambda: zoo.llama(2048, 16, 128, vocab=32000, heads=32,
                                                 kv_heads=8, hidden=8192, shared_weights=True),
 }
-
-
-def lowered(edge, planning_pass=None) -> tuple[float, object]:
-    """(seconds of ``to_executorch``, the program) on a deep copy of ``edge``."""
-    from executorch.exir import ExecutorchBackendConfig
-
-    config = ExecutorchBackendConfig() if planning_pass is None else \
-        ExecutorchBackendConfig(memory_planning_pass=planning_pass)
-    mine = copy.deepcopy(edge)
-    began = time.perf_counter()
-    program = mine.to_executorch(config)
-    return time.perf_counter() - began, program
 
 
 def measure(name: str, rounds: int, time_limit: float) -> str:

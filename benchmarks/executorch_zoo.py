@@ -21,6 +21,7 @@ runs. Shapes follow the published architectures at a reduced size where noted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,6 +35,7 @@ class Model:
     module: nn.Module
     calls: list[tuple] = field(default_factory=list)
     stateful: bool = False  # mutable buffers: export under no_grad, run several calls
+    dynamic_shapes: Any = None  # torch.export's, for the first call's inputs (None: static)
 
     @property
     def inputs(self) -> tuple:
@@ -90,13 +92,16 @@ def decoder(dim: int = 64, layers: int = 2, context: int = 16, vocab: int = 128)
 def llama(dim: int = 256, layers: int = 4, context: int = 128, *, kv_cache: bool = False,
           vocab: int = 512, calls: int = 3, heads: int | None = None,
           kv_heads: int | None = None, hidden: int | None = None, tokens: int | None = None,
-          shared_weights: bool = False) -> Model:
+          shared_weights: bool = False, dynamic: bool = False) -> Model:
     """ExecuTorch's llama example; with the KV cache, one token per call (``calls`` of
-    them), without it ``tokens`` (default: the context) at once. ``heads`` defaults to
-    ``dim / 64``, ``kv_heads`` (grouped-query attention) to ``heads``, ``hidden`` to the
-    example's SwiGLU width. ``shared_weights``: every layer holds the first one's
-    parameters (the graph, its tensors and their plan are the same; the program's
-    constants are one layer's, so that LLM-sized programs fit a small machine)."""
+    them), or with ``tokens`` one prefill of that many tokens at position 0; without it
+    ``tokens`` (default: the context) at once. ``heads`` defaults to ``dim / 64``,
+    ``kv_heads`` (grouped-query attention) to ``heads``, ``hidden`` to the example's SwiGLU
+    width. ``shared_weights``: every layer holds the first one's parameters (the graph,
+    its tensors and their plan are the same; the program's constants are one layer's, so
+    that LLM-sized programs fit a small machine). ``dynamic`` (with the KV cache): the
+    sequence length is a ``torch.export.Dim`` up to the context (the example's
+    ``enable_dynamic_shape``), called with a prefill of ``tokens`` and then single tokens."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
@@ -104,18 +109,30 @@ def llama(dim: int = 256, layers: int = 4, context: int = 128, *, kv_cache: bool
     heads = heads or max(dim // 64, 1)
     args = ModelArgs(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
                      hidden_dim=hidden, vocab_size=vocab, max_seq_len=context,
-                     max_context_len=context, use_kv_cache=kv_cache)
+                     max_context_len=context, use_kv_cache=kv_cache,
+                     enable_dynamic_shape=dynamic)
     module = construct_transformer(args).eval()
     if shared_weights:
         _share_layer_weights(module)
     name = f"llama d{dim} x{layers} ctx{context}" + (" kv-cache" if kv_cache else "")
     if kv_heads and kv_heads != heads:
         name += f" gqa{heads}/{kv_heads}"
+    if tokens and (kv_cache or tokens != context):
+        name += f" prefill{tokens}"
     if not kv_cache:
         tokens = tokens or context
-        if tokens != context:
-            name += f" prefill{tokens}"
         return Model(name, module, [(torch.randint(0, vocab, (1, tokens)),)])
+    if dynamic:
+        prompt = torch.randint(0, vocab, (1, tokens or 1))
+        steps = [(prompt, {"input_pos": torch.tensor([0])})]
+        steps += [(torch.tensor([[int(t)]]), {"input_pos": torch.tensor([prompt.shape[1] + k])})
+                  for k, t in enumerate(torch.randint(0, vocab, (calls - 1,)))]
+        shapes = ({1: torch.export.Dim("tokens", min=1, max=context)}, {"input_pos": None})
+        return Model(name + " dynamic", module, steps, stateful=True, dynamic_shapes=shapes)
+    if tokens:
+        prompt = torch.randint(0, vocab, (1, tokens))
+        return Model(name, module, [(prompt, {"input_pos": torch.arange(tokens)})],
+                     stateful=True)
     steps = [(torch.tensor([[int(t)]]), {"input_pos": torch.tensor([k])})
              for k, t in enumerate(torch.randint(0, vocab, (calls,)))]
     return Model(name, module, steps, stateful=True)
