@@ -33,27 +33,11 @@ lower bound per folded tensor and one for all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from memplan.bounds import lower_bound
 from memplan.diagnosis.capacity_reason import subproblem
-from memplan.diagnosis.explanation import Operator
+from memplan.diagnosis.explanation import Folding, Operator
 from memplan.diagnosis.what_if import producers_and_readers
 from memplan.problem import Problem
-
-
-@dataclass(frozen=True)
-class Folding:
-    """One tensor computed from constants at run time, and the bound without it."""
-
-    tensor: str  # the buffer the program would store as a constant instead
-    size: int  # its bytes
-    operators: tuple[Operator, ...]  # the steps computing it from constants, first to last
-    constants: tuple[str, ...]  # the constants those steps read
-    kept: tuple[str, ...]  # those of them steps that still run read too: stored besides
-    buffers: tuple[str, ...]  # the buffers leaving the arena: it and those only it needs
-    bound: int  # the lower bound without ``buffers``
-    saves: int  # bytes the bound drops by
 
 
 def computed_from_constants(problem: Problem) -> dict[str, int]:

@@ -29,8 +29,9 @@ returns an `Explanation` (dataclasses of `memplan.diagnosis.explanation`) that p
   export would save.
 
 Cost: O(n log n + sum of lifetimes) for peak and gap, a few lower bounds for
-the remedies (one per change) and the folded tensors, and the CP-SAT checks of the capacity reason
-only when the live load fits the capacity but no plan at hand does.
+the remedies (one per change) and the folded tensors, and the CP-SAT checks of
+the capacity reason only when the live load fits the capacity but no plan at
+hand does.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ from memplan.diagnosis.capacity_reason import (
     pinned_reason,
     subproblem,
 )
-from memplan.diagnosis.constant_folding import Folding, foldable
+from memplan.diagnosis.constant_folding import foldable
 from memplan.diagnosis.explanation import (
     CapacityExplanation,
     Explanation,
+    Folding,
     Gap,
     Operator,
     Peak,

@@ -3,8 +3,9 @@
 Small frozen dataclasses: an `Explanation` holds `Peak` records (the lower
 bound's certificate: the step, its `Operator`, the `Tensor` records live
 there), a `Gap` (where a plan's bytes above the bound are), a
-`CapacityExplanation` (why a capacity cannot be met) and the measured
-`memplan.diagnosis.what_if.Remedy` records. ``str()`` gives the text the command line
+`CapacityExplanation` (why a capacity cannot be met), the measured
+`memplan.diagnosis.what_if.Remedy` records and the `Folding` ones (tensors computed
+from constants at every run). ``str()`` gives the text the command line
 prints, ``to_dict()`` plain JSON types, ``plot()`` the live bytes per step with
 the peak, the plan's highest address, the gap and the capacity marked (the
 plot conventions of `memplan.viz`). Rendering is O(shown tensors + steps).
@@ -24,8 +25,6 @@ from memplan.viz import human_bytes, plan_usage
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-
-    from memplan.diagnosis.constant_folding import Folding
 
 MOST_LISTED = 12  # tensors listed per section in the text
 
@@ -99,6 +98,21 @@ class CapacityExplanation:
     tensors: tuple[Tensor, ...]
     checks: int = 0
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Folding:
+    """One tensor computed from constants alone at every run (a transposed weight), and
+    the bound without it (`memplan.diagnosis.constant_folding`)."""
+
+    tensor: str  # the buffer the program would store as a constant instead
+    size: int  # its bytes
+    operators: tuple[Operator, ...]  # the steps computing it from constants, first to last
+    constants: tuple[str, ...]  # the constants those steps read
+    kept: tuple[str, ...]  # those of them steps that still run read too: stored besides
+    buffers: tuple[str, ...]  # the buffers leaving the arena: it and those only it needs
+    bound: int  # the lower bound without ``buffers``
+    saves: int  # bytes the bound drops by
 
 
 @dataclass(frozen=True)
@@ -310,5 +324,5 @@ def plot_gap(e: Explanation, ax: Axes | None = None) -> Axes:
     return ax
 
 
-__all__ = ["CapacityExplanation", "Explanation", "Gap", "Operator", "Peak", "Tensor",
+__all__ = ["CapacityExplanation", "Explanation", "Folding", "Gap", "Operator", "Peak", "Tensor",
            "plot_explanation", "plot_gap", "render_text"]
