@@ -474,3 +474,19 @@ def test_solve_replans_every_method_with_a_plan_into_one_program(tmp_path, capsy
     assert np.array_equal(kept.offsets, pte_layout(path, method="features").offsets)
     assert main(["solve", str(path), "-o", str(tmp_path / "plan.json")]) == BAD_INPUT
     assert "other outputs take one method (--method NAME)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["mlp", "decoder"])
+def test_rewritten_with_its_own_offsets_no_field_changes_and_segments_keep_alignment(
+        programs, name):
+    """Every planned tensor gets a new allocation table: the program grows past the padding
+    before its segments, which move back by a multiple of their base's alignment."""
+    original = Path(programs[name]).read_bytes()
+    layout = pte_layout(original)
+    rewritten = with_offsets(layout, layout.offsets, layout.arena_size)
+    before, after = read_program(original), read_program(rewritten)
+    assert after.program_size > before.segment_base > 0  # the segments had to move
+    step = before.segment_base & -before.segment_base
+    assert after.segment_base % step == 0
+    assert rewritten[after.segment_base:] == original[before.segment_base:]
+    assert program_differences(original, rewritten) == []
