@@ -300,3 +300,13 @@ def test_nothing_is_folded_without_constants_or_when_a_run_time_value_is_read():
         Step("mm", "mm", ("x", "c", "s"), ("y", "c")), CHAIN_STEPS[5]]))
     (folding,) = found.folding  # c is written again at run time: t is what to fold
     assert (folding.tensor, folding.buffers) == ("t", ("t",))
+
+
+def test_a_static_view_of_a_transformed_constant_is_folded_with_its_base():
+    rows = [Buffer("x", 100, 0, 3, kind="input"), Buffer("t", 1000, 1, 3),
+            Buffer("v", 1000, 1, 3), Buffer("y", 200, 2, 4, kind="output")]
+    steps = [Step("inputs", "", (), ("x",)), Step("p", "permute", (), ("t",), ("w",)),
+             Step("mm", "mm", ("x", "v"), ("y",))]  # v: t's bytes seen as another shape
+    problem = Problem(rows, aliases=[Alias("t", "v")], steps=steps)
+    (folding,) = explain(problem).folding
+    assert (folding.tensor, folding.buffers, folding.bound) == ("v", ("t", "v"), 300)

@@ -19,7 +19,7 @@ Steps (`foldable`), on the problem's ``steps`` (the frontend must fill
 - the tensors to fold are those of them read by a step that still runs (one
   that also reads something else, or writes a buffer that is no such tensor):
   what the program would store instead. Each comes with the buffers computing
-  it that no other such tensor needs;
+  it (and, for a static view, its base) that no other such tensor needs;
 - the saving is measured, never guessed: `memplan.bounds.lower_bound` of the
   problem without those buffers (`memplan.diagnosis.capacity_reason.subproblem`),
   for each tensor and for all of them together.
@@ -81,7 +81,10 @@ def foldable(problem: Problem, *, bound: int | None = None
     steps = problem.steps or ()
     bound = lower_bound(problem) if bound is None else bound
     readers = producers_and_readers(problem)[1]
-    index = problem._index
+    index, root = problem._index, problem.alias_groups[0]
+    shared: dict[int, list[str]] = {}  # alias group -> its buffers computed from constants
+    for name in derived:
+        shared.setdefault(int(root[index[name]]), []).append(name)
     export_time = {t for t in set(derived.values())  # steps that would run at export
                    if all(w in derived for w in steps[t].writes if w in index)}
     needs: dict[str, set[str]] = {}  # buffer computed from constants -> folded tensors using it
@@ -92,7 +95,8 @@ def foldable(problem: Problem, *, bound: int | None = None
         folded.append(name)
         stack, seen = [name], {name}
         while stack:
-            for read in steps[derived[stack.pop()]].reads:
+            member = stack.pop()  # what computes it, and the base a static view lives in
+            for read in [*steps[derived[member]].reads, *shared[int(root[index[member]])]]:
                 if read in derived and read not in seen:
                     seen.add(read)
                     stack.append(read)
