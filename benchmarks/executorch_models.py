@@ -13,6 +13,7 @@ outputs bit-identical between the two programs and equal to eager PyTorch
     PYTHONPATH=. python -m benchmarks.executorch_models llama lstm  # names containing these
     PYTHONPATH=. python -m benchmarks.executorch_models --limits    # the time limit kept
     PYTHONPATH=. python -m benchmarks.executorch_models --large     # d2048 llama, 2 rounds
+    PYTHONPATH=. python -m benchmarks.executorch_models --rounds 2 lstm  # lowered twice each
     PYTHONPATH=. python -m benchmarks.executorch_models --fold      # constants folded
 
 ``--large``: ExecuTorch's llama example at dim 2048 (`llama_2048`) with 2 layers, and
@@ -303,13 +304,17 @@ def main(argv: list[str]) -> None:
         return
     large = "--large" in argv
     argv = [a for a in argv if a != "--large"]
+    rounds = 2 if large else 1
+    if "--rounds" in argv:
+        k = argv.index("--rounds")
+        rounds, argv = int(argv[k + 1]), argv[:k] + argv[k + 2:]
     models = {name: (*entry, "") for name, entry in MODELS.items()} if not large else LARGE
     chosen = [name for name in models if not argv or any(a in name for a in argv)]
     rows = []
     for name in chosen:
         build, xnnpack, skip_runtime = models[name]
         began = time.perf_counter()
-        rows.append(measure(build(), xnnpack=xnnpack, rounds=2 if large else 1,
+        rows.append(measure(build(), xnnpack=xnnpack, rounds=rounds,
                             skip_runtime=skip_runtime))
         print(f"{name}: {rows[-1]} ({time.perf_counter() - began:.0f} s)", file=sys.stderr,
               flush=True)
