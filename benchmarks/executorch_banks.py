@@ -14,12 +14,13 @@ bytes times their reads (`memplan.executorch.banks.spec_reads`), whether the
 plan fits the slow bank, seconds, and memplan's proven gap on its objective.
 
 Runtime: the model lowered with BankedGreedy's pass and with memplan's (each
-objective) at ``--runtime`` banks (``mid``: the 50 % one, the default; ``all``;
-``none``), run in ExecuTorch's runtime beside the single-arena greedy program:
-outputs bit-identical (`benchmarks.executorch_models.runtime_verdict`)::
+objective) at ``--runtime`` banks (``all``, the default; ``mid``: the 50 % one;
+``none``), run in ExecuTorch's runtime: memplan's outputs bit-identical to
+BankedGreedy's, BankedGreedy's to the single-arena greedy program's
+(`benchmarks.executorch_models.runtime_verdict`)::
 
     python -m benchmarks executorch-banks                 # every model
-    python -m benchmarks executorch-banks llama --runtime all
+    python -m benchmarks executorch-banks llama --runtime mid
     python -m benchmarks executorch-banks --time-limit 20
 """
 
@@ -127,12 +128,15 @@ def measure(call, target, planner: str, time_limit: float, slow: int):
 
 
 def runtime(model, edge, target, time_limit: float, reference: list) -> dict[str, str]:
-    """Each planner's program at ``target`` run beside ``reference`` (greedy's outputs)."""
+    """Each planner's program at ``target`` run in ExecuTorch's runtime: BankedGreedy's
+    against ``reference`` (the single-arena greedy program's outputs), memplan's against
+    BankedGreedy's bit for bit (against ``reference`` where BankedGreedy's does not
+    lower); every one close to eager PyTorch."""
     from executorch.exir.banked_memory_planning import banked_memory_planning_pass
 
     import memplan.executorch
 
-    verdicts = {}
+    verdicts, peer = {}, reference
     wanted = eager(model)
     for planner in PLANNERS:
         if planner == "BankedGreedy":
@@ -145,7 +149,11 @@ def runtime(model, edge, target, time_limit: float, reference: list) -> dict[str
         except Exception as error:  # BankedGreedy's BankPlacementError, memplan's proof
             verdicts[planner] = f"not lowered: {type(error).__name__}"
             continue
-        verdicts[planner] = runtime_verdict(reference, run(program, model.calls), wanted)
+        outputs = run(program, model.calls)
+        verdicts[planner] = runtime_verdict(peer, outputs, wanted).replace(
+            "greedy", "single-arena greedy" if peer is reference else "BankedGreedy")
+        if planner == "BankedGreedy":
+            peer = outputs
     return verdicts
 
 
@@ -218,7 +226,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("models", nargs="*", help="names containing these (default: all)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT,
                         help="seconds per graph for memplan")
-    parser.add_argument("--runtime", choices=("mid", "all", "none"), default="mid",
+    parser.add_argument("--runtime", choices=("all", "mid", "none"), default="all",
                         help="fast banks whose programs run in ExecuTorch's runtime")
     args = parser.parse_args(argv)
     chosen = [n for n in MODELS if not args.models or any(a in n for a in args.models)]

@@ -181,3 +181,85 @@ def test_the_arena_bound_fills_the_cheapest_room_first():
     pinned = TRADE.replace(buffers=[replace(TRADE.buffer(0), regions=("slow",)),
                                     *map(TRADE.buffer, range(1, 4))])
     assert arena_bound(pinned) == 70
+
+
+def test_the_cost_bound_adds_disjoint_peaks_at_their_lightest_bytes():
+    # fast holds 100: at step 0 a (read 3x) and b (1x) need 120, at step 2 c (2x) and d (5x);
+    # 20 bytes of b and 20 of c must go slow at least: 20 + 40, lifetimes disjoint
+    problem = Problem([Buffer("a", 60, 0, 2), Buffer("b", 60, 0, 2), Buffer("c", 60, 2, 4),
+                       Buffer("d", 60, 2, 4)],
+                      regions=[Region("fast", 100, 0.0), Region("slow", None, 1.0)])
+    weights = [3, 1, 2, 5]
+    assert cost_bound(problem, weights) == 20 * 1 + 20 * 2
+    assert cost_bound(problem) == 40  # unweighted: 20 bytes at each peak
+    # one byte lives through both peaks: 21 bytes at each, the peaks no longer add up
+    tied = problem.replace(buffers=[*map(problem.buffer, range(4)), Buffer("e", 1, 0, 4)])
+    assert cost_bound(tied, [*weights, 100]) == 21 * 2
+    plan = plan_regions(problem, weights=weights)
+    check(problem, plan)
+    assert plan.stats["cost"] == 180 and plan.stats["cost_bound"] == 60
+
+
+def _with_regions(seed: int, base: Problem) -> tuple[Problem, np.ndarray]:
+    """``base`` (up to 7 buffers, aliases, conflicts, alignments) over 2 or 3 regions, some
+    buffers held to the dearer ones (the slow one always allowed: every problem fits),
+    and a weight (reads) per buffer."""
+    rng = np.random.default_rng(seed)
+    regions = [Region("fast", int(rng.integers(2, 10)), 0.0)]
+    if rng.random() < 0.5:
+        regions.append(Region("mid", int(rng.integers(2, 8)), float(rng.integers(1, 3))))
+    regions.append(Region("slow", None, float(rng.integers(3, 6))))
+    held = [("slow",), (regions[-2].name, "slow")]
+    buffers = [replace(base.buffer(i), regions=None if rng.random() < 0.8 else
+                       held[int(rng.integers(0, 2))]) for i in range(len(base))]
+    return base.replace(buffers=buffers, regions=regions), rng.choice([0.5, 1, 2, 3, 7],
+                                                                       len(base))
+
+
+def _exhaustive_cost(problem: Problem, weights) -> float:
+    """The least cost of any region choice whose every capacitated region packs within its
+    capacity (each region's least arena by trying every offset; tiny problems only)."""
+    import itertools
+
+    from memplan.deploy.scratch import subproblem
+    from tests.test_solver import exhaustive_optimum
+
+    allowed = allowed_matrix(problem)
+    unit = np.arange(len(problem))
+    for a in problem.aliases:
+        if not a.optional:
+            unit[unit == unit[problem.index(a.dst)]] = unit[problem.index(a.src)]
+    packs: dict = {}
+    best = np.inf
+    for choice in itertools.product(range(len(problem.regions)), repeat=len(problem)):
+        regions = np.array(choice)
+        if not allowed[np.arange(len(problem)), regions].all() or \
+                (regions != regions[unit]).any():
+            continue
+        fits = True
+        for k, region in enumerate(problem.regions):
+            members = regions == k
+            if region.capacity is None or not members.any():
+                continue
+            key = (k, members.tobytes())
+            if key not in packs:
+                packs[key] = exhaustive_optimum(subproblem(problem, members, one_arena=True))
+            fits &= packs[key] <= region.capacity
+        if fits:
+            best = min(best, region_cost(problem, regions, weights))
+    return best
+
+
+def _small_region_problems():
+    from tests.test_solver import small_problems
+
+    return [(seed, *_with_regions(seed, base)) for seed, base in small_problems(60)
+            if len(base) <= 5]
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_cost_bound_never_passes_the_exhaustive_optimum(seed, problem, weights):
+    optimum = _exhaustive_cost(problem, weights)
+    assert cost_bound(problem, weights) <= optimum + 1e-9
+    assert cost_bound(problem) <= _exhaustive_cost(problem, None) + 1e-9

@@ -106,12 +106,16 @@ def arena_cost(problem: Problem, region_sizes: dict[str, int]) -> float:
 
 def cost_bound(problem: Problem, weights=None) -> float:
     """A lower bound on the cost: each buffer in the cheapest region it may use, plus what
-    the capacities force out at the busiest step.
+    the capacities force out of the cheaper regions, step by step.
 
     At step t the buffers that may use every region need ``load(t)`` bytes;
     what exceeds the capacities of the k cheapest regions lives in a dearer
-    one, each byte costing at least the next cost step more (times the
-    smallest weight among those buffers). O(n log n).
+    one, each byte costing at least the next cost step more, times its
+    weight: at least the lightest bytes live at t (`_forced_out`, a fractional
+    knapsack). Steps whose live buffers are disjoint (no buffer lives through
+    both) pay for different bytes, so their costs add up: the bound takes the
+    dearest chain of such steps. Buffers tied by aliases count only in the
+    busiest step's load, at the smallest weight. O(n log n + steps * regions * log n).
     """
     costs = np.array([r.cost for r in problem.regions], float)
     weights = checked_weights(problem, weights)
@@ -121,17 +125,88 @@ def cost_bound(problem: Problem, weights=None) -> float:
     anywhere = allowed.all(axis=1)
     if len(costs) < 2 or not anywhere.any():
         return base
-    load = live_bytes(subproblem(problem, anywhere, one_arena=True)).astype(float)
-    extra = np.zeros_like(load)
-    room = 0
     order = np.argsort(costs, kind="stable").tolist()
+    rooms, room = [], 0  # (bytes the k cheapest regions hold, the next cost step)
     for below, above in zip(order[:-1], order[1:], strict=True):
         capacity = problem.regions[below].capacity
         if capacity is None:
             break
         room += capacity
-        extra += np.maximum(0, load - room) * (costs[above] - costs[below])
-    return base + float(extra.max()) * float(weights[anywhere].min())
+        rooms.append((room, float(costs[above] - costs[below])))
+    load = live_bytes(subproblem(problem, anywhere, one_arena=True)).astype(float)
+    extra = np.zeros_like(load)
+    for room, step in rooms:
+        extra += np.maximum(0, load - room) * step
+    aliased = np.zeros(len(problem), bool)
+    aliased[problem.alias_src] = aliased[problem.alias_dst] = True
+    lightest = _forced_out(problem, weights, anywhere & ~aliased, rooms)
+    return base + max(float(extra.max()) * float(weights[anywhere].min()), lightest)
+
+
+def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
+                rooms: list[tuple[int, float]]) -> float:
+    """The least weighted cost the ``members`` pay above their cheapest region: the
+    dearest chain of steps with disjoint live sets, each step's cost the lightest bytes
+    live then beyond each room (`cost_bound`).
+
+    Steps: the members sorted by weight, a Fenwick tree of their live bytes and
+    weighted bytes over that order; a sweep over the steps adds and removes
+    them and, per room, finds the lightest prefix that covers the excess (the
+    last buffer in part); ``reach[t]``, the latest end of a member started by
+    t, is nondecreasing, and step s may precede t in a chain iff
+    ``reach[s] <= t``: a prefix, so the chain is a running maximum.
+    """
+    index = np.flatnonzero(members)
+    horizon = problem.horizon
+    if not len(index) or not rooms or horizon == 0:
+        return 0.0
+    index = index[np.argsort(weights[index], kind="stable")]
+    count = len(index)
+    rank = {int(i): k + 1 for k, i in enumerate(index.tolist())}
+    tree_bytes, tree_cost = [0] * (count + 1), [0.0] * (count + 1)
+    top = 1 << count.bit_length()
+
+    def add(i: int, sign: int) -> None:
+        size = sign * int(problem.sizes[i])
+        cost = size * float(weights[i])
+        k = rank[i]
+        while k <= count:
+            tree_bytes[k] += size
+            tree_cost[k] += cost
+            k += k & -k
+
+    def lightest(excess: int) -> float:
+        position, held, paid, jump = 0, 0, 0.0, top
+        while jump:
+            nxt = position + jump
+            if nxt <= count and held + tree_bytes[nxt] < excess:
+                position, held, paid = nxt, held + tree_bytes[nxt], paid + tree_cost[nxt]
+            jump >>= 1
+        return paid + (excess - held) * float(weights[index[position]])
+
+    starting = [[] for _ in range(horizon + 1)]
+    ending = [[] for _ in range(horizon + 1)]
+    for i in index.tolist():
+        starting[int(problem.starts[i])].append(i)
+        ending[int(problem.ends[i])].append(i)
+    reach = np.zeros(horizon, np.int64)
+    chain = np.zeros(horizon)  # the dearest chain ending at each step
+    best = np.zeros(horizon + 1)  # best[j]: the dearest chain among steps < j
+    live, latest = 0, 0
+    for t in range(horizon):
+        for i in ending[t]:
+            add(i, -1)
+            live -= int(problem.sizes[i])
+        for i in starting[t]:
+            add(i, 1)
+            live += int(problem.sizes[i])
+            latest = max(latest, int(problem.ends[i]))
+        reach[t] = latest
+        paid = sum(step * lightest(live - room) for room, step in rooms if live > room)
+        before = int(np.searchsorted(reach[:t], t, side="right"))
+        chain[t] = paid + best[before]
+        best[t + 1] = max(best[t], chain[t])
+    return float(best[horizon])
 
 
 def arena_bound(problem: Problem) -> float:
