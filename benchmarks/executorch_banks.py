@@ -198,6 +198,35 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _pair(greedy: Row, mine: Row, field: str) -> str:
+    """BankedGreedy's value (``over`` when its slow arena exceeds the slow bank) / memplan's
+    (its proven gap), or that memplan proved no plan fits."""
+    theirs = f"{getattr(greedy, field):,}" + ("" if greedy.fits else " over")
+    gap = "-" if mine.gap is None else "opt" if mine.gap == 0 else f"{mine.gap:.1%}"
+    return f"{theirs} / " + (f"{getattr(mine, field):,} ({gap})" if mine.fits else "no fit")
+
+
+def compact(rows: list[Row]) -> str:
+    """The results page's table: per model two fast banks a row (a share of the optimum
+    beside a part's size), each with the slow arena (BankedGreedy / ``slow_arena``) and
+    the bytes x reads (BankedGreedy / ``traffic``), then the runtime's verdicts."""
+    by_key = {(r.model, r.bank, r.planner): r for r in rows}
+    lines = ["| model | fast bank | slow arena | bytes x reads | fast bank | slow arena | "
+             "bytes x reads | runtime |", "|---" * 8 + "|"]
+    for model in dict.fromkeys(r.model for r in rows):
+        for share, part in zip(PARTS[:3], PARTS[3:], strict=True):
+            cells, seen = [], set()
+            for bank, _ in (share, part):
+                greedy = by_key[(model, bank, "BankedGreedy")]
+                cells += [f"{bank} ({greedy.fast:,})",
+                          _pair(greedy, by_key[(model, bank, "memplan slow_arena")],
+                                "slow_arena"),
+                          _pair(greedy, by_key[(model, bank, "memplan traffic")], "traffic")]
+                seen |= {by_key[(model, bank, p)].runtime for p in PLANNERS}
+            lines.append(f"| {model} | {' | '.join(cells)} | {', '.join(sorted(seen))} |")
+    return "\n".join(lines)
+
+
 def verdicts(rows: list[Row]) -> list[str]:
     """The targets, checked: memplan fits wherever BankedGreedy fits; its ``traffic``
     objective moves at most BankedGreedy's bytes x reads, its ``slow_arena`` objective
@@ -236,6 +265,8 @@ def main(argv: list[str]) -> int:
         rows += measure_model(name, args.time_limit, args.runtime)
         print(f"{name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     print(table(rows))
+    print()
+    print(compact(rows))
     found = verdicts(rows)
     for line in found:
         print(line)

@@ -9,6 +9,7 @@ pass's pins stay, and it runs bit-identical to greedy's program in ExecuTorch's 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -99,6 +100,47 @@ def test_each_objective_chooses_what_goes_slow():
     assert "Memory bank placement" in text and "slow arena 64" in text
     greedy = BankedGreedy(TWO)(16, _trade(), GRAPH, None, 0)
     assert greedy.bufsizes[2] >= report.slow_arena
+
+
+def _random_specs(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    specs = []
+    for _ in range(24):
+        first = int(rng.integers(0, 20))
+        specs.append(_spec(16 * int(rng.integers(1, 40)), first, first + int(rng.integers(0, 6))))
+    return specs
+
+
+@pytest.mark.parametrize("seed,share", [(0, 0.25), (1, 0.5), (2, 0.75)])
+def test_banked_greedys_placement_is_the_start_so_memplan_is_never_worse(monkeypatch, seed,
+                                                                         share):
+    """memplan starts from BankedGreedy's placement (taken as a valid region plan), and the
+    exact planner never returns worse than its start: each objective at most greedy's."""
+    from memplan.executorch import banks
+
+    starts = []
+
+    def recording(*args, **kwargs):
+        starts.append(kwargs["starts"])
+        return plan_banks(*args, **kwargs)
+
+    plan_banks = banks.plan_banks
+    monkeypatch.setattr(banks, "plan_banks", recording)
+    peak = max(sum(s.allocated_memory for s in _random_specs(seed)
+                   if s.lifetime[0] <= t <= s.lifetime[1]) for t in range(26))
+    target = TargetMemoryMap([Bank("fast", int(peak * share) // 16 * 16, 1),
+                              Bank("slow", 1 << 20, 2)])
+    greedy_specs = _random_specs(seed)
+    greedy = BankedGreedy(target)(16, greedy_specs, GRAPH, None, 0)
+    slow = [s for s in greedy_specs if greedy.spec_dict[s].mem_id == 2]
+    for objective in ("traffic", "slow_arena"):
+        report, result = _planned(target, _random_specs(seed), objective)
+        _assert_fits(target, report, result)
+        assert [p.planner for p in starts.pop()] == ["BankedGreedy"]
+        if objective == "traffic":
+            assert report.traffic <= sum(s.allocated_memory for s in slow)
+        else:
+            assert report.slow_arena <= greedy.bufsizes[2]
 
 
 def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
