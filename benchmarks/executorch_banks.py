@@ -207,24 +207,24 @@ def _pair(greedy: Row, mine: Row, field: str) -> str:
 
 
 def compact(rows: list[Row]) -> str:
-    """The results page's table: per model two fast banks a row (a share of the optimum
-    beside a part's size), each with the slow arena (BankedGreedy / ``slow_arena``) and
-    the bytes x reads (BankedGreedy / ``traffic``), then the runtime's verdicts (of the
-    programs that could be lowered: BankedGreedy's fails the export where it is over)."""
+    """The results page's table: per model a row of the three shares of the optimum and
+    one of the three parts' sizes, each bank with the slow arena (BankedGreedy /
+    ``slow_arena``) and the bytes x reads (BankedGreedy / ``traffic``), then the
+    runtime's verdicts (of the programs that lower: BankedGreedy's fails where over)."""
     by_key = {(r.model, r.bank, r.planner): r for r in rows}
-    lines = ["| model | fast bank | slow arena | bytes x reads | fast bank | slow arena | "
-             "bytes x reads | runtime |", "|---" * 8 + "|"]
+    lines = ["| model | " + "fast bank | slow arena | bytes x reads | " * 3 + "runtime |",
+             "|---" * 11 + "|"]
     for model in dict.fromkeys(r.model for r in rows):
-        for share, part in zip(PARTS[:3], PARTS[3:], strict=True):
+        for banks in (PARTS[:3], PARTS[3:]):
             cells, seen = [], set()
-            for bank, _ in (share, part):
+            for bank, _ in banks:
                 greedy = by_key[(model, bank, "BankedGreedy")]
                 cells += [f"{bank} ({greedy.fast:,})",
                           _pair(greedy, by_key[(model, bank, "memplan slow_arena")],
                                 "slow_arena"),
                           _pair(greedy, by_key[(model, bank, "memplan traffic")], "traffic")]
                 seen |= {by_key[(model, bank, p)].runtime for p in PLANNERS
-                         if p != "BankedGreedy" or greedy.fits}  # over: not lowered
+                         if p != "BankedGreedy" or greedy.fits}
             lines.append(f"| {model} | {' | '.join(cells)} | {', '.join(sorted(seen))} |")
     return "\n".join(lines)
 
