@@ -10,11 +10,13 @@ about the CPU share they take, and never change an answer. Steps:
   ``memplan.solve(problem, time_limit=T)`` in a fresh process, quiet and then with
   ``--busy`` processes spinning beside it (default: twice the cores), side by side:
   fitted or not, wall and CPU seconds (the process's, every thread), busy / quiet wall;
-- **limits** (``--executorch``): the ExecuTorch pass (`memplan.executorch`), the library
-  call (``memplan.solve``) and the command (``memplan solve``) at time limits 0, 0.001
-  and 0.01 s on the models of `benchmarks.executorch_models`, quiet and busy: planned
-  bytes (the arenas each plans) against ``greedy_by_size``'s on the same arenas, and the
-  program's bytes beside those of ExecuTorch's own greedy pass.
+- **limits** (``--executorch``): at time limits 0, 0.001 and 0.01 s on the ten models of
+  `benchmarks.executorch_models`, quiet and busy: the ExecuTorch pass
+  (`memplan.executorch`; its arenas against ``greedy_by_size``'s on the same arenas, its
+  program's bytes against those of ExecuTorch's own greedy pass), the library call
+  (``memplan.solve(from_executorch(edge))`` against ``greedy_by_size`` and ExecuTorch's
+  greedy plan of that problem) and the command (``memplan solve greedy.pte``); then per
+  model and limit the largest memplan / greedy ratio, quiet and busy (above 1: a defect).
 
 Every figure comes with the load average (``uptime``) when it was taken: on a shared
 machine "quiet" is only quieter.
@@ -121,50 +123,82 @@ def _yes(row: dict) -> str:
 
 
 def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> str:
-    """ExecuTorch pass, library call and command at each limit, quiet and busy (see the doc)."""
-    import memplan
-    import memplan.executorch
+    """ExecuTorch pass, library call and command at each limit, quiet and busy (see the
+    doc); then, per model and limit, the largest memplan / greedy ratio of each run."""
     from benchmarks import executorch_models as em
-    from memplan.frontends import memplan_json
 
-    lines = ["| model | limit s | busy loops | load | pass bytes | library bytes | command bytes | "
-             "greedy_by_size bytes | program bytes (memplan) | program bytes (ExecuTorch's "
-             "greedy) | all <= greedy_by_size |", "|---" * 11 + "|"]
+    lines = ["| model | limit s | busy loops | load | " + " | ".join(LIMIT_COLUMNS) +
+             " | largest memplan / greedy |", "|---" * (len(LIMIT_COLUMNS) + 5) + "|"]
+    largest: dict[tuple[str, float], dict[int, str]] = {}
     for name in [n for n in em.MODELS if not models or any(m in n for m in models)]:
         build, xnnpack = em.MODELS[name]
         edge = em.export(build(), xnnpack=xnnpack)
-        executorch_greedy = em.arena_bytes(em.lower(edge))
-        for processes_now in (0, processes):
-            with busy(processes_now):
-                for limit in limits:
-                    planning_pass = memplan.executorch.memory_planning_pass(
-                        time_limit=limit, verify=False)
-                    program_bytes = em.arena_bytes(em.lower(edge, planning_pass))
-                    report = planning_pass.reports[-1]
-                    passed = sum(plan.arena_size for plan in report.plans.values())
-                    problems = list(report.problems.values())
-                    floor = sum(memplan.plan_with("greedy_by_size", p).arena_size
-                                for p in problems)
-                    library = sum(memplan.solve(p, time_limit=limit).arena_size
-                                  for p in problems)
-                    command = sum(_command_bytes(p, limit, memplan_json) for p in problems)
-                    ok = max(passed, library, command) <= floor
-                    lines.append(f"| {name} | {limit:g} | {processes_now} | {load_average()} | "
-                                 f"{passed:,} | "
-                                 f"{library:,} | {command:,} | {floor:,} | {program_bytes:,} "
-                                 f"| {executorch_greedy:,} | {'yes' if ok else '**no**'} |")
-                    print(lines[-1], file=sys.stderr, flush=True)
+        greedy_program = em.lower(edge)
+        with tempfile.TemporaryDirectory() as folder:
+            pte = Path(folder) / "greedy.pte"
+            pte.write_bytes(greedy_program.buffer)
+            for processes_now in (0, processes):
+                with busy(processes_now):
+                    for limit in limits:
+                        row = _limit_row(edge, greedy_program, pte, limit)
+                        ratio = max(row[a] / row[b] for a, b in LIMIT_RATIOS)
+                        largest.setdefault((name, limit), {})[processes_now] = \
+                            f"{ratio:.4f} ({load_average()})"
+                        lines.append(f"| {name} | {limit:g} | {processes_now} | "
+                                     f"{load_average()} | " + " | ".join(
+                                         f"{x:,}" for x in row.values()) + f" | {ratio:.4f} |")
+                        print(lines[-1], file=sys.stderr, flush=True)
+    lines += ["", f"| model | limit s | largest memplan / greedy, quiet (load) | busy, "
+                  f"{processes} loops (load) |", "|---" * 4 + "|"]
+    lines += [f"| {name} | {limit:g} | {runs[0]} | {runs[processes]} |"
+              for (name, limit), runs in largest.items()]
     return "\n".join(lines)
 
 
-def _command_bytes(problem, limit: float, memplan_json) -> int:
-    """The arena ``memplan solve --time-limit`` plans for ``problem`` (a JSON file)."""
+LIMIT_COLUMNS = ("pass bytes", "greedy_by_size bytes (pass)", "program bytes (memplan's pass)",
+                 "program bytes (ExecuTorch's greedy)", "library bytes",
+                 "greedy_by_size bytes (program)", "ExecuTorch's greedy bytes (program)",
+                 "command bytes (.pte)")
+LIMIT_RATIOS = (("pass bytes", "greedy_by_size bytes (pass)"),
+                ("program bytes (memplan's pass)", "program bytes (ExecuTorch's greedy)"),
+                ("library bytes", "greedy_by_size bytes (program)"),
+                ("library bytes", "ExecuTorch's greedy bytes (program)"),
+                ("command bytes (.pte)", "greedy_by_size bytes (program)"))
+
+
+def _limit_row(edge, greedy_program, pte: Path, limit: float) -> dict[str, int]:
+    """The bytes of `LIMIT_COLUMNS` at one time limit: the pass's arenas and program against
+    greedy_by_size's on the same arenas and ExecuTorch's greedy program;
+    ``memplan.solve(from_executorch(edge), time_limit=limit)`` and ``memplan solve
+    greedy.pte --time-limit limit`` against greedy_by_size's and ExecuTorch's greedy plan
+    of that problem."""
+    import memplan
+    import memplan.executorch
+    from benchmarks import executorch_models as em
+    from memplan.frontends.executorch import planned_offsets
+
+    planning_pass = memplan.executorch.memory_planning_pass(time_limit=limit, verify=False)
+    program_bytes = em.arena_bytes(em.lower(edge, planning_pass))
+    report = planning_pass.reports[-1]
+    problem = memplan.from_executorch(edge)
+    placed = planned_offsets(greedy_program)  # ExecuTorch's greedy plan of that problem
+    executorch_greedy = max((placed[b.id] + b.size for b in problem.buffers), default=0)
+    return dict(zip(LIMIT_COLUMNS, (
+        sum(plan.arena_size for plan in report.plans.values()),
+        sum(memplan.plan_with("greedy_by_size", p).arena_size for p in report.problems.values()),
+        program_bytes, em.arena_bytes(greedy_program),
+        memplan.solve(problem, time_limit=limit).arena_size,
+        memplan.plan_with("greedy_by_size", problem).arena_size, executorch_greedy,
+        _command_bytes(pte, limit)), strict=True))
+
+
+def _command_bytes(model: Path, limit: float) -> int:
+    """The arena ``memplan solve MODEL --time-limit LIMIT`` plans (its plan file)."""
     with tempfile.TemporaryDirectory() as folder:
-        given, out = Path(folder) / "p.json", Path(folder) / "plan.json"
-        memplan_json.write_problem(given, problem)
-        subprocess.run([sys.executable, "-m", "memplan.cli", "solve", str(given), "--time-limit",
+        out = Path(folder) / "plan.json"
+        subprocess.run([sys.executable, "-m", "memplan.cli", "solve", str(model), "--time-limit",
                         str(limit), "-o", str(out), "--quiet"], cwd=REPO, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600, check=True)
         return int(json.loads(out.read_text())["plan"]["arena_size"])
 
 
