@@ -125,7 +125,9 @@ def _yes(row: dict) -> str:
 def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> str:
     """ExecuTorch pass, library call and command at each limit, quiet and busy (see the
     doc); then, per model and limit, the largest memplan / greedy ratio of each run."""
+    import memplan
     from benchmarks import executorch_models as em
+    from memplan.frontends.executorch import planned_offsets
 
     lines = ["| model | limit s | busy loops | load | " + " | ".join(LIMIT_COLUMNS) +
              " | largest memplan / greedy |", "|---" * (len(LIMIT_COLUMNS) + 5) + "|"]
@@ -134,13 +136,17 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
         build, xnnpack = em.MODELS[name]
         edge = em.export(build(), xnnpack=xnnpack)
         greedy_program = em.lower(edge)
+        problem = memplan.from_executorch(greedy_program)  # = from_executorch(edge): lowered
+        placed = planned_offsets(greedy_program)  # ExecuTorch's greedy plan of it
+        executorch_greedy = max((placed[b.id] + b.size for b in problem.buffers), default=0)
         with tempfile.TemporaryDirectory() as folder:
             pte = Path(folder) / "greedy.pte"
             pte.write_bytes(greedy_program.buffer)
             for processes_now in (0, processes):
                 with busy(processes_now):
                     for limit in limits:
-                        row = _limit_row(edge, greedy_program, pte, limit)
+                        row = _limit_row(edge, greedy_program, problem, executorch_greedy,
+                                         pte, limit)
                         ratio = max(row[a] / row[b] for a, b in LIMIT_RATIOS)
                         largest.setdefault((name, limit), {})[processes_now] = \
                             f"{ratio:.4f} ({load_average()})"
@@ -166,23 +172,20 @@ LIMIT_RATIOS = (("pass bytes", "greedy_by_size bytes (pass)"),
                 ("command bytes (.pte)", "greedy_by_size bytes (program)"))
 
 
-def _limit_row(edge, greedy_program, pte: Path, limit: float) -> dict[str, int]:
+def _limit_row(edge, greedy_program, problem, executorch_greedy: int, pte: Path,
+               limit: float) -> dict[str, int]:
     """The bytes of `LIMIT_COLUMNS` at one time limit: the pass's arenas and program against
     greedy_by_size's on the same arenas and ExecuTorch's greedy program;
     ``memplan.solve(from_executorch(edge), time_limit=limit)`` and ``memplan solve
     greedy.pte --time-limit limit`` against greedy_by_size's and ExecuTorch's greedy plan
-    of that problem."""
+    (``executorch_greedy`` bytes) of that problem."""
     import memplan
     import memplan.executorch
     from benchmarks import executorch_models as em
-    from memplan.frontends.executorch import planned_offsets
 
     planning_pass = memplan.executorch.memory_planning_pass(time_limit=limit, verify=False)
     program_bytes = em.arena_bytes(em.lower(edge, planning_pass))
     report = planning_pass.reports[-1]
-    problem = memplan.from_executorch(edge)
-    placed = planned_offsets(greedy_program)  # ExecuTorch's greedy plan of that problem
-    executorch_greedy = max((placed[b.id] + b.size for b in problem.buffers), default=0)
     return dict(zip(LIMIT_COLUMNS, (
         sum(plan.arena_size for plan in report.plans.values()),
         sum(memplan.plan_with("greedy_by_size", p).arena_size for p in report.problems.values()),

@@ -16,9 +16,13 @@ import time
 import pytest
 
 import memplan
+from benchmarks.generate import network_like
 from benchmarks.load import busy
-from memplan import validate
-from memplan.solver import canonical
+from memplan import registry, validate
+from memplan.bounds import lower_bound
+from memplan.heuristics import best
+from memplan.solver import canonical, lns
+from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
 
 BUSY = 3  # processes spinning beside the planner (the machine has 2 cores)
@@ -51,3 +55,59 @@ def test_a_race_counts_the_cpu_time_of_its_threads():
     race.cancel()
     assert 0.3 <= race.cpu() <= wall + 0.05  # four loops beside it: the CPU clock is slower
     assert race.result().status in ("unknown", "feasible")
+
+
+def test_neighbourhood_windows_count_cpu_time(monkeypatch):
+    """Large-neighbourhood search grows or shrinks its windows by whether CP-SAT settles
+    them within `lns.WINDOW_CPU` CPU seconds: with that budget at twice the largest
+    window's need, busy loops beside it (a window's wall time then 2-3 times its CPU
+    time) leave every window, and the plan, as they were."""
+    problem = network_like(300, 0)
+    start = memplan.plan_with("naive", problem).offsets
+    needs: list[float] = []
+    solve_window = lns._solve_window
+
+    def measured(*args, **kwargs):
+        found = solve_window(*args, **kwargs)
+        needs.append(found[2].get("cpu", 0.0))
+        return found
+
+    monkeypatch.setattr(lns, "_solve_window", measured)
+
+    def improve():
+        return lns.improve(problem, start, floor=lower_bound(problem), seconds=None,
+                           options=ExactOptions(seed=1), on_solution=lambda offsets: None)
+
+    quiet = improve()
+    assert quiet.stats["windows"] == quiet.stats["solved"] >= 2
+    monkeypatch.setattr(lns, "WINDOW_CPU", 2 * max(needs))
+    with busy(BUSY):
+        loaded = improve()
+    assert loaded.stats == {**quiet.stats, "cpu": loaded.stats["cpu"]}
+    assert (loaded.offsets == quiet.offsets).all()
+
+
+def test_best_splits_its_search_in_cpu_seconds(monkeypatch):
+    """``best`` gives the canonical descent its share of the CPU time left: a clock that
+    ran ahead of the CPU (a busy machine) before the search shortens the wall time the
+    descent may run, not the CPU seconds it may spend."""
+    problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
+    limit, lag = 2.0, [0.0]
+    handed: dict = {}
+    descent = registry._PLANNERS["canonical"]
+
+    def spy(problem, **kwargs):
+        handed.update(kwargs)
+        return descent(problem, **kwargs)
+
+    clock = time.perf_counter
+    monkeypatch.setitem(registry._PLANNERS, "canonical", spy)
+    monkeypatch.setattr(best.time, "perf_counter", lambda: clock() + lag[0])
+    search = best.Run.descend
+    monkeypatch.setattr(best.Run, "descend", lambda run: (lag.__setitem__(0, limit / 2),
+                                                          search(run))[1])
+    plan = memplan.plan_with("best", problem, time_limit=limit)
+    assert not validate(problem, plan)
+    share = best.DEFAULTS.descent
+    assert handed["time_limit"] <= limit - lag[0]  # the wall clock: the limit kept
+    assert handed["cpu"] > 0.8 * share * limit  # the CPU: as on a quiet machine

@@ -21,9 +21,12 @@ XLA's ChooseBestHeap, then a search. Steps:
   (no ``search_evaluations``), the canonical descent (the planner
   ``canonical``, found by name in the registry: probes of the exact
   planner's compiled canonical search at falling peaks) for the ``descent``
-  share of the time left, on the problems it takes (no aliases, pins or
-  conflicts): MiniMalloc's problems reach their bound there, where orders
-  stay 5-20 % above it; then the order search
+  share of the time left, counted in CPU seconds of the thread doing the work
+  (the limit less this thread's CPU time so far: on a busy machine the descent
+  runs as far as on a quiet one, and the clock cuts the search after it), on
+  the problems it takes (no aliases, pins or conflicts): MiniMalloc's problems
+  reach their bound there, where orders stay 5-20 % above it; then the order
+  search
   (`memplan.heuristics.anneal`: simulated annealing in C, from the best
   greedy order of each placement) until the limit, or for
   ``search_evaluations`` orders (deterministic); without the compiled
@@ -140,7 +143,7 @@ class Run:
     """One call of ``best``: its deadline, the plans tried and what became of each pass."""
 
     def __init__(self, problem: Problem, chosen: BestOptions, time_limit: float | None):
-        self.began = time.perf_counter()
+        self.began, self.cpu_began = time.perf_counter(), time.thread_time()
         self.problem, self.chosen, self.time_limit = problem, chosen, time_limit
         # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
         self.deadline = None if time_limit is None else \
@@ -283,22 +286,29 @@ class Run:
 
     def descend(self) -> None:
         """The canonical descent from the best plan so far, for the ``descent`` share of the
-        time left (the planner ``canonical``, by name: solver/ is not imported from here).
-        Only in a timed search: a budget keeps the search repeatable, and the exact planner,
-        which gives one, runs the descent itself."""
+        CPU time left (`cpu_left`), within the time left on the clock (the planner
+        ``canonical``, by name: solver/ is not imported from here). Only in a timed search:
+        a budget keeps the search repeatable, and the exact planner, which gives one, runs
+        the descent itself."""
         planner = planners().get("canonical")
         if planner is None or self.deadline is None or self.chosen.search_evaluations \
                 is not None or self.chosen.descent <= 0:
             return
-        seconds = (self.deadline - time.perf_counter()) * self.chosen.descent
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
-        found = planner(self.problem, time_limit=seconds,
-                        hint=Plan.from_offsets(self.problem, offsets, planner=name))
+        found = planner(self.problem, time_limit=self.deadline - time.perf_counter(),
+                        hint=Plan.from_offsets(self.problem, offsets, planner=name),
+                        cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take
             return
         self.keep("canonical", found.offsets, {**found.stats, "cut": 0})
         if found.stats["interrupted"]:
             raise KeyboardInterrupt
+
+    def cpu_left(self) -> float:
+        """The seconds to the deadline as this thread's CPU counts them: the limit (less the
+        validation's reserve) less the CPU this call's thread has taken. On an idle machine
+        the wall time left; on a busy one more (the clock then ends the search first)."""
+        return self.deadline - self.began - (time.thread_time() - self.cpu_began)
 
     def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str, float]]:
         """``(arena, offsets, order, seconds)`` of the greedy passes run to the end with

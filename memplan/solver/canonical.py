@@ -171,7 +171,7 @@ class Race:
         self.verdict: Verdict | None = None
         self.nodes = self.turns = 0
         self._threads: list[threading.Thread] = []
-        self._clocks: list[_ThreadClock] = []  # per thread: its CPU time
+        self._clocks: list[ThreadClock] = []  # per thread: its CPU time
         self._active = 0  # threads still taking turns
         self._deadline: float | None = None
         self.cpu_limit: float | None = None  # `wait` ends the race at this `cpu`
@@ -197,7 +197,7 @@ class Race:
         self._deadline = None if seconds is None else time.perf_counter() + seconds
         self.cpu_limit = cpu
         for _ in range(max(threads, 0)):
-            clock = _ThreadClock()
+            clock = ThreadClock()
             with self._lock:
                 self._active += 1
                 self._flags.append(bytearray(1))
@@ -218,7 +218,7 @@ class Race:
                 limit = min(limit, self.node_budget - self.nodes)
             return order, limit
 
-    def _work(self, flag: bytearray, clock: _ThreadClock):
+    def _work(self, flag: bytearray, clock: ThreadClock):
         clock.begin()
         try:
             while (turn := self._next(flag)) is not None:
@@ -277,7 +277,7 @@ class Race:
         return verdict
 
 
-class _ThreadClock:
+class ThreadClock:
     """The CPU time of one search thread, readable from another thread while it runs
     (its POSIX thread CPU clock; where there is none, the wall time since it began)."""
 
@@ -402,7 +402,7 @@ def fit(problem: Problem, capacity: int | None = None, *, seconds: float | None 
 def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: float | None,
             threads: int, stop: threading.Event | None = None, widths=None,
             deterministic: bool = False, on_better=None, on_floor=None,
-            prove=None, enough=None) -> Outcome:
+            prove=None, enough=None, cpu: float | None = None) -> Outcome:
     """The smallest peak of ``problem`` (no capacity) by bisection with canonical probes.
 
     Steps:
@@ -422,7 +422,9 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
       again from the floor with probes twice as long (from `PROBE_SECONDS`).
 
     A probe's length is CPU time of its threads (`Race.cpu`), so that a busy
-    machine gives up the same targets; ``seconds`` (wall) caps the whole descent.
+    machine gives up the same targets; ``seconds`` (wall) caps the whole descent, and
+    ``cpu`` (if given) the CPU seconds of all its probes (a caller's share of its limit,
+    counted as the probes are).
 
     Deterministic mode: one thread, probes limited by nodes
     (`PROBE_NODES`, doubling), the whole descent by ``seconds`` x
@@ -433,7 +435,7 @@ def descend(problem: Problem, floor: int, best: np.ndarray | None, *, seconds: f
     """
     descent = _Descent(problem, floor, seconds=seconds, threads=threads, stop=stop,
                        widths=widths, deterministic=deterministic, on_better=on_better,
-                       on_floor=on_floor, enough=enough)
+                       on_floor=on_floor, enough=enough, cpu=cpu)
     descent.dive(best)
     while descent.top > descent.enough(descent.floor) and not descent.interrupted:
         rest = descent.left()
@@ -452,7 +454,7 @@ class _Descent:
 
     def __init__(self, problem: Problem, floor: int, *, seconds: float | None, threads: int,
                  stop: threading.Event | None, widths, deterministic: bool, on_better,
-                 on_floor, enough=None):
+                 on_floor, enough=None, cpu: float | None = None):
         self.problem, self.floor, self.seconds, self.threads = problem, floor, seconds, threads
         self.enough = enough or (lambda low: low)  # the highest peak worth stopping at
         self.stop, self.widths, self.deterministic = stop, widths, deterministic
@@ -461,6 +463,7 @@ class _Descent:
         self.budget = None if seconds is None or not deterministic else \
             int(seconds * NODES_PER_SECOND)
         self.spent = self.probes = self.given = 0  # nodes; probes made; those before the descent
+        self.cpu, self.cpu_spent = cpu, 0.0  # CPU seconds the probes may take; have taken
         self.interrupted = False
         self.clock_cut = False  # deterministic mode: the clock, not the node budget, ended it
         self.best: np.ndarray | None = None
@@ -481,6 +484,8 @@ class _Descent:
                 self.clock_cut = True  # this descent may not repeat itself
                 return 0
             return None if self.budget is None else self.budget - self.spent
+        if self.cpu is not None and self.cpu_spent >= self.cpu:
+            return 0.0
         return self.wall_left()
 
     def limits(self, step: float, rest: float | None,
@@ -489,7 +494,7 @@ class _Descent:
         wall-clock time left, or ``step``'s nodes when deterministic (with the time left as
         the clock's cap unless ``clock`` is False)."""
         if not self.deterministic:
-            return rest, None, step
+            return rest, None, step if self.cpu is None else min(step, self.cpu - self.cpu_spent)
         nodes = int(step / PROBE_SECONDS * PROBE_NODES)
         return self.wall_left() if clock else None, nodes if rest is None else min(
             nodes, int(rest)), None
@@ -503,6 +508,7 @@ class _Descent:
         race.cancel()
         verdict = race.result()
         self.spent += verdict.stats["nodes"]
+        self.cpu_spent += race.cpu()
         self.probes += 1
         return verdict
 
@@ -559,6 +565,6 @@ class _Descent:
 
     def outcome(self) -> Outcome:
         stats = {"probes": self.probes, "nodes": self.spent, "probe_seconds": self.step,
-                 "clock_cuts": int(self.clock_cut)}
+                 "clock_cuts": int(self.clock_cut), "cpu_seconds": self.cpu_spent}
         return Outcome("optimal" if self.top <= self.floor else "feasible", self.best,
                        self.floor, self.interrupted, stats)

@@ -20,9 +20,10 @@ Steps:
   `START_SHARE` of the limit (the canonical search's own first dive is a
   poor start on large problems: 96 times the bound on a network of 10k
   buffers, 2 times on a training step);
-- the descent until the limit (the status ``optimal`` when the peak meets
-  the live-load bound, the only floor it proves here); Ctrl-C ends it with
-  the best layout found.
+- the descent until the limit, or until its probes have taken ``cpu``
+  seconds of CPU (a caller's share of its own limit: ``best`` gives one), the
+  status ``optimal`` when the peak meets the live-load bound, the only floor
+  it proves here; Ctrl-C ends it with the best layout found.
 
 Cost: each probe is exponential in the worst case and capped by the time
 limit (deterministic mode: by `canonical.NODES_PER_SECOND` nodes a second
@@ -54,6 +55,8 @@ class CanonicalOptions:
     workers: int = option(1, "threads for the probes' turns (0: one per core)")
     deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
                                         "every run (as long as the clock does not cut it)")
+    cpu: float | None = option(None, "CPU seconds (per thread) the descent's probes may take "
+                                     "within the time limit; None: no more than the limit")
 
 
 DEFAULTS = CanonicalOptions()
@@ -88,7 +91,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
                                 seconds - (time.perf_counter() - began),
-                                threads=threads, deterministic=chosen.deterministic)
+                                threads=threads, deterministic=chosen.deterministic,
+                                cpu=None if chosen.deterministic else chosen.cpu)
     return Plan.from_offsets(problem, outcome.offsets, planner="canonical",
                              seconds=time.perf_counter() - began,
                              stats={**outcome.stats, "interrupted": outcome.interrupted})

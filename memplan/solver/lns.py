@@ -31,11 +31,16 @@ meets the part's floor (proven optimal):
   and reaches above ``y0`` (with the aliases and explicit conflicts among
   them). Its model is `memplan.solver.model.build_model`'s, with one more
   variable: the peak of F alone, minimised, hinted with the current plan;
-- CP-SAT solves it for at most a slice of the time left; the plan changes only
-  when F's peak does not rise (it never does: the hint is a solution), so the
-  arena never grows and every accepted plan is valid (the model is exact);
-- the neighbourhood grows when windows are solved to optimality quickly and
-  shrinks when they time out.
+- CP-SAT solves it for at most ``WINDOW_CPU`` seconds of CPU (per worker: a
+  busy machine slows the clock, not the work a window gets; CP-SAT's own
+  deterministic time leaves out its presolve, most of a window's time) and never
+  past the time left, or until ``stop``; the plan changes only when F's peak
+  does not rise (it never does: the hint is a solution), so the arena never
+  grows and every accepted plan is valid (the model is exact);
+- the neighbourhood grows when windows are solved to optimality within their
+  CPU seconds and shrink when they run out of them: the sizes, and so the
+  windows, follow from the seed, not the load; the wall clock only ends the
+  search at the caller's limit.
 
 Cost per iteration: O(n) numpy to pick the window, and a model of
 O(size + obstacles) boxes; memory O(n + size + obstacles), never quadratic.
@@ -47,6 +52,7 @@ floor's gap.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,13 +61,15 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.solver import canonical
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import build_model
 
 START_SIZE = 250  # buffers in the first neighbourhoods
 MIN_SIZE, MAX_SIZE = 40, 2000  # neighbourhood sizes stay within these
-SLICE_SECONDS = 2.0  # most seconds CP-SAT spends on one neighbourhood
+WINDOW_CPU = 2.0  # most CPU seconds (per CP-SAT worker) one neighbourhood gets
+POLL_SECONDS = 0.02  # how often a window's CPU clock and the stop event are read
 STALL = 30  # without a time limit: stop after this many windows in a row without progress
 EXPLORE = 0.15  # chance of a window around any unit rather than one at the peak
 OBSTACLES = 3  # a window may hold this many times its size in buffers, obstacles included
@@ -235,15 +243,17 @@ def _dedupe_hints(cp: cp_model.CpModel) -> None:
 
 def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.ndarray,
                   options: ExactOptions, seconds: float) -> tuple[np.ndarray | None, bool, dict]:
-    """(new offsets of the sub-problem or None, proven optimal, stats) for one window, in
-    at most ``seconds`` from the call (building the model counts: none left, no solve)."""
+    """(new offsets of the sub-problem or None, proven optimal, stats) for one window:
+    `WINDOW_CPU` CPU seconds a worker (`_CpuCap`), and never past ``seconds`` (wall, the
+    caller's limit; None: none) from the call (building the model counts: none left, no
+    solve)."""
     began = time.perf_counter()
     if n_free > CLIQUE_MOST and sub.starts[:n_free].max() < sub.ends[:n_free].min():
         return None, False, {"built": 0.0, "clique": True}
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
     built = time.perf_counter() - began
-    if seconds - built <= 0.01:
+    if seconds is not None and seconds - built <= 0.01:
         return None, False, {"built": built}
     cp = model.cp
     free_units = sorted({int(model.geometry.unit_of[i]) for i in range(n_free)})
@@ -257,14 +267,53 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     model.hint(offsets)
     cp.add_hint(peak, old_peak)
     _dedupe_hints(cp)
-    solver = cp_solver(workers=options.workers or 1, seed=options.seed, seconds=seconds - built,
-                       log=options.log, ctrl_c=False)
-    status = solver.solve(cp)
+    solver = cp_solver(workers=options.workers or 1, seed=options.seed, ctrl_c=False,
+                       seconds=None if seconds is None else seconds - built, log=options.log)
+    with _CpuCap(solver, options.workers or 1, options.stop) as cap:
+        status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
-             "built": built}
+             "built": built, "cpu": cap.spent}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False, stats
     return model.offsets(solver), status == cp_model.OPTIMAL, stats
+
+
+class _CpuCap:
+    """Stops one window's CP-SAT run (`CpSolver.stop_search`) once it has taken
+    `WINDOW_CPU` CPU seconds per worker, or when ``stop`` is set (a window then ends
+    within `POLL_SECONDS`). With one worker CP-SAT searches in the caller's thread: its
+    CPU clock (`canonical.ThreadClock`); with more, the process's, per worker. Cost: one
+    thread polling."""
+
+    def __init__(self, solver: cp_model.CpSolver, workers: int, stop):
+        self.solver, self.workers, self.stop = solver, workers, stop
+        self.clock = canonical.ThreadClock() if workers == 1 else None
+        self.done = threading.Event()
+        self.began = self.spent = 0.0
+
+    def _cpu(self) -> float:
+        return self.clock.seconds() if self.clock is not None else \
+            time.process_time() / self.workers
+
+    def _watch(self):
+        while not self.done.wait(POLL_SECONDS):
+            if self._cpu() - self.began >= WINDOW_CPU or \
+                    (self.stop is not None and self.stop.is_set()):
+                self.solver.stop_search()
+                return
+
+    def __enter__(self) -> _CpuCap:
+        if self.clock is not None:
+            self.clock.begin()  # in the solving thread
+        self.began = self._cpu()
+        self.watcher = threading.Thread(target=self._watch, name="memplan-window", daemon=True)
+        self.watcher.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.watcher.join()
+        self.spent = self._cpu() - self.began
 
 
 def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float | None,
@@ -273,7 +322,8 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     began = time.perf_counter()
     hood = _Neighbourhoods(problem, offsets, options.seed)
     size = START_SIZE
-    stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max())}
+    stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max()),
+             "cpu": 0.0}  # CPU seconds of the windows' CP-SAT runs, per worker
     result = LnsResult(hood.offsets, stats)
     deadline = math.inf if seconds is None else began + seconds
     stalled = 0  # windows in a row that did not lower the arena
@@ -300,13 +350,14 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 break
             picked_seconds = time.perf_counter() - picking  # choosing the window, its problem
             arena = int(hood.tops.max())
-            window_seconds = min(SLICE_SECONDS, left - picked_seconds)  # inf without a limit
-            if window_seconds <= 0:
+            window_seconds = None if seconds is None else left - picked_seconds
+            if window_seconds is not None and window_seconds <= 0:
                 break
             new, proven, window_stats = _solve_window(sub, n_free, y0, arena,
                                                       hood.offsets[members], options,
                                                       window_seconds)
             stats["windows"] += 1
+            stats["cpu"] += window_stats.get("cpu", 0.0)
             # the next window's sub-problem and model take about as long as this one's
             build = window_stats["built"] + picked_seconds
             if new is None:
