@@ -16,9 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import memplan
 from memplan import validate
 from memplan.cli.exit_codes import INTERRUPTED
 from memplan.frontends import memplan_json
@@ -55,10 +57,12 @@ PROBLEM = str(CHALLENGING / "D.1048576.csv")  # MiniMalloc's D: seconds of searc
 NO_CAPACITY = ("--capacity", "none")
 
 
-def interrupted(*argv: str, after: float = 1.0) -> tuple[int, str, str, float]:
-    """Run ``memplan argv``, Ctrl-C ``after`` seconds after its first plan: (exit code,
-    stdout, stderr, seconds from the signal to the exit)."""
-    child = subprocess.Popen([sys.executable, "-c", DRIVER, *argv], text=True,
+def interrupted(*argv: str, after: float = 1.0, driver: str = DRIVER
+                ) -> tuple[int, str, str, float]:
+    """Run ``memplan argv``, Ctrl-C ``after`` seconds after its first plan (or what
+    ``driver`` announces as "planned"): (exit code, stdout, stderr, seconds from the
+    signal to the exit)."""
+    child = subprocess.Popen([sys.executable, "-c", driver, *argv], text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = child.stderr.readline()
     while first and first.strip() != "planned":  # a warning first
@@ -110,3 +114,35 @@ def test_ctrl_c_ends_explain_and_compare():
                  ("compare", PROBLEM, *NO_CAPACITY, "--time-limit", "120")):
         code, out, err, _ = interrupted(*argv)
         assert code == INTERRUPTED and "interrupted" in err, (argv, err)
+
+
+PROVING = """
+import sys
+import time
+from memplan.cli import main
+from memplan.proofs import onnx_arena
+
+run_node = onnx_arena.ArenaRunner._run_node
+
+def slowed(self, *args, **kwargs):  # the proof announces its first node; each takes 50 ms
+    if not slowed.done:
+        print("planned", file=sys.stderr, flush=True)
+        slowed.done = True
+    time.sleep(0.05)
+    return run_node(self, *args, **kwargs)
+
+slowed.done = False
+onnx_arena.ArenaRunner._run_node = slowed
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_ends_prove(tmp_path):
+    # prove has no time limit (it runs the model once per node, as long as that takes);
+    # Ctrl-C ends it between two nodes
+    model, plan = str(Path(memplan.__file__).parent / "data" / "squeezenet.onnx"), \
+        tmp_path / "plan.json"
+    subprocess.run([sys.executable, "-m", "memplan.cli", "solve", model, "--no-exact", "-o",
+                    str(plan), "--quiet"], check=True, timeout=HANG)
+    code, out, err, _ = interrupted("prove", model, str(plan), after=0.5, driver=PROVING)
+    assert code == INTERRUPTED and "PROVEN" not in out, err

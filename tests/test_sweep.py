@@ -227,6 +227,14 @@ def test_parquet_output_and_resume(zoo, client, tmp_path):
     assert sorted(read_rows(out)["planner"]) == ["best", "first_fit", "naive"]
 
 
+def test_each_task_gets_the_whole_time_limit(slow_zoo, client):
+    limit = 0.3  # eight tasks that each run their whole limit: the limit is each one's
+    table = sweep([slow_zoo], planners=["hill_climb"], heuristic_time_limit=limit,
+                  planner_options=SLOW, client=client)
+    assert len(table) == 8 and table["valid"].all()
+    assert table["seconds"].between(0.9 * limit, 1.1 * limit + 0.1).all(), table["seconds"]
+
+
 def test_a_killed_worker_loses_no_row(slow_zoo, client):
     pids = client.run(os.getpid)
     killed = []
