@@ -292,9 +292,10 @@ def _run_methods(args: argparse.Namespace, path: Path, methods: list[str],
     fitted = all(api.fits(s.report.plan) for s in solved.values())
     program, written = None, {}
     if (args.output and fitted) or (args.prove and not interrupted):
-        from memplan.export.pte_program import planned_methods, write_program
+        from memplan.export.pte_program import planned_program_by_method, write_program
 
-        program = planned_methods(path, {m: (s.problem, s.plan) for m, s in solved.items()})
+        program = planned_program_by_method(path, {m: (s.problem, s.plan)
+                                                   for m, s in solved.items()})
     if args.output and fitted:
         write_program(args.output, program)
         written = {"output (pte)": args.output}

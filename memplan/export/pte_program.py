@@ -5,7 +5,8 @@ Why: ExecuTorch's runtime allocates each arena at the size the program states
 ``allocation_info`` says. Rewriting those two, and nothing else, gives a
 program that runs as before in less memory.
 
-Steps (`planned_program`; `planned_methods` re-plans several methods at once):
+Steps (`planned_program`; `planned_program_by_method` re-plans several methods at
+once):
 
 - read the program and rebuild the arena's problem
   (`memplan.frontends.executorch_pte.pte_layout`); the plan must be one of that
@@ -77,10 +78,10 @@ def planned_program(model: str | os.PathLike | bytes, problem: Problem, plan: Pl
                     method: str | None = None, mem_id: int | None = None) -> bytes:
     """The program's bytes re-planned by ``plan`` (a plan of ``problem``, the arena's:
     alignments may be stricter than the program's, the rest must be the same)."""
-    return planned_methods(model, {method: (problem, plan)}, mem_id=mem_id)
+    return planned_program_by_method(model, {method: (problem, plan)}, mem_id=mem_id)
 
 
-def planned_methods(model: str | os.PathLike | bytes,
+def planned_program_by_method(model: str | os.PathLike | bytes,
                     plans: dict[str | None, tuple[Problem, Plan]], *,
                     mem_id: int | None = None) -> bytes:
     """The program's bytes with each named method (None: the default one) re-planned by
