@@ -52,7 +52,6 @@ floor's gap.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,15 +60,14 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.problem import NO_OFFSET, Alias, Problem
-from memplan.solver import canonical
 from memplan.solver.cp_params import cp_solver
+from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import build_model
 
 START_SIZE = 250  # buffers in the first neighbourhoods
 MIN_SIZE, MAX_SIZE = 40, 2000  # neighbourhood sizes stay within these
 WINDOW_CPU = 2.0  # most CPU seconds (per CP-SAT worker) one neighbourhood gets
-POLL_SECONDS = 0.02  # how often a window's CPU clock and the stop event are read
 STALL = 30  # without a time limit: stop after this many windows in a row without progress
 EXPLORE = 0.15  # chance of a window around any unit rather than one at the peak
 OBSTACLES = 3  # a window may hold this many times its size in buffers, obstacles included
@@ -244,7 +242,7 @@ def _dedupe_hints(cp: cp_model.CpModel) -> None:
 def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.ndarray,
                   options: ExactOptions, seconds: float) -> tuple[np.ndarray | None, bool, dict]:
     """(new offsets of the sub-problem or None, proven optimal, stats) for one window:
-    `WINDOW_CPU` CPU seconds a worker (`_CpuCap`), and never past ``seconds`` (wall, the
+    `WINDOW_CPU` CPU seconds a worker (`cpu_budget.CpuCap`), and never past ``seconds`` (wall, the
     caller's limit; None: none) from the call (building the model counts: none left, no
     solve)."""
     began = time.perf_counter()
@@ -269,51 +267,13 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     _dedupe_hints(cp)
     solver = cp_solver(workers=options.workers or 1, seed=options.seed, ctrl_c=False,
                        seconds=None if seconds is None else seconds - built, log=options.log)
-    with _CpuCap(solver, options.workers or 1, options.stop) as cap:
+    with CpuCap(solver, options.workers or 1, WINDOW_CPU, options.stop) as cap:
         status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
              "built": built, "cpu": cap.spent}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False, stats
     return model.offsets(solver), status == cp_model.OPTIMAL, stats
-
-
-class _CpuCap:
-    """Stops one window's CP-SAT run (`CpSolver.stop_search`) once it has taken
-    `WINDOW_CPU` CPU seconds per worker, or when ``stop`` is set (a window then ends
-    within `POLL_SECONDS`). With one worker CP-SAT searches in the caller's thread: its
-    CPU clock (`canonical.ThreadClock`); with more, the process's, per worker. Cost: one
-    thread polling."""
-
-    def __init__(self, solver: cp_model.CpSolver, workers: int, stop):
-        self.solver, self.workers, self.stop = solver, workers, stop
-        self.clock = canonical.ThreadClock() if workers == 1 else None
-        self.done = threading.Event()
-        self.began = self.spent = 0.0
-
-    def _cpu(self) -> float:
-        return self.clock.seconds() if self.clock is not None else \
-            time.process_time() / self.workers
-
-    def _watch(self):
-        while not self.done.wait(POLL_SECONDS):
-            if self._cpu() - self.began >= WINDOW_CPU or \
-                    (self.stop is not None and self.stop.is_set()):
-                self.solver.stop_search()
-                return
-
-    def __enter__(self) -> _CpuCap:
-        if self.clock is not None:
-            self.clock.begin()  # in the solving thread
-        self.began = self._cpu()
-        self.watcher = threading.Thread(target=self._watch, name="memplan-window", daemon=True)
-        self.watcher.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.watcher.join()
-        self.spent = self._cpu() - self.began
 
 
 def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float | None,

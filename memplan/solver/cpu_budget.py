@@ -1,0 +1,84 @@
+"""Budgets counted in CPU time, so that a planner decides the same on a busy machine.
+
+A stage of a planner (a lane's turn, a warm start, a window, stage 1 of two)
+that is given "a share of the time limit" on the wall clock gets less work
+done when other processes share the cores, and the next stage starts from a
+different state: the plan depends on the machine's load. Budgets here are
+counted in CPU seconds of the threads doing the work; the wall clock only
+enforces the user's limit (the caller passes CP-SAT that as its own limit).
+
+- `CpuClock`: the CPU seconds one thread (or, with several CP-SAT workers,
+  the process per worker) has taken since a start, readable from any thread.
+- `CpuCap`: ends one CP-SAT run (`CpSolver.stop_search`) once it has taken
+  its CPU budget, or when a stop event is set. Cost: one thread polling every
+  `POLL_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ortools.sat.python import cp_model
+
+from memplan.solver.canonical import ThreadClock
+
+POLL_SECONDS = 0.02  # how often a run's CPU clock and the stop event are read
+
+
+class CpuClock:
+    """CPU seconds since `start` of the calling thread (``workers`` = 1) or of the process
+    per worker (CP-SAT with more workers searches in threads of its own). With one worker
+    the clock is the thread's POSIX CPU clock, so another thread can read it."""
+
+    def __init__(self, workers: int = 1):
+        self.workers = max(1, workers)
+        self.thread = ThreadClock() if self.workers == 1 else None
+        self.began = 0.0
+
+    def _now(self) -> float:
+        return self.thread.seconds() if self.thread is not None else \
+            time.process_time() / self.workers
+
+    def start(self) -> CpuClock:
+        """Called in the thread whose CPU is counted."""
+        if self.thread is not None:
+            self.thread.begin()
+        self.began = self._now()
+        return self
+
+    def spent(self) -> float:
+        return self._now() - self.began
+
+
+class CpuCap:
+    """Stops one CP-SAT run once it has taken ``seconds`` CPU seconds per worker (None: no
+    cap), or when ``stop`` is set (the run then ends within `POLL_SECONDS`). Used as a
+    context manager around ``solver.solve``, in the solving thread; ``spent`` is the CPU
+    it took, per worker."""
+
+    def __init__(self, solver: cp_model.CpSolver, workers: int, seconds: float | None,
+                 stop: threading.Event | None = None):
+        self.solver, self.seconds, self.stop = solver, seconds, stop
+        self.clock = CpuClock(workers)
+        self.done = threading.Event()
+        self.spent = 0.0
+
+    def _watch(self):
+        while not self.done.wait(POLL_SECONDS):
+            if (self.seconds is not None and self.clock.spent() >= self.seconds) or \
+                    (self.stop is not None and self.stop.is_set()):
+                self.solver.stop_search()
+                return
+
+    def __enter__(self) -> CpuCap:
+        self.clock.start()
+        self.watcher = threading.Thread(target=self._watch, name="memplan-cpu-cap",
+                                        daemon=True)
+        self.watcher.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.watcher.join()
+        self.spent = self.clock.spent()
