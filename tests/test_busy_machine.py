@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from ortools.sat.python import cp_model
 
 import memplan
 from benchmarks.generate import network_like
@@ -21,7 +22,7 @@ from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
 from memplan.heuristics import best
-from memplan.solver import canonical, lns
+from memplan.solver import canonical, cp_search, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
 
@@ -111,3 +112,35 @@ def test_best_splits_its_search_in_cpu_seconds(monkeypatch):
     share = best.DEFAULTS.descent
     assert handed["time_limit"] <= limit - lag[0]  # the wall clock: the limit kept
     assert handed["cpu"] > 0.8 * share * limit  # the CPU: as on a quiet machine
+
+
+def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
+    """With one worker the orders take turns in CP-SAT (`cp_search`); a turn hands the
+    lane over after its slice in CPU seconds of its worker, so that busy loops beside it
+    (each turn's wall time then 2-4 times its CPU time) end the turns at the same point
+    of the search, and the same order settles each part."""
+    problem = memplan.load(CHALLENGING / "F.1048576.csv")
+    options = ExactOptions(time_limit=30, workers=1, canonical=False, warm_start=None,
+                           slice_seconds=0.3)
+    turns: list[tuple] = []
+    run = cp_search._Lane._run
+
+    def measured(lane, model):
+        began = time.thread_time()  # one worker: CP-SAT searches in the lane's thread
+        run(lane, model)
+        turns.append((lane.task, lane.status, time.thread_time() - began))
+
+    monkeypatch.setattr(cp_search._Lane, "_run", measured)
+
+    def settled_by() -> list:
+        plan = memplan.plan_with("exact", problem, options=options)
+        assert plan.status in ("feasible", "optimal") and not validate(problem, plan)
+        return [part["settled_by"] for part in plan.stats["parts_stats"]]
+
+    quiet = settled_by()
+    turns.clear()
+    with busy(BUSY):
+        loaded = settled_by()
+    assert loaded == quiet
+    handed_over = [(task, cpu) for task, status, cpu in turns if status == cp_model.UNKNOWN]
+    assert handed_over and all(cpu >= 0.95 * task[1] for task, cpu in handed_over)

@@ -15,13 +15,19 @@ Steps of `search`:
   on a given problem, and a lane that is never restarted keeps what it
   learnt, so racing beats MiniMalloc's round robin of orders with doubling
   slices (figures: BENCHMARKS.md), which stays as the fallback when the
-  orders must take turns (one worker, or deterministic mode);
+  orders must take turns (one worker, or deterministic mode). A turn ends
+  after its slice in CPU seconds of its worker (`cpu_budget.CpuCap`;
+  deterministic mode: CP-SAT's deterministic seconds), so that a busy
+  machine hands the lane over at the same point of the search;
 - to minimise, one run with every worker and the first order: CP-SAT's own
   portfolio finds plans and proves bounds, from the hint;
 - run CP-SAT in helper threads, so that ``stop`` (a threading.Event) or
   Ctrl-C in the calling thread ends the search at once with the best plan.
 
-Cost: what CP-SAT spends, bounded by the time limit; O(u log u) to order u units.
+Clocks: the wall clock only keeps the caller's limit (CP-SAT's own time
+limit is the time left of it); slices and the caller's ``cpu`` budget count
+CPU seconds per worker. Cost: what CP-SAT spends, bounded by the time limit;
+O(u log u) to order u units; one watcher thread per run polling its CPU clock.
 Deterministic mode uses one lane, interleaved workers and deterministic time,
 so a search repeats itself.
 """
@@ -45,6 +51,7 @@ from memplan.solver.cp_params import (
     exact_solver,
     proven_bound,
 )
+from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
 from memplan.solver.outcome import Outcome
@@ -82,12 +89,13 @@ class _Reporter(cp_model.CpSolverSolutionCallback):
 
 
 class _Lane:
-    """One CP-SAT run in a helper thread (so that the calling thread can take Ctrl-C)."""
+    """One CP-SAT run in a helper thread (so that the calling thread can take Ctrl-C),
+    ended by ``cap`` once it has taken its CPU seconds (its ``spent``: the CPU it took)."""
 
     def __init__(self, model: Model, cp: cp_model.CpModel, solver: cp_model.CpSolver,
-                 on_solution: Callable[[np.ndarray], None], task: tuple):
+                 on_solution: Callable[[np.ndarray], None], task: tuple, cap: CpuCap):
         self.task = task  # (order, slice seconds)
-        self.cp, self.solver = cp, solver
+        self.cp, self.solver, self.cap = cp, solver, cap
         self.reporter = _Reporter(model, on_solution)
         self.done = threading.Event()  # not Thread.join: an interrupted join is unreliable
         self.status: int | None = None
@@ -97,7 +105,8 @@ class _Lane:
 
     def _run(self, cp: cp_model.CpModel):
         try:
-            self.status = self.solver.solve(cp, self.reporter)
+            with self.cap:  # counts this thread's CPU (or the process's, per worker)
+                self.status = self.solver.solve(cp, self.reporter)
         except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
             self.error = error
         finally:
@@ -118,8 +127,10 @@ def _wait(lanes: list[_Lane], stop: threading.Event | None) -> bool:
 
 def search(model: Model, options: ExactOptions, *, seconds: float | None,
            on_solution: Callable[[np.ndarray], None],
-           on_bound: Callable[[int], None]) -> Outcome:
-    """Search ``model`` for at most ``seconds``; see the module docstring."""
+           on_bound: Callable[[int], None], cpu: float | None = None) -> Outcome:
+    """Search ``model`` for at most ``seconds`` (wall; deterministic mode: CP-SAT's
+    deterministic seconds, the clock capping them) and ``cpu`` CPU seconds per worker
+    (None: no CPU budget; racing lanes each have it, turns share it); see the module doc."""
     began = time.perf_counter()
     minimize = model.peak is not None
     workers = options.workers or os.cpu_count() or 1
@@ -137,12 +148,14 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     interrupted = False
     try:
         while state.outcome is None:
-            while len(running) < width and not state.timed_out(began, seconds):
+            while len(running) < width and not state.timed_out(began, seconds) and \
+                    (cpu is None or state.cpu < cpu):
                 running.append(_start(model, state, options, next(tasks),
                                       1 if race else workers, state.left(began, seconds),
                                       on_solution, on_bound,
                                       None if seconds is None else
-                                      seconds - (time.perf_counter() - began)))
+                                      seconds - (time.perf_counter() - began),
+                                      None if cpu is None else cpu - state.cpu))
             if not running:
                 break
             interrupted = _wait(running, options.stop)
@@ -168,9 +181,12 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
 
 
 def _start(model: Model, state: _State, options: ExactOptions, task, workers: int,
-           left: float | None, on_solution, on_bound, wall_left: float | None) -> _Lane:
-    """A lane searching with ``task`` = (order or None, slice seconds or None); in
-    deterministic mode ``left`` is deterministic time and ``wall_left`` caps the clock."""
+           left: float | None, on_solution, on_bound, wall_left: float | None,
+           cpu: float | None) -> _Lane:
+    """A lane searching with ``task`` = (order or None, slice seconds or None) for at most
+    ``cpu`` CPU seconds per worker: CP-SAT's time limit is the wall time ``left``, the
+    slice a CPU cap; in deterministic mode ``left`` and the slice are deterministic time
+    and ``wall_left`` caps the clock."""
     order, slice_seconds = task
     cp = model.cp.clone()
     if state.best is not None:
@@ -183,12 +199,16 @@ def _start(model: Model, state: _State, options: ExactOptions, task, workers: in
             [cp.get_int_var_from_proto_index(model.base[u].index)
              for u in unit_order(model, order)],
             cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
-    limits = [t for t in (left, slice_seconds) if t is not None]
+    deterministic = [slice_seconds] if options.deterministic else []
+    cpu_caps = [] if options.deterministic else [slice_seconds]
+    limits = [t for t in (left, *deterministic) if t is not None]
+    caps = [t for t in (cpu, *cpu_caps) if t is not None]
     solver = exact_solver(options, workers=max(workers, 1),
                           seconds=min(limits) if limits else None, wall_seconds=wall_left)
     if state.minimize:
         solver.best_bound_callback = lambda value: on_bound(bound_of(value))
-    return _Lane(model, cp, solver, on_solution, task)
+    cap = CpuCap(solver, max(workers, 1), min(caps) if caps else None)
+    return _Lane(model, cp, solver, on_solution, task, cap)
 
 
 class _State:
@@ -197,10 +217,11 @@ class _State:
     def __init__(self, model: Model, minimize: bool, deterministic: bool):
         self.model, self.minimize, self.deterministic = model, minimize, deterministic
         self.spent = 0.0  # deterministic seconds of the finished runs
+        self.cpu = 0.0  # CPU seconds per worker of the finished runs
         self.best: np.ndarray | None = None
         self.bound = model.lower_bound
         self.outcome: Outcome | None = None
-        self.stats = {"runs": 0, "branches": 0, "conflicts": 0, "clock_cuts": 0}
+        self.stats = {"runs": 0, "branches": 0, "conflicts": 0, "clock_cuts": 0, "cpu": 0.0}
 
     def left(self, began: float, seconds: float | None) -> float | None:
         """Seconds left: wall seconds, or deterministic ones in deterministic mode."""
@@ -220,6 +241,8 @@ class _State:
         solver, status = lane.solver, lane.status
         self.stats["runs"] += 1
         self.spent += solver.deterministic_time
+        self.cpu += lane.cap.spent
+        self.stats["cpu"] = self.cpu
         self.stats["branches"] += solver.num_branches
         self.stats["conflicts"] += solver.num_conflicts
         self.stats["clock_cuts"] += cut_by_clock(solver)  # deterministic runs the clock ended

@@ -54,7 +54,8 @@ class ExactOptions:
                                     "when its nodes are slow: memplan.solver.canonical"
                                     ".head_start)")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
-                                  "in slices of this many seconds, doubling every round")
+                                  "in slices of this many CPU seconds (deterministic: CP-SAT's "
+                                  "deterministic seconds), doubling every round")
     subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "
                                          "choice")
     lns_buffers: int = option(3000, "parts with more buffers: large-neighbourhood search from the "
