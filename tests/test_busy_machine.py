@@ -22,7 +22,7 @@ from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
 from memplan.heuristics import best
-from memplan.solver import canonical, cp_search, lns
+from memplan.solver import canonical, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
 
@@ -144,3 +144,81 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     assert loaded == quiet
     handed_over = [(task, cpu) for task, status, cpu in turns if status == cp_model.UNKNOWN]
     assert handed_over and all(cpu >= 0.95 * task[1] for task, cpu in handed_over)
+
+
+def test_the_bisection_of_a_peak_counts_cpu_time(monkeypatch):
+    """To minimise, the exact planner bisects the peak with fit races for a share of the
+    part's time counted in CPU seconds (`exact._Run._minimise`): a clock that ran ahead
+    of the CPU after the first race (a busy machine) leaves the targets tried, and the
+    proof, as they were; only the time limit itself is kept on the wall clock."""
+    names = "abcde"  # a five-cycle of conflicts: three colours, above the pairs' bound
+    problem = memplan.Problem.from_conflicts(
+        dict(zip(names, [1001, 1003, 1007, 1009, 1013], strict=True)),
+        [(names[k], names[(k + 1) % 5]) for k in range(5)])
+    limit, lag = 10.0, [0.0]
+    targets: list[int] = []
+    search = exact._Run._search
+
+    def spy(run, i, floor, top, hinted, seconds, *, minimize, **kwargs):
+        found = search(run, i, floor, top, hinted, seconds, minimize=minimize, **kwargs)
+        if not minimize:
+            targets.append(top)
+            lag[0] = lag[0] or 0.7 * limit  # the clock jumps ahead once
+        return found
+
+    monkeypatch.setattr(exact._Run, "_search", spy)
+    quiet = memplan.plan_with("exact", problem, time_limit=limit)
+    tried, targets[:], lag[0] = list(targets), [], 0.0
+    clock = time.perf_counter
+    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    loaded = memplan.plan_with("exact", problem, time_limit=limit)
+    assert len(tried) >= 5 and targets == tried
+    assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)
+    assert loaded.arena_size == quiet.arena_size == 3011
+
+
+def test_the_warm_start_and_the_parts_share_the_limit_in_cpu_time(monkeypatch):
+    """The exact planner's stages share the time limit in CPU seconds: the warm start,
+    then each part an equal share of what is left (`exact._Run._share`). A clock that ran
+    ahead of the CPU during the warm start and the first part (a busy machine) leaves
+    every part's share as it was; the wall clock only keeps the limit."""
+    sizes = [1001, 1003, 1007, 1009, 1013, 1002, 1005, 1006, 1011, 1015]
+    names = "abcdefghij"  # two five-cycles of conflicts: two parts, each above the bound
+    problem = memplan.Problem.from_conflicts(
+        dict(zip(names, sizes, strict=True)),
+        [(ring[k], ring[(k + 1) % 5]) for ring in (names[:5], names[5:]) for k in range(5)])
+    limit, lag = 10.0, [0.0]
+    shares: list[float] = []
+    share, solve_part, warm_start = exact._Run._share, exact._Run.solve_part, exact.plan_with
+
+    def spied_share(run, parts_left):
+        shares.append(share(run, parts_left))
+        return shares[-1]
+
+    def lagging(call):
+        def lagged(*args, **kwargs):
+            found = call(*args, **kwargs)
+            lag[0] += 0.3 * limit if lagging.on else 0.0
+            return found
+        return lagged
+
+    monkeypatch.setattr(exact._Run, "_share", spied_share)
+    monkeypatch.setattr(exact._Run, "solve_part", lagging(solve_part))
+    monkeypatch.setattr(exact, "plan_with", lagging(warm_start))
+    lagging.on = False
+
+    def solve():  # a warm start that does not run to its time limit: the same CPU each run
+        return memplan.plan_with("exact", problem, time_limit=limit, warm_start="greedy_by_size")
+
+    solve()  # imports CP-SAT (its CPU counts)
+    shares.clear()
+    quiet = solve()
+    assert len(shares) == 2
+    tried, shares[:] = list(shares), []
+    clock = time.perf_counter
+    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    lagging.on = True
+    loaded = solve()
+    assert lag[0] >= 0.6 * limit and len(shares) == 2
+    assert all(abs(a - b) < 0.05 * limit for a, b in zip(shares, tried, strict=True))
+    assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)

@@ -130,7 +130,8 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
            on_bound: Callable[[int], None], cpu: float | None = None) -> Outcome:
     """Search ``model`` for at most ``seconds`` (wall; deterministic mode: CP-SAT's
     deterministic seconds, the clock capping them) and ``cpu`` CPU seconds per worker
-    (None: no CPU budget; racing lanes each have it, turns share it); see the module doc."""
+    (None: no CPU budget; turns share it, racing lanes share ``workers`` x ``cpu``, so
+    that the race takes about ``cpu`` wall seconds on an idle machine); see the module doc."""
     began = time.perf_counter()
     minimize = model.peak is not None
     workers = options.workers or os.cpu_count() or 1
@@ -141,6 +142,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     width = len(orders) if race else 1  # lanes, each with one worker when racing
     first = DETERMINISTIC_SLICE if options.deterministic else options.slice_seconds
     sliced = width < len(orders)  # orders take turns in a lane: round robin, slices doubling
+    per_lane = min(1.0, workers / width) if race else 1.0  # of the cpu budget, more lanes
     tasks = ((order, first * 2 ** turn if sliced else None)
              for turn in itertools.count() for order in orders)
     state = _State(model, minimize, options.deterministic)
@@ -155,7 +157,8 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
                                       on_solution, on_bound,
                                       None if seconds is None else
                                       seconds - (time.perf_counter() - began),
-                                      None if cpu is None else cpu - state.cpu))
+                                      None if cpu is None else
+                                      per_lane * cpu - (state.cpu if sliced else 0.0)))
             if not running:
                 break
             interrupted = _wait(running, options.stop)

@@ -8,7 +8,8 @@ counted in CPU seconds of the threads doing the work; the wall clock only
 enforces the user's limit (the caller passes CP-SAT that as its own limit).
 
 - `CpuClock`: the CPU seconds one thread (or, with several CP-SAT workers,
-  the process per worker) has taken since a start, readable from any thread.
+  or work in helper threads, the process per worker) has taken since a
+  start, readable from any thread.
 - `CpuCap`: ends one CP-SAT run (`CpSolver.stop_search`) once it has taken
   its CPU budget, or when a stop event is set. Cost: one thread polling every
   `POLL_SECONDS`.
@@ -18,22 +19,25 @@ from __future__ import annotations
 
 import threading
 import time
-
-from ortools.sat.python import cp_model
+from typing import TYPE_CHECKING
 
 from memplan.solver.canonical import ThreadClock
+
+if TYPE_CHECKING:  # CP-SAT is imported only when a search needs it (`memplan.solver.cp_import`)
+    from ortools.sat.python import cp_model
 
 POLL_SECONDS = 0.02  # how often a run's CPU clock and the stop event are read
 
 
 class CpuClock:
     """CPU seconds since `start` of the calling thread (``workers`` = 1) or of the process
-    per worker (CP-SAT with more workers searches in threads of its own). With one worker
-    the clock is the thread's POSIX CPU clock, so another thread can read it."""
+    per worker (CP-SAT with more workers searches in threads of its own; ``process``: also
+    with one worker, whose work runs in helper threads). With one worker in the calling
+    thread the clock is the thread's POSIX CPU clock, so another thread can read it."""
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, *, process: bool = False):
         self.workers = max(1, workers)
-        self.thread = ThreadClock() if self.workers == 1 else None
+        self.thread = ThreadClock() if self.workers == 1 and not process else None
         self.began = 0.0
 
     def _now(self) -> float:

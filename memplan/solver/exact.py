@@ -67,6 +67,7 @@ from memplan.problem import Problem, check_single_region
 from memplan.registry import FLOOR, floor_planner, plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
+from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.fit_race import Joint, head_start, racing
 from memplan.solver.outcome import Outcome
@@ -77,6 +78,8 @@ PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this m
 PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
+# (its own time limit, on the wall clock: `best` takes no CPU budget; the CPU seconds it took
+# are what the parts' shares count, `_Run.taken`)
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -120,8 +123,10 @@ class _Run:
     """One run of the planner: the parts, what is known of each, and the progress report."""
 
     def __init__(self, problem: Problem, options: ExactOptions, hint: Plan | None,
-                 began: float):
+                 began: float, taken: float = 0.0):
         self.problem, self.options, self.hint, self.began = problem, options, hint, began
+        self.taken = taken  # CPU seconds of the stages done (`solve_part`)
+        self.clock: CpuClock | None = None  # the part being planned: its CPU so far
         self.minimize = problem.capacity is None or bool(options.minimize)
         self.lower = lower_bound(problem)
         self.parts: list[Part] = split(problem)
@@ -157,7 +162,20 @@ class _Run:
         return self.options.time_limit - (time.perf_counter() - self.began)
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
-        """Plan part ``i`` with its share of the time left."""
+        """Plan part ``i`` with its share of the CPU time left (`_share`), within the wall
+        time left; what it takes is counted in `taken`, per thread its search keeps busy
+        (one for the floor probe and the windows, else `threads`)."""
+        neighbourhoods = self.hint is not None and \
+            by_neighbourhoods(self.parts[i].problem, self.options)
+        self.clock = CpuClock(self.options.workers or 1 if neighbourhoods else self.threads(),
+                              process=True).start()
+        try:
+            return self._plan_part(i, parts_left, neighbourhoods)
+        finally:
+            self.taken += self.clock.spent()
+            self.clock = None
+
+    def _plan_part(self, i: int, parts_left: int, neighbourhoods: bool) -> Outcome:
         part = self.parts[i]
         scaled = part.problem
         floor = max(lower_bound(scaled), math.ceil(self.lower / part.scale))
@@ -168,21 +186,27 @@ class _Run:
                                                 or top <= scaled.capacity):
             return Outcome("optimal" if self.minimize and top <= floor else "feasible", hinted,
                            floor)
-        seconds = self._share(parts_left)
-        if hinted is not None and by_neighbourhoods(scaled, self.options):
-            at_floor = self._floor_probe(i, floor, hinted, seconds)
+        cpu, wall = self._share(parts_left), self.seconds_left()
+        if neighbourhoods:
+            at_floor = self._floor_probe(i, floor, hinted, cpu)
             if at_floor is not None:
                 return at_floor
-            return self._neighbourhoods(i, floor, hinted, self._share(parts_left))
+            cpu = self._share(parts_left)  # less what the probe took
+            return self._neighbourhoods(i, floor, hinted, None if cpu is None else
+                                        min(cpu, max(self.seconds_left(), 0.0)))
         if not self.minimize:  # an over-capacity hint misleads the search: none then
-            return self._search(i, floor, scaled.capacity, None, seconds, minimize=False)
+            seconds, cpu = self._limits(cpu, wall)
+            return self._search(i, floor, scaled.capacity, None, seconds, minimize=False,
+                                cpu=cpu)
         if self.options.canonical and scaled.capacity is None and canonical.plain(scaled):
-            return self._descend(i, floor, hinted, seconds)
-        return self._minimise(i, floor, hinted, seconds)
+            return self._descend(i, floor, hinted, cpu)
+        return self._minimise(i, floor, hinted, cpu)
 
-    def _descend(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
-        """The smallest peak by canonical probes (`canonical.descend`), reporting progress."""
+    def _descend(self, i: int, floor: int, hinted, cpu: float | None) -> Outcome:
+        """The smallest peak by canonical probes (`canonical.descend`) for ``cpu`` CPU seconds
+        per thread within the wall time left, reporting progress."""
         part, options = self.parts[i], self.options
+        seconds, cpu = self._limits(cpu, self.seconds_left())
 
         def on_better(offsets):
             self.tops[i] = self._top(part, offsets)
@@ -208,19 +232,23 @@ class _Run:
             part.problem, floor, hinted, seconds=seconds, stop=options.stop,
             threads=threads, widths=widths, deterministic=options.deterministic,
             on_better=on_better, on_floor=on_floor, prove=prove if options.floors else None,
-            enough=lambda low: options.enough(low, part.scale))
+            enough=lambda low: options.enough(low, part.scale), cpu=cpu)
         if proofs:
             outcome.stats["floor_probes"] = proofs
         self.clock_cuts += outcome.stats["clock_cuts"]
         return outcome
 
     def _share(self, parts_left: int) -> float | None:
-        """This part's seconds: the time left, shared by the parts still to plan."""
-        left = self.seconds_left()
-        return None if left is None else max(left, 0) / parts_left
+        """This part's CPU seconds: the time limit less the CPU the run has taken (`taken`,
+        and the part's own so far), shared by the parts still to plan. On an idle machine
+        the wall time left, on a busy one more: the wall clock then ends the run first."""
+        if self.options.time_limit is None:
+            return None
+        taken = self.taken + (0.0 if self.clock is None else self.clock.spent())
+        return max(self.options.time_limit - taken, 0.0) / parts_left
 
     def _floor_probe(self, i: int, floor: int, hinted: np.ndarray,
-                     seconds: float | None) -> Outcome | None:
+                     cpu: float | None) -> Outcome | None:
         """A large plain part to minimise: one canonical probe at the floor first.
 
         Most large traces pack at their live load, and the canonical order
@@ -230,10 +258,10 @@ class _Run:
         5 s of windows). Only up to `PROBE_PAIRS` overlapping pairs: the kernel
         lists them all (a 10k-buffer trace with 8.3 M pairs: 0.73 GB for the whole
         `memplan solve`, against 0.25 GB with the windows alone). The probe has
-        `canonical.PROBE_SECONDS` (nodes in deterministic mode) per `PROBE_BUFFERS`
-        buffers, at most half of ``seconds``, and none below a second. Returns the
-        optimal outcome, the hint's when Ctrl-C or ``stop`` came, or None (then the
-        windows).
+        `canonical.PROBE_SECONDS` of CPU (nodes in deterministic mode) per
+        `PROBE_BUFFERS` buffers, at most half of the part's ``cpu`` seconds, none below
+        a second, and never past the wall time left. Returns the optimal outcome, the
+        hint's when Ctrl-C or ``stop`` came, or None (then the windows).
         """
         part, options = self.parts[i], self.options
         scaled = part.problem
@@ -241,13 +269,16 @@ class _Run:
                 time_overlap_count(scaled.starts, scaled.ends) > PROBE_PAIRS:
             return None
         scale = max(1.0, len(part.buffers) / PROBE_BUFFERS)
-        most = None if seconds is None else seconds / 2
+        most = None if cpu is None else cpu / 2
         if most is not None and most < canonical.PROBE_SECONDS:
             return None  # too short to finish one pass over a large part: no use, and memory
         probe = canonical.PROBE_SECONDS * scale if most is None else \
             min(canonical.PROBE_SECONDS * scale, most)
+        wall = self.seconds_left()
+        if options.deterministic and most is not None:
+            wall = most if wall is None else min(most, wall)
         verdict = canonical.fit(  # the probe in CPU time: the same verdict on a busy machine
-            part.problem, floor, seconds=most, cpu=None if options.deterministic else probe,
+            part.problem, floor, seconds=wall, cpu=None if options.deterministic else probe,
             threads=1, stop=options.stop,  # one thread: each lists every pair
             node_budget=int(canonical.PROBE_NODES * scale) if options.deterministic else None)
         if verdict.stats["interrupted"]:
@@ -293,7 +324,7 @@ class _Run:
         return Outcome(status, found_offsets, floor, interrupted,
                        {**extra, "units": len(part.buffers)})
 
-    def _minimise(self, i: int, floor: int, hinted, seconds: float | None) -> Outcome:
+    def _minimise(self, i: int, floor: int, hinted, cpu: float | None) -> Outcome:
         """The smallest peak: fit at the floor, then bisect by fit races, then minimise.
 
         Fitting (a race of orders, `search`) is far faster than CP-SAT's own
@@ -302,24 +333,32 @@ class _Run:
         peak, one proven infeasible raises the floor, one that times out is
         left. The rest of the time goes to CP-SAT's minimisation, the only one
         that proves bounds between the floor and the best peak.
+
+        Clocks: the bisection's share of the part's ``cpu`` seconds and each fit
+        race's step are CPU seconds per thread of the searches (`cpu_budget
+        .CpuClock`), so that a busy machine tries the same targets, later; the
+        wall clock only ends the part at the time limit. Deterministic mode:
+        each fit race's step is CP-SAT's deterministic seconds (and the
+        canonical search's nodes).
         """
-        if seconds is not None and seconds <= 0:  # no time left: not even CP-SAT's import
+        if cpu is not None and (cpu <= 0 or self.seconds_left() <= 0):  # not even the import
             return Outcome("unknown", hinted, floor)
         from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
-        began = time.perf_counter()
+        clock = CpuClock(self.threads(), process=True).start()
         sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity
-        step = DESCENT_STEP_SECONDS if seconds is None else min(DESCENT_STEP_SECONDS,
-                                                                 seconds * DESCENT_SHARE)
+        budget = None if cpu is None else cpu * DESCENT_SHARE  # CPU seconds per thread
+        step = DESCENT_STEP_SECONDS if budget is None else min(DESCENT_STEP_SECONDS, budget)
         best, hard, target = hinted, floor - 1, floor  # hard: the highest target given up on
         while True:
-            left = None if seconds is None else \
-                seconds * DESCENT_SHARE - (time.perf_counter() - began)
+            left = None if budget is None else budget - clock.spent()
             top = None if best is None else int((best + sizes).max())
-            if target is None or (left is not None and left <= 0):
+            wall = self.seconds_left()
+            if target is None or (left is not None and left <= 0) or \
+                    (wall is not None and wall <= 0):
                 break
-            outcome = self._search(i, floor, target, None, step if left is None
-                                   else min(step, left), minimize=False)
+            seconds, race = self._limits(step if left is None else min(step, left), wall)
+            outcome = self._search(i, floor, target, None, seconds, minimize=False, cpu=race)
             if outcome.status == "feasible":
                 best, top = outcome.offsets, int((outcome.offsets + sizes).max())
             elif outcome.status == "infeasible":
@@ -331,29 +370,48 @@ class _Run:
                 status = "optimal" if top is not None and top <= floor else "feasible"
                 return Outcome(status, best, floor, outcome.interrupted, outcome.stats)
             limit = top if capacity is None or top is None else min(top, capacity + 1)
-            if limit is not None and hard + 1 >= limit and seconds is not None:
+            if limit is not None and hard + 1 >= limit and cpu is not None:
                 hard, step = floor - 1, 2 * step  # every target given up: again, longer
             target = None if limit is None or hard + 1 >= limit else (hard + limit) // 2
-        left = None if seconds is None else seconds - (time.perf_counter() - began)
         top = None if best is None else int((best + sizes).max())
-        result = self._search(i, floor, top, best, left, minimize=True)
+        seconds, rest = self._limits(None if cpu is None else cpu - clock.spent(),
+                                     self.seconds_left())
+        result = self._search(i, floor, top, best, seconds, minimize=True, cpu=rest)
         if result.offsets is None or (best is not None and
                                       int((result.offsets + sizes).max()) > top):
             result.offsets = best
         result.bound = max(result.bound, floor)
         return result
 
+    def threads(self) -> int:
+        """Threads a search of this run keeps busy: the canonical search's, or CP-SAT's
+        workers (one per core unless ``workers`` says)."""
+        return self.options.workers or os.cpu_count() or 1
+
+    def _limits(self, cpu: float | None,
+                wall: float | None) -> tuple[float | None, float | None]:
+        """``(seconds, cpu)`` for a search of ``cpu`` CPU seconds per thread within ``wall``
+        seconds on the clock (None: no limit); deterministic mode: ``cpu`` as the
+        deterministic budget, the clock capping it."""
+        if self.options.deterministic:
+            limits = [t for t in (cpu, wall) if t is not None]
+            return (min(limits) if limits else None), None
+        return wall, cpu
+
     def _search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None, *,
-                minimize: bool) -> Outcome:
-        """One search of part ``i``: peak in [floor, top] (minimise) or every top <= top."""
+                minimize: bool, cpu: float | None = None) -> Outcome:
+        """One search of part ``i``: peak in [floor, top] (minimise) or every top <= top,
+        for at most ``seconds`` (wall; deterministic budgets in deterministic mode) and
+        ``cpu`` CPU seconds per thread (None: no CPU budget)."""
         part, options = self.parts[i], self.options
-        if seconds is not None and seconds <= 0:
+        if (seconds is not None and seconds <= 0) or (cpu is not None and cpu <= 0):
             return Outcome("unknown", None, floor)
         if not minimize and options.canonical and canonical.plain(part.problem):
-            return self._fit_race(i, floor, top, seconds)
-        return self._cp_search(i, floor, top, hinted, seconds, minimize=minimize)
+            return self._fit_race(i, floor, top, seconds, cpu)
+        return self._cp_search(i, floor, top, hinted, seconds, minimize=minimize, cpu=cpu)
 
-    def _fit_race(self, i: int, floor: int, top: int, seconds: float | None) -> Outcome:
+    def _fit_race(self, i: int, floor: int, top: int, seconds: float | None,
+                  cpu: float | None = None) -> Outcome:
         """Fit part ``i`` under ``top``: the canonical search and CP-SAT, racing.
 
         - the canonical search runs alone on every core for a short head
@@ -364,11 +422,13 @@ class _Run:
           both (tilings, which only CP-SAT solves, lose the head start only).
 
         Deterministic mode: the canonical search has a node budget on one
-        thread, then CP-SAT the rest of the time.
+        thread, then CP-SAT the rest of the time. ``cpu``: CPU seconds per thread
+        the race may take (the head start's, then CP-SAT's per worker), within
+        ``seconds`` on the wall clock.
         """
         part, options = self.parts[i], self.options
         began = time.perf_counter()
-        head = head_start(seconds, options.canonical_share)
+        head = head_start(seconds if cpu is None else cpu, options.canonical_share)
         budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
             seconds is None else min(canonical.HEAD_START_NODES, int(
                 canonical.NODES_PER_SECOND * max(seconds * options.canonical_share, 1.0)))
@@ -376,17 +436,20 @@ class _Run:
         race = canonical.Race(part.problem, top, node_budget=budget,
                               widths=original.ends[part.buffers] - original.starts[part.buffers])
         threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
-        race.start(threads, seconds)
+        race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
             canonical.head_start(race, head, options.stop)
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
-        if race.verdict is None and not interrupted and (left is None or left > 0):
+        cpu_left = None if cpu is None else cpu - race.cpu()
+        if race.verdict is None and not interrupted and (left is None or left > 0) and \
+                (cpu_left is None or cpu_left > 0):
             alone = options.deterministic or race.slow()  # CP-SAT then takes every core
             race.narrow(0 if alone else 1)
             joint = Joint(race, options.stop)
             outcome = self._cp_search(i, floor, top, None, left, minimize=False,
-                                      options=racing(options, threads, joint.event, alone))
+                                      options=racing(options, threads, joint.event, alone),
+                                      cpu=cpu_left)
             joint.close()
             interrupted = outcome.interrupted and not race.settled.is_set()
         race.cancel()
@@ -410,7 +473,8 @@ class _Run:
         return outcome
 
     def _cp_search(self, i: int, floor: int, top: int | None, hinted, seconds: float | None,
-                   *, minimize: bool, options: ExactOptions | None = None) -> Outcome:
+                   *, minimize: bool, options: ExactOptions | None = None,
+                   cpu: float | None = None) -> Outcome:
         """One CP-SAT search of part ``i`` (see `_search`)."""
         part, options = self.parts[i], options or self.options
         if seconds is not None and self.build_seconds.get(i, 0.0) >= seconds:
@@ -451,7 +515,7 @@ class _Run:
             self.report()
 
         outcome = cp.search(model, options, on_solution=on_solution, on_bound=on_bound,
-                         seconds=seconds)
+                            seconds=seconds, cpu=cpu)
         self.clock_cuts += outcome.stats.get("clock_cuts", 0)
         outcome.stats.update(boxes=len(model.geometry.boxes), units=len(model.geometry.units),
                              links=len(model.geometry.links),
@@ -477,11 +541,12 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     ``options`` is an `ExactOptions` record, which carries the time limit and
     seed too (leave ``time_limit`` and ``seed`` unset then); without it, the
     fields of `ExactOptions` come as keywords. `settings.time_limit` bounds
-    the whole run: the warm start's share, then each part's share of what is
-    left (`_Run.solve_part`), down to CP-SAT's ``max_time_in_seconds``
-    (`memplan.solver.cp_params.cp_solver`).
+    the whole run on the wall clock, down to CP-SAT's ``max_time_in_seconds``
+    (`memplan.solver.cp_params.cp_solver`); the stages share it in CPU
+    seconds: the warm start's share, then each part's share of what is left
+    (`_Run.solve_part`), so that a busy machine takes the same steps, later.
     """
-    began = time.perf_counter()
+    began, before = time.perf_counter(), CpuClock(process=True).start()
     if options is None:
         settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **keywords)
     elif not isinstance(options, ExactOptions):
@@ -500,7 +565,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     else:
         hint = _warm_start(working, hint, settings, stats)
     floor = _floor(working, hint)
-    run = _Run(working, settings, hint, began)
+    run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
     run.report()  # the warm start's arena and the lower bound, at once
