@@ -22,7 +22,7 @@ from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
 from memplan.heuristics import best
-from memplan.solver import canonical, cp_search, exact, lns
+from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
 
@@ -222,3 +222,33 @@ def test_the_warm_start_and_the_parts_share_the_limit_in_cpu_time(monkeypatch):
     assert lag[0] >= 0.6 * limit and len(shares) == 2
     assert all(abs(a - b) < 0.05 * limit for a, b in zip(shares, tried, strict=True))
     assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)
+
+
+def test_the_canonical_planners_descent_counts_its_start_in_cpu_time(monkeypatch):
+    """Without a hint, ``canonical`` starts from ``best``'s passes, then descends for the
+    rest of the limit in CPU seconds: a clock that ran ahead of the CPU during the start
+    (a busy machine) shortens the wall time the descent may run, not its CPU budget."""
+    problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
+    limit, lag = 1.0, [0.0]
+    handed: list[dict] = []
+    descend, start = canonical_planner.canonical.descend, canonical_planner.plan_with
+
+    def spy(*args, **kwargs):
+        handed.append(kwargs)
+        return descend(*args, **kwargs)
+
+    def lagged(*args, **kwargs):
+        found = start(*args, **kwargs)
+        lag[0] = lagged.lag
+        return found
+
+    monkeypatch.setattr(canonical_planner.canonical, "descend", spy)
+    monkeypatch.setattr(canonical_planner, "plan_with", lagged)
+    clock = time.perf_counter
+    monkeypatch.setattr(canonical_planner.time, "perf_counter", lambda: clock() + lag[0])
+    for lagged.lag in (0.0, limit / 2):
+        plan = memplan.plan_with("canonical", problem, time_limit=limit)
+        assert not validate(problem, plan)
+    quiet, loaded = handed
+    assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
+    assert loaded["cpu"] > 0.8 * limit and abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit

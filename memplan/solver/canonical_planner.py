@@ -21,9 +21,15 @@ Steps:
   poor start on large problems: 96 times the bound on a network of 10k
   buffers, 2 times on a training step);
 - the descent until the limit, or until its probes have taken ``cpu``
-  seconds of CPU (a caller's share of its own limit: ``best`` gives one), the
-  status ``optimal`` when the peak meets the live-load bound, the only floor
-  it proves here; Ctrl-C ends it with the best layout found.
+  seconds of CPU (a caller's share of its own limit: ``best`` gives one) or
+  the limit less the CPU seconds the start took, the status ``optimal``
+  when the peak meets the live-load bound, the only floor it proves here;
+  Ctrl-C ends it with the best layout found.
+
+Clocks: the limit is kept on the wall clock; the descent's share of it is
+counted in CPU seconds (the start's, and the probes', `canonical.Race.cpu`),
+so that a busy machine does not shorten the descent's budget; ``best`` ends
+the start by its own time limit (wall seconds: it takes no CPU budget).
 
 Cost: each probe is exponential in the worst case and capped by the time
 limit (deterministic mode: by `canonical.NODES_PER_SECOND` nodes a second
@@ -42,9 +48,11 @@ from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
 from memplan.solver import canonical
+from memplan.solver.cpu_budget import CpuClock
 
 UNTIMED_SECONDS = 10.0  # no time limit: the descent stops after this long
-START_SHARE = 0.25  # of the limit, at most, for the start plan without a hint
+START_SHARE = 0.25  # of the limit, at most, for the start plan without a hint (``best``'s own
+# time limit, wall seconds); the descent's CPU budget counts what it took in CPU seconds
 MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module doc)
 
 
@@ -82,17 +90,19 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return Plan.from_offsets(problem, start.offsets, planner="canonical",
                                  seconds=time.perf_counter() - began,
                                  stats={"fallback": "hint" if hint is not None else "best"})
-    descent = seconds  # deterministic mode: a node budget from the limit, not the clock
+    descent, cpu = seconds, chosen.cpu  # deterministic: a node budget from the limit
     if hint is None:
+        start = CpuClock(process=True).start()  # ``best``'s passes, on one core
         hint = plan_with("best", problem, seed=seed, time_limit=seconds * START_SHARE,
                          search_evaluations=0)
         descent = seconds * (1 - START_SHARE)
+        cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
     threads = 1 if chosen.deterministic else chosen.workers or os.cpu_count() or 1
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
                                 seconds - (time.perf_counter() - began),
                                 threads=threads, deterministic=chosen.deterministic,
-                                cpu=None if chosen.deterministic else chosen.cpu)
+                                cpu=None if chosen.deterministic else cpu)
     return Plan.from_offsets(problem, outcome.offsets, planner="canonical",
                              seconds=time.perf_counter() - began,
                              stats={**outcome.stats, "interrupted": outcome.interrupted})
