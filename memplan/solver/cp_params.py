@@ -5,7 +5,9 @@ time limit, deterministic mode, log, Ctrl-C), and the exact planner's runs
 from `exact_solver`, which adds the NoOverlap2D reasoning and subsolvers of
 `ExactOptions`. The constants below say how a time limit is split between
 the stages of the exact and the deployment planners (the warm start's share
-is in `memplan.solver.exact`: it runs before CP-SAT is imported).
+is in `memplan.solver.exact`: it runs before CP-SAT is imported). The exact
+planner's shares are CPU seconds (`memplan.solver.cpu_budget`); the wall
+clock keeps the time limit.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from ortools.sat.python import cp_model
 from memplan.solver.exact_options import ExactOptions
 
 # exact planner (memplan.solver.exact, memplan.solver.cp_search)
-DESCENT_SHARE = 0.75  # minimise: of a part's time spent bisecting by fit races
-DESCENT_STEP_SECONDS = 16.0  # minimise: most seconds one fit race of the bisection takes
+DESCENT_SHARE = 0.75  # minimise: of a part's CPU seconds (per thread), bisecting by fit races
+DESCENT_STEP_SECONDS = 16.0  # minimise: most CPU seconds (per thread) one fit race takes
+# (deterministic mode: CP-SAT's deterministic seconds)
 DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 
 # deployment planners (memplan.deploy.regions_exact, memplan.deploy.scratch_exact)

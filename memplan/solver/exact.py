@@ -13,7 +13,9 @@ to the optimum. Steps:
   overlapping lifetimes is improved from the warm
   start by **large-neighbourhood search** (`memplan.solver.lns`: windows of a
   few hundred buffers re-solved by CP-SAT), never modelled whole;
-- for each other part, smallest first, each with an equal share of the time left,
+- for each other part, smallest first, each with an equal share of the time left
+  (CPU seconds: what the stages before took is counted in CPU time; the wall
+  clock only keeps the limit),
   **model** it (`memplan.solver.model`: units of aliased buffers, boxes, one
   NoOverlap2D, peak or capacity) and **search** it (`memplan.solver.cp_search`):
   - to fit a capacity: one race of the MiniMalloc orders; on a problem

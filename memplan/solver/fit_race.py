@@ -49,9 +49,10 @@ class Joint:
 
 
 def head_start(seconds: float | None, share: float) -> float:
-    """CPU seconds the canonical search may have alone: ``share`` of the time limit, within
-    `HEAD_START_SECONDS` (`memplan.solver.canonical.head_start` may end it sooner; the
-    wall clock ends it at the limit)."""
+    """CPU seconds the canonical search may have alone: ``share`` of the race's ``seconds``
+    (its CPU budget, or the time limit), within `HEAD_START_SECONDS`
+    (`memplan.solver.canonical.head_start` may end it sooner; the wall clock ends it at
+    the limit)."""
     least, most = HEAD_START_SECONDS
     if seconds is None:
         return most
