@@ -169,7 +169,7 @@ class _Run:
         (one for the floor probe and the windows, else `threads`)."""
         neighbourhoods = self.hint is not None and \
             by_neighbourhoods(self.parts[i].problem, self.options)
-        self.clock = CpuClock(self.options.workers or 1 if neighbourhoods else self.threads(),
+        self.clock = CpuClock((self.options.workers or 1) if neighbourhoods else self.threads(),
                               process=True).start()
         try:
             return self._plan_part(i, parts_left, neighbourhoods)
