@@ -84,22 +84,50 @@ def _trade():
 TWO = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", 1 << 20, 2)])
 
 
+#  fast holds 80; BankedGreedy, largest first: 0-3 slow (368 B, slow arena 208)
+#  traffic: 0, 3, 5 slow (304 B, arena 208); slow_arena: 0-3 slow again (368 B, arena 192)
+def _choice():
+    return [_spec(*row) for row in ((128, 2, 2), (64, 1, 2), (80, 3, 5), (96, 3, 3),
+                                    (16, 1, 1), (80, 2, 4))]
+
+
 def test_each_objective_chooses_what_goes_slow():
-    specs = _trade()
-    report, result = _planned(TWO, specs)  # default: traffic
-    _assert_fits(TWO, report, result)
-    assert _slow(result, specs) == {0} and report.slow_bytes == 80 == report.slow_arena
-    assert report.objective_gap == 0
-    specs = _trade()
-    report, result = _planned(TWO, specs, "slow_arena")
-    _assert_fits(TWO, report, result)
-    assert _slow(result, specs) == {1, 2, 3} and report.slow_arena == 64
-    assert report.slow_bytes == 192 and report.objective_gap == 0
-    assert result.bufsizes == [0, 80, 64]
+    target = TargetMemoryMap([Bank("fast", 80, 1), Bank("slow", 1 << 20, 2)])
+    specs = _choice()
+    report, result = _planned(target, specs)  # default: traffic
+    _assert_fits(target, report, result)
+    assert _slow(result, specs) == {0, 3, 5} and report.slow_bytes == 304
+    assert report.slow_arena == 208 and report.objective_gap == 0
+    specs = _choice()
+    report, result = _planned(target, specs, "slow_arena")
+    _assert_fits(target, report, result)
+    assert _slow(result, specs) == {0, 1, 2, 3} and report.slow_arena == 192
+    assert report.slow_bytes == 368 and report.objective_gap == 0
+    assert result.bufsizes == [0, 80, 192]
     text = format_bank_report(report)
-    assert "Memory bank placement" in text and "slow arena 64" in text
+    assert "Memory bank placement" in text and "slow arena 192" in text
+    greedy = BankedGreedy(target)(16, _choice(), GRAPH, None, 0)
+    assert greedy.bufsizes[2] == 208
+
+
+def test_banked_greedys_slow_bytes_and_arena_are_a_ceiling():
+    """BankedGreedy puts long fast and a, b, c slow (192 B, slow arena 64); the least
+    traffic alone would send long (80 B, arena 80): above BankedGreedy's arena."""
     greedy = BankedGreedy(TWO)(16, _trade(), GRAPH, None, 0)
-    assert greedy.bufsizes[2] >= report.slow_arena
+    assert greedy.bufsizes[2] == 64
+    for objective in ("traffic", "slow_arena"):
+        specs = _trade()
+        report, result = _planned(TWO, specs, objective)
+        _assert_fits(TWO, report, result)
+        assert _slow(result, specs) == {1, 2, 3}
+        assert report.slow_arena == 64 and report.slow_bytes == 192 == report.traffic
+    stats = report.plan.stats  # slow_arena: proven optimal, as without the ceiling
+    assert report.objective_gap == 0 and stats["arena_bound"] == 64
+    report, _ = _planned(TWO, _trade())
+    stats = report.plan.stats  # traffic: 80 B is the least without the ceiling; no optimal
+    assert stats["cost_bound"] == 80 and not stats["cost_optimal"]
+    assert report.objective_gap == pytest.approx(112 / 192)
+    assert "proven gap 58.33% (kept within BankedGreedy's" in format_bank_report(report)
 
 
 def _random_specs(seed: int) -> list:
@@ -114,14 +142,14 @@ def _random_specs(seed: int) -> list:
 @pytest.mark.parametrize("seed,share", [(0, 0.25), (1, 0.5), (2, 0.75)])
 def test_banked_greedys_placement_is_the_start_so_memplan_is_never_worse(monkeypatch, seed,
                                                                          share):
-    """memplan starts from BankedGreedy's placement (taken as a valid region plan), and the
-    exact planner never returns worse than its start: each objective at most greedy's."""
+    """memplan starts from BankedGreedy's placement (taken as a valid region plan) and keeps
+    within it: each objective, the slow bytes and the slow arena at most greedy's."""
     from memplan.executorch import banks
 
     starts = []
 
     def recording(*args, **kwargs):
-        starts.append(kwargs["starts"])
+        starts.append(kwargs["guard"])
         return plan_banks(*args, **kwargs)
 
     plan_banks = banks.plan_banks
@@ -132,27 +160,26 @@ def test_banked_greedys_placement_is_the_start_so_memplan_is_never_worse(monkeyp
                               Bank("slow", 1 << 20, 2)])
     greedy_specs = _random_specs(seed)
     greedy = BankedGreedy(target)(16, greedy_specs, GRAPH, None, 0)
-    slow = [s for s in greedy_specs if greedy.spec_dict[s].mem_id == 2]
+    slow_bytes = sum(s.allocated_memory for s in greedy_specs
+                     if greedy.spec_dict[s].mem_id == 2)
     for objective in ("traffic", "slow_arena"):
         report, result = _planned(target, _random_specs(seed), objective)
         _assert_fits(target, report, result)
-        assert [p.planner for p in starts.pop()] == ["BankedGreedy"]
-        if objective == "traffic":
-            assert report.traffic <= sum(s.allocated_memory for s in slow)
-        else:
-            assert report.slow_arena <= greedy.bufsizes[2]
+        assert starts.pop().planner == "BankedGreedy"
+        assert report.slow_bytes <= slow_bytes and report.slow_arena <= greedy.bufsizes[2]
+        assert report.traffic <= slow_bytes  # no reads: traffic is the slow bytes
 
 
 def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
     specs = _trade()
-    report, _ = _planned(TWO, specs)  # a, b, c fast (one each at 64 B), long slow
+    report, _ = _planned(TWO, specs)  # long fast (80 B), a, b, c slow (BankedGreedy's arena)
     found = explain_report(report, sizes=[144, 256])
-    assert found.fast == "fast" and found.capacity == 128 and found.peak == 64
-    assert len(found.tensors) == 1 and found.tensors[0][1] == 64
+    assert found.fast == "fast" and found.capacity == 128 and found.peak == 80
+    assert found.tensors == [(found.tensors[0][0], 80, 1)]
     here, grown, ample = found.curve
-    assert (here.fast, here.slow_bytes, here.slow_arena) == (128, 80, 80)
+    assert (here.fast, here.slow_bytes, here.slow_arena) == (128, 192, 64)
     assert (grown.fast, grown.slow_bytes) == (144, 0)  # 144 B holds long beside any of them
-    assert grown.slow_bytes_per_kib == 80 / (16 / 1024)
+    assert grown.slow_bytes_per_kib == 192 / (16 / 1024)
     assert ample.slow_arena == 0 and "saved/KiB" in str(found)
     assert found.to_dict()["curve"][0]["fast"] == 128
 

@@ -174,6 +174,31 @@ def test_the_arena_objective_and_weights_choose_what_goes_slow():
         plan_regions(TRADE, weights=[1, 2])
 
 
+@needs_exact
+def test_a_ceiling_caps_the_slow_bytes_and_arena_and_keeps_the_bounds():
+    from memplan.deploy.regions import region_plan, slow_measures
+    from memplan.deploy.regions_exact import plan_regions_exact
+
+    def ceiling(slow: str) -> object:
+        regions = np.array([slow == "long", *[slow == "abc"] * 3], np.int64)
+        return region_plan(TRADE, np.zeros(4, np.int64), regions, planner="start", seconds=0)
+
+    abc, long = ceiling("abc"), ceiling("long")
+    assert slow_measures(TRADE, abc) == (180, 60) and slow_measures(TRADE, long) == (70, 70)
+    by_bytes = plan_regions_exact(TRADE, time_limit=5, ceiling=abc)  # long: arena 70 > 60
+    check(TRADE, by_bytes)
+    assert _in_slow(TRADE, by_bytes) == {"a", "b", "c"} and by_bytes.stats["cost"] == 180
+    assert by_bytes.stats["cost_bound"] == 70 and not by_bytes.stats["cost_optimal"]
+    by_arena = plan_regions_exact(TRADE, time_limit=5, objective="arena", ceiling=long)
+    check(TRADE, by_arena)  # a, b, c: 180 bytes > 70
+    assert _in_slow(TRADE, by_arena) == {"long"} and by_arena.stats["arena_cost"] == 70
+    assert by_arena.stats["arena_bound"] == 60 and not by_arena.stats["arena_optimal"]
+    over = region_plan(TRADE, np.zeros(4, np.int64), np.zeros(4, np.int64), planner="start",
+                       seconds=0)
+    with pytest.raises(ProblemError, match="ceiling"):
+        plan_regions_exact(TRADE, ceiling=over)
+
+
 def test_the_arena_bound_fills_the_cheapest_room_first():
     from memplan.deploy.regions import arena_bound
 

@@ -244,6 +244,32 @@ def arena_bound(problem: Problem) -> float:
     return float((costs[:, None] * best).sum(axis=0).max()) if steps else 0.0
 
 
+def slow_regions(problem: Problem) -> np.ndarray:
+    """Per region, whether it is slow: it costs something per byte (of a target memory
+    map's banks, every one but the fastest)."""
+    return np.array([r.cost > 0 for r in problem.regions], bool)
+
+
+def slow_measures(problem: Problem, plan: Plan) -> tuple[int, int]:
+    """A region plan's slow bytes (its buffers' minimum sizes in slow regions) and slow
+    arena (the slow regions' tops, summed)."""
+    slow = slow_regions(problem)
+    if not slow.any():
+        return 0, 0
+    in_slow = slow[plan.regions]
+    ends = plan.offsets + (problem.sizes if plan.sizes is None else plan.sizes)
+    tops = np.zeros(len(slow), np.int64)
+    np.maximum.at(tops, plan.regions, ends)
+    return int(problem.sizes[in_slow].sum()), int(tops[slow].sum())
+
+
+def within(problem: Problem, plan: Plan, ceiling: Plan | None) -> bool:
+    """Whether ``plan``'s slow bytes and slow arena are each at most ``ceiling``'s (True
+    without a ceiling)."""
+    return ceiling is None or all(mine <= theirs for mine, theirs in zip(
+        slow_measures(problem, plan), slow_measures(problem, ceiling), strict=True))
+
+
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
                 sizes=None, best_cost: float | None = None, stats=None, weights=None,
                 best_arena: float | None = None) -> Plan:

@@ -37,6 +37,18 @@ intervals and Booleans for b boxes and R regions. Stage 1 gets half the time
 limit (the arena objective: half of it for the arenas, half for the cost),
 the regions share the rest. INFEASIBLE in stage 1 is a proof that no region
 choice fits (``stats["proven_infeasible"]``).
+
+A ``ceiling`` (a plan that fits; for ExecuTorch's banks, BankedGreedy's)
+caps the slow bytes and the slow arena (`memplan.deploy.regions.slow_measures`).
+Stage 1 runs first without it, hinted as usual; when its choice exceeds
+either, stage 1 runs again (in the stage share of the time left) with
+``sum(size[u] * in[u, r], r slow) <= its slow bytes`` and
+``sum(top[r], r slow) <= its slow arena``, hinted with the hint when within
+the ceiling, else the ceiling (a solution of the model, and the plan kept
+when better); stage 2 only lowers each region's top at the same choice.
+What that second run proves holds within the ceiling only: the plan's
+bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
+which hold for every plan; ``stats["ceiling"]`` has the second run's statuses.
 """
 
 from __future__ import annotations
@@ -54,6 +66,9 @@ from memplan.deploy.regions import (
     plan_regions,
     region_cost,
     region_plan,
+    slow_measures,
+    slow_regions,
+    within,
 )
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -62,6 +77,7 @@ from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
 from memplan.solver.geometry import build_geometry
+from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -152,6 +168,15 @@ class RegionModel:
             for k in self.inside[ua].keys() & self.inside[ub].keys():
                 cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
 
+    def cap(self, slow_bytes: int, slow_arena: int) -> None:
+        """At most ``slow_bytes`` in the slow regions, their tops at most ``slow_arena``
+        summed (`memplan.deploy.regions.slow_measures`)."""
+        sizes, slow = self.problem.sizes, slow_regions(self.problem)
+        unit_bytes = [int(sizes[list(unit.members)].sum()) for unit in self.geometry.units]
+        self.cp.add(sum(unit_bytes[u] * literal for u, inside in enumerate(self.inside)
+                        for k, literal in inside.items() if slow[k]) <= slow_bytes)
+        self.cp.add(sum(self.top.values()) <= slow_arena)
+
     def hint(self, offsets: np.ndarray, regions: np.ndarray) -> None:
         """Hint the unit offsets, regions and tops from a plan over regions."""
         cp = self.cp
@@ -203,44 +228,43 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, workers: int = 2, weights=None,
-                       objective: str = "cost") -> Plan:
-    """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's;
+                       objective: str = "cost", ceiling: Plan | None = None) -> Plan:
+    """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
+    (with a ceiling: in the first stage-1 run, unless within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
-    `OBJECTIVES`."""
+    `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
+    (`slow_measures`) the result never exceeds (module doc)."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
     heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
-    model = RegionModel(problem, weights)
-    model.hint(heuristic.offsets, heuristic.regions)
+    first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
+    if ceiling is not None:
+        wrong = ceiling.stats.get("over_capacity", ["not a region plan"]) or \
+            validate(problem, ceiling)
+        if wrong:
+            raise ProblemError(f"a ceiling must be a valid region plan that fits: "
+                               f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
+        if not within(problem, heuristic, ceiling):
+            heuristic = ceiling
     half = None if time_limit is None else time_limit * STAGE_SHARE
     stats: dict = {"objective": objective}
-    proven_cost = proven_arena = None
-    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
-    if objective == "arena" and model.top:
-        model.cp.minimize(model.arena)
-        solver, status = model.solve(None if half is None else half / 2, seed, workers)
-        stats["arena_status"] = solver.status_name(status).lower()
-        if status in _SOLVED:
-            proven_arena = solver.best_objective_bound / 1000 * cost_unit
-            tops = {k: solver.value(top) for k, top in model.top.items()}
-            model.hint(*model.read(solver))
-            for k, top in model.top.items():  # keep the arenas, then lower the cost
-                model.cp.add(top <= tops[k])
-        elif status == cp_model.INFEASIBLE:
-            return _infeasible(problem, heuristic, began, stats, weights)
-        half = None if half is None else half / 2
-    model.cp.minimize(model.cost)
-    solver, status = model.solve(half, seed, workers)
-    stats["cost_status"] = solver.status_name(status).lower()
-    if status == cp_model.INFEASIBLE and "arena_status" not in stats:
+    chosen = _choose(RegionModel(problem, weights), first, objective, half, seed, workers,
+                     stats)
+    if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
-    if status not in _SOLVED:
-        offsets, regions = heuristic.offsets.copy(), heuristic.regions.copy()
-    else:
-        offsets, regions = model.read(solver)
-        if objective == "cost":
-            proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
+    offsets, regions, proven_cost, proven_arena = chosen
+    if ceiling is not None and not within(
+            problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
+            ceiling):
+        capped = RegionModel(problem, weights)
+        capped.cap(*slow_measures(problem, ceiling))
+        left = None if time_limit is None else \
+            (began + time_limit - time.perf_counter()) * STAGE_SHARE
+        stats["ceiling"] = {}  # the run's statuses; its bounds hold within the ceiling only
+        chosen = _choose(capped, heuristic, objective, left, seed, workers, stats["ceiling"])
+        offsets, regions = chosen[:2] if chosen is not None else \
+            (heuristic.offsets.copy(), heuristic.regions.copy())
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
     for n, k in enumerate(used):
@@ -262,6 +286,41 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                            sizes=heuristic.sizes, weights=weights, best_cost=proven_cost,
                            best_arena=proven_arena, stats=dict(stats, kept="heuristic"))
     return plan
+
+
+def _choose(model: RegionModel, heuristic: Plan, objective: str, seconds: float | None,
+            seed: int, workers: int, stats: dict) -> tuple | None:
+    """Stage 1 on ``model``, hinted with ``heuristic``: the offsets and regions chosen (the
+    heuristic's when CP-SAT found none), and the proven lower bounds on the cost and the
+    arena cost (None: none proven); None when CP-SAT proved that no choice fits."""
+    problem = model.problem
+    model.hint(heuristic.offsets, heuristic.regions)
+    proven_cost = proven_arena = None
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    if objective == "arena" and model.top:
+        model.cp.minimize(model.arena)
+        solver, status = model.solve(None if seconds is None else seconds / 2, seed, workers)
+        stats["arena_status"] = solver.status_name(status).lower()
+        if status in _SOLVED:
+            proven_arena = solver.best_objective_bound / 1000 * cost_unit
+            tops = {k: solver.value(top) for k, top in model.top.items()}
+            model.hint(*model.read(solver))
+            for k, top in model.top.items():  # keep the arenas, then lower the cost
+                model.cp.add(top <= tops[k])
+        elif status == cp_model.INFEASIBLE:
+            return None
+        seconds = None if seconds is None else seconds / 2
+    model.cp.minimize(model.cost)
+    solver, status = model.solve(seconds, seed, workers)
+    stats["cost_status"] = solver.status_name(status).lower()
+    if status == cp_model.INFEASIBLE and "arena_status" not in stats:
+        return None
+    if status not in _SOLVED:
+        return heuristic.offsets.copy(), heuristic.regions.copy(), None, proven_arena
+    offsets, regions = model.read(solver)
+    if objective == "cost":
+        proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
+    return offsets, regions, proven_cost, proven_arena
 
 
 def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,

@@ -36,7 +36,9 @@ Steps (`BankedAlgorithm.__call__`):
   CP-SAT), for one of `OBJECTIVES`: ``traffic`` (the default) fits, then
   moves the fewest bytes to slower banks, each tensor's bytes times its
   reads; ``slow_arena`` fits, then makes the slower banks' arenas as small
-  as they can be, then the traffic. memplan's validator checks it against
+  as they can be, then the traffic. Where BankedGreedy's plan fits, it is
+  the start and a ceiling: memplan's plan never has more slow bytes, a
+  larger slow arena or a worse objective. memplan's validator checks it against
   the region problem; no fitting plan is a `BankOverflowError` too (proven
   when CP-SAT proved it);
 - written back as ExecuTorch's result (`memplan.executorch.spec_planner
@@ -71,7 +73,7 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.deploy.regions import plan_regions, region_plan
+from memplan.deploy.regions import plan_regions, region_plan, slow_regions, within
 from memplan.deploy.regions_exact import objective_rank, plan_regions_exact
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
@@ -115,7 +117,7 @@ class BankReport(GraphReport):
     reads: np.ndarray | None = None  # per buffer of ``banked``, the nodes that read it
 
     def _slow(self) -> np.ndarray:
-        return self.plan.regions > 0  # every bank but the fastest
+        return slow_regions(self.banked)[self.plan.regions]  # every bank but the fastest
 
     @property
     def slow_bytes(self) -> int:
@@ -209,7 +211,7 @@ class BankedAlgorithm(MemplanAlgorithm):
         share = None if limit is None else limit / (1 + bool(others.problems))
         plan = plan_banks(problem, reads, self.objective, time_limit=share,
                           seed=self.options.seed, workers=self.options.workers,
-                          starts=greedy_start(problem, specs, peer, target, bases, reads)) \
+                          guard=greedy_plan(problem, specs, peer, target, bases, reads)) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -332,25 +334,28 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
                time_limit: float | None, seed: int = 0, workers: int | None = None,
-               starts: tuple[Plan, ...] = ()) -> Plan:
+               guard: Plan | None = None) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
-    ``starts``: other valid plans (BankedGreedy's); the best of them and the region
-    heuristic's warm-starts the exact planner, which never returns worse."""
+    ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
+    returned has at most its slow bytes, its slow arena and its objective. The better of
+    it and the region heuristic's plan warm-starts the exact planner, which never returns
+    worse than the better of those within the guard, and stays within it."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
     if proof is not None:
         raise proof
     weights = np.maximum(reads, 1)
     goal = OBJECTIVES[objective]
-    plan = min((plan_regions(problem, weights=weights), *starts),
+    plan = min((p for p in (plan_regions(problem, weights=weights), guard) if p is not None),
                key=lambda p: objective_rank(problem, p, weights, goal))
-    done = plan.stats["cost_optimal"] if objective == "traffic" else \
-        plan.stats["arena_optimal"] and plan.stats["cost_optimal"]
+    done = within(problem, plan, guard) and (
+        plan.stats["cost_optimal"] if objective == "traffic" else
+        plan.stats["arena_optimal"] and plan.stats["cost_optimal"])
     if not done or plan.stats["over_capacity"]:
         extra = {} if workers is None else {"workers": workers}
         plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
-                                  weights=weights, objective=goal, **extra)
+                                  weights=weights, objective=goal, ceiling=guard, **extra)
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)
@@ -359,23 +364,23 @@ def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
     return plan
 
 
-def greedy_start(problem: Problem, specs: list, result: MemoryAlgoResult | None,
-                 target: TargetMemoryMap, bases: dict[int, int], reads: np.ndarray
-                 ) -> tuple[Plan, ...]:
+def greedy_plan(problem: Problem, specs: list, result: MemoryAlgoResult | None,
+                target: TargetMemoryMap, bases: dict[int, int], reads: np.ndarray
+                ) -> Plan | None:
     """BankedGreedy's ``result`` as a plan of ``problem`` (offsets less the banks' bases),
-    when it places every buffer in a declared bank and is valid there; else none."""
+    when it places every buffer in a declared bank and is valid there; else None."""
     if result is None:
-        return ()
+        return None
     rank = {mem_id: k for k, mem_id in enumerate(target.mem_ids())}
     offsets, regions = np.zeros(len(problem), np.int64), np.zeros(len(problem), np.int64)
     for i, spec in enumerate(specs):
         alloc = result.spec_dict.get(spec)
         if alloc is None or alloc.mem_id not in rank:
-            return ()
+            return None
         offsets[i], regions[i] = alloc.mem_offset - bases[alloc.mem_id], rank[alloc.mem_id]
     plan = region_plan(problem, offsets, regions, planner="BankedGreedy", seconds=0.0,
                        weights=np.maximum(reads, 1))
-    return () if plan.stats["over_capacity"] or validate(problem, plan) else (plan,)
+    return None if plan.stats["over_capacity"] or validate(problem, plan) else plan
 
 
 def _at(step: int, steps: list[str]) -> str:
@@ -490,6 +495,8 @@ def format_bank_report(report: BankReport) -> str:
         stats = report.plan.stats
         gap = "proven optimal" if report.objective_gap == 0 else \
             f"proven gap {report.objective_gap:.2%}"
+        if "ceiling" in stats:
+            gap += " (kept within BankedGreedy's slow bytes and slow arena)"
         lines.append(f"  slow bytes {report.slow_bytes}, read-weighted {report.traffic}, "
                      f"slow arena {report.slow_arena} (at least "
                      f"{int(stats['arena_bound'])}); {report.objective}: {gap}")
