@@ -252,3 +252,35 @@ def test_the_canonical_planners_descent_counts_its_start_in_cpu_time(monkeypatch
     quiet, loaded = handed
     assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
     assert loaded["cpu"] > 0.8 * limit and abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit
+
+
+def test_a_large_parts_windows_have_its_share_in_cpu_time(monkeypatch):
+    """A part improved window by window (`memplan.solver.lns`) gets its share of the limit
+    in CPU seconds: a clock that ran ahead of the CPU during the warm start (a busy
+    machine) shortens the wall time the windows may run, not their CPU budget."""
+    problem = network_like(300, 0)
+    limit, lag = 1.5, [0.0]
+    handed: list[dict] = []
+    improve, warm_start = lns.improve, exact.plan_with
+
+    def spy(*args, **kwargs):
+        handed.append(kwargs)
+        return improve(*args, **kwargs)
+
+    def lagged(*args, **kwargs):
+        found = warm_start(*args, **kwargs)
+        lag[0] = lagged.lag
+        return found
+
+    monkeypatch.setattr(lns, "improve", spy)
+    monkeypatch.setattr(exact, "plan_with", lagged)
+    clock = time.perf_counter
+    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    for lagged.lag in (0.0, limit / 2):
+        lag[0] = 0.0
+        plan = memplan.plan_with("exact", problem, time_limit=limit, warm_start="naive",
+                                 lns_buffers=100, canonical=False)
+        assert not validate(problem, plan) and "lns" in plan.stats["parts_stats"][0]
+    quiet, loaded = handed
+    assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
+    assert abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit and loaded["cpu"] > limit / 2

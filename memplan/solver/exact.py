@@ -194,8 +194,7 @@ class _Run:
             if at_floor is not None:
                 return at_floor
             cpu = self._share(parts_left)  # less what the probe took
-            return self._neighbourhoods(i, floor, hinted, None if cpu is None else
-                                        min(cpu, max(self.seconds_left(), 0.0)))
+            return self._neighbourhoods(i, floor, hinted, cpu)
         if not self.minimize:  # an over-capacity hint misleads the search: none then
             seconds, cpu = self._limits(cpu, wall)
             return self._search(i, floor, scaled.capacity, None, seconds, minimize=False,
@@ -292,11 +291,14 @@ class _Run:
         return Outcome("optimal", verdict.offsets, floor, False, {"floor_probe": verdict.stats})
 
     def _neighbourhoods(self, i: int, floor: int, hinted: np.ndarray,
-                        seconds: float | None) -> Outcome:
+                        cpu: float | None) -> Outcome:
         """A large part: its warm start improved window by window (`memplan.solver.lns`).
 
-        To minimise, down to the floor; to fit, until the plan fits the capacity.
+        To minimise, down to the floor; to fit, until the plan fits the capacity; for
+        ``cpu`` CPU seconds per worker (CP-SAT's import counts), within the wall time left.
         """
+        clock = CpuClock(self.options.workers or 1, process=True).start()
+        seconds, cpu = self._limits(cpu, self.seconds_left())
         began = time.perf_counter()
         part = self.parts[i]
         capacity = part.problem.capacity
@@ -315,7 +317,8 @@ class _Run:
             left = None if seconds is None else seconds - (time.perf_counter() - began)
             hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
-                                options=self.options, on_solution=on_solution)
+                                options=self.options, on_solution=on_solution,
+                                cpu=None if cpu is None else cpu - clock.spent())
             found_offsets, extra, interrupted = found.offsets, {"lns": found.stats}, \
                 found.interrupted
         top = int((found_offsets + part.problem.sizes).max())

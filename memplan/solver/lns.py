@@ -13,9 +13,9 @@ fraction of a second::
       |       |  obstacle +-----+                (below their old peak)
       +-------[----window-------)----------> time
 
-Steps of `improve`, repeated until the time limit (without one: until
-``STALL`` windows in a row leave the arena as it was), ``stop``, or the plan
-meets the part's floor (proven optimal):
+Steps of `improve`, repeated until the time limit or the caller's CPU
+budget (without either: until ``STALL`` windows in a row leave the arena as
+it was), ``stop``, or the plan meets the part's floor (proven optimal):
 
 - pick a *target*: a unit at the arena's top (its buffers set the peak), or
   now and then any unit, at random (seeded);
@@ -61,7 +61,7 @@ from ortools.sat.python import cp_model
 
 from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.solver.cp_params import cp_solver
-from memplan.solver.cpu_budget import CpuCap
+from memplan.solver.cpu_budget import CpuCap, CpuClock
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import build_model
 
@@ -240,11 +240,12 @@ def _dedupe_hints(cp: cp_model.CpModel) -> None:
 
 
 def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.ndarray,
-                  options: ExactOptions, seconds: float) -> tuple[np.ndarray | None, bool, dict]:
+                  options: ExactOptions, seconds: float,
+                  cpu: float | None = None) -> tuple[np.ndarray | None, bool, dict]:
     """(new offsets of the sub-problem or None, proven optimal, stats) for one window:
-    `WINDOW_CPU` CPU seconds a worker (`cpu_budget.CpuCap`), and never past ``seconds`` (wall, the
-    caller's limit; None: none) from the call (building the model counts: none left, no
-    solve)."""
+    `WINDOW_CPU` CPU seconds a worker (`cpu_budget.CpuCap`; fewer when the caller's ``cpu``
+    budget has less left), and never past ``seconds`` (wall, the caller's limit; None:
+    none) from the call (building the model counts: none left, no solve)."""
     began = time.perf_counter()
     if n_free > CLIQUE_MOST and sub.starts[:n_free].max() < sub.ends[:n_free].min():
         return None, False, {"built": 0.0, "clique": True}
@@ -267,7 +268,8 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     _dedupe_hints(cp)
     solver = cp_solver(workers=options.workers or 1, seed=options.seed, ctrl_c=False,
                        seconds=None if seconds is None else seconds - built, log=options.log)
-    with CpuCap(solver, options.workers or 1, WINDOW_CPU, options.stop) as cap:
+    budget = WINDOW_CPU if cpu is None else min(WINDOW_CPU, cpu)
+    with CpuCap(solver, options.workers or 1, budget, options.stop) as cap:
         status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
              "built": built, "cpu": cap.spent}
@@ -277,9 +279,12 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
 
 
 def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float | None,
-            options: ExactOptions, on_solution: Callable[[np.ndarray], None]) -> LnsResult:
-    """The part's plan improved window by window (see the module doc); never worse."""
-    began = time.perf_counter()
+            options: ExactOptions, on_solution: Callable[[np.ndarray], None],
+            cpu: float | None = None) -> LnsResult:
+    """The part's plan improved window by window (see the module doc); never worse.
+    ``seconds``: wall seconds (the caller's limit); ``cpu``: CPU seconds per worker of the
+    whole search, windows and the work between them (a caller's share; None: none)."""
+    began, clock = time.perf_counter(), CpuClock(options.workers or 1, process=True).start()
     hood = _Neighbourhoods(problem, offsets, options.seed)
     size = START_SIZE
     stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max()),
@@ -289,9 +294,12 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     stalled = 0  # windows in a row that did not lower the arena
     build = 0.0  # seconds the last window's sub-problem and model took to build
     try:
-        while int(hood.tops.max()) > floor and (seconds is not None or stalled < STALL):
+        while int(hood.tops.max()) > floor and (seconds is not None or cpu is not None
+                                                 or stalled < STALL):
             left = deadline - time.perf_counter()
-            if left <= max(0.05, build) or (options.stop is not None and options.stop.is_set()):
+            cpu_left = None if cpu is None else cpu - clock.spent()
+            if left <= max(0.05, build) or (cpu_left is not None and cpu_left <= 0.05) or \
+                    (options.stop is not None and options.stop.is_set()):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
             picking = time.perf_counter()
@@ -315,7 +323,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 break
             new, proven, window_stats = _solve_window(sub, n_free, y0, arena,
                                                       hood.offsets[members], options,
-                                                      window_seconds)
+                                                      window_seconds, cpu_left)
             stats["windows"] += 1
             stats["cpu"] += window_stats.get("cpu", 0.0)
             # the next window's sub-problem and model take about as long as this one's
