@@ -224,32 +224,48 @@ def test_the_warm_start_and_the_parts_share_the_limit_in_cpu_time(monkeypatch):
     assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)
 
 
+def handed_with_the_clock_ahead(monkeypatch, search: tuple, start: tuple, run,
+                                lag: float) -> tuple[dict, dict]:
+    """The keywords ``run()`` hands ``search`` (module, name), quiet, then with the wall
+    clock pushed ``lag`` seconds ahead once ``start`` (module, name) returns: a busy machine,
+    where the clock runs on and the CPU does not."""
+    handed: list[dict] = []
+    ahead = [0.0]
+    searched, started = getattr(*search), getattr(*start)
+
+    def spy(*args, **kwargs):
+        handed.append(kwargs)
+        return searched(*args, **kwargs)
+
+    def lagged(*args, **kwargs):
+        found = started(*args, **kwargs)
+        ahead[0] = lagged.lag
+        return found
+
+    monkeypatch.setattr(*search, spy)
+    monkeypatch.setattr(*start, lagged)
+    clock = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + ahead[0])
+    for lagged.lag in (0.0, lag):
+        ahead[0] = 0.0
+        run()
+    quiet, loaded = handed
+    return quiet, loaded
+
+
 def test_the_canonical_planners_descent_counts_its_start_in_cpu_time(monkeypatch):
     """Without a hint, ``canonical`` starts from ``best``'s passes, then descends for the
     rest of the limit in CPU seconds: a clock that ran ahead of the CPU during the start
     (a busy machine) shortens the wall time the descent may run, not its CPU budget."""
     problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
-    limit, lag = 1.0, [0.0]
-    handed: list[dict] = []
-    descend, start = canonical_planner.canonical.descend, canonical_planner.plan_with
+    limit = 1.0
 
-    def spy(*args, **kwargs):
-        handed.append(kwargs)
-        return descend(*args, **kwargs)
+    def run():
+        assert not validate(problem, memplan.plan_with("canonical", problem, time_limit=limit))
 
-    def lagged(*args, **kwargs):
-        found = start(*args, **kwargs)
-        lag[0] = lagged.lag
-        return found
-
-    monkeypatch.setattr(canonical_planner.canonical, "descend", spy)
-    monkeypatch.setattr(canonical_planner, "plan_with", lagged)
-    clock = time.perf_counter
-    monkeypatch.setattr(canonical_planner.time, "perf_counter", lambda: clock() + lag[0])
-    for lagged.lag in (0.0, limit / 2):
-        plan = memplan.plan_with("canonical", problem, time_limit=limit)
-        assert not validate(problem, plan)
-    quiet, loaded = handed
+    quiet, loaded = handed_with_the_clock_ahead(
+        monkeypatch, (canonical_planner.canonical, "descend"), (canonical_planner, "plan_with"),
+        run, limit / 2)
     assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
     assert loaded["cpu"] > 0.8 * limit and abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit
 
@@ -259,28 +275,14 @@ def test_a_large_parts_windows_have_its_share_in_cpu_time(monkeypatch):
     in CPU seconds: a clock that ran ahead of the CPU during the warm start (a busy
     machine) shortens the wall time the windows may run, not their CPU budget."""
     problem = network_like(300, 0)
-    limit, lag = 1.5, [0.0]
-    handed: list[dict] = []
-    improve, warm_start = lns.improve, exact.plan_with
+    limit = 1.5
 
-    def spy(*args, **kwargs):
-        handed.append(kwargs)
-        return improve(*args, **kwargs)
-
-    def lagged(*args, **kwargs):
-        found = warm_start(*args, **kwargs)
-        lag[0] = lagged.lag
-        return found
-
-    monkeypatch.setattr(lns, "improve", spy)
-    monkeypatch.setattr(exact, "plan_with", lagged)
-    clock = time.perf_counter
-    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
-    for lagged.lag in (0.0, limit / 2):
-        lag[0] = 0.0
+    def run():
         plan = memplan.plan_with("exact", problem, time_limit=limit, warm_start="naive",
                                  lns_buffers=100, canonical=False)
         assert not validate(problem, plan) and "lns" in plan.stats["parts_stats"][0]
-    quiet, loaded = handed
+
+    quiet, loaded = handed_with_the_clock_ahead(monkeypatch, (lns, "improve"),
+                                                (exact, "plan_with"), run, limit / 2)
     assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
     assert abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit and loaded["cpu"] > limit / 2
