@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
@@ -21,6 +22,7 @@ from benchmarks.generate import network_like
 from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
+from memplan.deploy import regions_exact, scratch_exact
 from memplan.heuristics import best
 from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
@@ -286,3 +288,63 @@ def test_a_large_parts_windows_have_its_share_in_cpu_time(monkeypatch):
                                                 (exact, "plan_with"), run, limit / 2)
     assert loaded["seconds"] <= limit / 2  # the wall clock: the limit kept
     assert abs(loaded["cpu"] - quiet["cpu"]) < 0.1 * limit and loaded["cpu"] > limit / 2
+
+
+def _packing_slice(name: str, buffers: int) -> memplan.Problem:
+    """The first ``buffers`` of one of MiniMalloc's problems, its time axis renumbered (the
+    region planners' cost bound walks every step): a packing CP-SAT does not settle in
+    seconds."""
+    whole = memplan.load(CHALLENGING / f"{name}.1048576.csv")
+    kept = list(whole.buffers)[:buffers]
+    steps = np.unique([t for b in kept for t in (b.start, b.end)])
+    return memplan.Problem([memplan.Buffer(b.id, b.size, int(np.searchsorted(steps, b.start)),
+                                           int(np.searchsorted(steps, b.end))) for b in kept])
+
+
+class StageOver(Exception):
+    """Raised after the stage under test: the later stages are not what a test measures."""
+
+
+def _first_stage_cpu(monkeypatch, module, name: str, clock) -> list[float]:
+    """The CPU seconds (by ``clock``) of the first call of ``module.name``; `StageOver`
+    after it."""
+    spent: list[float] = []
+    original = getattr(module, name)
+
+    def measured(*args, **kwargs):
+        began = clock()
+        original(*args, **kwargs)
+        spent.append(clock() - began)
+        raise StageOver
+
+    monkeypatch.setattr(module, name, measured)
+    return spent
+
+
+def test_region_choice_hands_over_in_cpu_seconds(monkeypatch):
+    """Stage 1 of the exact region planner (the region choice, one CP-SAT run) ends after
+    its share of the limit in CPU seconds: with busy loops beside it, it takes the CPU it
+    takes on a quiet machine (its wall time longer), not its share of wall time."""
+    problem = _packing_slice("A", 60)
+    problem = problem.replace(regions=(memplan.Region("sram", lower_bound(problem) // 2, 0.0),
+                                       memplan.Region("dram", None, 1.0)))
+    monkeypatch.setattr(regions_exact, "STAGE_SHARE", 0.05)  # 0.4 CPU-s of an 8 s limit
+    spent = _first_stage_cpu(monkeypatch, regions_exact.RegionModel, "solve",
+                             time.thread_time)  # one worker: CP-SAT in the calling thread
+    with busy(BUSY), pytest.raises(StageOver):
+        regions_exact.plan_regions_exact(problem, time_limit=8, workers=1)
+    assert spent[0] >= 0.95 * 0.4  # a busy machine: more wall time, the same CPU
+
+
+def test_peak_stage_of_variable_scratch_hands_over_in_cpu_seconds(monkeypatch):
+    """Stage 1 of the exact scratch planner (the smallest peak, by the exact planner) ends
+    after its share of the limit in CPU seconds of the process, on a busy machine too."""
+    problem = _packing_slice("F", 300)
+    scratch = [memplan.Buffer(f"scratch@{t}", 4096, t, t + 1, kind="scratch",
+                              max_size=65536) for t in range(0, int(problem.ends.max()), 7)]
+    problem = problem.replace(buffers=[*problem.buffers, *scratch])
+    monkeypatch.setattr(scratch_exact, "STAGE_SHARE", 0.05)  # 0.4 CPU-s of an 8 s limit
+    spent = _first_stage_cpu(monkeypatch, scratch_exact, "plan_with", time.process_time)
+    with busy(BUSY), pytest.raises(StageOver):
+        scratch_exact.plan_scratch_exact(problem, time_limit=8, workers=1)
+    assert spent[0] >= 0.95 * 0.4

@@ -33,15 +33,21 @@ stage 2 plans each region with the full exact planner, aliases included,
 hinted with the stage-1 layout. The result is never worse than the
 heuristic plan it starts from, which is kept when better (the objective,
 then total top, then granted scratch). Size of stage 1: O(b * R) optional
-intervals and Booleans for b boxes and R regions. Stage 1 gets half the time
-limit (the arena objective: half of it for the arenas, half for the cost),
-the regions share the rest. INFEASIBLE in stage 1 is a proof that no region
-choice fits (``stats["proven_infeasible"]``).
+intervals and Booleans for b boxes and R regions. INFEASIBLE in stage 1 is a
+proof that no region choice fits (``stats["proven_infeasible"]``).
+
+Time: the stages share a budget of CPU seconds per worker, the time limit's
+worth. Stage 1 ends once its CP-SAT runs have taken `STAGE_SHARE` of it
+(`memplan.solver.cpu_budget.CpuCap`; the arena objective: half of that for
+the arenas, half for the cost), and each region in turn gets an equal part
+of the CPU left (`plan_scratch_exact`'s ``cpu``): a busy machine slows the
+stages down but hands over at the same points. The time limit itself is
+kept on the wall clock from the call: no stage runs past it.
 
 A ``ceiling`` (a plan that fits; for ExecuTorch's banks, BankedGreedy's)
 caps the slow bytes and the slow arena (`memplan.deploy.regions.slow_measures`).
 Stage 1 runs first without it, hinted as usual; when its choice exceeds
-either, stage 1 runs again (in the stage share of the time left) with
+either, stage 1 runs again (in the stage share of the CPU left) with
 ``sum(size[u] * in[u, r], r slow) <= its slow bytes`` and
 ``sum(top[r], r slow) <= its slow arena``, hinted with the hint when within
 the ceiling, else the ceiling (a solution of the model, and the plan kept
@@ -71,11 +77,12 @@ from memplan.deploy.regions import (
     within,
 )
 from memplan.deploy.scratch import subproblem
-from memplan.deploy.scratch_exact import plan_scratch_exact
+from memplan.deploy.scratch_exact import plan_scratch_exact, wall_left
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
+from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
@@ -196,13 +203,16 @@ class RegionModel:
             for k, literal in inside.items():
                 cp.add_hint(literal, int(regions[first]) == k)
 
-    def solve(self, time_limit: float | None, seed: int, workers: int):
-        solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
-                           else max(MIN_STAGE_SECONDS, time_limit))
+    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int):
+        """``(solver, status, CPU seconds per worker)`` of one run: at most ``cpu`` CPU
+        seconds per worker, and not past ``deadline`` (a `time.perf_counter` value)."""
+        solver = cp_solver(workers=workers, seed=seed, seconds=wall_left(deadline))
         # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
         # llama: 6 s of presolve, no solution, the hint unread): none
         solver.parameters.cp_model_probing_level = 0
-        return solver, solver.solve(self.cp)
+        with CpuCap(solver, workers, cpu) as cap:
+            status = solver.solve(self.cp)
+        return solver, status, cap.spent
 
     def read(self, solver) -> tuple[np.ndarray, np.ndarray]:
         """Offsets (within regions) and region indices of the solution."""
@@ -237,6 +247,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
+    deadline = None if time_limit is None else began + time_limit
     heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
     if ceiling is not None:
@@ -247,10 +258,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
         if not within(problem, heuristic, ceiling):
             heuristic = ceiling
-    half = None if time_limit is None else time_limit * STAGE_SHARE
-    stats: dict = {"objective": objective}
-    chosen = _choose(RegionModel(problem, weights), first, objective, half, seed, workers,
-                     stats)
+    share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
+    stats: dict = {"objective": objective, "stage_cpu": 0.0}
+    chosen = _choose(RegionModel(problem, weights), first, objective, (share, deadline), seed,
+                     workers, stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -259,22 +270,27 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             ceiling):
         capped = RegionModel(problem, weights)
         capped.cap(*slow_measures(problem, ceiling))
-        left = None if time_limit is None else \
-            (began + time_limit - time.perf_counter()) * STAGE_SHARE
-        stats["ceiling"] = {}  # the run's statuses; its bounds hold within the ceiling only
-        chosen = _choose(capped, heuristic, objective, left, seed, workers, stats["ceiling"])
+        left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
+        # the run's statuses; its bounds hold within the ceiling only
+        stats["ceiling"] = {"stage_cpu": 0.0}
+        chosen = _choose(capped, heuristic, objective, (left, deadline), seed, workers,
+                         stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
+    # CPU seconds per worker of the CP-SAT runs so far
+    spent = stats["stage_cpu"] + stats.get("ceiling", {}).get("stage_cpu", 0.0)
     for n, k in enumerate(used):
         members = regions == k
         part = subproblem(problem, members, one_arena=True)
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
-        left = None if time_limit is None else \
-            max(MIN_STAGE_SECONDS, (began + time_limit - time.perf_counter()) / (len(used) - n))
-        plan = plan_scratch_exact(part, time_limit=left, seed=seed, hint=start, workers=workers)
+        cpu = None if time_limit is None else \
+            max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
+        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
+                                  hint=start, workers=workers)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
+        spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
                        seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
@@ -288,19 +304,25 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     return plan
 
 
-def _choose(model: RegionModel, heuristic: Plan, objective: str, seconds: float | None,
-            seed: int, workers: int, stats: dict) -> tuple | None:
+def _choose(model: RegionModel, heuristic: Plan, objective: str,
+            limits: tuple[float | None, float | None], seed: int, workers: int,
+            stats: dict) -> tuple | None:
     """Stage 1 on ``model``, hinted with ``heuristic``: the offsets and regions chosen (the
     heuristic's when CP-SAT found none), and the proven lower bounds on the cost and the
-    arena cost (None: none proven); None when CP-SAT proved that no choice fits."""
+    arena cost (None: none proven); None when CP-SAT proved that no choice fits.
+    ``limits``: its CPU seconds per worker and its deadline (a `time.perf_counter` value;
+    None: none); the CPU its runs took is added to ``stats["stage_cpu"]``."""
+    seconds, deadline = limits
     problem = model.problem
     model.hint(heuristic.offsets, heuristic.regions)
     proven_cost = proven_arena = None
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     if objective == "arena" and model.top:
         model.cp.minimize(model.arena)
-        solver, status = model.solve(None if seconds is None else seconds / 2, seed, workers)
+        solver, status, spent = model.solve(deadline, None if seconds is None else seconds / 2,
+                                            seed, workers)
         stats["arena_status"] = solver.status_name(status).lower()
+        stats["stage_cpu"] += spent
         if status in _SOLVED:
             proven_arena = solver.best_objective_bound / 1000 * cost_unit
             tops = {k: solver.value(top) for k, top in model.top.items()}
@@ -311,8 +333,9 @@ def _choose(model: RegionModel, heuristic: Plan, objective: str, seconds: float 
             return None
         seconds = None if seconds is None else seconds / 2
     model.cp.minimize(model.cost)
-    solver, status = model.solve(seconds, seed, workers)
+    solver, status, spent = model.solve(deadline, seconds, seed, workers)
     stats["cost_status"] = solver.status_name(status).lower()
+    stats["stage_cpu"] += spent
     if status == cp_model.INFEASIBLE and "arena_status" not in stats:
         return None
     if status not in _SOLVED:

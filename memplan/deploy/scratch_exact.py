@@ -26,11 +26,17 @@ Size of stage 2: the model of the problem plus O(v * L) Booleans for v
 variable scratch buffers and L buffers live at a step. Stage 2 works in bytes
 (no scaling), so the granted sizes are exact; only a variable scratch buffer
 alone in its alias group and without explicit conflicts grows (any other
-keeps its minimum). Stage 1 gets half the time limit, stage 2 the rest.
+keeps its minimum). The stages share a budget of CPU seconds per worker
+(``cpu``, by default the time limit): stage 1 ends once it has taken
+`STAGE_SHARE` of it (`memplan.solver.cpu_budget.CpuCap` sets the exact
+planner's stop event), stage 2 takes the rest; on a busy machine both do the
+work they do on a quiet one, unless the time limit, kept on the wall clock
+from the call, ends them first.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -41,6 +47,7 @@ from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
 from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
+from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.model import build_model
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}
@@ -55,16 +62,17 @@ def growable(problem: Problem) -> np.ndarray:
 
 
 def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak: int, *,
-                 time_limit: float | None = None, seed: int = 0, workers: int = 2
-                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+                 time_limit: float | None = None, cpu: float | None = None, seed: int = 0,
+                 workers: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
     """Stage 2: re-place the buffers under ``peak`` to grant the most variable scratch.
 
-    ``offsets`` and ``sizes`` are a valid plan within ``peak`` (the hint).
+    ``offsets`` and ``sizes`` are a valid plan within ``peak`` (the hint); at most
+    ``time_limit`` wall seconds and ``cpu`` CPU seconds per worker (None: no cap).
     Returns the new offsets, the granted sizes and the solver's statistics.
     """
     grows = np.flatnonzero(growable(problem))
     if len(grows) == 0:
-        return offsets, sizes, {"scratch_status": "optimal"}
+        return offsets, sizes, {"scratch_status": "optimal", "scratch_cpu": 0.0}
     model = build_model(problem, lower_bound=0, upper_bound=peak, minimize=False)
     cp, geometry = model.cp, model.geometry
     offset = {}
@@ -99,16 +107,23 @@ def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak:
         cp.add_hint(variable, value)
     solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
                        else max(MIN_STAGE_SECONDS, time_limit))
-    status = solver.solve(cp)
+    with CpuCap(solver, workers, cpu) as cap:
+        status = solver.solve(cp)
     if status not in _STATUS:
-        return offsets, sizes, {"scratch_status": "unknown"}
+        return offsets, sizes, {"scratch_status": "unknown", "scratch_cpu": cap.spent}
     granted = minimum.copy()
     for v, variable in grow.items():
         granted[v] += solver.value(variable)
     stats = {"scratch_status": _STATUS[status],
              "scratch_bound": int(minimum[grows].sum() + solver.best_objective_bound),
-             "scratch_seconds": solver.wall_time}
+             "scratch_seconds": solver.wall_time, "scratch_cpu": cap.spent}
     return model.offsets(solver), granted, stats
+
+
+def wall_left(deadline: float | None) -> float | None:
+    """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
+    `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
+    return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
 
 
 def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
@@ -117,27 +132,33 @@ def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
 
 
 def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
-                       hint: Plan | None = None, workers: int = 2) -> Plan:
-    """The lexicographic exact plan (see the module doc); ``hint`` replaces the heuristic's."""
+                       hint: Plan | None = None, workers: int = 2,
+                       cpu: float | None = None) -> Plan:
+    """The lexicographic exact plan (see the module doc); ``hint`` replaces the heuristic's;
+    ``cpu``: the CPU seconds per worker of both stages (default: ``time_limit``)."""
     began = time.perf_counter()
+    deadline = None if time_limit is None else began + time_limit
+    budget = time_limit if cpu is None else cpu
     heuristic = hint if hint is not None else plan_scratch(problem)
     heuristic_sizes = problem.sizes if heuristic.sizes is None else heuristic.sizes
-    half = None if time_limit is None else time_limit * STAGE_SHARE
     start = Plan.from_offsets(problem, heuristic.offsets, planner="hint")
-    peak_plan = plan_with("exact", problem, time_limit=half, seed=seed, hint=start,
-                          minimize=True, workers=workers)
+    stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
+    with CpuCap(stop, workers, None if budget is None else budget * STAGE_SHARE) as cap:
+        peak_plan = plan_with("exact", problem, time_limit=wall_left(deadline), seed=seed,
+                              hint=start, minimize=True, workers=workers, stop=stop)
     if heuristic.arena_size <= peak_plan.arena_size:
         offsets, sizes, peak = heuristic.offsets, heuristic_sizes, heuristic.arena_size
     else:
         offsets, sizes, peak = peak_plan.offsets, problem.sizes, peak_plan.arena_size
-    left = None if time_limit is None else max(MIN_STAGE_SECONDS,
-                                               time_limit - (time.perf_counter() - began))
-    offsets, sizes, stats = grow_scratch(problem, offsets, sizes.copy(), peak, time_limit=left,
-                                         seed=seed, workers=workers)
+    offsets, sizes, stats = grow_scratch(
+        problem, offsets, sizes.copy(), peak, time_limit=wall_left(deadline), seed=seed,
+        cpu=None if budget is None else max(MIN_STAGE_SECONDS, budget - cap.spent),
+        workers=workers)
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):
         offsets, sizes = heuristic.offsets, heuristic_sizes  # never worse than the heuristic
         stats["kept"] = "heuristic"
-    stats.update(scratch_stats(problem, sizes), peak_status=peak_plan.status)
+    stats.update(scratch_stats(problem, sizes), peak_status=peak_plan.status,
+                 peak_cpu=cap.spent)
     return Plan.from_offsets(problem, offsets, planner="scratch_exact",
                              seconds=time.perf_counter() - began,
                              best_bound=peak_plan.best_bound, sizes=sizes, stats=stats)

@@ -25,7 +25,7 @@ DESCENT_STEP_SECONDS = 16.0  # minimise: most CPU seconds (per thread) one fit r
 DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 
 # deployment planners (memplan.deploy.regions_exact, memplan.deploy.scratch_exact)
-STAGE_SHARE = 0.5  # of the time limit given to stage 1 (regions, or the peak); stage 2 the rest
+STAGE_SHARE = 0.5  # of the time limit, in CPU s per worker: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # the shortest time limit one of their CP-SAT runs gets
 
 

@@ -10,9 +10,9 @@ enforces the user's limit (the caller passes CP-SAT that as its own limit).
 - `CpuClock`: the CPU seconds one thread (or, with several CP-SAT workers,
   or work in helper threads, the process per worker) has taken since a
   start, readable from any thread.
-- `CpuCap`: ends one CP-SAT run (`CpSolver.stop_search`) once it has taken
-  its CPU budget, or when a stop event is set. Cost: one thread polling every
-  `POLL_SECONDS`.
+- `CpuCap`: ends one CP-SAT run (`CpSolver.stop_search`), or a planner that
+  watches a stop event (by setting it), once it has taken its CPU budget, or
+  when a stop event is set. Cost: one thread polling every `POLL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -59,12 +59,14 @@ class CpuCap:
     """Stops one CP-SAT run once it has taken ``seconds`` CPU seconds per worker (None: no
     cap), or when ``stop`` is set (the run then ends within `POLL_SECONDS`). Used as a
     context manager around ``solver.solve``, in the solving thread; ``spent`` is the CPU
-    it took, per worker."""
+    it took, per worker. ``solver`` may be a stop event instead, which the cap sets: a
+    planner that watches one (the exact planner's ``stop``) ends as at Ctrl-C; its CPU is
+    then the process's, per worker (its searches run in threads of their own)."""
 
-    def __init__(self, solver: cp_model.CpSolver, workers: int, seconds: float | None,
-                 stop: threading.Event | None = None):
+    def __init__(self, solver: cp_model.CpSolver | threading.Event, workers: int,
+                 seconds: float | None, stop: threading.Event | None = None):
         self.solver, self.seconds, self.stop = solver, seconds, stop
-        self.clock = CpuClock(workers)
+        self.clock = CpuClock(workers, process=isinstance(solver, threading.Event))
         self.done = threading.Event()
         self.spent = 0.0
 
@@ -72,7 +74,10 @@ class CpuCap:
         while not self.done.wait(POLL_SECONDS):
             if (self.seconds is not None and self.clock.spent() >= self.seconds) or \
                     (self.stop is not None and self.stop.is_set()):
-                self.solver.stop_search()
+                if isinstance(self.solver, threading.Event):
+                    self.solver.set()
+                else:
+                    self.solver.stop_search()
                 return
 
     def __enter__(self) -> CpuCap:
