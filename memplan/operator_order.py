@@ -21,8 +21,10 @@ Steps:
   random ties), then local search that moves one operator anywhere between
   its last predecessor and its first successor while the peak, then the
   total live bytes x steps, do not grow, until the peak meets the most bytes
-  one step touches (no order goes lower); time-limited; the file's order is
-  kept unless the true lower bound of the new order is lower;
+  one step touches (no order goes lower); the random starts stop after a
+  quarter of its time, the search at its end, both counted in CPU seconds of
+  the calling thread (and never past the time limit on the wall clock); the
+  file's order is kept unless the true lower bound of the new order is lower;
 - **exact**: CP-SAT over operator positions (all different, precedences)
   with each block's lifetime the minimum and maximum of its steps' positions,
   a cumulative of the block extents under the peak, and one offset per block
@@ -34,6 +36,11 @@ Steps:
   does not count). Graphs of more than `WINDOW_STEPS` steps get half the
   time for the whole model, then, unless it proved its answer, the rest for
   windows of `WINDOW` steps around the peak (the other steps held);
+  ``exact`` hands over from the fast order after `FAST_SHARE` of the limit,
+  and from the whole model to the windows, in CPU seconds (per CP-SAT
+  worker; `memplan.solver.cpu_budget`), so that a busy machine slows the
+  stages without moving their hand-overs; the time limit is kept on the wall
+  clock from the call;
 - write the model with its runtime nodes in the new order and build its
   problem; plan it with any planner (`memplan.plan_with`).
 
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +68,15 @@ from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
+from memplan.solver.cpu_budget import CpuClock
 
 if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
     from onnx import ModelProto
 
 METHODS = ("fast", "exact")
-FAST_SHARE = 0.2  # exact: of the time limit spent on the fast order (the warm start)
+FAST_SHARE = 0.2  # exact: of the time limit, in CPU seconds, for the fast order (the warm start)
+STARTS_SHARE = 0.25  # fast: of its CPU seconds, the most the random list schedules take
+WINDOW_SHARE = 1 / 8  # exact on large graphs: of the windows' CPU seconds, one window's most
 RANDOM_STARTS = 8  # fast: list schedules with seeded random ties after the greedy one
 WINDOW_STEPS = 200  # exact: graphs with more steps are improved one window of steps at a time
 WINDOW = 48  # exact on large graphs: steps free to move in one window
@@ -246,16 +257,17 @@ def list_schedule(deps: Dependencies, rng: np.random.Generator | None = None) ->
     return np.array(order, np.int64)
 
 
-def improve(deps: Dependencies, order: np.ndarray, deadline: float, rng: np.random.Generator,
-            iterations: int) -> tuple[np.ndarray, dict[str, Any]]:
-    """Local search: move one step within its window while (peak, area) does not grow."""
+def improve(deps: Dependencies, order: np.ndarray, until: Callable[[], bool],
+            rng: np.random.Generator, iterations: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """Local search: move one step within its window while (peak, area) does not grow, until
+    ``until()`` says the time is up."""
     n = deps.n
     best = deps.cost(order)
     position = np.empty(n, np.int64)
     position[order] = np.arange(n)
     moves = accepted = 0
     floor = deps.step_bound()  # no order has a lower peak; at it only the area could improve
-    while moves < iterations and time.perf_counter() < deadline and n > 1 and best[0] > floor:
+    while moves < iterations and not until() and n > 1 and best[0] > floor:
         moves += 1
         step = int(rng.integers(n))
         lo = max((int(position[p]) + 1 for p in deps.preds[step]), default=0)
@@ -274,20 +286,24 @@ def improve(deps: Dependencies, order: np.ndarray, deadline: float, rng: np.rand
     return order, {"moves": moves, "accepted": accepted}
 
 
-def fast_order(deps: Dependencies, *, time_limit: float, seed: int,
+def fast_order(deps: Dependencies, *, time_limit: float, seed: int, cpu: float | None = None,
                iterations: int = 20000) -> tuple[np.ndarray, dict[str, Any]]:
-    """The best of the list schedules (and the file's order), improved by local search."""
-    began = time.perf_counter()
-    deadline = began + time_limit
+    """The best of the list schedules (and the file's order), improved by local search: the
+    random starts for `STARTS_SHARE` of ``cpu`` (CPU seconds of this thread; default
+    ``time_limit``), the search for the rest, and never past ``time_limit`` (wall)."""
+    deadline = time.perf_counter() + time_limit
+    budget = time_limit if cpu is None else cpu
+    clock = CpuClock().start()
     rng = np.random.default_rng(seed)
     candidates = [np.arange(deps.n), list_schedule(deps)]
     for _ in range(RANDOM_STARTS):
-        if time.perf_counter() > began + time_limit / 4:
+        if clock.spent() > STARTS_SHARE * budget or time.perf_counter() > deadline:
             break
         candidates.append(list_schedule(deps, rng))
     costs = [deps.cost(c) for c in candidates]
     order = candidates[costs.index(min(costs))]
-    order, stats = improve(deps, order, deadline, rng, iterations)
+    order, stats = improve(deps, order, lambda: clock.spent() >= budget or
+                           time.perf_counter() >= deadline, rng, iterations)
     stats.update(starts=len(candidates), start_costs=[c[0] for c in costs])
     return order, stats
 
@@ -371,17 +387,21 @@ def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
 
 def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
                 hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
-                workers: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+                workers: int, cpu: float | None = None
+                ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """CP-SAT over positions and block offsets (`_order_model`): ``(order, offsets, stats)``.
 
     Minimises the peak, warm-started from the order ``hint`` and a plan of it
     (``hint_offsets``, per buffer of ``problem``); settled at once when that
     plan meets the step bound. ``offsets`` (per buffer, None when no layout is
-    known) fit the order and leave the optional aliases untaken.
+    known) fit the order and leave the optional aliases untaken. ``cpu``: CPU
+    seconds per worker (default ``time_limit``), half of them for the whole
+    model on a windowed graph; ``time_limit`` (wall) ends every run.
     """
     from ortools.sat.python import cp_model
 
     from memplan.solver.cp_params import cp_solver
+    from memplan.solver.cpu_budget import CpuCap
 
     hint_peak, _ = deps.cost(hint)
     floor = deps.step_bound()
@@ -391,13 +411,15 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
-    began = time.perf_counter()
+    deadline = time.perf_counter() + time_limit
+    budget = time_limit if cpu is None else cpu
     windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
-    whole = time_limit / 2 if windowed else time_limit  # large: the rest goes to windows
-    solver = cp_solver(workers=workers, seed=seed, seconds=max(0.01, whole))
-    status = solver.solve(model.cp)
+    solver = cp_solver(workers=workers, seed=seed,
+                       seconds=max(0.01, deadline - time.perf_counter()))
+    with CpuCap(solver, _cpu_workers(workers), budget / 2 if windowed else None) as cap:
+        status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
              "hint_peak": hint_peak, "branches": solver.num_branches}
@@ -409,9 +431,9 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             offsets[members] = solver.value(model.offset[b]) + deps.rel[members]
         stats["peak"] = int(solver.objective_value)
     if windowed and status != cp_model.OPTIMAL and offsets is not None:
-        left = time_limit - (time.perf_counter() - began)
-        order, offsets, more = _improve_windows(deps, problem, order, offsets, stats["bound"],
-                                                time_limit=left, seed=seed, workers=workers)
+        order, offsets, more = _improve_windows(
+            deps, problem, order, offsets, stats["bound"], seed=seed, workers=workers,
+            time_limit=deadline - time.perf_counter(), cpu=budget - cap.spent)
         stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
                      else stats["status"])
     return order, offsets, stats
@@ -421,19 +443,28 @@ def _layout_peak(deps: Dependencies, offsets: np.ndarray) -> int:
     return int((deps.bases(offsets) + deps.extent).max())
 
 
+def _cpu_workers(workers: int) -> int:
+    """The CP-SAT workers whose CPU a budget counts (0, CP-SAT's default: one per core)."""
+    return workers or os.cpu_count() or 1
+
+
 def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
                      offsets: np.ndarray, floor: int, *, time_limit: float, seed: int,
-                     workers: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                     workers: int, cpu: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Large graphs: re-solve `WINDOW` steps around the peak at a time, the rest fixed.
 
     Each window is the whole model (`_order_model`) with every step outside it
     held at its position, warm-started from the current order and layout; a
-    better peak is kept. Stops at the time limit or at ``floor`` (the best
-    bound proven before; windows prove nothing globally).
+    better peak is kept; each window's CP-SAT run takes at most `WINDOW_SHARE`
+    of ``cpu`` (CPU seconds per worker, default ``time_limit``), and 1 s at
+    least. Stops at the time limit (wall) or at ``floor`` (the best bound
+    proven before; windows prove nothing globally).
     """
     from ortools.sat.python import cp_model
 
     from memplan.solver.cp_params import cp_solver
+    from memplan.solver.cpu_budget import CpuCap
 
     began = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -452,9 +483,10 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
         for step in order[:low].tolist() + order[low + WINDOW:].tolist():
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
-        solver = cp_solver(workers=workers, seed=seed + windows,
-                           seconds=min(left, max(1.0, time_limit / 8)))
-        status = solver.solve(model.cp)
+        solver = cp_solver(workers=workers, seed=seed + windows, seconds=left)
+        window_cpu = max(1.0, WINDOW_SHARE * (time_limit if cpu is None else cpu))
+        with CpuCap(solver, _cpu_workers(workers), window_cpu):
+            status = solver.solve(model.cp)
         windows += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value < best:
             order = np.argsort([solver.value(p) for p in model.position], kind="stable")
@@ -568,19 +600,21 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
     if workers != 0:  # 0: CP-SAT's default
         check_workers(workers, "workers")
-    began = time.perf_counter()
+    began, clock = time.perf_counter(), CpuClock().start()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
         result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, workers=workers, began=began)
+                          seed=seed, workers=workers, began=began, clock=clock)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, workers: int, began: float) -> Reordering:
-    """`reorder` on the parsed model ``proto``."""
+             time_limit: float, seed: int, workers: int, began: float,
+             clock: CpuClock) -> Reordering:
+    """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
+    this thread's CPU since then)."""
     from memplan.frontends.onnx import from_onnx
     from memplan.frontends.onnx_graph import analyze, bind_dims, infer
 
@@ -591,9 +625,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         return Reordering(proto, original, original, list(graph.positions), method,
                           time.perf_counter() - began, stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
-    fast_limit = time_limit * (FAST_SHARE if method == "exact" else 1.0)
     deps = dependencies(original, graph, optional_taken=True)
-    order, stats = fast_order(deps, time_limit=fast_limit, seed=seed)
+    order, stats = fast_order(deps, time_limit=time_limit - (time.perf_counter() - began),
+                              cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0),
+                              seed=seed)
     best_bound = offsets = None
     runtime = set(graph.positions)
     constant = [p for p in range(len(proto.graph.node)) if p not in runtime]
@@ -608,8 +643,9 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
         left = max(0.01, time_limit - (time.perf_counter() - began))
-        order, offsets, exact_stats = exact_order(exact_deps, original, order, hint_offsets,
-                                                  time_limit=left, seed=seed, workers=workers)
+        order, offsets, exact_stats = exact_order(
+            exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
+            workers=workers, cpu=max(0.01, time_limit - clock.spent()))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]

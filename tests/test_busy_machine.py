@@ -18,11 +18,14 @@ import pytest
 from ortools.sat.python import cp_model
 
 import memplan
+from benchmarks.branchy import MODELS, breadth_first
 from benchmarks.generate import network_like
 from benchmarks.load import busy
-from memplan import registry, validate
+from memplan import operator_order, registry, validate
 from memplan.bounds import lower_bound
 from memplan.deploy import regions_exact, scratch_exact
+from memplan.frontends.onnx import from_onnx
+from memplan.frontends.onnx_graph import analyze, infer
 from memplan.heuristics import best
 from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
@@ -348,3 +351,51 @@ def test_peak_stage_of_variable_scratch_hands_over_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):
         scratch_exact.plan_scratch_exact(problem, time_limit=8, workers=1)
     assert spent[0] >= 0.95 * 0.4
+
+
+def test_operator_order_starts_and_search_count_cpu_seconds(monkeypatch):
+    """The fast operator order tries its random list schedules for a quarter of its time and
+    searches for the rest, both in CPU seconds: a wall clock that ran ahead (a busy
+    machine) during the first schedule leaves the schedules tried, the moves and the order
+    as on a quiet machine."""
+    model = breadth_first(MODELS["dense_block"]())
+    deps = operator_order.dependencies(from_onnx(model), analyze(infer(model, strict=True,
+                                                                       source=None)),
+                                       optional_taken=True)
+
+    def fast():
+        return operator_order.fast_order(deps, time_limit=2, seed=0, iterations=2000)
+
+    quiet_order, quiet = fast()
+    lag, clock = [0.0], time.perf_counter
+    schedule = operator_order.list_schedule
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(operator_order, "list_schedule", lambda *args: (
+        lag.__setitem__(0, 1.0), schedule(*args))[1])  # half the limit, on the wall clock
+    loaded_order, loaded = fast()
+    assert loaded == quiet and quiet["starts"] == 2 + operator_order.RANDOM_STARTS
+    assert (loaded_order == quiet_order).all()
+
+
+def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
+    """On a graph of many steps the exact operator order gives the whole model half its CPU
+    seconds, then windows: with busy loops beside it, the whole model still takes them."""
+    monkeypatch.setattr(operator_order, "WINDOW_STEPS", 10)  # the inception stack: windowed
+    model = breadth_first(MODELS["inception"]())
+    problem = from_onnx(model, inplace=False)
+    deps = operator_order.dependencies(problem, analyze(infer(model, strict=True,
+                                                              source=None)),
+                                       optional_taken=False)
+    start = memplan.plan_with("best", problem)
+    handed: list[float] = []
+
+    def windows(*args, **kwargs):
+        handed.append(time.thread_time())
+        raise StageOver
+
+    monkeypatch.setattr(operator_order, "_improve_windows", windows)
+    with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
+        began = time.thread_time()
+        operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
+                                   time_limit=8, seed=0, workers=1, cpu=1.0)
+    assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
