@@ -26,7 +26,7 @@ from memplan.bounds import lower_bound
 from memplan.deploy import regions_exact, scratch_exact
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_graph import analyze, infer
-from memplan.heuristics import best
+from memplan.heuristics import best, presets
 from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
@@ -399,3 +399,23 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
                                    time_limit=8, seed=0, workers=1, cpu=1.0)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
+
+
+def test_listing_pairs_counts_cpu_seconds(monkeypatch):
+    """A one-pass planner lists its overlapping pairs when they take at most a third of its
+    limit in CPU seconds: a wall clock that ran ahead (a busy machine) before the listing
+    leaves the listing, and the plan, as on a quiet machine, not a pair-free fallback."""
+    rng = np.random.default_rng(0)
+    problem = memplan.Problem([memplan.Buffer("pinned", 64, 0, 2000, offset=0)] + [
+        memplan.Buffer(f"b{i}", int(rng.integers(1, 64)) * 64, i, i + 1000)
+        for i in range(1000)])  # about 1M pairs: 0.25 s listed
+    listed = lambda: memplan.plan_with("pool_by_size", problem, time_limit=3)  # noqa: E731
+    quiet = listed()
+    lag, clock = [0.0], time.perf_counter
+    bound = presets.lower_bound
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(presets, "lower_bound", lambda problem: (
+        lag.__setitem__(0, 0.9), bound(problem))[1])  # before the listing: 0.9 s on the wall
+    loaded = listed()
+    assert "fallback" not in quiet.stats and "fallback" not in loaded.stats
+    assert (loaded.offsets == quiet.offsets).all() and not validate(problem, loaded)

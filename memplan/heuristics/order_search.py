@@ -27,7 +27,7 @@ import numpy as np
 from memplan.bounds import lower_bound
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
-from memplan.heuristics.units import Units, listing_deadline
+from memplan.heuristics.units import Units, listing_budget
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -40,7 +40,9 @@ class OrderSearch:
     def __init__(self, problem: Problem, time_limit: float | None, began: float,
                  units: Units | None = None):
         self.problem = problem
-        self.units = Units.build(problem, deadline=listing_deadline(began, time_limit)) \
+        self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
+            problem, deadline=None if time_limit is None else began + time_limit,
+            cpu_deadline=listing_budget(time.thread_time(), time_limit)) \
             if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)

@@ -27,7 +27,7 @@ from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import PairLimitError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.time_sweep import sweep_offsets
-from memplan.heuristics.units import Units, listing_deadline
+from memplan.heuristics.units import Units, listing_budget
 from memplan.options import parse_options
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem, check_single_region
@@ -77,14 +77,15 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
 
     def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
              hint: Plan | None = None, **options) -> Plan:
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.thread_time()
         chosen = parse_options(name, defaults, options)
         check_single_region(problem)
         lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
         deadline = None if time_limit is None else began + time_limit
         try:
             units = Units.build(problem, pairs=_needs_pairs(problem, chosen),
-                                deadline=listing_deadline(began, time_limit))
+                                deadline=deadline,
+                                cpu_deadline=listing_budget(cpu_began, time_limit))
             offsets, stats = algorithm(units, chosen, deadline)
         except PairLimitError as why:
             return pair_free_plan(name, problem, began, time_limit, why)

@@ -25,7 +25,9 @@ where everything overlaps everything needs O(n^2): training steps and
 decoders of 100k buffers have 1-2 billion). About 200 ns and 90 bytes a pair
 while they are built, so `Units.build` counts them first (O(n log n)) and
 raises `PairLimitError` above ``MAX_PAIRS`` or when listing them would pass
-the deadline.
+the deadline (the caller's time limit, on the wall clock) or the listing
+budget (`PAIR_SHARE` of the limit, in CPU seconds of the calling thread: a
+busy machine does not turn a listing into a pair-free plan).
 """
 
 from __future__ import annotations
@@ -42,24 +44,29 @@ from memplan.problem import Problem
 
 MAX_PAIRS = 20_000_000  # most overlapping pairs listed (~1.8 GB and ~4 s while built)
 PAIR_SECONDS = 250e-9  # listing one pair, rounded up (measured 200-230 ns, BENCHMARKS.md)
-PAIR_SHARE = 1 / 3  # the most of a time limit listing may take: the passes need the rest
+PAIR_SHARE = 1 / 3  # of a time limit, in CPU seconds: the most listing may take (passes: the rest)
 
 
-def listing_deadline(began: float, time_limit: float | None) -> float | None:
-    """The `time.perf_counter` value by which the pair lists of a planner that started at
-    ``began`` with ``time_limit`` seconds must be listed (None: no limit)."""
-    return None if time_limit is None else began + time_limit * PAIR_SHARE
+def listing_budget(cpu_began: float, time_limit: float | None) -> float | None:
+    """The `time.thread_time` value by which the pair lists of a planner whose thread had
+    taken ``cpu_began`` CPU seconds when it started with ``time_limit`` seconds must be
+    listed (None: no limit)."""
+    return None if time_limit is None else cpu_began + time_limit * PAIR_SHARE
 
 
-def check_pairs(problem: Problem, deadline: float | None = None) -> int:
+def check_pairs(problem: Problem, deadline: float | None = None,
+                cpu_deadline: float | None = None) -> int:
     """The count of pairs `Units.build` would list (time overlaps and explicit conflicts);
     `PairLimitError` when over ``MAX_PAIRS`` or when listing them would end past
-    ``deadline`` (a `time.perf_counter` value). O(n log n)."""
+    ``deadline`` (a `time.perf_counter` value) or ``cpu_deadline`` (a `time.thread_time`
+    value, `listing_budget`). O(n log n)."""
     count = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
     if count > MAX_PAIRS:
         raise PairLimitError(f"{count} pairs of buffers overlap in time: more than the "
                              f"{MAX_PAIRS} memplan lists (about 90 bytes each)")
-    if deadline is not None and time.perf_counter() + count * PAIR_SECONDS > deadline:
+    listing = count * PAIR_SECONDS
+    if (deadline is not None and time.perf_counter() + listing > deadline) or \
+            (cpu_deadline is not None and time.thread_time() + listing > cpu_deadline):
         raise PairLimitError(f"{count} pairs of buffers overlap in time: listing them "
                              f"(about {count * PAIR_SECONDS:.1f} s) would pass the time limit")
     return count
@@ -92,12 +99,12 @@ class Units(AliasUnits):
 
     @classmethod
     def build(cls, problem: Problem, *, pairs: bool = True,
-              deadline: float | None = None) -> Units:
+              deadline: float | None = None, cpu_deadline: float | None = None) -> Units:
         """The units of ``problem``; ``pairs=False`` skips the pair lists (O(n log n) then),
         for planners that never ask which placed buffers a unit must avoid (`time_sweep`).
         `PairLimitError` (see `check_pairs`) when the lists do not fit."""
         if pairs:
-            check_pairs(problem, deadline)
+            check_pairs(problem, deadline, cpu_deadline)
         groups = alias_units(problem)
         unit_of, rel, count = groups.unit_of, groups.rel, len(groups)
         start = np.full(count, np.iinfo(np.int64).max)
