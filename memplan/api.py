@@ -75,14 +75,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
-HEURISTIC_MOST = 0.9  # of the time limit: the most the heuristics get by default
+# of the time limit, on the wall clock: the most the heuristics' own limit may be by default,
+# so that the exact planner and the validation still fit the caller's limit (enforcing it)
+HEURISTIC_MOST = 0.9
 EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
 VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
 SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
-# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit
+# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit; `best`'s time
+# limit, so wall-clock seconds: its order search (the compiled annealing) keeps wall-clock
+# deadlines only (its canonical descent counts CPU seconds, `best.Run.cpu_left`)
 COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
@@ -534,7 +538,10 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     that the heuristics half (all of it without the exact planner), each one
     an equal slice of what they have left, unless ``heuristic_time_limit``
     gives each its seconds (once their half is spent, they run with no time
-    to search: one pass each); the exact planner gets the rest. Planners the
+    to search: one pass each); the exact planner gets the rest. These shares
+    are wall-clock seconds: each is the time limit of one planner, which the
+    timed searches (``best``, ``anneal``, ``genetic``, ``hill_climb``) keep on
+    the wall clock (their stages inside count CPU where they can). Planners the
     problem's share leaves no room for are skipped (``table.attrs["skipped"]``,
     by problem; each problem gets one plan at least). Setting ``stop``
     (Ctrl-C in the command) ends the comparison with the rows so far
