@@ -20,7 +20,7 @@ a fixed buffer of 5-30 % or a variable one of 5-20 % minimum and 50-150 %
 maximum, rounded up to 16 bytes.
 
     python -m benchmarks.deploy --models squeezenet,bvlc_alexnet,resnet50 \\
-        --sram-kib 256 --time-limit 60
+        --sram-kib 256 --time-limit 60 [--busy 3]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import argparse
 import random
 import time
 
+from benchmarks.load import busy, load_average
 from benchmarks.suites import onnx_light_dir
 from memplan.deploy.regions import plan_regions
 from memplan.deploy.regions_exact import plan_regions_exact
@@ -130,12 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0,
                         help="seconds per exact run")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated scratch")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="processes spinning beside the planners (a busy machine)")
     args = parser.parse_args(argv)
     rows = []
-    for model in args.models.split(","):
-        rows += measure(model.strip(), sram=args.sram_kib * 1024, time_limit=args.time_limit,
-                        seed=args.seed)
+    print(f"load average before: {load_average()}, busy loops: {args.busy}\n")
+    with busy(args.busy):
+        for model in args.models.split(","):
+            rows += measure(model.strip(), sram=args.sram_kib * 1024,
+                            time_limit=args.time_limit, seed=args.seed)
     print(markdown(rows))
+    print(f"load average after: {load_average()}")
     return 0
 
 
