@@ -358,7 +358,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
-        report = _solve_deployment(problem, settings, *deployment)
+        report = _solve_deployment(problem, settings, *deployment, began=began)
         report.seconds = time.perf_counter() - began
         return report
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
@@ -454,8 +454,9 @@ def heuristic_seconds(settings: SolveOptions) -> float:
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
-                      exact_planner: Callable) -> SolveReport:
-    """`solve_report` for regions or variable scratch: their heuristic, then their exact."""
+                      exact_planner: Callable, *, began: float) -> SolveReport:
+    """`solve_report` for regions or variable scratch: their heuristic, then their exact
+    with the time left since ``began`` (a `time.perf_counter` value)."""
     planner = "best" if settings.heuristic == "all" else settings.heuristic
     heuristic = _checked(problem, heuristic_planner(
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
@@ -463,9 +464,10 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
                          {heuristic.planner: heuristic}, heuristic, None)
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.workers is None else {"workers": settings.workers}
+        left = None if settings.time_limit is None else \
+            max(0.0, settings.time_limit - (time.perf_counter() - began))
         report.exact = report.plan = _checked(problem, exact_planner(
-            problem, time_limit=settings.time_limit, seed=settings.seed, hint=heuristic,
-            **extra))
+            problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -140,6 +141,23 @@ def test_exact_finds_the_cheapest_region_choice():
     check(TRAP, exact)
     assert exact.stats["cost"] == 16 and exact.stats["cost_optimal"]
     assert _regions_of(TRAP, exact)["w"] == "dram"
+
+
+@needs_exact
+def test_solve_gives_the_exact_region_planner_the_time_the_heuristic_left(monkeypatch):
+    """``solve`` keeps its limit from its start: the region heuristic's seconds come out of
+    the exact planner's."""
+    import memplan
+    from memplan.deploy import regions, regions_exact
+
+    heuristic, exact, handed = regions.plan_regions, regions_exact.plan_regions_exact, {}
+    monkeypatch.setattr(regions, "plan_regions", lambda problem, **kwargs: (  # 32 B slow
+        time.sleep(1.0), heuristic(problem, planner="greedy_by_size"))[1])
+    monkeypatch.setattr(regions_exact, "plan_regions_exact", lambda *args, **kwargs: (
+        handed.update(kwargs), exact(*args, **kwargs))[1])
+    plan = memplan.solve(TRAP, time_limit=2.5)
+    check(TRAP, plan)
+    assert handed["time_limit"] <= 1.5
 
 
 #  fast holds 100: "long" (70 B, steps 0-2) or each of a, b, c (60 B, one step each)
