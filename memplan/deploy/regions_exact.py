@@ -49,9 +49,10 @@ caps the slow bytes and the slow arena (`memplan.deploy.regions.slow_measures`).
 Stage 1 runs first without it, hinted as usual; when its choice exceeds
 either, stage 1 runs again (in the stage share of the CPU left) with
 ``sum(size[u] * in[u, r], r slow) <= its slow bytes`` and
-``sum(top[r], r slow) <= its slow arena``, hinted with the hint when within
-the ceiling, else the ceiling (a solution of the model, and the plan kept
-when better); stage 2 only lowers each region's top at the same choice.
+``sum(top[r], r slow) <= its slow arena``, hinted with the hint when it
+fits within the ceiling, else the ceiling (a solution of the model, and
+the plan kept when better or when CP-SAT finds none); stage 2 only lowers
+each region's top at the same choice.
 What that second run proves holds within the ceiling only: the plan's
 bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
 which hold for every plan; ``stats["ceiling"]`` has the second run's statuses.
@@ -240,7 +241,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                        hint: Plan | None = None, workers: int = 2, weights=None,
                        objective: str = "cost", ceiling: Plan | None = None) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
-    (with a ceiling: in the first stage-1 run, unless within the ceiling);
+    (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
     (`slow_measures`) the result never exceeds (module doc)."""
@@ -256,12 +257,12 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         if wrong:
             raise ProblemError(f"a ceiling must be a valid region plan that fits: "
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
-        if not within(problem, heuristic, ceiling):
+        if heuristic.stats.get("over_capacity") or not within(problem, heuristic, ceiling):
             heuristic = ceiling
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(RegionModel(problem, weights), first, objective, (share, deadline), seed,
-                     workers, stats)
+    chosen = _choose(RegionModel(problem, weights), first, heuristic, objective,
+                     (share, deadline), seed, workers, stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -273,8 +274,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
-        chosen = _choose(capped, heuristic, objective, (left, deadline), seed, workers,
-                         stats["ceiling"])
+        chosen = _choose(capped, heuristic, heuristic, objective, (left, deadline), seed,
+                         workers, stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
     sizes = problem.sizes.copy()
@@ -304,17 +305,17 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     return plan
 
 
-def _choose(model: RegionModel, heuristic: Plan, objective: str,
+def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None], seed: int, workers: int,
             stats: dict) -> tuple | None:
-    """Stage 1 on ``model``, hinted with ``heuristic``: the offsets and regions chosen (the
-    heuristic's when CP-SAT found none), and the proven lower bounds on the cost and the
+    """Stage 1 on ``model``, hinted with ``hint``: the offsets and regions chosen (the
+    ``fallback``'s when CP-SAT found none), and the proven lower bounds on the cost and the
     arena cost (None: none proven); None when CP-SAT proved that no choice fits.
     ``limits``: its CPU seconds per worker and its deadline (a `time.perf_counter` value;
     None: none); the CPU its runs took is added to ``stats["stage_cpu"]``."""
     seconds, deadline = limits
     problem = model.problem
-    model.hint(heuristic.offsets, heuristic.regions)
+    model.hint(hint.offsets, hint.regions)
     proven_cost = proven_arena = None
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     if objective == "arena" and model.top:
@@ -339,7 +340,7 @@ def _choose(model: RegionModel, heuristic: Plan, objective: str,
     if status == cp_model.INFEASIBLE and "arena_status" not in stats:
         return None
     if status not in _SOLVED:
-        return heuristic.offsets.copy(), heuristic.regions.copy(), None, proven_arena
+        return fallback.offsets.copy(), fallback.regions.copy(), None, proven_arena
     offsets, regions = model.read(solver)
     if objective == "cost":
         proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
