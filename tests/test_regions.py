@@ -243,6 +243,21 @@ def test_the_cost_bound_adds_disjoint_peaks_at_their_lightest_bytes():
     assert plan.stats["cost"] == 180 and plan.stats["cost_bound"] == 60
 
 
+def test_the_cost_bound_sweeps_the_steps_where_buffers_start_or_end():
+    # the same lifetimes spread over a horizon of ten million steps: the same bound (the
+    # steps between two events change nothing), swept at the events alone
+    problem = Problem([Buffer("a", 60, 0, 2), Buffer("b", 60, 0, 2), Buffer("c", 60, 2, 4),
+                       Buffer("d", 60, 2, 4), Buffer("e", 1, 1, 3)],
+                      regions=[Region("fast", 100, 0.0), Region("slow", None, 1.0)])
+    weights = [3, 1, 2, 5, 4]
+    stretch = 2_500_000
+    spread = problem.replace(buffers=[replace(b, start=b.start * stretch, end=b.end * stretch)
+                                      for b in map(problem.buffer, range(len(problem)))])
+    assert spread.horizon == 10_000_000
+    # step 0: 20 bytes of b; step 2 (e live too): 21 of c; e starts after step 0: disjoint
+    assert cost_bound(spread, weights) == cost_bound(problem, weights) == 20 * 1 + 21 * 2
+
+
 def _with_regions(seed: int, base: Problem) -> tuple[Problem, np.ndarray]:
     """``base`` (up to 7 buffers, aliases, conflicts, alignments) over 2 or 3 regions, some
     buffers held to the dearer ones (the slow one always allowed: every problem fits),

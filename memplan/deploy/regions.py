@@ -115,7 +115,8 @@ def cost_bound(problem: Problem, weights=None) -> float:
     knapsack). Steps whose live buffers are disjoint (no buffer lives through
     both) pay for different bytes, so their costs add up: the bound takes the
     dearest chain of such steps. Buffers tied by aliases count only in the
-    busiest step's load, at the smallest weight. O(n log n + steps * regions * log n).
+    busiest step's load, at the smallest weight. O((n + events * regions) log n), events
+    the steps where a buffer starts or ends.
     """
     costs = np.array([r.cost for r in problem.regions], float)
     weights = checked_weights(problem, weights)
@@ -154,7 +155,8 @@ def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
     them and, per room, finds the lightest prefix that covers the excess (the
     last buffer in part); ``reach[t]``, the latest end of a member started by
     t, is nondecreasing, and step s may precede t in a chain iff
-    ``reach[s] <= t``: a prefix, so the chain is a running maximum.
+    ``reach[s] <= t``: a prefix, so the chain is a running maximum. Only the steps
+    where a member starts or ends are swept: O(n log n) whatever the horizon.
     """
     index = np.flatnonzero(members)
     horizon = problem.horizon
@@ -184,29 +186,32 @@ def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
             jump >>= 1
         return paid + (excess - held) * float(weights[index[position]])
 
-    starting = [[] for _ in range(horizon + 1)]
-    ending = [[] for _ in range(horizon + 1)]
+    # only the steps where a member starts or ends change the live set: the chain runs
+    # over those (a step between two has the live set and the reach of the one before)
+    events = np.unique(np.concatenate([problem.starts[index], problem.ends[index]]))
+    events = events[events < horizon]
+    starting = [[] for _ in events]
+    ending = [[] for _ in events]
     for i in index.tolist():
-        starting[int(problem.starts[i])].append(i)
-        ending[int(problem.ends[i])].append(i)
-    reach = np.zeros(horizon, np.int64)
-    chain = np.zeros(horizon)  # the dearest chain ending at each step
-    best = np.zeros(horizon + 1)  # best[j]: the dearest chain among steps < j
+        starting[int(np.searchsorted(events, problem.starts[i]))].append(i)
+        if problem.ends[i] < horizon:
+            ending[int(np.searchsorted(events, problem.ends[i]))].append(i)
+    reach = np.zeros(len(events), np.int64)
+    best = np.zeros(len(events) + 1)  # best[j]: the dearest chain among events < j
     live, latest = 0, 0
-    for t in range(horizon):
-        for i in ending[t]:
+    for k, t in enumerate(events.tolist()):
+        for i in ending[k]:
             add(i, -1)
             live -= int(problem.sizes[i])
-        for i in starting[t]:
+        for i in starting[k]:
             add(i, 1)
             live += int(problem.sizes[i])
             latest = max(latest, int(problem.ends[i]))
-        reach[t] = latest
+        reach[k] = latest
         paid = sum(step * lightest(live - room) for room, step in rooms if live > room)
-        before = int(np.searchsorted(reach[:t], t, side="right"))
-        chain[t] = paid + best[before]
-        best[t + 1] = max(best[t], chain[t])
-    return float(best[horizon])
+        before = int(np.searchsorted(reach[:k], t, side="right"))
+        best[k + 1] = max(best[k], paid + best[before])
+    return float(best[-1])
 
 
 def arena_bound(problem: Problem) -> float:
