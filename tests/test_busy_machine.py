@@ -419,3 +419,56 @@ def test_listing_pairs_counts_cpu_seconds(monkeypatch):
     loaded = listed()
     assert "fallback" not in quiet.stats and "fallback" not in loaded.stats
     assert (loaded.offsets == quiet.offsets).all() and not validate(problem, loaded)
+
+
+def test_the_warm_start_takes_its_share_in_cpu_seconds(monkeypatch):
+    """The exact planner gives ``best`` its warm-start share of the limit as a CPU budget and
+    the wall time left as its time limit: a clock that ran ahead of the CPU after the first
+    pass (a busy machine) leaves every later pass and the warm start's plan as on a quiet
+    machine, where a wall-clock share would have skipped them as late."""
+    problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
+    limit, lag = 10.0, [0.0]
+    warm: list[memplan.Plan] = []
+
+    def warm_start(*args, **kwargs):
+        warm.append(registry.plan_with(*args, **kwargs))
+        raise StageOver
+
+    sweep, clock = best.sweep_offsets, time.perf_counter
+
+    def first_pass(*args):  # then the clock jumps ahead
+        found = sweep(*args)
+        lag[0] = lag[0] or first_pass.lag
+        return found
+
+    monkeypatch.setattr(exact, "plan_with", warm_start)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(best, "sweep_offsets", first_pass)
+    for first_pass.lag in (0.0, limit / 2):
+        lag[0] = 0.0
+        with pytest.raises(StageOver):
+            memplan.plan_with("exact", problem, time_limit=limit, canonical=False,
+                              deterministic=True)
+    quiet, loaded = warm
+    assert not validate(problem, quiet) and not validate(problem, loaded)
+    assert quiet.stats["skipped"] == loaded.stats["skipped"] == []
+    assert loaded.stats["arenas"] == quiet.stats["arenas"] and len(quiet.stats["arenas"]) > 10
+    assert (loaded.offsets == quiet.offsets).all()
+
+
+def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_floor():
+    """``best``'s ``cpu`` budget decides which passes run: none is left after the first
+    (cut at once) with no budget, yet the plan is validated and no larger than
+    ``greedy_by_size``'s, whose pass runs uncut; a budget the passes do not use up leaves
+    them all, within a time limit far off or none."""
+    problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
+    floor = memplan.plan_with("greedy_by_size", problem).arena_size
+    spent = memplan.plan_with("best", problem, time_limit=60, cpu=0.0)
+    assert not validate(problem, spent) and spent.arena_size <= floor
+    assert spent.stats["cut_short"] and len(spent.stats["skipped"]) >= 10
+    assert spent.stats["arenas"].get("greedy_by_size") == floor
+    for limit in (60, None):
+        plenty = memplan.plan_with("best", problem, time_limit=limit, cpu=30.0,
+                                   search_evaluations=0)
+        assert not validate(problem, plenty) and plenty.arena_size <= floor
+        assert plenty.stats["skipped"] == [] and plenty.stats["cut"] == {}

@@ -59,6 +59,18 @@ the winner, if another, is validated in time (``stats["validate_reserve"]``).
 When the compiled breadth pass comes next, that first validation runs in a
 thread beside it (the pass releases the GIL).
 
+With a ``cpu`` budget (a caller's share of its own limit: the exact
+planner's warm start, the canonical planner's start plan), the decisions
+count CPU seconds of this thread (and of the descent's probes): a pass is
+skipped once the budget less the validation's reserve (timed in CPU seconds
+too) is spent, and each pass, the descent and the order search end by
+``now + min(time left, CPU seconds left)``, set as each starts, so that a
+pass slowed by load leaves the next ones their budget; the time limit (the
+caller's, on the wall clock) still ends the call. On a busy machine the
+passes and the descent then run as on a quiet one; a pass near the end of
+the budget may be cut sooner, and the order search, whose schedule runs to
+its deadline, tries fewer orders.
+
 The exact solver takes this plan as its warm start. Cost: the sum of the
 candidates (a few times one greedy pass, O(n log n + E log n) each), the
 search (the rest of the limit) and one or two validations; the time limit
@@ -126,6 +138,9 @@ class BestOptions:
                                  "the order search; 0: none")
     max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
                                        "no order x placement pass (pair lists too big)")
+    cpu: float | None = option(None, "CPU seconds of its thread the passes and the search "
+                                     "may take (a caller's share of its own limit), within "
+                                     "the time limit; None: the time limit decides alone")
 
 
 DEFAULTS = BestOptions()
@@ -152,10 +167,15 @@ class Run:
         # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
         self.deadline = None if time_limit is None else \
             self.began + time_limit * (1 - VALIDATE_SHARE)
+        # the same in CPU seconds with a budget (`cpu_left`); the CPU the descent's probes
+        # took in threads of their own is added to this thread's
+        self.cpu_end = None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE)
+        self.cpu_elsewhere = 0.0
         self.tried: list = []  # (arena, name, offsets, stats)
         self.cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
         self.skipped: list[str] = []  # passes the deadline (or their pair lists) left out
         self.checked: dict[str, float] = {}  # name -> seconds: plans the validator passed
+        self.check_cpu = 0.0  # CPU seconds of the first validation
         self.too_many: list[PairLimitError] = []  # passes whose pair lists did not fit
         self.beside: list[threading.Thread] = []  # the first validation, beside a pass in C
         self.overlap = False  # the second pass is compiled (it releases the GIL)
@@ -170,8 +190,8 @@ class Run:
         """The units, with or without pair lists (`PairLimitError`: they do not fit, in
         memory or, unless ``uncut``, before the deadline)."""
         if with_pairs not in self.built:
-            self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs,
-                                                 deadline=None if uncut else self.deadline)
+            self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs, deadline=None
+                                                 if uncut else self.budgeted(self.deadline))
         return self.built[with_pairs]
 
     def compositions(self) -> list[tuple[str, GreedyOptions]]:
@@ -185,17 +205,18 @@ class Run:
         return found
 
     def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
-        """(name, pass) in the order they run (see the module doc)."""
-        chosen, deadline = self.chosen, self.deadline
+        """(name, pass) in the order they run (see the module doc). Each pass ends by the
+        deadline set now (`budgeted` at its start, with a CPU budget)."""
+        chosen, wall = self.chosen, self.deadline
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
-            lambda p: sweep_offsets(self.units(False), p, deadline), placement))
+            lambda p: sweep_offsets(self.units(False), p, self.budgeted(wall)), placement))
             for placement in (chosen.placements if chosen.sweep else ())]
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
             sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
-                self.units(False), "best_fit", deadline)))  # sweep may find no time left
-        greedy = [(name, partial(lambda c: greedy_offsets(
-            self.units(not self.compiled), c, deadline, compiled=self.compiled), composition))
-            for name, composition in self.compositions()]
+                self.units(False), "best_fit", self.budgeted(wall))))  # sweep may find no
+        greedy = [(name, partial(lambda c: greedy_offsets(  # time left
+            self.units(not self.compiled), c, self.budgeted(wall), compiled=self.compiled),
+            composition)) for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
             self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
             return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
@@ -243,20 +264,29 @@ class Run:
         self.tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
         if stats["cut"]:
             self.cut[name] = stats["cut"]
-        if self.time_limit is None or self.checked or self.beside:
+        if (self.time_limit is None and self.cpu_end is None) or self.checked or self.beside:
             return
         if self.overlap:
-            self.beside.append(threading.Thread(target=lambda: self.checked.update(
-                {name: _validation_seconds(problem, offsets, name)}), daemon=True))
+            self.beside.append(threading.Thread(target=lambda: self.check(name, offsets),
+                                                daemon=True))
             self.beside[0].start()
         else:
-            self.checked[name] = _validation_seconds(problem, offsets, name)
+            self.check(name, offsets)
             self.timed(self.checked[name])
 
+    def check(self, name: str, offsets: np.ndarray) -> None:
+        """The first validation, in the thread that runs it: its seconds and CPU seconds."""
+        self.checked[name], self.check_cpu = _validation_seconds(self.problem, offsets, name)
+
     def timed(self, seconds: float) -> None:
-        """One validation took ``seconds``: the later passes keep that, times the margin."""
-        reserve = VALIDATE_MARGIN * seconds if seconds >= 0 else 0.0
-        self.deadline = self.began + self.time_limit - reserve
+        """One validation took ``seconds`` (`check_cpu` of CPU): the later passes keep that,
+        times the margin, of the limit and of the CPU budget."""
+        valid = seconds >= 0
+        if self.time_limit is not None:
+            self.deadline = self.began + self.time_limit - \
+                (VALIDATE_MARGIN * seconds if valid else 0.0)
+        if self.cpu_end is not None:
+            self.cpu_end = self.chosen.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
 
     def settle(self) -> None:
         """Wait for the validation beside the compiled pass; its time sets the reserve."""
@@ -265,10 +295,26 @@ class Run:
         if self.beside and self.checked:
             self.timed(next(iter(self.checked.values())))
 
+    def budgeted(self, wall: float | None) -> float | None:
+        """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
+        with a CPU budget no later than the CPU seconds left from now. Read as each starts,
+        so that a pass slowed by load (its wall time beyond its CPU time) leaves the next
+        ones their CPU budget; only ``wall`` (the caller's limit) is lost to the load."""
+        if self.cpu_end is None:
+            return wall
+        ahead = time.perf_counter() + max(0.0, self.cpu_left())
+        return ahead if wall is None else min(wall, ahead)
+
     def out_of_time(self) -> bool:
-        """Past the deadline, or a pass cut once (the next ones would be cut too)."""
-        return bool(self.tried) and self.deadline is not None and (
-            time.perf_counter() > self.deadline or bool(self.cut))
+        """Past the deadline or, with a CPU budget, out of it; or a pass cut once (the next
+        ones would be cut too: with a budget on a busy machine, a pass that nearly ran out
+        of it on a quiet one)."""
+        if not self.tried:
+            return False
+        if self.cpu_end is not None and (self.cpu_left() <= 0 or bool(self.cut)):
+            return True
+        return self.deadline is not None and (time.perf_counter() > self.deadline or
+                                              bool(self.cut))
 
     def at_bound(self) -> bool:
         """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
@@ -295,24 +341,30 @@ class Run:
         a budget keeps the search repeatable, and the exact planner, which gives one, runs
         the descent itself."""
         planner = planners().get("canonical")
-        if planner is None or self.deadline is None or self.chosen.search_evaluations \
-                is not None or self.chosen.descent <= 0:
+        if planner is None or self.budgeted(self.deadline) is None or \
+                self.chosen.search_evaluations is not None or self.chosen.descent <= 0:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
-        found = planner(self.problem, time_limit=self.deadline - time.perf_counter(),
+        found = planner(self.problem, time_limit=None if self.deadline is None else
+                        self.deadline - time.perf_counter(),
                         hint=Plan.from_offsets(self.problem, offsets, planner=name),
                         cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take
             return
+        self.cpu_elsewhere += found.stats.get("cpu_seconds", 0.0)  # its probes' threads
         self.keep("canonical", found.offsets, {**found.stats, "cut": 0})
         if found.stats["interrupted"]:
             raise KeyboardInterrupt
 
     def cpu_left(self) -> float:
-        """The seconds to the deadline as this thread's CPU counts them: the limit (less the
-        validation's reserve) less the CPU this call's thread has taken. On an idle machine
-        the wall time left; on a busy one more (the clock then ends the search first)."""
-        return self.deadline - self.began - (time.thread_time() - self.cpu_began)
+        """The seconds to the deadline as this thread's CPU counts them (and the descent's
+        probes, `cpu_elsewhere`): the limit, or with one the ``cpu`` budget (less the
+        validation's reserve), less the CPU taken. Without a budget, on an idle machine the
+        wall time left; on a busy one more (the clock then ends the search first)."""
+        spent = time.thread_time() - self.cpu_began + self.cpu_elsewhere
+        if self.cpu_end is not None:
+            return self.cpu_end - spent
+        return self.deadline - self.began - spent
 
     def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str, float]]:
         """``(arena, offsets, order, seconds)`` of the greedy passes run to the end with
@@ -330,10 +382,11 @@ class Run:
                   for arena, offsets, order, seconds in [min(self.decoded(placement),
                                                              key=lambda d: d[0])]]
         budget = self.chosen.search_evaluations
-        if budget is None and self.time_limit is None:
+        if budget is None and self.time_limit is None and self.cpu_end is None:
             budget = untimed_evaluations(self.problem)
-        if starts:
-            offsets, stats = anneal.search(units, starts, seed=seed, deadline=self.deadline,
+        if starts:  # its schedule runs to the deadline set now (`budgeted`)
+            offsets, stats = anneal.search(units, starts, seed=seed,
+                                           deadline=self.budgeted(self.deadline),
                                            options=anneal.AnnealOptions(evaluations=budget))
             if offsets is None:  # no time to start a chain
                 self.skipped.append("anneal")
@@ -351,7 +404,8 @@ class Run:
             units = self.units(True)
         except PairLimitError:
             return
-        left = None if self.deadline is None else self.deadline - time.perf_counter()
+        deadline = self.budgeted(self.deadline)
+        left = None if deadline is None else deadline - time.perf_counter()
         search = OrderSearch(self.problem, left, time.perf_counter(), units)
         arena, offsets, order, _ = min(decoded, key=lambda d: d[0])
         search.best_arena, search.best_offsets = arena, offsets
@@ -408,13 +462,14 @@ def untimed_evaluations(problem: Problem) -> int:
     return max(1, min(UNTIMED_SEARCH, UNTIMED_WORK // max(1, len(problem))))
 
 
-def _validation_seconds(problem: Problem, offsets: np.ndarray, name: str) -> float:
-    """Seconds the validator took to pass these offsets; -1 when it refused them."""
-    checking = time.perf_counter()
+def _validation_seconds(problem: Problem, offsets: np.ndarray,
+                        name: str) -> tuple[float, float]:
+    """Seconds and CPU seconds (of the calling thread) the validator took to pass these
+    offsets; -1 seconds when it refused them."""
+    checking, cpu = time.perf_counter(), time.thread_time()
     draft = Plan(offsets, int((offsets + problem.sizes).max(initial=0)), 0, "unknown", 0, name)
-    if [v for v in validate(problem, draft) if v.kind != "capacity"]:
-        return -1.0
-    return time.perf_counter() - checking
+    refused = [v for v in validate(problem, draft) if v.kind != "capacity"]
+    return -1.0 if refused else time.perf_counter() - checking, time.thread_time() - cpu
 
 
 def _smallest_valid(problem: Problem, tried: list, began: float, checked: dict[str, float],
@@ -424,7 +479,7 @@ def _smallest_valid(problem: Problem, tried: list, began: float, checked: dict[s
     arenas = {name: arena for arena, name, _, _ in tried}
     for _, name, offsets, stats in sorted(tried, key=lambda t: t[0]):
         seconds = checked[name] if name in checked else \
-            _validation_seconds(problem, offsets, name)
+            _validation_seconds(problem, offsets, name)[0]
         if seconds >= 0:
             return mark_valid(Plan.from_offsets(
                 problem, offsets, planner="best", seconds=time.perf_counter() - began,

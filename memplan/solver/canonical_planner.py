@@ -17,19 +17,19 @@ Steps:
   and 0.5 GB a probe, and such probes rarely settle): the ``hint`` as it is,
   or ``best``'s plan without a hint;
 - the start: the ``hint``, else ``best``'s passes (no search) within
-  `START_SHARE` of the limit (the canonical search's own first dive is a
-  poor start on large problems: 96 times the bound on a network of 10k
-  buffers, 2 times on a training step);
+  `START_SHARE` of the limit in CPU seconds (the canonical search's own
+  first dive is a poor start on large problems: 96 times the bound on a
+  network of 10k buffers, 2 times on a training step);
 - the descent until the limit, or until its probes have taken ``cpu``
   seconds of CPU (a caller's share of its own limit: ``best`` gives one) or
   the limit less the CPU seconds the start took, the status ``optimal``
   when the peak meets the live-load bound, the only floor it proves here;
   Ctrl-C ends it with the best layout found.
 
-Clocks: the limit is kept on the wall clock; the descent's share of it is
-counted in CPU seconds (the start's, and the probes', `canonical.Race.cpu`),
-so that a busy machine does not shorten the descent's budget; ``best`` ends
-the start by its own time limit (wall seconds: it takes no CPU budget).
+Clocks: the limit is kept on the wall clock; the start's and the descent's
+shares of it are counted in CPU seconds (``best``'s ``cpu`` budget, within
+the wall time left; the probes', `canonical.Race.cpu`), so that a busy
+machine does not change the start or shorten the descent's budget.
 
 Cost: each probe is exponential in the worst case and capped by the time
 limit (deterministic mode: by `canonical.NODES_PER_SECOND` nodes a second
@@ -51,8 +51,8 @@ from memplan.solver import canonical
 from memplan.solver.cpu_budget import CpuClock
 
 UNTIMED_SECONDS = 10.0  # no time limit: the descent stops after this long
-START_SHARE = 0.25  # of the limit, at most, for the start plan without a hint (``best``'s own
-# time limit, wall seconds); the descent's CPU budget counts what it took in CPU seconds
+START_SHARE = 0.25  # of the limit, at most, for the start plan without a hint (``best``'s CPU
+# budget, within the wall time left); the descent's CPU budget counts what it took in CPU seconds
 MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module doc)
 
 
@@ -93,8 +93,9 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     descent, cpu = seconds, chosen.cpu  # deterministic: a node budget from the limit
     if hint is None:
         start = CpuClock(process=True).start()  # ``best``'s passes, on one core
-        hint = plan_with("best", problem, seed=seed, time_limit=seconds * START_SHARE,
-                         search_evaluations=0)
+        hint = plan_with("best", problem, seed=seed, search_evaluations=0,
+                         cpu=seconds * START_SHARE,
+                         time_limit=max(0.0, seconds - (time.perf_counter() - began)))
         descent = seconds * (1 - START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
     threads = 1 if chosen.deterministic else chosen.workers or os.cpu_count() or 1

@@ -80,21 +80,27 @@ PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this m
 PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
 WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
-# (its own time limit, on the wall clock: `best` takes no CPU budget; the CPU seconds it took
-# are what the parts' shares count, `_Run.taken`)
+# (CPU seconds for `best`, its ``cpu`` budget, within the wall time left of the limit; another
+# warm-start planner's own time limit; the CPU seconds it took are what the parts' shares
+# count, `_Run.taken`)
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
-                stats: dict) -> Plan | None:
-    """The hint (the caller's or the warm-start planner's), if it is a valid plan."""
+                stats: dict, began: float) -> Plan | None:
+    """The hint (the caller's or the warm-start planner's), if it is a valid plan. ``best``
+    gets its share of the limit in CPU seconds (a busy machine: the same passes, later) and
+    the wall time left of the limit (``began``: the run's start) as its time limit."""
     if hint is None and options.warm_start is not None:
         given = options.time_limit
         limit = None if given is None else \
             max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
-        repeatable = {"search_evaluations": 0} if options.deterministic and \
-            options.warm_start == "best" else {}  # its search ends by the clock
+        budget = {}
+        if options.warm_start == "best":
+            budget = {"search_evaluations": 0} if options.deterministic else {}  # its search
+            if limit is not None:  # ends by the clock
+                budget["cpu"], limit = limit, max(0.0, given - (time.perf_counter() - began))
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
-                         **repeatable)
+                         **budget)
         stats["warm_start"] = options.warm_start
     if hint is None:
         return None
@@ -568,7 +574,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if hint is None and canonical_first(working, settings):
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
-        hint = _warm_start(working, hint, settings, stats)
+        hint = _warm_start(working, hint, settings, stats, began)
     floor = _floor(working, hint)
     run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
