@@ -64,12 +64,14 @@ planner's warm start, the canonical planner's start plan), the decisions
 count CPU seconds of this thread (and of the descent's probes): a pass is
 skipped once the budget less the validation's reserve (timed in CPU seconds
 too) is spent, and each pass, the descent and the order search end by
-``now + min(time left, CPU seconds left)``, set as each starts, so that a
-pass slowed by load leaves the next ones their budget; the time limit (the
-caller's, on the wall clock) still ends the call. On a busy machine the
-passes and the descent then run as on a quiet one; a pass near the end of
-the budget may be cut sooner, and the order search, whose schedule runs to
-its deadline, tries fewer orders.
+``now + min(time left, CPU seconds left x pace)``, set as each starts (the
+kernels keep wall deadlines; the pace: wall seconds per CPU second of the
+call so far, at least 1), so that a pass slowed by load neither uses up the
+budget of the next ones nor is cut before it has taken its CPU seconds; the
+time limit (the caller's, on the wall clock) still ends the call. On a busy
+machine the passes and the descent then run as on a quiet one, unless the
+load changes during a pass near the end of the budget (it is then cut
+sooner or later) or the time limit comes first.
 
 The exact solver takes this plan as its warm start. Cost: the sum of the
 candidates (a few times one greedy pass, O(n log n + E log n) each), the
@@ -115,6 +117,7 @@ VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validat
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
+PACE_CPU = 0.005  # CPU seconds of a call before its pace (`Run.pace`) is measured
 
 
 @dataclass(frozen=True)
@@ -297,13 +300,22 @@ class Run:
 
     def budgeted(self, wall: float | None) -> float | None:
         """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
-        with a CPU budget no later than the CPU seconds left from now. Read as each starts,
-        so that a pass slowed by load (its wall time beyond its CPU time) leaves the next
-        ones their CPU budget; only ``wall`` (the caller's limit) is lost to the load."""
+        with a CPU budget no later than the CPU seconds left, as wall seconds at this call's
+        pace so far (`pace`), from now. Read as each starts, so that a pass slowed by load
+        neither uses up the budget of the next ones nor is cut before it has taken its CPU
+        seconds (the kernels keep wall deadlines); only ``wall`` (the caller's limit) is
+        lost to the load."""
         if self.cpu_end is None:
             return wall
-        ahead = time.perf_counter() + max(0.0, self.cpu_left())
+        ahead = time.perf_counter() + max(0.0, self.cpu_left()) * self.pace()
         return ahead if wall is None else min(wall, ahead)
+
+    def pace(self) -> float:
+        """Wall seconds per CPU second of this call so far (its thread's and the descent's),
+        at least 1: about 1 on an idle machine, 2-4 beside busy processes (1 until
+        `PACE_CPU` seconds of CPU tell)."""
+        cpu = time.thread_time() - self.cpu_began + self.cpu_elsewhere
+        return 1.0 if cpu < PACE_CPU else max(1.0, (time.perf_counter() - self.began) / cpu)
 
     def out_of_time(self) -> bool:
         """Past the deadline or, with a CPU budget, out of it; or a pass cut once (the next
