@@ -209,17 +209,21 @@ class Run:
 
     def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
         """(name, pass) in the order they run (see the module doc). Each pass ends by the
-        deadline set now (`budgeted` at its start, with a CPU budget)."""
-        chosen, wall = self.chosen, self.deadline
+        first share of the limit (and of the CPU budget: `budgeted` at its start)."""
+        chosen, wall, cpu_end = self.chosen, self.deadline, self.cpu_end
+
+        def ends() -> float | None:  # read as the pass starts
+            return self.budgeted(wall, cpu_end)
+
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
-            lambda p: sweep_offsets(self.units(False), p, self.budgeted(wall)), placement))
+            lambda p: sweep_offsets(self.units(False), p, ends()), placement))
             for placement in (chosen.placements if chosen.sweep else ())]
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
             sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
-                self.units(False), "best_fit", self.budgeted(wall))))  # sweep may find no
-        greedy = [(name, partial(lambda c: greedy_offsets(  # time left
-            self.units(not self.compiled), c, self.budgeted(wall), compiled=self.compiled),
-            composition)) for name, composition in self.compositions()]
+                self.units(False), "best_fit", ends())))  # sweep may find no time left
+        greedy = [(name, partial(lambda c: greedy_offsets(
+            self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
+            for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
             self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
             return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
@@ -298,23 +302,24 @@ class Run:
         if self.beside and self.checked:
             self.timed(next(iter(self.checked.values())))
 
-    def budgeted(self, wall: float | None) -> float | None:
+    def budgeted(self, wall: float | None, cpu_end: float | None = None) -> float | None:
         """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
-        with a CPU budget no later than the CPU seconds left, as wall seconds at this call's
-        pace so far (`pace`), from now. Read as each starts, so that a pass slowed by load
-        neither uses up the budget of the next ones nor is cut before it has taken its CPU
-        seconds (the kernels keep wall deadlines); only ``wall`` (the caller's limit) is
-        lost to the load."""
+        with a CPU budget no later than the CPU seconds left to ``cpu_end`` (default
+        `cpu_end`), as wall seconds at this call's pace so far (`pace`), from now. Read as
+        each starts, so that a pass slowed by load neither uses up the budget of the next
+        ones nor is cut before it has taken its CPU seconds (the kernels keep wall
+        deadlines); only ``wall`` (the caller's limit) is lost to the load."""
         if self.cpu_end is None:
             return wall
-        ahead = time.perf_counter() + max(0.0, self.cpu_left()) * self.pace()
+        left = (self.cpu_end if cpu_end is None else cpu_end) - self.cpu_spent()
+        ahead = time.perf_counter() + max(0.0, left) * self.pace()
         return ahead if wall is None else min(wall, ahead)
 
     def pace(self) -> float:
         """Wall seconds per CPU second of this call so far (its thread's and the descent's),
         at least 1: about 1 on an idle machine, 2-4 beside busy processes (1 until
         `PACE_CPU` seconds of CPU tell)."""
-        cpu = time.thread_time() - self.cpu_began + self.cpu_elsewhere
+        cpu = self.cpu_spent()
         return 1.0 if cpu < PACE_CPU else max(1.0, (time.perf_counter() - self.began) / cpu)
 
     def out_of_time(self) -> bool:
@@ -373,10 +378,13 @@ class Run:
         probes, `cpu_elsewhere`): the limit, or with one the ``cpu`` budget (less the
         validation's reserve), less the CPU taken. Without a budget, on an idle machine the
         wall time left; on a busy one more (the clock then ends the search first)."""
-        spent = time.thread_time() - self.cpu_began + self.cpu_elsewhere
         if self.cpu_end is not None:
-            return self.cpu_end - spent
-        return self.deadline - self.began - spent
+            return self.cpu_end - self.cpu_spent()
+        return self.deadline - self.began - self.cpu_spent()
+
+    def cpu_spent(self) -> float:
+        """CPU seconds of this call: its thread's and the descent's probes'."""
+        return time.thread_time() - self.cpu_began + self.cpu_elsewhere
 
     def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str, float]]:
         """``(arena, offsets, order, seconds)`` of the greedy passes run to the end with
