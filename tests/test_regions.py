@@ -11,6 +11,7 @@ import pytest
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json
+from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners
 from memplan.validate import check
@@ -215,6 +216,28 @@ def test_a_ceiling_caps_the_slow_bytes_and_arena_and_keeps_the_bounds():
                        seconds=0)
     with pytest.raises(ProblemError, match="ceiling"):
         plan_regions_exact(TRADE, ceiling=over)
+
+
+def test_a_region_plan_over_the_ceiling_is_never_returned(monkeypatch):
+    # were a region's own planner to return a higher top than stage 1's, the plan would
+    # leave the ceiling: the start within it is returned instead
+    from memplan.deploy import regions_exact
+    from memplan.deploy.regions import region_plan, within
+
+    ceiling = region_plan(TRADE, np.array([0, 70, 70, 70]), np.ones(4, np.int64),
+                          planner="start", seconds=0)  # all slow: arena 130, cost 250
+    planned = regions_exact.plan_scratch_exact
+
+    def raised(part, **options):
+        plan = planned(part, **options)
+        raise_by = 100 if len(part) == 1 else 0  # the slow region's part: long alone
+        return Plan.from_offsets(part, plan.offsets + raise_by, planner="raised", stats=plan.stats,
+                                 sizes=plan.sizes)
+
+    monkeypatch.setattr(regions_exact, "plan_scratch_exact", raised)
+    plan = regions_exact.plan_regions_exact(TRADE, time_limit=5, hint=ceiling, ceiling=ceiling)
+    check(TRADE, plan)  # stage 1: long slow (cost 70), its top raised to 170 > 130
+    assert within(TRADE, plan, ceiling) and plan.stats["kept"] == "heuristic"
 
 
 def test_the_arena_bound_fills_the_cheapest_room_first():

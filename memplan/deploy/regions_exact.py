@@ -296,7 +296,9 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
                        seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
                        best_cost=proven_cost, best_arena=proven_arena, stats=stats)
-    if objective_rank(problem, heuristic, weights, objective) < \
+    # the start (within the ceiling) is kept when better, and were stage 2 to leave the ceiling
+    if not within(problem, plan, ceiling) or \
+            objective_rank(problem, heuristic, weights, objective) < \
             objective_rank(problem, plan, weights, objective):
         return region_plan(problem, heuristic.offsets, heuristic.regions,
                            planner=heuristic.planner, seconds=plan.seconds,
