@@ -84,9 +84,8 @@ NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the nai
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
 SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
-# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit; `best`'s time
-# limit, so wall-clock seconds: its order search (the compiled annealing) keeps wall-clock
-# deadlines only (its canonical descent counts CPU seconds, `best.Run.cpu_left`)
+# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit: `best`'s
+# CPU budget (its option `cpu`), on the clock at most HEURISTIC_MOST of the caller's limit
 COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
@@ -264,20 +263,23 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
 
 
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
-                   time_limit: float | None = 1.0, searched: bool = True) -> dict[str, Plan]:
+                   time_limit: float | None = 1.0, searched: bool = True,
+                   wall: float | None = None) -> dict[str, Plan]:
     """Each named heuristic's validated plan, by name (``time_limit`` for each).
     ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
-    amount of work (``SEARCH_WORK`` units placed) instead of until the limit. Ctrl-C
+    amount of work (``SEARCH_WORK`` units placed) instead of until the limit; ``wall``:
+    ``best`` takes ``time_limit`` in CPU seconds (its option ``cpu``), on the clock at most
+    ``wall`` seconds. Ctrl-C
     (``KeyboardInterrupt``) ends the run with the plans so far, the last one marked
     ``stats["interrupted"]``; it is raised again when there is none."""
-    extra = {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(
-        problem))}}
+    extra = {"best": {"cpu": time_limit, "time_limit": wall}} if wall is not None else \
+        {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(problem))}}
     plans: dict[str, Plan] = {}
     found = None  # the last plan, before its validation
     try:
         for name in names:
-            found = name, plan_with(name, problem, seed=seed, time_limit=time_limit,
-                                    **extra.get(name, {}))
+            found = name, plan_with(name, problem, **{"seed": seed, "time_limit": time_limit,
+                                                      **extra.get(name, {})})
             plans[name] = _checked(problem, found[1])
             found = None
             if plans[name].stats.get("interrupted"):
@@ -367,9 +369,11 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     timed = _search_seconds(problem, settings, record) if settings.exact else None
-    plans = run_heuristics(problem, names, seed=settings.seed,
-                           time_limit=heuristic_seconds(settings) if timed is None else timed,
-                           searched=not settings.exact or timed is not None)
+    plans = run_heuristics(  # a timed search: `best`'s seconds in CPU, the clock the limit's
+        problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
+        time_limit=heuristic_seconds(settings) if timed is None else timed,
+        wall=None if timed is None else
+        max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
     floor = floor_planner(problem)
     if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [floor], time_limit=None))

@@ -472,3 +472,37 @@ def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_floor():
                                    search_evaluations=0)
         assert not validate(problem, plenty) and plenty.arena_size <= floor
         assert plenty.stats["skipped"] == [] and plenty.stats["cut"] == {}
+
+
+def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
+    """On a problem the exact planner would improve by neighbourhoods, `memplan.solve` first
+    gives `best` a timed order search: its seconds a CPU budget, the wall clock only what
+    is left of the limit's share. A clock that ran ahead (a busy machine) since the call
+    began leaves the budget whole and shortens the wall limit alone."""
+    from memplan import api
+
+    count = ExactOptions().lns_buffers + 1
+    large = memplan.Problem.from_arrays(np.full(count, 64), np.arange(count),
+                                        np.arange(count) + 3)
+    handed, lag, clock = [], [0.0], time.perf_counter
+    timed = api._search_seconds
+
+    def search_seconds(*args):  # the clock jumps ahead once the call has begun
+        lag[0] = search_seconds.jump
+        return timed(*args)
+
+    def search(name, problem, **options):
+        handed.append((options.get("cpu"), options["time_limit"]))
+        raise StageOver
+
+    monkeypatch.setattr(api, "_search_seconds", search_seconds)
+    monkeypatch.setattr(api, "plan_with", search)
+    monkeypatch.setattr(api, "heuristic_names", lambda: ["best"])
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    for search_seconds.jump in (0.0, 2.0):
+        lag[0] = 0.0
+        with pytest.raises(StageOver):
+            api.solve_report(large, api.solve_options(time_limit=5))
+    (quiet_cpu, quiet_wall), (busy_cpu, busy_wall) = handed
+    assert quiet_cpu == busy_cpu == pytest.approx(4.5)  # 90 % of the limit
+    assert quiet_wall == pytest.approx(4.5, abs=0.3) and busy_wall == pytest.approx(2.5, abs=0.3)
