@@ -78,11 +78,11 @@ from memplan.deploy.regions import (
     within,
 )
 from memplan.deploy.scratch import subproblem
-from memplan.deploy.scratch_exact import plan_scratch_exact, wall_left
+from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
+from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
 from memplan.validate import validate

@@ -46,7 +46,7 @@ from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver
+from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.model import build_model
 
@@ -118,12 +118,6 @@ def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak:
              "scratch_bound": int(minimum[grows].sum() + solver.best_objective_bound),
              "scratch_seconds": solver.wall_time, "scratch_cpu": cap.spent}
     return model.offsets(solver), granted, stats
-
-
-def wall_left(deadline: float | None) -> float | None:
-    """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
-    `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
-    return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
 
 
 def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:

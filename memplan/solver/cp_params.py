@@ -13,6 +13,7 @@ clock keeps the time limit.
 from __future__ import annotations
 
 import math
+import time
 
 from ortools.sat.python import cp_model
 
@@ -27,6 +28,12 @@ DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slic
 # deployment planners (memplan.deploy.regions_exact, memplan.deploy.scratch_exact)
 STAGE_SHARE = 0.5  # of the time limit, in CPU s per worker: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # the shortest time limit one of their CP-SAT runs gets
+
+
+def wall_left(deadline: float | None) -> float | None:
+    """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
+    `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
+    return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
 
 
 def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: bool = False,
