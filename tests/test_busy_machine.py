@@ -506,3 +506,26 @@ def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
     (quiet_cpu, quiet_wall), (busy_cpu, busy_wall) = handed
     assert quiet_cpu == busy_cpu == pytest.approx(4.5)  # 90 % of the limit
     assert quiet_wall == pytest.approx(4.5, abs=0.3) and busy_wall == pytest.approx(2.5, abs=0.3)
+
+
+def test_the_floors_pass_runs_second_on_large_problems_within_the_limit(monkeypatch):
+    """On problems over ``breadth_first_buffers`` one greedy pass takes up to a CPU second;
+    the floor's (the one pass every call runs, never a plan above greedy_by_size's) comes
+    right after the first sweep, so that a machine slowed 4x spends the limit on it rather
+    than run it past the limit at the end. The clock pushed past the deadline once the
+    floor is placed: the later passes are skipped, the floor's plan stands."""
+    problem = network_like(2000, 3)
+    placed = best.greedy_offsets
+
+    def slow(*args, **kwargs):  # the floor's pass takes the whole limit
+        found = placed(*args, **kwargs)
+        moved = time.perf_counter() + 60
+        monkeypatch.setattr(best.time, "perf_counter", lambda: moved)
+        return found
+
+    monkeypatch.setattr(best, "greedy_offsets", slow)
+    plan = registry.plan_with("best", problem, time_limit=5, breadth_first_buffers=500)
+    assert list(plan.stats["arenas"])[:2] == ["time_sweep(placement='best_fit')", "greedy_by_size"]
+    assert "greedy_by_breadth" in plan.stats["skipped"] and plan.stats["cut_short"]
+    assert plan.arena_size <= registry.plan_with("greedy_by_size", problem).arena_size
+    assert validate(problem, plan) == []

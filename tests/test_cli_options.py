@@ -439,7 +439,26 @@ def test_the_time_limit_counts_from_the_start_of_the_command(monkeypatch):
     from memplan.cli import solve
 
     monkeypatch.setattr(startup, "COMMAND_STARTED", time.perf_counter() - 3.0)  # loaded in 3 s
-    assert 6.0 < solve._from_start(api.SolveOptions(time_limit=10)).time_limit <= 7.0
+    monkeypatch.setattr(startup, "COMMAND_CPU", time.process_time() - 3.0)  # on a whole core
+    assert 6.0 < solve._from_start(api.SolveOptions(time_limit=10), 10, 1).time_limit <= 7.0
     least = solve.LEAST_SOLVE_SHARE * 2
-    assert solve._from_start(api.SolveOptions(time_limit=2)).time_limit == pytest.approx(least)
-    assert solve._from_start(api.SolveOptions(time_limit=None)).time_limit is None
+    assert solve._from_start(api.SolveOptions(time_limit=2), 10, 1).time_limit == \
+        pytest.approx(least)
+    assert solve._from_start(api.SolveOptions(time_limit=None), 10, 1).time_limit is None
+
+
+def test_the_time_limit_keeps_the_writing_of_the_outputs_at_the_commands_pace(monkeypatch):
+    import time
+
+    from memplan import startup
+    from memplan.cli import solve
+
+    # 4 s on the clock for 1 s of CPU: beside busy processes, a quarter of a core
+    monkeypatch.setattr(startup, "COMMAND_STARTED", time.perf_counter() - 4.0)
+    monkeypatch.setattr(startup, "COMMAND_CPU", time.process_time() - 1.0)
+    assert startup.command_pace() == pytest.approx(4.0, rel=0.05)
+    writing = 4.0 * 2 * 50_000 * solve.OUTPUT_CPU_PER_BUFFER  # two files of 50k buffers
+    left = solve._from_start(api.SolveOptions(time_limit=20), 50_000, 2).time_limit
+    assert left == pytest.approx(20 - 4.0 - writing, abs=0.1)
+    assert solve._from_start(api.SolveOptions(time_limit=20), 50_000, 0).time_limit == \
+        pytest.approx(16.0, abs=0.1)

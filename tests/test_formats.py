@@ -122,3 +122,21 @@ def test_unreadable_files(tmp_path):
         load(tmp_path / "absent.csv")
     with pytest.raises(ProblemError, match="unknown file type '.txt'"):
         load(tmp_path / "model.txt")
+
+
+def test_json_documents_are_written_a_line_per_buffer_and_offset(tmp_path):
+    problem = rich_problem()
+    plan = Plan.from_offsets(problem, [0, 64, 64, 96, 128], planner="hand",
+                             stats={"nested": {"a": [1, 2]}, "ratio": 0.5, "name": 'q"uote'})
+    document = {"problem": memplan_json.problem_to_dict(problem),
+                "plan": memplan_json.plan_to_dict(problem, plan)}
+    text = memplan_json.document_text(document)
+    assert json.loads(text) == document
+    lines = text.splitlines()
+    for buffer in problem.ids:  # each buffer's entry and its offset on a line of their own
+        assert sum(line.lstrip().startswith(f'{{"id": "{buffer}"') for line in lines) == 1
+        assert sum(line.lstrip().startswith(f'"{buffer}": ') for line in lines) == 1
+    path = tmp_path / "both.json"
+    memplan_json.write_document(path, document)
+    assert memplan_json.read_plan(path, memplan_json.read_problem(path)).offsets.tolist() == \
+        [0, 64, 64, 96, 128]

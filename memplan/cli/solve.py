@@ -52,6 +52,8 @@ from memplan.problem import Problem
 from memplan.solver.exact_options import ORDERS, ExactOptions
 
 LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
+OUTPUT_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes to write, per output file (JSON:
+# about 4 us; CSV, C header and page less): kept off the solve's limit at the command's pace
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 
 
@@ -89,14 +91,17 @@ def add_command(sub, shared: Parents) -> None:
     solve.set_defaults(run=run)
 
 
-def _from_start(options: api.SolveOptions) -> api.SolveOptions:
-    """``--time-limit`` bounds the command up to its plan: the seconds since memplan began
-    to load (imports, reading and checking the models) come off the solve's limit, of
-    which at least `LEAST_SOLVE_SHARE` stays."""
+def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.SolveOptions:
+    """``--time-limit`` bounds the command to its exit: the seconds since memplan began to
+    load (imports, reading and checking the models) come off the solve's limit, and so
+    does what writing ``outputs`` files of ``buffers`` buffers will take
+    (`OUTPUT_CPU_PER_BUFFER`, on the clock at the command's pace so far: a quarter of a core
+    beside busy processes makes it 4x longer); at least `LEAST_SOLVE_SHARE` stays."""
     if options.time_limit is None:
         return options
     spent = time.perf_counter() - startup.COMMAND_STARTED
-    return replace(options, time_limit=max(options.time_limit - spent,
+    writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * startup.command_pace()
+    return replace(options, time_limit=max(options.time_limit - spent - writing,
                                            LEAST_SOLVE_SHARE * options.time_limit))
 
 
@@ -189,7 +194,8 @@ def _solve(args: argparse.Namespace, paths: list[str | None], problems: list[Pro
     live line on a terminal; Ctrl-C keeps the best plan. ``share``: of the time left."""
     from memplan.cli.progress import LiveLine, on_terminal
 
-    options = _from_start(api.SolveOptions(**options_of(args, api.SolveOptions)))
+    options = _from_start(api.SolveOptions(**options_of(args, api.SolveOptions)),
+                          sum(map(len, problems)), len(requested(args)))
     if options.time_limit is not None:
         options = replace(options, time_limit=options.time_limit * share)
     name = paths[0] if args.models else f"{api.default_model().name} (bundled)"

@@ -18,7 +18,6 @@ formats they read); never deploy/ or the top-level modules.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -27,16 +26,13 @@ from memplan.export.c_header import c_header, write_c_header
 from memplan.export.onnx_metadata import annotate, write_annotated
 from memplan.export.tflm import offline_plan, read_offline_plan, write_offline_plan
 from memplan.frontends import memplan_json, minimalloc_csv
-from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem
 
 
 def _write_json(path, problem: Problem, plan: Plan, model=None) -> None:
-    document = {"problem": memplan_json.problem_to_dict(problem),
-                "plan": memplan_json.plan_to_dict(problem, plan)}
-    with open_replacing(path, "w") as handle:
-        json.dump(document, handle, indent=1)
+    memplan_json.write_document(path, {"problem": memplan_json.problem_to_dict(problem),
+                                       "plan": memplan_json.plan_to_dict(problem, plan)})
 
 
 def _write_csv(path, problem: Problem, plan: Plan, model=None) -> None:

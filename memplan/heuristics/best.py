@@ -4,9 +4,11 @@ XLA's ChooseBestHeap, then a search. Steps:
 - first the time sweep (`memplan.heuristics.time_sweep`, both placements):
   O(n log n), so a plan exists early whatever the size; on problems over
   ``breadth_first_buffers`` that the compiled pass places
-  (`memplan.heuristics.compiled_place`), its breadth pass comes right after
-  the first sweep (both in C; the sweep first, so that a breadth pass cut by
-  a short limit leaves a good plan); then the band of long-lived units
+  (`memplan.heuristics.compiled_place`), the floor's pass (below) comes
+  right after the first sweep, uncut, then the breadth pass (all in C; the
+  sweep first, so that a plan exists early; the floor second, so that the
+  one pass every call runs, up to a CPU second at 30k buffers, is within
+  the limit, busy machine or not); then the band of long-lived units
   (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
   caches, the plan;
 - every composition of the fast orders (size, spatial, breadth, start,
@@ -37,8 +39,9 @@ XLA's ChooseBestHeap, then a search. Steps:
 - the floor: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
   compiled) run again, uncut, if the limit cut or skipped it, so that no
   limit (0 s, a busy machine) leaves a plan larger than the cheapest
-  greedy's (1.3 CPU-s on a 30k-buffer training trace past the limit,
-  milliseconds on networks); without the compiled pass and over
+  greedy's (milliseconds on networks; on problems over
+  ``breadth_first_buffers`` it ran second, within the limit, unless a limit
+  of about 0 s left it out); without the compiled pass and over
   ``max_pairs`` pairs, the time sweep's plan is the floor;
 - a pass under way when the time runs out is cut (its remaining units
   stacked, still a valid plan) and named in ``stats["cut"]``; passes not
@@ -225,8 +228,10 @@ class Run:
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
-            self.overlap = chosen.sweep  # the first sweep validated beside the breadth pass
-            return sweeps[:1] + greedy[:1] + sweeps[1:] + greedy[1:]
+            self.overlap = chosen.sweep  # the first sweep validated beside the floor's pass
+            floor = [(FLOOR, self.floor_pass)] if any(n == FLOOR for n, _ in greedy) else []
+            greedy = [(name, step) for name, step in greedy if name != FLOOR]
+            return sweeps[:1] + floor + greedy[:1] + sweeps[1:] + greedy[1:]
         return sweeps + greedy
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
@@ -258,12 +263,16 @@ class Run:
                 (not self.compiled and self.pairs > self.chosen.max_pairs):
             return
         try:
-            offsets, stats = greedy_offsets(self.units(not self.compiled, uncut=True),
-                                            PRESETS[FLOOR], compiled=self.compiled)
+            offsets, stats = self.floor_pass()
         except PairLimitError:  # too many for memory: the time sweep is the floor
             return
         self.tried = [tried for tried in self.tried if tried[1] != FLOOR]  # a cut one
         self.keep(FLOOR, offsets, stats)
+
+    def floor_pass(self) -> tuple[np.ndarray, dict]:
+        """`FLOOR`'s pass, with no deadline."""
+        return greedy_offsets(self.units(not self.compiled, uncut=True), PRESETS[FLOOR],
+                              compiled=self.compiled)
 
     def keep(self, name: str, offsets: np.ndarray, stats: dict) -> None:
         """A plan tried; the first one, with a limit, validated at once (or beside)."""
