@@ -47,9 +47,9 @@ _BUFFER_DEFAULTS = {"alignment": 1, "offset": None, "regions": None, "kind": "ac
 
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
     """``problem`` as a memplan-problem JSON document (a dict); from its columns, O(n)."""
-    sizes, max_sizes = problem.sizes.tolist(), problem.max_sizes.tolist()
-    buffers = [{"id": id, "size": size, "start": start, "end": end} for id, size, start, end
-               in zip(problem.ids, sizes, problem.starts.tolist(), problem.ends.tolist())]
+    columns = problem.ids, problem.sizes.tolist(), problem.starts.tolist(), problem.ends.tolist()
+    buffers = [{"id": id, "size": size, "start": start, "end": end}
+               for id, size, start, end in zip(*columns, strict=True)]
     written = {  # per optional field: (buffers where it is not the default, its value there)
         "alignment": (np.flatnonzero(problem.alignments != 1), problem.alignments.tolist()),
         "offset": (np.flatnonzero(problem.pinned != NO_OFFSET), problem.pinned.tolist()),
@@ -57,7 +57,8 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
                     [r and list(r) for r in problem.allowed_regions]),
         "kind": ([i for i, kind in enumerate(problem.kinds) if kind != "activation"],
                  problem.kinds),
-        "max_size": (np.flatnonzero(problem.max_sizes != problem.sizes), max_sizes)}
+        "max_size": (np.flatnonzero(problem.max_sizes != problem.sizes),
+                     problem.max_sizes.tolist())}
     for key, (rows, values) in written.items():  # in this order: the fields' order
         for i in np.asarray(rows, dtype=np.int64).tolist():
             buffers[i][key] = values[i]
