@@ -146,3 +146,56 @@ def test_ctrl_c_ends_prove(tmp_path):
                     str(plan), "--quiet"], check=True, timeout=HANG)
     code, out, err, _ = interrupted("prove", model, str(plan), after=0.5, driver=PROVING)
     assert code == INTERRUPTED and "PROVEN" not in out, err
+
+
+def test_ctrl_c_ends_a_compiled_pass_at_once_and_best_keeps_its_plans(monkeypatch):
+    """A greedy pass over a 30k-buffer training step takes a CPU second (4 s beside busy
+    processes) in C; the kernel runs Python's signal handlers every 50 ms, so a Ctrl-C
+    ends it at once rather than at its end (counted in CPU seconds of this thread: the
+    same on a busy machine). `best` then returns the plans it had: the time sweep's."""
+    import os
+    import threading
+
+    from benchmarks.traces import training_step_trace
+    from memplan.heuristics import best, compiled_place
+    from memplan.heuristics.order import order_units
+    from memplan.heuristics.units import Units
+    from memplan.solver.canonical import ThreadClock
+
+    problem = training_step_trace(30000, 2)
+    units = Units.build(problem, pairs=False)
+    order = order_units(units, "size")
+    clock = ThreadClock()
+    clock.begin()
+    signalled = []
+
+    def ctrl_c_after(cpu: float):  # SIGINT once this thread has taken ``cpu`` more seconds
+        began = clock.seconds()
+
+        def send():
+            while clock.seconds() - began < cpu:
+                time.sleep(0.002)
+            signalled.append(clock.seconds())
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=send, daemon=True).start()
+
+    placed = best.greedy_offsets
+
+    def interrupted_floor(*args, **kwargs):  # Ctrl-C in the floor's pass (the second)
+        ctrl_c_after(0.05)
+        return placed(*args, **kwargs)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's: it raises
+    try:
+        ctrl_c_after(0.05)
+        with pytest.raises(KeyboardInterrupt):
+            compiled_place.compiled_offsets(units, order, "best_fit")
+        assert clock.seconds() - signalled[0] < 0.1  # the pass takes ~0.9 CPU-s to its end
+        monkeypatch.setattr(best, "greedy_offsets", interrupted_floor)
+        plan = memplan.plan_with("best", problem, time_limit=60)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert plan.stats["interrupted"] and clock.seconds() - signalled[-1] < 0.5
+    assert list(plan.stats["arenas"]) == ["time_sweep(placement='best_fit')"]
+    assert validate(problem, plan) == []

@@ -232,7 +232,7 @@ def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
     assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
 
 
-def test_best_validates_its_first_plan_beside_the_compiled_breadth_pass(monkeypatch):
+def test_best_validates_its_first_plan_beside_the_compiled_floor_pass(monkeypatch):
     from memplan.heuristics import best, compiled_place
 
     if not compiled_place.available():
@@ -251,7 +251,7 @@ def test_best_validates_its_first_plan_beside_the_compiled_breadth_pass(monkeypa
     assert validate(problem, plan) == [] and threading.active_count() == threads
     assert seen[0] == ("time_sweep(placement='best_fit')", False)
     assert all(main for _, main in seen[1:]) and plan.stats["validate_seconds"] >= 0
-    assert plan.stats["arenas"]["greedy_by_breadth"] > 0  # the pass ran beside it
+    assert plan.stats["arenas"]["greedy_by_size"] > 0  # the pass ran beside it
 
 
 def test_an_exact_plan_equal_to_its_warm_start_is_not_validated_twice():
@@ -382,7 +382,7 @@ def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
     assert not compiled_place.fits(problem, "stack")
 
 
-def test_best_runs_the_compiled_breadth_pass_right_after_the_sweep_on_large_problems():
+def test_best_runs_the_floor_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
     from memplan.heuristics import compiled_place
 
     if not compiled_place.available():
@@ -390,8 +390,9 @@ def test_best_runs_the_compiled_breadth_pass_right_after_the_sweep_on_large_prob
     problem = network_like(1200, 10)
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
-    first, second = list(plan.stats["arenas"])[:2]  # a breadth pass cut by a short limit
-    assert first.startswith("time_sweep") and second == "greedy_by_breadth"  # leaves the sweep's
+    first, second, third = list(plan.stats["arenas"])[:3]  # a plan at once; the pass every
+    assert first.startswith("time_sweep") and second == "greedy_by_size"  # call runs within
+    assert third == "greedy_by_breadth"  # the limit; then the pass that wins there
 
 
 @st.composite

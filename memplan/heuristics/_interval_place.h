@@ -26,7 +26,13 @@
  *   none: on top of the highest; the base aligned (base % modulus == residue); the
  *   members enter the tree;
  * - a deadline: every CLOCK_EVERY units the clock is read; past it, every unit left is
- *   stacked on the peak (still a valid plan) and counted as cut.
+ *   stacked on the peak (still a valid plan) and counted as cut;
+ * - Ctrl-C: in the thread that imported the kernel (Python's main thread, which runs the
+ *   signal handlers), every SIGNAL_SECONDS the GIL is taken for Python's pending signal
+ *   handlers (`signalled`); one that raises (memplan's Ctrl-C handler: KeyboardInterrupt)
+ *   ends the pass at once, INTERRUPTED returned and the exception set. A pass of a second
+ *   or more (30k buffers, a quarter of a core beside busy processes) then ends within
+ *   ~50 ms of a Ctrl-C instead of at its end.
  *
  * Cost: per unit O((k + 1) log n + k log k) for k placed partners: O(E log n) in all for E
  * overlapping pairs (the scan: O(n^2)); memory O(n + C) for C explicit conflicts.
@@ -40,6 +46,8 @@
 #include <time.h>
 
 #define CLOCK_EVERY 64
+#define SIGNAL_SECONDS 0.05 /* how often a pass in the main thread runs the signal handlers */
+#define INTERRUPTED (-2)    /* what `decode` returns when a signal handler raised */
 #define EMPTY INT64_MIN
 #define SCAN_BUFFERS 2000 /* up to this many buffers, a scan of the placed ones is faster */
 #define SCAN_DENSITY 32   /* ... and when pairs x this >= n^2 (a buffer meets n/16 others) */
@@ -99,7 +107,12 @@ typedef struct {
     int64_t *offset;          /* per buffer, once placed */
     Span *spans;
     int64_t room;
+    double signals_next;      /* when `signalled` next runs the signal handlers */
 } Geometry;
+
+/* The thread that imported the kernel, set by its module's init: Python's main thread,
+ * where signal handlers run (a kernel imported elsewhere: no pass is interrupted). */
+static unsigned long signals_thread;
 
 static void geometry_free(Geometry *g) {
     free(g->rank); free(g->before); free(g->cptr); free(g->cpartner); free(g->tree);
@@ -289,8 +302,23 @@ static int sort_placed(Geometry *g) {
     return 0;
 }
 
-/* Places order[prefix:] (the units before keep base[]); base[] out per unit. The peak, or
- * -1 when out of memory; *cut: the units stacked past the deadline (timed). A search that
+/* Whether a Python signal handler raised (Ctrl-C), run every SIGNAL_SECONDS in the thread
+ * that handles signals, the GIL taken for it (the caller released it); the exception stays
+ * set for the caller to return. */
+static int signalled(Geometry *g) {
+    if (PyThread_get_thread_ident() != signals_thread) return 0;
+    double t = now();
+    if (t < g->signals_next) return 0;
+    g->signals_next = t + SIGNAL_SECONDS;
+    PyGILState_STATE state = PyGILState_Ensure();
+    int raised = PyErr_CheckSignals() < 0;
+    PyGILState_Release(state);
+    return raised;
+}
+
+/* Places order[prefix:] (the units before keep base[]); base[] out per unit. The peak, -1
+ * when out of memory, INTERRUPTED when a signal handler raised (`signalled`: base[]
+ * unfinished); *cut: the units stacked past the deadline (timed). A search that
  * wants no peak above `limit` learns early: the pass stops once it is passed (a peak above
  * `limit` returned, base[] unfinished). */
 static int64_t decode(Geometry *g, const int64_t *order, int64_t m, int64_t prefix,
@@ -319,8 +347,10 @@ static int64_t decode(Geometry *g, const int64_t *order, int64_t m, int64_t pref
     *cut = 0;
     for (int64_t c = prefix; c < m; c++) {
         int64_t u = order[c], at;
-        if (!*cut && timed && (c - prefix) % CLOCK_EVERY == 0 && now() > deadline)
-            *cut = m - c;
+        if (!*cut && (c - prefix) % CLOCK_EVERY == 0) {
+            if (timed && now() > deadline) *cut = m - c;
+            else if (signalled(g)) return INTERRUPTED;
+        }
         if (*cut) {
             at = aligned(peak, g->residue[u], g->modulus[u]);
         } else {

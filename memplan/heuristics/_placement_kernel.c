@@ -9,11 +9,12 @@
 #include "_interval_place.h"
 
 /* What a pass returns to Python: (the unit bases as bytes, the units cut), or the memory
- * error of a run that returned -1; frees the bases either way. */
+ * error of a run that returned -1, or the exception of a signal handler (INTERRUPTED: it
+ * is set); frees the bases either way. */
 static PyObject *finished(int code, int64_t *base, int64_t units, int64_t cut) {
     PyObject *result = NULL;
-    if (code) PyErr_NoMemory();
-    else result = Py_BuildValue("(y#L)", (const char *)base,
+    if (code == -1) PyErr_NoMemory();
+    else if (!code) result = Py_BuildValue("(y#L)", (const char *)base,
                                 (Py_ssize_t)(units * (Py_ssize_t)sizeof(int64_t)),
                                 (long long)cut);
     free(base);
@@ -60,8 +61,10 @@ static PyObject *place(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     double deadline = now() + seconds; /* building the structure counts against it too */
     code = geometry_build(&g);
-    if (!code)
-        code = decode(&g, order, m, 0, base, best, timed, deadline, &cut, INT64_MAX) < 0 ? -1 : 0;
+    if (!code) {
+        int64_t peak = decode(&g, order, m, 0, base, best, timed, deadline, &cut, INT64_MAX);
+        code = peak == INTERRUPTED ? INTERRUPTED : peak < 0 ? -1 : 0;
+    }
     geometry_free(&g);
     Py_END_ALLOW_THREADS
     result = finished(code, base, g.units, cut);
@@ -323,4 +326,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_placement_kernel",
                                     "The compiled passes of memplan.heuristics.compiled_place.",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__placement_kernel(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__placement_kernel(void) {
+    signals_thread = PyThread_get_thread_ident();
+    return PyModule_Create(&module);
+}

@@ -118,7 +118,7 @@ static void keep_best(Search *s) {
     s->since_best = 0;
 }
 
-/* One slice (see the file's doc): 0, or -1 when out of memory. */
+/* One slice (see the file's doc): 0, -1 when out of memory, INTERRUPTED at Ctrl-C. */
 static int search_run(Search *s, int64_t budget, double seconds, double deadline_seconds,
                       double progress0, double progress1, double temperature, double explore,
                       int64_t restart) {
@@ -146,7 +146,7 @@ static int search_run(Search *s, int64_t budget, double seconds, double deadline
         int64_t limit = s->cur_arena + (int64_t)(slack < 1e18 ? slack : 1e18);
         int64_t arena = decode(&s->g, s->cand, s->m, prefix, s->cand_base, s->best_fit,
                                deadline_seconds >= 0, deadline, &cut, limit);
-        if (arena < 0) return -1;
+        if (arena < 0) return arena == INTERRUPTED ? INTERRUPTED : -1;
         if (cut) break; /* the time limit passed mid-pass: this order is not finished */
         done++;
         s->evaluations++;
@@ -228,7 +228,11 @@ static PyObject *search_new(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     arena = decode(g, s->cur, s->m, 0, s->cur_base, best_fit, 0, 0.0, &cut, INT64_MAX);
     Py_END_ALLOW_THREADS
-    if (arena < 0) { search_free(s); PyErr_NoMemory(); goto release; }
+    if (arena < 0) { /* out of memory, or Ctrl-C (its error set) */
+        search_free(s);
+        if (arena != INTERRUPTED) PyErr_NoMemory();
+        goto release;
+    }
     s->cur_arena = arena;
     keep_best(s);
     result = PyCapsule_New(s, "memplan.search", capsule_free);
@@ -252,7 +256,7 @@ static PyObject *search_step(PyObject *self, PyObject *args) {
     code = search_run(s, budget, seconds, deadline_seconds, progress0, progress1, temperature,
                       explore, restart < 1 ? 1 : restart);
     Py_END_ALLOW_THREADS
-    if (code) return PyErr_NoMemory();
+    if (code) return code == INTERRUPTED ? NULL : PyErr_NoMemory(); /* Ctrl-C: its error */
     return Py_BuildValue("(LLL)", (long long)s->best_arena, (long long)s->cur_arena,
                          (long long)s->evaluations);
 }
@@ -281,4 +285,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_search_kernel",
                                     "The order search of memplan.heuristics.anneal.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__search_kernel(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__search_kernel(void) {
+    signals_thread = PyThread_get_thread_ident();
+    return PyModule_Create(&module);
+}
