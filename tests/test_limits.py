@@ -81,7 +81,7 @@ def test_compare_stops_when_asked(trace):
 def test_anneal_starts_no_chain_the_deadline_cannot_hold(trace):
     units = Units.build(trace, pairs=False)
     starts = anneal.start_orders(units, None)
-    slow = [start._replace(seconds=60.0) for start in starts]  # a decode longer than the limit
+    slow = [start._replace(cpu=60.0) for start in starts]  # a decode longer than the limit
     offsets, stats = anneal.search(units, slow, deadline=time.perf_counter() + 1.0)
     assert offsets is None and stats["evaluations"] == 0 and stats["skipped"]
     plan = plan_with("anneal", trace, time_limit=0)  # no time: the best start's plan

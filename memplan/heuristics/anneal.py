@@ -22,6 +22,13 @@ Steps:
   reaches the lower bound (proven optimal); Ctrl-C ends the search with the
   best order so far (``stats["interrupted"]``). The best chain's plan wins.
 
+With a ``cpu`` budget (a caller's share of its own limit, e.g.
+`memplan.api.compare`'s) the schedule counts CPU seconds of the thread
+(`memplan.heuristics.paced`): the temperature falls with the CPU spent, a chain
+starts when its first decode's CPU seconds fit, and each slice ends at the
+call's pace (wall seconds per CPU second), so that a busy machine runs the
+same schedule, later; the time limit (wall) still ends the search.
+
 Cost: one evaluation is about half a pass (the suffix after the moved unit),
 O(E log n) for E overlapping pairs; MiniMalloc's problems (150-450 buffers)
 take tens of thousands of evaluations a second. Seeded: the same seed and
@@ -44,6 +51,7 @@ from memplan.heuristics import compiled_place, hill_climb
 from memplan.heuristics.compiled_place import compiled_offsets, kernel_columns
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import START_ORDERS
+from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -72,6 +80,7 @@ class AnnealOptions:
                                        "(t * arena)), t falling to 0")
     explore: float = option(0.1, "chance to move any unit rather than one at the peak")
     restart: int = option(3000, "evaluations without a new best: back to the best order")
+    cpu: float | None = cpu_option()
 
 
 DEFAULTS = AnnealOptions()
@@ -94,7 +103,7 @@ class Start(NamedTuple):
     order: np.ndarray
     placement: str
     offsets: np.ndarray | None = None  # the pass's plan (a cut pass stacks the rest: valid)
-    seconds: float = 0.0  # what the pass took: about what a chain's first decode takes
+    cpu: float = 0.0  # CPU seconds the pass took: about what a chain's first decode takes
 
 
 def start_orders(units: Units, deadline: float | None) -> list[Start]:
@@ -105,51 +114,69 @@ def start_orders(units: Units, deadline: float | None) -> list[Start]:
         scored = []
         for name in START_ORDERS:
             order = order_units(units, name)
-            began = time.perf_counter()
+            began = time.thread_time()
             offsets, cut = compiled_offsets(units, order, placement, deadline)
             scored.append(Start(int((offsets + sizes).max(initial=0)) if not cut else np.inf,
-                                order, placement, offsets, time.perf_counter() - began))
+                                order, placement, offsets, time.thread_time() - began))
             if cut:
                 break
         found.append(min(scored, key=lambda s: s.arena))
     return found
 
 
-def _chains(units: Units, starts: list, bound: int, seed: int, deadline: float | None) -> list:
-    """``(chain, placement)`` per start, while the deadline leaves time for the chain's first
-    decode (a whole pass: seconds on a training step of 30k buffers). A start's ``seconds``
-    (`Start`), else the last chain's, tells what a decode takes."""
+def _chains(units: Units, starts: list, bound: int, seed: int, clock: PacedBudget) -> list:
+    """``(chain, placement)`` per start, while the budget leaves time for the chain's first
+    decode (a whole pass: seconds on a training step of 30k buffers). A start's ``cpu``
+    (`Start`), else the last chain's, tells what a decode takes in CPU seconds."""
     columns = kernel_columns(units)
-    chains, pass_seconds = [], 0.0
+    chains, pass_cpu = [], 0.0
     for k, start in enumerate(starts):
-        pass_seconds = getattr(start, "seconds", 0.0) or pass_seconds
-        if deadline is not None and time.perf_counter() + pass_seconds > deadline:
+        pass_cpu = getattr(start, "cpu", 0.0) or pass_cpu
+        if not clock.fits(pass_cpu):
             break
-        began = time.perf_counter()
+        began = time.thread_time()
         chains.append((_search_kernel.new(*columns, np.ascontiguousarray(start[1], np.int64),
                                           int(start[2] == "best_fit"), bound, seed + k),
                        start[2]))
-        pass_seconds = time.perf_counter() - began
+        pass_cpu = time.thread_time() - began
     return chains
 
 
+def _schedule(clock: PacedBudget, began: tuple[float, float],
+              now: float) -> tuple[float, tuple[float, float]]:
+    """A slice starting at ``now``: its wall seconds (`SLICE_SECONDS`, or to the budget's
+    end) and the search's progress at its start and end, 0 to 1: in CPU seconds of the
+    budget left when the search ``began`` (``(wall, spent)``), else in wall seconds to the
+    deadline."""
+    seconds = min(SLICE_SECONDS, clock.end() - now)
+    if clock.cpu is None:
+        span = max(clock.deadline - began[0], 1e-9)
+        return seconds, ((now - began[0]) / span, (now + seconds - began[0]) / span)
+    span = max(clock.cpu - began[1], 1e-9)
+    done = (clock.spent() - began[1]) / span
+    return seconds, (done, min(1.0, done + seconds / clock.pace() / span))
+
+
 def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None = None,
+           budget: PacedBudget | None = None,
            options: AnnealOptions = DEFAULTS) -> tuple[np.ndarray | None, dict]:
     """Buffer offsets of the best order the chains from ``starts`` (`Start`, or ``(arena,
     order, placement)``) find, and stats (see the module doc); ``deadline``: a
-    `time.perf_counter` value. None for the offsets when the deadline left no time to
-    start a chain. The caller checks `available` first."""
+    `time.perf_counter` value, or ``budget``: the caller's CPU budget within its deadline
+    (the temperature then falls with the CPU seconds spent, the slices end at its pace).
+    None for the offsets when the deadline left no time to start a chain. The caller
+    checks `available` first."""
     problem = units.problem
     bound = lower_bound(problem)
-    chains = _chains(units, starts, bound, seed, deadline)
+    clock = PacedBudget(None, deadline) if budget is None else budget
+    chains = _chains(units, starts, bound, seed, clock)
     stats = {"evaluations": 0, "start_arenas": [start[0] for start in starts], "cut": 0}
     if not chains:
         return None, {**stats, "interrupted": False, "skipped": "no time to start a chain"}
-    budget = options.evaluations
-    if budget is None and deadline is None:
-        budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
-    began = time.perf_counter()
-    span = None if deadline is None else max(deadline - began, 1e-9)
+    evaluations_left = options.evaluations
+    if evaluations_left is None and clock.end() is None:
+        evaluations_left = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
+    began = time.perf_counter(), clock.spent()
     best = [_search_kernel.step(chain, 0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1)[0]
             for chain, _ in chains]  # per chain: its best arena (its start's, so far)
     evaluations = [0] * len(chains)
@@ -160,18 +187,18 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
             k = turn % len(chains)
             now = time.perf_counter()
             done = sum(evaluations)
-            if (budget is not None and done >= budget) or \
-                    (deadline is not None and now >= deadline) or movable < 2:
+            if (evaluations_left is not None and done >= evaluations_left) or clock.over() \
+                    or movable < 2:
                 break  # (one free unit or none: no order to change)
-            if budget is not None:
-                slice_evaluations = min(SLICE_EVALUATIONS, budget - done)
-                progress = done / budget, (done + slice_evaluations) / budget
+            if evaluations_left is not None:
+                slice_evaluations = min(SLICE_EVALUATIONS, evaluations_left - done)
+                progress = done / evaluations_left, (done + slice_evaluations) / evaluations_left
                 seconds = 0.0
             else:
                 slice_evaluations = -1
-                seconds = min(SLICE_SECONDS, deadline - now)
-                progress = (now - began) / span, (now + seconds - began) / span
-            left = -1.0 if deadline is None else deadline - now
+                seconds, progress = _schedule(clock, began, now)
+            end = clock.end()
+            left = -1.0 if end is None else max(0.0, end - now)
             best[k], _, evaluations[k] = _search_kernel.step(
                 chains[k][0], slice_evaluations, seconds, left, *progress,
                 options.temperature, options.explore, options.restart)
@@ -199,10 +226,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         fallback = hill_climb.plan(problem, time_limit=time_limit, seed=seed)
         fallback.planner, fallback.stats["fallback"] = "anneal", "hill_climb"
         return fallback
-    deadline = None if time_limit is None else began + time_limit
+    clock = PacedBudget(chosen.cpu, None if time_limit is None else began + time_limit)
     units = Units.build(problem, pairs=False)
-    starts = start_orders(units, deadline)
-    offsets, stats = search(units, starts, seed=seed, deadline=deadline, options=chosen)
+    starts = start_orders(units, clock.end())
+    offsets, stats = search(units, starts, seed=seed, budget=clock, options=chosen)
     if offsets is None:  # out of time before a chain: the best start pass (cut ones stack)
         first = min(starts, key=lambda s: s.arena)
         offsets, stats["placement"] = first.offsets, first.placement

@@ -101,6 +101,7 @@ from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
@@ -120,7 +121,6 @@ VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validat
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
-PACE_CPU = 0.005  # CPU seconds of a call before its pace (`Run.pace`) is measured
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,7 @@ class BestOptions:
                                  "the order search; 0: none")
     max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
                                        "no order x placement pass (pair lists too big)")
-    cpu: float | None = option(None, "CPU seconds of its thread the passes and the search "
-                                     "may take (a caller's share of its own limit), within "
-                                     "the time limit; None: the time limit decides alone")
+    cpu: float | None = cpu_option("the passes and the search")
 
 
 DEFAULTS = BestOptions()
@@ -168,15 +166,14 @@ class Run:
     """One call of ``best``: its deadline, the plans tried and what became of each pass."""
 
     def __init__(self, problem: Problem, chosen: BestOptions, time_limit: float | None):
-        self.began, self.cpu_began = time.perf_counter(), time.thread_time()
+        self.began = time.perf_counter()
         self.problem, self.chosen, self.time_limit = problem, chosen, time_limit
-        # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it
-        self.deadline = None if time_limit is None else \
-            self.began + time_limit * (1 - VALIDATE_SHARE)
-        # the same in CPU seconds with a budget (`cpu_left`); the CPU the descent's probes
-        # took in threads of their own is added to this thread's
-        self.cpu_end = None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE)
-        self.cpu_elsewhere = 0.0
+        # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it,
+        # and of the CPU budget (`cpu_left`); the CPU the descent's probes took in threads of
+        # their own is added to this thread's (``clock.elsewhere``)
+        self.clock = PacedBudget(
+            None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE),
+            None if time_limit is None else self.began + time_limit * (1 - VALIDATE_SHARE))
         self.tried: list = []  # (arena, name, offsets, stats)
         self.cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
         self.skipped: list[str] = []  # passes the deadline (or their pair lists) left out
@@ -197,7 +194,7 @@ class Run:
         memory or, unless ``uncut``, before the deadline)."""
         if with_pairs not in self.built:
             self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs, deadline=None
-                                                 if uncut else self.budgeted(self.deadline))
+                                                 if uncut else self.budgeted(self.clock.deadline))
         return self.built[with_pairs]
 
     def compositions(self) -> list[tuple[str, GreedyOptions]]:
@@ -213,7 +210,7 @@ class Run:
     def passes(self) -> list[tuple[str, Callable[[], tuple[np.ndarray, dict]]]]:
         """(name, pass) in the order they run (see the module doc). Each pass ends by the
         first share of the limit (and of the CPU budget: `budgeted` at its start)."""
-        chosen, wall, cpu_end = self.chosen, self.deadline, self.cpu_end
+        chosen, wall, cpu_end = self.chosen, self.clock.deadline, self.clock.cpu
 
         def ends() -> float | None:  # read as the pass starts
             return self.budgeted(wall, cpu_end)
@@ -246,9 +243,9 @@ class Run:
             self.late = True
             return
         try:
-            began = time.perf_counter()
+            began = time.thread_time()
             offsets, stats = step()
-            stats = {**stats, "pass_seconds": time.perf_counter() - began}
+            stats = {**stats, "pass_cpu": time.thread_time() - began}
         except PairLimitError as why:
             self.skipped.append(name)
             self.too_many.append(why)
@@ -280,7 +277,7 @@ class Run:
         self.tried.append((int((offsets + problem.sizes).max(initial=0)), name, offsets, stats))
         if stats["cut"]:
             self.cut[name] = stats["cut"]
-        if (self.time_limit is None and self.cpu_end is None) or self.checked or self.beside:
+        if (self.time_limit is None and self.clock.cpu is None) or self.checked or self.beside:
             return
         if self.overlap:
             self.beside.append(threading.Thread(target=lambda: self.check(name, offsets),
@@ -299,10 +296,10 @@ class Run:
         times the margin, of the limit and of the CPU budget."""
         valid = seconds >= 0
         if self.time_limit is not None:
-            self.deadline = self.began + self.time_limit - \
+            self.clock.deadline = self.began + self.time_limit - \
                 (VALIDATE_MARGIN * seconds if valid else 0.0)
-        if self.cpu_end is not None:
-            self.cpu_end = self.chosen.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
+        if self.clock.cpu is not None:
+            self.clock.cpu = self.chosen.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
 
     def settle(self) -> None:
         """Wait for the validation beside the compiled pass; its time sets the reserve."""
@@ -313,23 +310,12 @@ class Run:
 
     def budgeted(self, wall: float | None, cpu_end: float | None = None) -> float | None:
         """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
-        with a CPU budget no later than the CPU seconds left to ``cpu_end`` (default
-        `cpu_end`), as wall seconds at this call's pace so far (`pace`), from now. Read as
-        each starts, so that a pass slowed by load neither uses up the budget of the next
-        ones nor is cut before it has taken its CPU seconds (the kernels keep wall
-        deadlines); only ``wall`` (the caller's limit) is lost to the load."""
-        if self.cpu_end is None:
-            return wall
-        left = (self.cpu_end if cpu_end is None else cpu_end) - self.cpu_spent()
-        ahead = time.perf_counter() + max(0.0, left) * self.pace()
-        return ahead if wall is None else min(wall, ahead)
-
-    def pace(self) -> float:
-        """Wall seconds per CPU second of this call so far (its thread's and the descent's),
-        at least 1: about 1 on an idle machine, 2-4 beside busy processes (1 until
-        `PACE_CPU` seconds of CPU tell)."""
-        cpu = self.cpu_spent()
-        return 1.0 if cpu < PACE_CPU else max(1.0, (time.perf_counter() - self.began) / cpu)
+        with a CPU budget no later than the CPU seconds left to ``cpu_end`` (default: the
+        budget's), at this call's pace so far (`PacedBudget.until`). Read as each starts, so
+        that a pass slowed by load neither uses up the budget of the next ones nor is cut
+        before it has taken its CPU seconds (the kernels keep wall deadlines); only ``wall``
+        (the caller's limit) is lost to the load."""
+        return self.clock.until(wall, self.clock.cpu if cpu_end is None else cpu_end)
 
     def out_of_time(self) -> bool:
         """Past the deadline or, with a CPU budget, out of it; or a pass cut once (the next
@@ -337,9 +323,9 @@ class Run:
         of it on a quiet one)."""
         if not self.tried:
             return False
-        if self.cpu_end is not None and (self.cpu_left() <= 0 or bool(self.cut)):
+        if self.clock.cpu is not None and (self.cpu_left() <= 0 or bool(self.cut)):
             return True
-        return self.deadline is not None and (time.perf_counter() > self.deadline or
+        return self.clock.deadline is not None and (time.perf_counter() > self.clock.deadline or
                                               bool(self.cut))
 
     def at_bound(self) -> bool:
@@ -367,17 +353,17 @@ class Run:
         a budget keeps the search repeatable, and the exact planner, which gives one, runs
         the descent itself."""
         planner = planners().get("canonical")
-        if planner is None or self.budgeted(self.deadline) is None or \
+        if planner is None or self.budgeted(self.clock.deadline) is None or \
                 self.chosen.search_evaluations is not None or self.chosen.descent <= 0:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
-        found = planner(self.problem, time_limit=None if self.deadline is None else
-                        self.deadline - time.perf_counter(),
+        found = planner(self.problem, time_limit=None if self.clock.deadline is None else
+                        self.clock.deadline - time.perf_counter(),
                         hint=Plan.from_offsets(self.problem, offsets, planner=name),
                         cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take
             return
-        self.cpu_elsewhere += found.stats.get("cpu_seconds", 0.0)  # its probes' threads
+        self.clock.elsewhere += found.stats.get("cpu_seconds", 0.0)  # its probes' threads
         self.keep("canonical", found.offsets, {**found.stats, "cut": 0})
         if found.stats["interrupted"]:
             raise KeyboardInterrupt
@@ -387,18 +373,14 @@ class Run:
         probes, `cpu_elsewhere`): the limit, or with one the ``cpu`` budget (less the
         validation's reserve), less the CPU taken. Without a budget, on an idle machine the
         wall time left; on a busy one more (the clock then ends the search first)."""
-        if self.cpu_end is not None:
-            return self.cpu_end - self.cpu_spent()
-        return self.deadline - self.began - self.cpu_spent()
-
-    def cpu_spent(self) -> float:
-        """CPU seconds of this call: its thread's and the descent's probes'."""
-        return time.thread_time() - self.cpu_began + self.cpu_elsewhere
+        if self.clock.cpu is not None:
+            return self.clock.cpu - self.clock.spent()
+        return self.clock.deadline - self.began - self.clock.spent()
 
     def decoded(self, placement: str) -> list[tuple[int, np.ndarray, str, float]]:
-        """``(arena, offsets, order, seconds)`` of the greedy passes run to the end with
+        """``(arena, offsets, order, CPU seconds)`` of the greedy passes run to the end with
         ``placement``."""
-        return [(arena, offsets, stats["order"], stats.get("pass_seconds", 0.0))
+        return [(arena, offsets, stats["order"], stats.get("pass_cpu", 0.0))
                 for arena, _, offsets, stats in self.tried
                 if stats.get("placement") == placement and stats.get("order") in ORDERS
                 and not stats["cut"]]
@@ -406,16 +388,15 @@ class Run:
     def anneal(self, seed: int) -> None:
         """Simulated annealing in C from each placement's best order (`anneal.search`)."""
         units = self.units(False)
-        starts = [anneal.Start(arena, order_units(units, order), placement, offsets, seconds)
+        starts = [anneal.Start(arena, order_units(units, order), placement, offsets, cpu)
                   for placement in anneal.PLACEMENTS if self.decoded(placement)
-                  for arena, offsets, order, seconds in [min(self.decoded(placement),
+                  for arena, offsets, order, cpu in [min(self.decoded(placement),
                                                              key=lambda d: d[0])]]
         budget = self.chosen.search_evaluations
-        if budget is None and self.time_limit is None and self.cpu_end is None:
+        if budget is None and self.time_limit is None and self.clock.cpu is None:
             budget = untimed_evaluations(self.problem)
-        if starts:  # its schedule runs to the deadline set now (`budgeted`)
-            offsets, stats = anneal.search(units, starts, seed=seed,
-                                           deadline=self.budgeted(self.deadline),
+        if starts:  # its schedule runs to this call's deadline and CPU budget
+            offsets, stats = anneal.search(units, starts, seed=seed, budget=self.clock,
                                            options=anneal.AnnealOptions(evaluations=budget))
             if offsets is None:  # no time to start a chain
                 self.skipped.append("anneal")
@@ -433,9 +414,7 @@ class Run:
             units = self.units(True)
         except PairLimitError:
             return
-        deadline = self.budgeted(self.deadline)
-        left = None if deadline is None else deadline - time.perf_counter()
-        search = OrderSearch(self.problem, left, time.perf_counter(), units)
+        search = OrderSearch(self.problem, self.clock, units)
         arena, offsets, order, _ = min(decoded, key=lambda d: d[0])
         search.best_arena, search.best_offsets = arena, offsets
         steps = self.chosen.search_evaluations or CLIMB_STEPS
@@ -454,7 +433,7 @@ class Run:
         if floors:  # this plan is no larger (`memplan.solver.exact` need not run it again)
             extra["floor_arena"] = floors[0]
         if self.time_limit is not None:
-            extra["validate_reserve"] = max(0.0, self.began + self.time_limit - self.deadline)
+            extra["validate_reserve"] = max(0.0, self.began + self.time_limit - self.clock.deadline)
         return extra
 
 

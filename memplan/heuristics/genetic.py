@@ -7,8 +7,9 @@ Steps (each order decoded by best fit, its arena its cost):
   parents by tournament, a child by order crossover (a slice of one parent,
   the other units in the other parent's order), then with probability
   ``mutation`` a swap of a unit at the peak with one placed before it;
-- stop after ``generations``, at the time limit, or at once when an arena
-  reaches the lower bound. The best order ever seen is returned, so the plan
+- stop after ``generations``, at the time limit (or the ``cpu`` budget, in
+  CPU seconds of the thread: `memplan.heuristics.order_search`), or at once
+  when an arena reaches the lower bound. The best order ever seen is returned, so the plan
   is never worse than the best greedy one it started from.
 
 Cost: ``population`` best-fit passes per generation. Seeded: same seed and
@@ -24,6 +25,7 @@ import numpy as np
 
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -40,6 +42,7 @@ class GeneticOptions:
     elite: int = option(2, "best orders carried over unchanged")
     tournament: int = option(3, "orders drawn to pick each parent")
     mutation: float = option(0.5, "chance a child gets a peak swap")
+    cpu: float | None = cpu_option()
 
 
 DEFAULTS = GeneticOptions()
@@ -62,7 +65,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         raise ValueError("genetic needs population >= 2 and 0 <= elite < population")
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, time_limit, began)
+        search = OrderSearch(problem, PacedBudget(chosen.cpu, None if time_limit is None
+                                                  else began + time_limit))
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
         return pair_free_plan("genetic", problem, began, time_limit, why)
     rng = np.random.default_rng(seed)

@@ -8,8 +8,9 @@ Steps (simulated annealing over placement orders, decoded by best fit):
 - keep the new order when its arena is no larger; keep a larger one with
   probability ``exp(-increase / (temperature * arena))``, the temperature
   falling linearly to 0 over the iterations;
-- stop at the iteration limit, the time limit, or at once when the arena
-  reaches the lower bound. The best order ever seen is returned.
+- stop at the iteration limit, the time limit (or the ``cpu`` budget, in
+  CPU seconds of the thread: `memplan.heuristics.order_search`), or at once
+  when the arena reaches the lower bound. The best order ever seen is returned.
 
 Cost: one best-fit pass per iteration. Seeded: same seed and iteration
 limit, same plan. Known limit: moves are blind to which swap helps; on the
@@ -26,6 +27,7 @@ import numpy as np
 
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -41,6 +43,7 @@ class HillClimbOptions:
     temperature: float = option(0.005, "accept a worse arena with prob exp(-increase / (t * "
                                        "arena))")
     explore: float = option(0.2, "chance to move any unit rather than one at the peak")
+    cpu: float | None = cpu_option()
 
 
 DEFAULTS = HillClimbOptions()
@@ -74,7 +77,8 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, time_limit, began)
+        search = OrderSearch(problem, PacedBudget(chosen.cpu, None if time_limit is None
+                                                  else began + time_limit))
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
         return pair_free_plan("hill_climb", problem, began, time_limit, why)
     accepted = climb(search, chosen, seed)

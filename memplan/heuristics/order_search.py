@@ -9,7 +9,10 @@ whose arena size is the order's cost. `OrderSearch`:
   never returns a plan worse than its start;
 - evaluates orders, counting them and remembering the best;
 - says stop at the time limit, at the iteration limit the planner counts,
-  and at once when the best arena reaches the lower bound (proven optimal).
+  and at once when the best arena reaches the lower bound (proven optimal);
+  with a ``cpu`` budget (`memplan.heuristics.paced`), also once the thread has
+  taken it, each decode's deadline set at the call's pace: a busy machine
+  runs the same generations or steps, later, within the time limit.
 
 Cost: one evaluation is one best-fit pass, O(E log L) (figures: BENCHMARKS.md,
 "Unit costs the code quotes"); after a swap only the units from the
@@ -26,6 +29,7 @@ import numpy as np
 
 from memplan.bounds import lower_bound
 from memplan.heuristics.order import order_units
+from memplan.heuristics.paced import PacedBudget
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units, listing_budget
 from memplan.plan import Plan
@@ -37,17 +41,17 @@ START_ORDERS = ("size", "spatial", "breadth", "start", "temporal")
 class OrderSearch:
     """Decoder, best-so-far and stopping rule of one search run."""
 
-    def __init__(self, problem: Problem, time_limit: float | None, began: float,
-                 units: Units | None = None):
-        self.problem = problem
+    def __init__(self, problem: Problem, clock: PacedBudget, units: Units | None = None):
+        """``clock``: the time limit (its deadline) and the CPU budget of the search,
+        counted from its start."""
+        self.problem, self.clock, self.began = problem, clock, clock.began
+        limit = clock.cpu if clock.cpu is not None or clock.deadline is None else \
+            clock.deadline - clock.began
         self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
-            problem, deadline=None if time_limit is None else began + time_limit,
-            cpu_deadline=listing_budget(time.thread_time(), time_limit)) \
-            if units is None else units
+            problem, deadline=clock.end(),
+            cpu_deadline=listing_budget(time.thread_time(), limit)) if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
-        self.began = began
-        self.deadline = float("inf") if time_limit is None else began + time_limit
         self.evaluations = 0
         self.first_member = self.units.first_member
         self.best_arena = np.iinfo(np.int64).max
@@ -63,7 +67,7 @@ class OrderSearch:
         ``parent``: (offsets, prefix) of a decoded order that shares its first
         ``prefix`` units with this one; only the rest is placed again.
         """
-        deadline = None if self.deadline == float("inf") else self.deadline
+        deadline = self.clock.end()
         if parent is not None and parent[1] and not self.placer.has_optional:
             offsets = self.placer.place(order, "best_fit", reuse=parent[0], prefix=parent[1],
                                         deadline=deadline)
@@ -95,7 +99,7 @@ class OrderSearch:
         return self.best_arena <= self.bound
 
     def should_stop(self) -> bool:
-        return self.solved or time.perf_counter() >= self.deadline
+        return self.solved or self.clock.over()
 
     def peak_swap(self, order: np.ndarray, offsets: np.ndarray, arena: int,
                   rng: np.random.Generator, explore: float = 0.0) -> tuple[np.ndarray, int]:

@@ -91,14 +91,16 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
     gets its share of the limit in CPU seconds (a busy machine: the same passes, later) and
     the wall time left of the limit (``began``: the run's start) as its time limit."""
     if hint is None and options.warm_start is not None:
-        given = options.time_limit
+        given = options.budget()
         limit = None if given is None else \
             max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
         budget = {}
         if options.warm_start == "best":
             budget = {"search_evaluations": 0} if options.deterministic else {}  # its search
             if limit is not None:  # ends by the clock
-                budget["cpu"], limit = limit, max(0.0, given - (time.perf_counter() - began))
+                wall = options.time_limit
+                budget["cpu"], limit = limit, None if wall is None else \
+                    max(0.0, wall - (time.perf_counter() - began))
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
                          **budget)
         stats["warm_start"] = options.warm_start
@@ -246,13 +248,15 @@ class _Run:
         return outcome
 
     def _share(self, parts_left: int) -> float | None:
-        """This part's CPU seconds: the time limit less the CPU the run has taken (`taken`,
-        and the part's own so far), shared by the parts still to plan. On an idle machine
-        the wall time left, on a busy one more: the wall clock then ends the run first."""
-        if self.options.time_limit is None:
+        """This part's CPU seconds: the ``cpu`` budget, else the time limit, less the CPU the
+        run has taken (`taken`, and the part's own so far), shared by the parts still to
+        plan. On an idle machine the wall time left, on a busy one more: the wall clock then
+        ends the run first."""
+        budget = self.options.budget()
+        if budget is None:
             return None
         taken = self.taken + (0.0 if self.clock is None else self.clock.spent())
-        return max(self.options.time_limit - taken, 0.0) / parts_left
+        return max(budget - taken, 0.0) / parts_left
 
     def _floor_probe(self, i: int, floor: int, hinted: np.ndarray,
                      cpu: float | None) -> Outcome | None:
@@ -352,7 +356,8 @@ class _Run:
         each fit race's step is CP-SAT's deterministic seconds (and the
         canonical search's nodes).
         """
-        if cpu is not None and (cpu <= 0 or self.seconds_left() <= 0):  # not even the import
+        wall = self.seconds_left()
+        if cpu is not None and (cpu <= 0 or (wall is not None and wall <= 0)):  # no import
             return Outcome("unknown", hinted, floor)
         from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
@@ -668,6 +673,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
         bound = max(bound, (capacity // scale + 1) * scale)
     stats.setdefault("interrupted", False)
     stats["clock_cut"] = run.clock_cuts > 0  # deterministic mode: this run may not repeat
+    stats["cpu_seconds"] = run.taken  # per thread its searches kept busy (`_Run.solve_part`)
     stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
                                                  for o in outcomes])
     offsets = None if any(piece is None for piece in pieces) else \

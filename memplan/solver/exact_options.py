@@ -29,6 +29,9 @@ class ExactOptions:
     """How the exact planner searches. Defaults are the best measured settings."""
 
     time_limit: float | None = option(None, "wall seconds for the whole run; None = until proven")
+    cpu: float | None = option(None, "CPU seconds (per thread) the stages share, a caller's "
+                                     "share of its own limit, within time_limit; None: "
+                                     "time_limit")
     seed: int = option(0, "CP-SAT's random seed")
     workers: int = option(0, "CP-SAT search workers; 0 = one per core")
     deterministic: bool = option(False, "same plan every run: interleaved workers, time limit "
@@ -78,6 +81,7 @@ class ExactOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "time_limit", check_time_limit(self.time_limit, "time_limit"))
+        object.__setattr__(self, "cpu", check_time_limit(self.cpu, "cpu"))
         if self.workers != 0:  # 0: one per core
             check_workers(self.workers, "workers")
         if not 0 <= self.relative_gap < 1:
@@ -96,6 +100,10 @@ class ExactOptions:
         by_share = Fraction(floor) / (1 - Fraction(self.relative_gap)) if self.relative_gap \
             else floor
         return max(floor + self.absolute_gap // scale, math.floor(by_share))
+
+    def budget(self) -> float | None:
+        """The CPU seconds (per thread) the stages share: ``cpu``, else the time limit."""
+        return self.time_limit if self.cpu is None else self.cpu
 
     def within_gap(self, arena: int, bound: int) -> bool:
         """Whether ``arena`` is close enough to the proven ``bound`` to stop searching."""
