@@ -55,6 +55,7 @@ from memplan import frontends
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.heuristics.paced import PacedBudget
 from memplan.limits import (
     check_capacity,
     check_seed,
@@ -65,7 +66,7 @@ from memplan.limits import (
 from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import floor_planner, plan_with, planners
+from memplan.registry import floor_planner, plan_with, planners, takes_option
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -540,23 +541,28 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     ``planners`` defaults to every heuristic and the exact planner; the exact
     planner starts from the best heuristic plan of its problem. ``time_limit``
     bounds the whole call, counted from ``began`` (a `time.perf_counter` value;
-    default: now): each problem gets an equal share of the time left, and of
-    that the heuristics half (all of it without the exact planner), each one
-    an equal slice of what they have left, unless ``heuristic_time_limit``
-    gives each its seconds (once their half is spent, they run with no time
-    to search: one pass each); the exact planner gets the rest. These shares
-    are wall-clock seconds: each is the time limit of one planner, which the
-    timed searches (``best``, ``anneal``, ``genetic``, ``hill_climb``) keep on
-    the wall clock (their stages inside count CPU where they can). Planners the
-    problem's share leaves no room for are skipped (``table.attrs["skipped"]``,
-    by problem; each problem gets one plan at least). Setting ``stop``
-    (Ctrl-C in the command) ends the comparison with the rows so far
-    (``table.attrs["interrupted"]``). Columns: problem, buffers, planner,
-    arena_size, lower_bound, best_bound, optimum (the proven optimum of the
-    problem when some plan proved it, else NaN), over_lower_bound and
-    over_optimum (fractions: 0.05 is 5 % more), gap (`memplan.plan.gap_of`
-    to the best bound any planner proved for the problem), status, seconds.
-    Every plan is validated.
+    default: now; the seconds before the call count as spent): each problem
+    gets an equal share of the time left, and of that the heuristics half (all
+    of it without the exact planner), each one an equal slice of what they have
+    left, unless ``heuristic_time_limit`` gives each its seconds (on the wall
+    clock; once their half is spent, they run with no time to search: one pass
+    each); the exact planner gets the rest. The shares are CPU seconds (of the
+    thread running the heuristics; the exact planner's per thread its search
+    keeps busy, its ``stats["cpu_seconds"]``): each planner that takes a ``cpu``
+    budget (``best``, ``anneal``, ``genetic``, ``hill_climb``, ``canonical``,
+    ``exact``) gets its share as one and the wall time left of the call as its
+    time limit; a one-pass planner gets its share converted at the call's pace
+    (`memplan.heuristics.paced`). So a busy machine gives the same table as a
+    quiet one, later, as long as the wall limit is not reached. Planners the
+    problem's share or the wall time left leaves no room for are skipped
+    (``table.attrs["skipped"]``, by problem; each problem gets one plan at
+    least). Setting ``stop`` (Ctrl-C in the command) ends the comparison with
+    the rows so far (``table.attrs["interrupted"]``). Columns: problem,
+    buffers, planner, arena_size, lower_bound, best_bound, optimum (the proven
+    optimum of the problem when some plan proved it, else NaN),
+    over_lower_bound and over_optimum (fractions: 0.05 is 5 % more), gap
+    (`memplan.plan.gap_of` to the best bound any planner proved for the
+    problem), status, seconds. Every plan is validated.
     """
     import pandas as pd
 
@@ -566,15 +572,17 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    deadline = None if time_limit is None else began + time_limit
+    clock = PacedBudget(None if time_limit is None else
+                        time_limit - (time.perf_counter() - began),
+                        None if time_limit is None else began + time_limit)
     rows, interrupted, skipped = [], False, {}
     for k, (name, problem) in enumerate(named):
-        end = None if deadline is None else \
-            time.perf_counter() + (deadline - time.perf_counter()) / (len(named) - k)
+        share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
         skipped[name] = []
         slack = 0.0 if time_limit is None else COMPARE_SLACK * time_limit / len(named)
-        plans, interrupted = _compared(problem, chosen, (end, slack), heuristic_time_limit,
-                                       seed, workers, stop, skipped[name])
+        run = _Comparing(problem, clock, share, slack, heuristic_time_limit, seed, workers,
+                         stop, skipped[name])
+        plans, interrupted = run.plans(chosen)
         rows += _rows(name, problem, [p for p in chosen if p in plans], plans)
         if interrupted:
             break
@@ -584,52 +592,100 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     return table
 
 
-def _compared(problem: Problem, chosen: list[str], until: tuple[float | None, float],
-              heuristic_time_limit: float | None, seed: int, workers: int | None,
-              stop: threading.Event | None, skipped: list[str]) -> tuple[dict[str, Plan], bool]:
-    """`compare`'s plans of one problem by planner, run until ``until`` (``(end, slack)``:
-    a `time.perf_counter` value, and the seconds past it a last planner may take); True
-    when ``stop`` or Ctrl-C ended them early. A planner expected to end past the slack
-    (the dearest so far, validation included, from now) is skipped, after the first,
-    into ``skipped``."""
-    end, slack = until
-    heuristics = [p for p in chosen if p != EXACT]
-    share = 1.0 if EXACT not in chosen else 0.5
-    part = None if end is None else time.perf_counter() + share * (end - time.perf_counter())
-    plans: dict[str, Plan] = {}
-    check = 0.0  # the longest validation so far: kept for each plan still to come
-    dearest = 0.0  # the longest planner so far, its validation included
-    try:
-        for k, planner in enumerate(heuristics):
-            if stopped(stop):
-                return plans, True
-            left = len(heuristics) - k
-            seconds = heuristic_time_limit if heuristic_time_limit is not None else \
-                1.0 if part is None else (part - time.perf_counter()) / left - check
-            began = time.perf_counter()
-            if plans and end is not None and began + dearest > end + slack:
-                skipped.extend(heuristics[k:])  # the problem's time is spent
-                break
-            found = plan_with(planner, problem, seed=seed, time_limit=max(0.0, seconds))
-            checking = time.perf_counter()
-            plans[planner] = _checked(problem, found)
-            check = max(check, time.perf_counter() - checking)
-            dearest = max(dearest, time.perf_counter() - began)
-            if found.stats.get("interrupted"):
-                return plans, True
-        left = None if end is None else end - time.perf_counter() - check
-        if EXACT in chosen and plans and left is not None and left + slack <= check:
-            skipped.append(EXACT)
-        elif EXACT in chosen and not stopped(stop):
-            hint = min(plans.values(), key=lambda plan: plan_rank(problem, plan), default=None)
-            extra = {} if workers is None else {"workers": workers}
-            with watched(stop):
-                found = plan_with(EXACT, problem, time_limit=None if left is None else
-                                  max(0.0, left), seed=seed, hint=hint, stop=stop, **extra)
-            plans[EXACT] = _checked(problem, found, twin=hint)
-    except KeyboardInterrupt:  # Ctrl-C in a planner that keeps no plan: the rows so far
-        return plans, True
-    return plans, stopped(stop)
+class _Comparing:
+    """`compare`'s run of one problem: its share of the call's CPU budget (``clock``, whose
+    deadline is the call's wall limit), what its planners took and which were skipped."""
+
+    def __init__(self, problem: Problem, clock: PacedBudget, share: float | None,
+                 slack: float, heuristic_time_limit: float | None, seed: int,
+                 workers: int | None, stop: threading.Event | None, skipped: list[str]):
+        self.problem, self.clock, self.slack = problem, clock, slack
+        self.end = None if share is None else clock.spent() + share  # a value of `spent`
+        self.heuristic_time_limit, self.seed, self.workers = heuristic_time_limit, seed, workers
+        self.stop, self.skipped = stop, skipped
+        self.check = 0.0  # CPU seconds of the longest validation so far: kept for each plan
+        self.dearest = (0.0, 0.0)  # CPU and wall seconds of the dearest planner so far
+
+    def plans(self, chosen: list[str]) -> tuple[dict[str, Plan], bool]:
+        """The plans by planner; True when ``stop`` or Ctrl-C ended them early."""
+        heuristics = [p for p in chosen if p != EXACT]
+        clock, end = self.clock, self.end
+        part = None if end is None else \
+            end - (1.0 if EXACT not in chosen else 0.5) * (end - clock.spent())
+        plans: dict[str, Plan] = {}
+        try:
+            for k, planner in enumerate(heuristics):
+                if stopped(self.stop):
+                    return plans, True
+                cpu = 1.0 if part is None else \
+                    (part - clock.spent()) / (len(heuristics) - k) - self.check
+                if plans and self._no_room():
+                    self.skipped.extend(heuristics[k:])  # the problem's time is spent
+                    break
+                plans[planner] = self._run(planner, max(0.0, cpu))
+                if plans[planner].stats.get("interrupted"):
+                    return plans, True
+            if EXACT in chosen and plans and self._no_room(exact=True):
+                self.skipped.append(EXACT)
+            elif EXACT in chosen and not stopped(self.stop):
+                hint = min(plans.values(), key=lambda plan: plan_rank(self.problem, plan),
+                           default=None)
+                plans[EXACT] = self._run(EXACT, None if end is None else max(
+                    0.0, end - clock.spent() - self.check), hint)
+        except KeyboardInterrupt:  # Ctrl-C in a planner that keeps no plan: the rows so far
+            return plans, True
+        return plans, stopped(self.stop)
+
+    def _no_room(self, exact: bool = False) -> bool:
+        """Whether the next planner would end past the problem's share (CPU seconds) or the
+        call's limit (wall seconds), the slack allowed: a heuristic that would take as long
+        as the dearest so far (its validation included); the exact planner, when less than
+        twice the longest validation is left (one of them kept for its plan's)."""
+        clock = self.clock
+        need = (2 * self.check, 2 * self.check * clock.pace()) if exact else self.dearest
+        left = (None if self.end is None else self.end - clock.spent(),
+                _seconds(clock.deadline, time.perf_counter()))
+        return any(seconds is not None and seconds + self.slack <= most
+                   for seconds, most in zip(left, need, strict=True))
+
+    def _run(self, planner: str, cpu: float | None, hint: Plan | None = None) -> Plan:
+        """``planner``'s validated plan: its share as a ``cpu`` budget and the call's wall
+        time left as its limit (a planner without the option: the share at the call's
+        pace); ``heuristic_time_limit``: a heuristic's wall limit instead."""
+        clock = self.clock
+        began, cpu_began = time.perf_counter(), clock.spent()
+        wall = None if clock.deadline is None else \
+            clock.deadline - self.check * clock.pace()  # its plan's validation kept
+        limit = _seconds(wall, began)
+        options: dict[str, Any] = {"cpu": cpu}
+        if planner == EXACT:
+            options.update(hint=hint, stop=self.stop,
+                           **({} if self.workers is None else {"workers": self.workers}))
+            thread = time.thread_time()
+            with watched(self.stop):
+                found = plan_with(EXACT, self.problem, time_limit=limit, seed=self.seed,
+                                  **options)
+            clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
+                (time.thread_time() - thread)  # its searches' threads, not this one's alone
+        else:
+            if self.heuristic_time_limit is not None:
+                options, limit = {}, self.heuristic_time_limit
+            elif not takes_option(planner, "cpu"):
+                options, limit = {}, _seconds(clock.until(wall, cpu_began + cpu), began)
+            found = plan_with(planner, self.problem, seed=self.seed, time_limit=limit,
+                              **options)
+        checking = clock.spent()
+        checked = _checked(self.problem, found, twin=hint)
+        self.check = max(self.check, clock.spent() - checking)
+        self.dearest = tuple(max(a, b) for a, b in zip(
+            self.dearest, (clock.spent() - cpu_began, time.perf_counter() - began),
+            strict=True))
+        return checked
+
+
+def _seconds(deadline: float | None, now: float) -> float | None:
+    """The seconds from ``now`` to ``deadline`` (`time.perf_counter` values), at least 0."""
+    return None if deadline is None else max(0.0, deadline - now)
 
 
 def _rows(name: str, problem: Problem, chosen: list[str],

@@ -24,6 +24,7 @@ import functools
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import fields, is_dataclass
 from typing import Protocol
 
 import numpy as np
@@ -115,6 +116,12 @@ def rejected_hint(problem: Problem, hint: Plan, name: str) -> str | None:
 def planners() -> dict[str, Planner]:
     """All registered planners by name, sorted."""
     return dict(sorted(_PLANNERS.items()))
+
+
+def takes_option(name: str, option: str) -> bool:
+    """Whether the planner ``name`` has ``option`` among its options (``plan.options``)."""
+    options = getattr(get_planner(name), "options", None)
+    return is_dataclass(options) and any(f.name == option for f in fields(options))
 
 
 def get_planner(name: str) -> Planner:

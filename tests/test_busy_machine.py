@@ -529,3 +529,111 @@ def test_the_floors_pass_runs_second_on_large_problems_within_the_limit(monkeypa
     assert "greedy_by_breadth" in plan.stats["skipped"] and plan.stats["cut_short"]
     assert plan.arena_size <= registry.plan_with("greedy_by_size", problem).arena_size
     assert validate(problem, plan) == []
+
+
+def test_anneal_counts_its_schedule_in_cpu_seconds(monkeypatch):
+    """With a ``cpu`` budget, ``anneal``'s temperature falls with the CPU seconds it spent
+    and its slices end at its pace: a clock pushed ahead mid-search (a busy machine) leaves
+    the schedule handed to the kernel smooth and the plan as on a quiet machine (the bound,
+    reached in about 0.4 CPU seconds), where a schedule on the clock would jump to half."""
+    from memplan.heuristics import anneal
+
+    problem = _packing_slice("C", 110)
+    slices, lag, clock = [], [0.0], time.perf_counter
+    kernel = anneal._search_kernel
+
+    class Spy:  # the compiled search; the clock jumps ahead at the fifth slice when asked
+        new, best = kernel.new, kernel.best
+
+        @staticmethod
+        def step(chain, evaluations, seconds, left, *progress_and_options):
+            slices.append(progress_and_options[:2])
+            if len(slices) == 5:
+                lag[0] = Spy.jump
+            return kernel.step(chain, evaluations, seconds, left, *progress_and_options)
+
+    monkeypatch.setattr(anneal, "_search_kernel", Spy)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+
+    def run(jump: float) -> tuple[memplan.Plan, list]:
+        slices.clear()
+        Spy.jump, lag[0] = jump, 0.0
+        plan = memplan.plan_with("anneal", problem, time_limit=20, cpu=2.0, seed=0)
+        assert not validate(problem, plan)
+        return plan, [(a, b) for a, b in slices if b > 0]  # the chains' first calls: none
+
+    quiet, _ = run(0.0)
+    loaded, schedule = run(10.0)  # half the limit, on the wall clock
+    assert quiet.arena_size == loaded.arena_size == lower_bound(problem)
+    assert len(schedule) > 5 and schedule[0][0] < 0.05  # from 0, by CPU seconds: no jump
+    assert all(after[0] - before[0] < 0.1 for before, after in zip(schedule, schedule[1:],
+                                                                   strict=False))
+
+
+def test_compare_gives_each_planner_its_share_in_cpu_seconds(monkeypatch):
+    """`memplan.api.compare` hands each planner its share of the limit as a ``cpu`` budget
+    and the wall time left as its limit: a clock that ran ahead of the CPU after the first
+    planner (a busy machine) leaves every budget, and the table's rows, as on a quiet
+    machine; only the wall limits are shorter."""
+    from memplan import api
+
+    problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
+    handed: list[tuple] = []
+    lag, clock = [0.0], time.perf_counter
+
+    def spy(name, problem, **options):
+        handed.append((name, options.get("cpu"), options["time_limit"]))
+        lag[0] = spy.jump  # once the first planner has begun
+        if name == api.EXACT:  # its warm start is the plan to compare: no search needed
+            return options["hint"]
+        return registry.plan_with(name, problem, **options)
+
+    monkeypatch.setattr(api, "plan_with", spy)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    tables = []
+    for spy.jump in (0.0, 1.0):
+        lag[0] = 0.0
+        tables.append(api.compare({"C": problem}, planners=["greedy_by_size", "anneal",
+                                                            "genetic", "exact"], time_limit=3))
+    quiet, loaded = handed[:4], handed[4:]
+    assert [h[0] for h in quiet] == [h[0] for h in loaded] == ["greedy_by_size", "anneal",
+                                                              "genetic", "exact"]
+    for (_, quiet_cpu, quiet_wall), (_, cpu, wall) in zip(quiet[1:], loaded[1:], strict=True):
+        assert cpu == pytest.approx(quiet_cpu, abs=0.1) and cpu > 0.6  # a share of 3 s
+        assert wall == pytest.approx(quiet_wall - 1.0, abs=0.3)  # the wall clock: the limit
+    assert tables[0].attrs["skipped"] == tables[1].attrs["skipped"] == {}
+    assert (tables[1]["planner"] == tables[0]["planner"]).all()
+
+
+def test_explain_plans_with_its_share_in_cpu_seconds(monkeypatch):
+    """``memplan explain`` gives its planner a third of the time left as a CPU budget: a
+    clock that ran ahead of the CPU after the first pass of ``best`` (a busy machine) leaves
+    every later pass and the plan explained as on a quiet machine, where a third of the
+    time on the wall clock would have skipped them as late."""
+    from memplan.cli import explain as explain_command
+    from memplan.cli import main
+
+    path = CHALLENGING / "C.1048576.csv"
+    explained: list[memplan.Plan] = []
+    lag, clock, sweep = [0.0], time.perf_counter, best.sweep_offsets
+
+    def first_pass(*args):  # then the clock jumps ahead
+        found = sweep(*args)
+        lag[0] = lag[0] or first_pass.lag
+        return found
+
+    def explain(problem, plan, **kwargs):
+        explained.append(plan)
+        raise StageOver
+
+    monkeypatch.setattr(explain_command, "explain", explain)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(best, "sweep_offsets", first_pass)
+    for first_pass.lag in (0.0, 4.0):  # past a third of 9 s
+        lag[0] = 0.0
+        with pytest.raises(StageOver):
+            main(["explain", str(path), "--time-limit", "9"])
+    quiet, loaded = explained
+    assert quiet.stats["skipped"] == loaded.stats["skipped"] == []
+    assert loaded.stats["arenas"] == quiet.stats["arenas"] and len(quiet.stats["arenas"]) > 10
+    assert (loaded.offsets == quiet.offsets).all()

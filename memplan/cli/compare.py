@@ -4,8 +4,9 @@ The gap of each row is to the best bound any planner proved for that model
 (`memplan.api.compare`); ``--format`` prints it as an aligned table, CSV (the
 exact numbers) or Markdown. ``--time-limit`` bounds the whole command from its
 start (the heuristics share half of it, each an equal slice, unless
-``--heuristic-time-limit`` gives each its seconds); Ctrl-C prints the rows so far
-and exits 130.
+``--heuristic-time-limit`` gives each its seconds; the shares are CPU seconds, so a
+busy machine gives the same table, later, within the limit); Ctrl-C prints the rows
+so far and exits 130.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def add_command(sub, shared: Parents) -> None:
     add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
                           only=("time_limit", "heuristic_time_limit", "workers", "seed"))
     helps = {"--time-limit": "seconds for the whole command, counted from its start: each "
-                             "model an equal share, of which the heuristics half, the exact "
-                             "planner the rest ('none': no limit) (default: 10.0)",
+                             "model an equal share (in CPU seconds), of which the heuristics "
+                             "half, the exact planner the rest ('none': no limit) "
+                             "(default: 10.0)",
              "--heuristic-time-limit": "seconds each heuristic may take; default: an equal "
                                        "slice of the heuristics' half (1 s without a limit)"}
     for action in compare._actions:

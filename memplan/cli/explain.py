@@ -27,9 +27,9 @@ from memplan.errors import ProblemError
 from memplan.output_files import write_atomically
 from memplan.problem import Problem, Region
 
-# of the time left after loading: the time limit of the plan whose gap is explained, kept by
-# the planner on the wall clock (`best`'s search there is a fixed number of orders, so its plan
-# is the same on a busy machine unless this limit cuts it)
+# of the time left after loading: the CPU seconds of the plan whose gap is explained (a planner
+# that takes a ``cpu`` budget, `plan_in_time`: its plan the same on a busy machine, later), its
+# wall limit the time left less the explanation's least share
 PLAN_SHARE = 1 / 3
 LEAST_SHARE = 0.1  # of --time-limit: what the explanation keeps however long loading took
 
@@ -49,8 +49,8 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("--time-limit", default=10.0, metavar="S",
                      type=checks.seconds("--time-limit", unlimited=False),
                      help="seconds for the whole command, counted from its start: the "
-                          "plan (a third), then the capacity reason and the remedies "
-                          "(default: 10)")
+                          "plan (a third, in CPU seconds), then the capacity reason and the "
+                          "remedies (default: 10)")
     threads = why.add_argument("--threads", type=checks.count("--threads"), default=1,
                                help="CP-SAT threads (default: 1)")
     add_deprecated(why, "--workers", threads, type=checks.count("--workers"))
@@ -99,10 +99,10 @@ def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.N
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan explain``: plan with ``--planner`` (`PLAN_SHARE` of the time left), explain
-    with the rest (``--time-limit`` counts from the command's start, like ``solve``'s); the
-    explanation as text or JSON, the figure with ``--plot``; exit 1 when the capacity is
-    not met."""
+    """``memplan explain``: plan with ``--planner`` (`PLAN_SHARE` of the time left, in CPU
+    seconds), explain with the rest (``--time-limit`` counts from the command's start, like
+    ``solve``'s); the explanation as text or JSON, the figure with ``--plot``; exit 1 when
+    the capacity is not met."""
     check_figure_path(args.plot)
     problem = load(args.model, args)
     if args.banks:
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(found.to_dict(), indent=1) if args.json else found)
         return OK
     limit = args.time_limit
-    plan = None if args.planner == "none" else \
-        plan_in_time(args.planner, problem, PLAN_SHARE * _left(limit))
+    plan = None if args.planner == "none" else plan_in_time(
+        args.planner, problem, PLAN_SHARE * _left(limit), _left(limit) - LEAST_SHARE * limit)
     if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
         raise KeyboardInterrupt  # command ends
     found = explain(problem, plan, time_limit=_left(limit), workers=args.threads)

@@ -74,7 +74,7 @@ from memplan.heuristics.best import untimed_evaluations
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.registry import plan_with
+from memplan.registry import plan_with, takes_option
 from memplan.viz import human_bytes, plan_usage
 
 MOST_PEAKS = 3  # peak runs described in full
@@ -161,11 +161,16 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
                                tensors, reason.checks, reason.seconds)
 
 
-def plan_in_time(planner: str, problem: Problem, seconds: float) -> Plan:
-    """The plan of ``planner`` that explain describes, within ``seconds``: ``best`` with the
-    budget of its untimed search (the same plan as without a limit, when time allows),
-    any other planner with the time limit."""
+def plan_in_time(planner: str, problem: Problem, seconds: float,
+                 wall: float | None = None) -> Plan:
+    """The plan of ``planner`` that explain describes, within ``seconds``: as a CPU budget
+    (its option ``cpu``: the same plan on a busy machine, later) within ``wall`` seconds on
+    the clock (default: ``seconds``) for a planner that takes one, else as its time limit;
+    ``best`` with the budget of its untimed search too (the same plan as without a limit,
+    when time allows)."""
     budget = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
+    if takes_option(planner, "cpu"):
+        budget["cpu"], seconds = seconds, seconds if wall is None else wall
     return plan_with(planner, problem, seed=0, time_limit=seconds, **budget)
 
 
