@@ -611,7 +611,7 @@ class _Comparing:
         heuristics = [p for p in chosen if p != EXACT]
         clock, end = self.clock, self.end
         part = None if end is None else \
-            end - (1.0 if EXACT not in chosen else 0.5) * (end - clock.spent())
+            end - (0.0 if EXACT not in chosen else 0.5) * (end - clock.spent())
         plans: dict[str, Plan] = {}
         try:
             for k, planner in enumerate(heuristics):

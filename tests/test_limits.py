@@ -33,14 +33,15 @@ def trace():
     return training_step_trace(3000, seed=2)
 
 
-def given_limits(monkeypatch) -> list[tuple[str, float | None, float]]:
-    """(planner, time_limit, when: a `time.perf_counter` value) of every plan `api.compare`
-    asks for."""
-    asked: list[tuple[str, float | None, float]] = []
+def given_limits(monkeypatch) -> list[tuple[str, float | None, float, float | None, float]]:
+    """(planner, time_limit, when: a `time.perf_counter` value, cpu budget, the CPU seconds
+    of the thread by then) of every plan `api.compare` asks for."""
+    asked: list[tuple[str, float | None, float, float | None, float]] = []
     plan_with_ = api.plan_with
 
     def recording(name, problem, **options):
-        asked.append((name, options.get("time_limit"), time.perf_counter()))
+        asked.append((name, options.get("time_limit"), time.perf_counter(),
+                      options.get("cpu"), time.thread_time()))
         return plan_with_(name, problem, **options)
 
     monkeypatch.setattr(api, "plan_with", recording)
@@ -51,13 +52,15 @@ def test_compare_gives_every_planner_a_share_of_its_limit(monkeypatch, trace):
     import pandas  # noqa: F401  (compare imports it before its clock starts)
 
     asked = given_limits(monkeypatch)
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.thread_time()
     table = api.compare({"trace": trace}, time_limit=3.0, began=began)
-    assert asked and all(limit is not None for _, limit, _ in asked)
-    # the heuristics' half, each a slice of what is left of it (a planner that ends early
-    # leaves its time to the next ones): none is given time past the half
-    heuristics = [(limit, when) for name, limit, when in asked if name != "exact"]
-    assert all(when + limit <= began + 1.5 + 0.05 for limit, when in heuristics)
+    assert asked and all(limit is not None and when + limit <= began + 3.05
+                         for _, limit, when, _, _ in asked)  # the wall clock: the limit
+    # the heuristics' half in CPU seconds, each a slice of what is left of it (a planner that
+    # ends early leaves its time to the next ones): none is given a budget past the half
+    budgets = [(cpu, spent - cpu_began) for name, _, _, cpu, spent in asked
+               if name != "exact" and cpu is not None]
+    assert budgets and all(spent + cpu <= 1.5 + 0.05 for cpu, spent in budgets)
     ran = dict(zip(table["planner"], table["arena_size"], strict=True))
     assert set(ran) | set(table.attrs["skipped"].get("trace", ())) == \
         {*api.heuristic_names(), "exact"}
