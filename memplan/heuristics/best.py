@@ -193,8 +193,9 @@ class Run:
         """The units, with or without pair lists (`PairLimitError`: they do not fit, in
         memory or, unless ``uncut``, before the deadline)."""
         if with_pairs not in self.built:
-            self.built[with_pairs] = Units.build(self.problem, pairs=with_pairs, deadline=None
-                                                 if uncut else self.budgeted(self.clock.deadline))
+            self.built[with_pairs] = Units.build(
+                self.problem, pairs=with_pairs,
+                deadline=None if uncut else self.budgeted(self.clock.deadline))
         return self.built[with_pairs]
 
     def compositions(self) -> list[tuple[str, GreedyOptions]]:
@@ -325,8 +326,8 @@ class Run:
             return False
         if self.clock.cpu is not None and (self.cpu_left() <= 0 or bool(self.cut)):
             return True
-        return self.clock.deadline is not None and (time.perf_counter() > self.clock.deadline or
-                                              bool(self.cut))
+        deadline = self.clock.deadline
+        return deadline is not None and (time.perf_counter() > deadline or bool(self.cut))
 
     def at_bound(self) -> bool:
         """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
@@ -370,7 +371,7 @@ class Run:
 
     def cpu_left(self) -> float:
         """The seconds to the deadline as this thread's CPU counts them (and the descent's
-        probes, `cpu_elsewhere`): the limit, or with one the ``cpu`` budget (less the
+        probes, ``clock.elsewhere``): the limit, or with one the ``cpu`` budget (less the
         validation's reserve), less the CPU taken. Without a budget, on an idle machine the
         wall time left; on a busy one more (the clock then ends the search first)."""
         if self.clock.cpu is not None:
@@ -391,7 +392,7 @@ class Run:
         starts = [anneal.Start(arena, order_units(units, order), placement, offsets, cpu)
                   for placement in anneal.PLACEMENTS if self.decoded(placement)
                   for arena, offsets, order, cpu in [min(self.decoded(placement),
-                                                             key=lambda d: d[0])]]
+                                                         key=lambda d: d[0])]]
         budget = self.chosen.search_evaluations
         if budget is None and self.time_limit is None and self.clock.cpu is None:
             budget = untimed_evaluations(self.problem)
@@ -433,7 +434,8 @@ class Run:
         if floors:  # this plan is no larger (`memplan.solver.exact` need not run it again)
             extra["floor_arena"] = floors[0]
         if self.time_limit is not None:
-            extra["validate_reserve"] = max(0.0, self.began + self.time_limit - self.clock.deadline)
+            extra["validate_reserve"] = max(0.0, self.began + self.time_limit -
+                                            self.clock.deadline)
         return extra
 
 
