@@ -173,9 +173,9 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
     stats = {"evaluations": 0, "start_arenas": [start[0] for start in starts], "cut": 0}
     if not chains:
         return None, {**stats, "interrupted": False, "skipped": "no time to start a chain"}
-    evaluations_left = options.evaluations
-    if evaluations_left is None and clock.end() is None:
-        evaluations_left = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
+    evaluation_budget = options.evaluations
+    if evaluation_budget is None and clock.end() is None:
+        evaluation_budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
     began = time.perf_counter(), clock.spent()
     best = [_search_kernel.step(chain, 0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1)[0]
             for chain, _ in chains]  # per chain: its best arena (its start's, so far)
@@ -187,12 +187,12 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
             k = turn % len(chains)
             now = time.perf_counter()
             done = sum(evaluations)
-            if (evaluations_left is not None and done >= evaluations_left) or clock.over() \
+            if (evaluation_budget is not None and done >= evaluation_budget) or clock.over() \
                     or movable < 2:
                 break  # (one free unit or none: no order to change)
-            if evaluations_left is not None:
-                slice_evaluations = min(SLICE_EVALUATIONS, evaluations_left - done)
-                progress = done / evaluations_left, (done + slice_evaluations) / evaluations_left
+            if evaluation_budget is not None:
+                slice_evaluations = min(SLICE_EVALUATIONS, evaluation_budget - done)
+                progress = done / evaluation_budget, (done + slice_evaluations) / evaluation_budget
                 seconds = 0.0
             else:
                 slice_evaluations = -1
