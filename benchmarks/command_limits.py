@@ -14,9 +14,11 @@ keeping the best plan. Steps:
   CPU seconds say how much of the wall time the command had a core);
 - for the Ctrl-C rows, send SIGINT ``--signal-after`` seconds into the run
   and time from the signal to the exit (exit code and what was kept shown);
+- ``--busy N``: N busy loops beside the commands (`benchmarks.load.busy`), as on a
+  build machine running other work;
 - print a markdown table with the load average before and after.
 
-    python -m benchmarks.command_limits --time-limit 5
+    python -m benchmarks.command_limits --time-limit 5 [--busy 5]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 from benchmarks.generate import network_like
+from benchmarks.load import busy
 from benchmarks.suites import REPO
 from benchmarks.traces import training_step_trace
 from memplan.frontends import memplan_json
@@ -91,13 +94,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal-after", type=float, default=4.0,
                         help="seconds into a run when SIGINT is sent (default 4)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memplan-command-limits"))
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="busy loops beside the commands (default 0)")
     args = parser.parse_args(argv)
     # run in the background (nohup ... &), this process and so the commands would ignore
     # SIGINT; a terminal's Ctrl-C is what is measured
     signal.signal(signal.SIGINT, signal.default_int_handler)
     files = _files(args.work)
+    with busy(args.busy):
+        _measure(files, args)
+    return 0
+
+
+def _measure(files: dict[str, Path], args: argparse.Namespace) -> None:
+    """The two tables: each command's time against its limit, and Ctrl-C to exit."""
     limit = args.time_limit
-    print(f"load before: {os.getloadavg()[0]:.1f} (1-minute average, {os.cpu_count()} cores)")
+    print(f"load before: {os.getloadavg()[0]:.1f} (1-minute average, {os.cpu_count()} cores, "
+          f"{args.busy} busy loops beside)")
     print(f"\n| problem | command | wall s (--time-limit {limit:g}) | / (limit + 10 % + 1 s) "
           f"| CPU s | exit |\n|---|---|---|---|---|---|")
     for name, path in files.items():
@@ -114,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
             seconds, code = ctrl_c(_argv(command, path, 120, args.work), args.signal_after)
             print(f"| {name} | {label} | {seconds:.2f} | {code} |", flush=True)
     print(f"\nload after: {os.getloadavg()[0]:.1f}")
-    return 0
 
 
 if __name__ == "__main__":
