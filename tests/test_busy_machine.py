@@ -160,7 +160,7 @@ def test_the_bisection_of_a_peak_counts_cpu_time(monkeypatch):
     problem = memplan.Problem.from_conflicts(
         dict(zip(names, [1001, 1003, 1007, 1009, 1013], strict=True)),
         [(names[k], names[(k + 1) % 5]) for k in range(5)])
-    limit, lag = 10.0, [0.0]
+    limit, lag = 30.0, [0.0]  # the jump leaves 9 s: the search takes 1.6 CPU-s, 5 s busy
     targets: list[int] = []
     search = exact._Run._search
 
@@ -397,7 +397,7 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
         began = time.thread_time()
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
-                                   time_limit=8, seed=0, workers=1, cpu=1.0)
+                                   time_limit=30, seed=0, workers=1, cpu=1.0)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
 
 
