@@ -59,7 +59,7 @@ machine): with a limit, the first plan (the time sweep's, within
 what one validation of this problem costs here; the later passes and the
 search end that long (times ``VALIDATE_MARGIN``) before the limit, so that
 the winner, if another, is validated in time (``stats["validate_reserve"]``).
-When the compiled breadth pass comes next, that first validation runs in a
+When the compiled floor pass comes next, that first validation runs in a
 thread beside it (the pass releases the GIL).
 
 With a ``cpu`` budget (a caller's share of its own limit: the exact
