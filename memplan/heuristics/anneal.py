@@ -226,7 +226,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         fallback = hill_climb.plan(problem, time_limit=time_limit, seed=seed)
         fallback.planner, fallback.stats["fallback"] = "anneal", "hill_climb"
         return fallback
-    clock = PacedBudget(chosen.cpu, None if time_limit is None else began + time_limit)
+    clock = PacedBudget.of_planner(chosen.cpu, time_limit, began)
     units = Units.build(problem, pairs=False)
     starts = start_orders(units, clock.end())
     offsets, stats = search(units, starts, seed=seed, budget=clock, options=chosen)

@@ -65,8 +65,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         raise ValueError("genetic needs population >= 2 and 0 <= elite < population")
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, PacedBudget(chosen.cpu, None if time_limit is None
-                                                  else began + time_limit))
+        search = OrderSearch(problem, PacedBudget.of_planner(chosen.cpu, time_limit, began))
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
         return pair_free_plan("genetic", problem, began, time_limit, why)
     rng = np.random.default_rng(seed)

@@ -77,8 +77,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, PacedBudget(chosen.cpu, None if time_limit is None
-                                                  else began + time_limit))
+        search = OrderSearch(problem, PacedBudget.of_planner(chosen.cpu, time_limit, began))
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
         return pair_free_plan("hill_climb", problem, began, time_limit, why)
     accepted = climb(search, chosen, seed)

@@ -41,6 +41,13 @@ class PacedBudget:
     cpu: float | None
     deadline: float | None
 
+    @classmethod
+    def of_planner(cls, cpu: float | None, time_limit: float | None,
+                   began: float) -> PacedBudget:
+        """A planner's budget: its option ``cpu``, and its ``time_limit`` counted from
+        ``began`` (a `time.perf_counter` value: when the planner was called)."""
+        return cls(cpu, None if time_limit is None else began + time_limit)
+
     def __post_init__(self):
         self.began, self.cpu_began = time.perf_counter(), time.thread_time()
         self.elsewhere = 0.0  # CPU seconds taken in other threads, added by the caller
