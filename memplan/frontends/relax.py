@@ -9,8 +9,9 @@ keep their own ``R.builtin.alloc_tensor``. `from_relax` reads the module
 right after that pass:
 
 - a module not yet lowered (``relax.frontend.nn``'s ``export_tvm``, the
-  zero pipeline's output, TVMScript) is first lowered through the target's
-  default pipeline up to ``StaticPlanBlockMemory`` (`lower_to_planned`);
+  zero pipeline's output, TVMScript) is first lowered through the pipeline
+  ``tvm.compile`` runs for the target (`default_passes`) up to
+  ``StaticPlanBlockMemory`` (`lower_to_planned`);
 - per function and device, every ``alloc_tensor`` on a storage of constant
   size in global memory is one buffer; storages of symbolic size (a
   dimension without ``tir_var_upper_bound``), of another memory scope, or
@@ -93,16 +94,23 @@ def from_relax(module: Any, function: str | None = "forward", *, device: int | N
 
 def read_tvmscript(path: str | os.PathLike) -> Any:
     """The ``IRModule`` of a TVMScript file (as ``IRModule.script()`` writes it); parsed,
-    never run."""
+    never run: `memplan.frontends.relax_script` refuses any other Python first."""
     require("tvm", "tvm", "reading Relax modules")
-    import tvm.script
+    from memplan.frontends.relax_script import parse_script
 
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as error:
         raise ProblemError(f"cannot read: {error.strerror or error}", file=str(path)) from None
     try:
-        parsed = tvm.script.from_source(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ProblemError(f"not UTF-8 text: byte 0x{data[error.start]:02x} at offset "
+                           f"{error.start}", file=str(path)) from None
+    try:
+        parsed = parse_script(text, str(path))
+    except ProblemError:
+        raise
     except Exception as error:  # TVM's parser reports in many types
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ProblemError(f"not a TVMScript module: {first}", file=str(path)) from None
@@ -133,9 +141,9 @@ def relax_functions(module: Any) -> list[str]:
 
 
 def lower_to_planned(module: Any, target: Any = "llvm") -> Any:
-    """``module`` after the target's default pipeline up to ``StaticPlanBlockMemory``: as
-    it is when it has Relax's storages already, through that pass alone when it has only
-    ``R.builtin.alloc_tensor`` (lowered up to it)."""
+    """``module`` after ``tvm.compile``'s pipeline for ``target`` up to
+    ``StaticPlanBlockMemory``: as it is when it has Relax's storages already, through that
+    pass alone when it has only ``R.builtin.alloc_tensor`` (lowered up to it)."""
     require("tvm", "tvm", "reading Relax modules")
     import tvm
 
@@ -151,24 +159,35 @@ def lower_to_planned(module: Any, target: Any = "llvm") -> Any:
 
 
 def default_passes(target: Any) -> list[Any]:
-    """The passes of Relax's default pipeline for ``target`` (``relax.get_default_pipeline``),
-    as a list, so that a pass can be put among them."""
+    """The passes of the Relax pipeline ``tvm.compile`` runs for ``target`` by default, as a
+    list, so that a pass can be put among them: on a GPU target (``"gpu"`` in its keys) the
+    target's own (``relax.get_default_pipeline``), elsewhere the generic one
+    (`build_passes`), which keeps side-effecting calls whose results are unused."""
     import importlib
 
-    from tvm.relax.backend.utils import BackendDispatcher
-
+    if "gpu" not in target.keys:
+        return build_passes()
     kind = target.kind.name
-    backend = {"cuda": "cuda", "rocm": "rocm", "metal": "gpu_generic",
-               "llvm": "cpu_generic"}.get(kind)
+    backend = {"cuda": "cuda", "rocm": "rocm"}.get(kind, "gpu_generic")
     if kind == "opencl" and "adreno" in target.keys:
         backend = "adreno"
-    if backend is None and BackendDispatcher.is_gpu_target(target):
-        backend = "gpu_generic"
-    if backend is None:
-        raise ProblemError(f"Relax has no default pipeline for target {kind!r}")
     stages = importlib.import_module(f"tvm.relax.backend.{backend}.pipeline")
     return (stages.library_dispatch_passes(target) + stages.legalize_passes(target)
             + stages.dataflow_lower_passes(target) + stages.finalize_passes(target))
+
+
+def build_passes() -> list[Any]:
+    """The passes of ``relax.pipeline.default_build_pipeline`` (which builds them inside
+    its pass, out of reach), in its order; ``tests/test_tvm.py`` holds them equal to it."""
+    from tvm.relax import backend, transform
+
+    return [backend.DispatchSampling(), backend.DispatchSortScan(), transform.LegalizeOps(),
+            transform.RewriteDataflowReshape(), transform.ToNonDataflow(),
+            transform.RemovePurityChecking(), transform.CallTIRRewrite(),
+            transform.StaticPlanBlockMemory(), transform.RewriteCUDAGraph(),
+            transform.LowerAllocTensor(), transform.KillAfterLastUse(),
+            transform.LowerRuntimeBuiltin(), transform.ComputePrimValue(),
+            transform.VMShapeLower(), transform.AttachGlobalSymbol()]
 
 
 def _has_ops(module: Any, names: tuple[str, ...]) -> bool:

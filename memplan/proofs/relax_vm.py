@@ -7,8 +7,8 @@ for those inputs.
 
 Steps (`prove_relax`):
 
-- build the module twice for ``target`` (``llvm``): with Relax's default
-  pipeline, and with `memplan.tvm.pipeline` (every plan validated, the
+- build the module twice for ``target`` (``llvm``): with the pipeline
+  ``tvm.compile`` runs by default, and with `memplan.tvm.pipeline` (every plan validated, the
   rewrite read back and validated too);
 - in ``relax.VirtualMachine``, call every Relax function whose parameters
   are tensors (or tuples of them) on seeded inputs (floating point: normal;
@@ -57,10 +57,11 @@ class RelaxProof:
 
 
 def build(mod: Any, target: Any = "llvm", pipeline: Any = None) -> Any:
-    """``mod`` built for ``target`` with ``pipeline`` (Relax's default when None)."""
+    """``mod`` built for ``target`` with ``pipeline`` (when None, the one ``tvm.compile``
+    runs by default)."""
     target = tvm.target.Target(target) if isinstance(target, str) else target
-    pipeline = pipeline if pipeline is not None else relax.get_default_pipeline(target)
-    return relax.build(mod, target, relax_pipeline=pipeline)
+    return relax.build(mod, target, relax_pipeline=pipeline if pipeline is not None
+                       else "default")
 
 
 def prove_relax(mod: Any, *, target: Any = "llvm", lengths: tuple[int, ...] = LENGTHS,

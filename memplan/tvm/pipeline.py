@@ -6,11 +6,15 @@ Use it wherever TVM takes a Relax pipeline::
     with target:
         lowered = memplan.tvm.pipeline()(mod)
 
-The passes are those of ``relax.get_default_pipeline(target)`` (library
-dispatch, legalization and fusion, dataflow lowering, finalization), for
+The passes are those ``tvm.compile`` (``relax.build``) runs by default for
 the target given or the current one (``relax.build`` enters its target), in
-the same order; only memplan's pass is added. ``reports`` holds the pass's
-`memplan.tvm.FunctionReport` per function and device, of every run.
+the same order (`memplan.frontends.relax.default_passes`): on a GPU target
+the target's own pipeline (``relax.get_default_pipeline``: library
+dispatch, legalization and fusion, dataflow lowering, finalization), on a
+CPU the generic ``default_build_pipeline`` (no fusion, which could drop a
+side-effecting call whose result is unused); only memplan's pass is added.
+``reports`` holds the pass's `memplan.tvm.FunctionReport` per function and
+device, of every run.
 """
 
 from __future__ import annotations
@@ -47,10 +51,15 @@ class _Pipeline:
             raise ProblemError("memplan.tvm.pipeline needs a target: pass target=, or run it "
                                "inside 'with target:' (relax.build does)")
         target = tvm.target.Target(target) if isinstance(target, str | dict) else target
+        with target:
+            return tvm.transform.Sequential(self.passes(target))(mod)
+
+    def passes(self, target: Any) -> list[Any]:
+        """The pipeline's passes for ``target``: ``tvm.compile``'s, memplan's pass after
+        ``StaticPlanBlockMemory``."""
         passes = default_passes(target)
         cut = [p.info.name for p in passes].index(PLANNER) + 1
-        with target:
-            return tvm.transform.Sequential(passes[:cut] + [self.planning] + passes[cut:])(mod)
+        return passes[:cut] + [self.planning] + passes[cut:]
 
 
 class MemplanPipeline(_Pipeline):
@@ -64,9 +73,9 @@ class MemplanPipeline(_Pipeline):
 def pipeline(time_limit: float | None = 10.0, *, target: Any = None,
              fallback: str | None = None, seed: int = 0, workers: int | None = None,
              **solve_options: Any) -> Any:
-    """TVM's default Relax pipeline for ``target`` (default: the current target) with
-    `memplan.tvm.memory_planning_pass` after ``StaticPlanBlockMemory``; the options are the
-    pass's."""
+    """The Relax pipeline ``tvm.compile`` runs for ``target`` (default: the current target)
+    with `memplan.tvm.memory_planning_pass` after ``StaticPlanBlockMemory``; the options are
+    the pass's."""
     planning = memory_planning_pass(time_limit, fallback=fallback, seed=seed,
                                     workers=workers, **solve_options)
     return MemplanPipeline(planning, target)
