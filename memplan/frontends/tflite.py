@@ -107,10 +107,59 @@ def read_model(model: str | os.PathLike | bytes | bytearray, *, file: str | None
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise ProblemError("not a TFLite model (no 'TFL3' file identifier)", file=file)
     try:
-        return fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
+        root = fb.Model.GetRootAs(data, 0)
+        tables = object_count(root, len(data) // 4 + 1024)
+        if tables is None:
+            raise ProblemError(f"more tables than its {len(data)} bytes can hold: tables "
+                               f"referenced many times over (a corrupt file?)", file=file)
+        return fb.ModelT.InitFromObj(root)
+    except ProblemError:
+        raise
     except Exception as error:  # a corrupt flatbuffer fails anywhere inside the generated code
         raise ProblemError(f"corrupt TFLite flatbuffer ({type(error).__name__}: {error})",
                            file=file) from None
+
+
+def object_count(root: Any, limit: int) -> int | None:
+    """How many tables the schema's object API would build from ``root``, or None past
+    ``limit``: counted on the lazy accessors, stopping there.
+
+    Why: a flatbuffer may point many times at one table (a vector of a million offsets
+    to one subgraph, each holding a million offsets to one tensor); the object API
+    builds a copy per reference, a file of kilobytes unfolding into billions of
+    objects. Each table of a file whose references are not shared takes a four-byte
+    offset of its own, so ``len(data) // 4`` (plus slack) bounds an honest count;
+    vectors of numbers become numpy views and cost nothing here.
+    """
+    count = 0
+
+    def add(n: int) -> bool:
+        nonlocal count
+        count += n
+        return count <= limit
+
+    if not add(root.OperatorCodesLength() + root.BuffersLength() + root.MetadataLength()
+               + root.SignatureDefsLength() + root.SubgraphsLength()):
+        return None
+    for k in range(root.SignatureDefsLength()):
+        signature = root.SignatureDefs(k)
+        if not add(signature.InputsLength() + signature.OutputsLength()):
+            return None
+    for g in range(root.SubgraphsLength()):
+        subgraph = root.Subgraphs(g)
+        if not add(subgraph.TensorsLength() + subgraph.OperatorsLength()):
+            return None
+        for o in range(subgraph.OperatorsLength()):
+            op = subgraph.Operators(o)
+            if not add((op.BuiltinOptions() is not None) + (op.BuiltinOptions2() is not None)):
+                return None
+        for t in range(subgraph.TensorsLength()):
+            tensor = subgraph.Tensors(t)
+            sparsity = tensor.Sparsity()
+            if not add((tensor.Quantization() is not None) + tensor.VariantTensorsLength()
+                       + (1 + sparsity.DimMetadataLength() if sparsity is not None else 0)):
+                return None
+    return count
 
 
 def _names(enum_class) -> dict[int, str]:
