@@ -108,23 +108,23 @@ def _shared(subgraphs: int, tensors: int) -> bytes:
     name = builder.CreateString("t")
     fb.TensorStart(builder)
     fb.TensorAddName(builder, name)
-    tensor = fb.TensorEnd(builder)
-    builder.StartVector(4, tensors, 4)
-    for _ in range(tensors):
-        builder.PrependUOffsetTRelative(tensor)
-    vector = builder.EndVector()
+    tensor = _references(builder, fb.TensorEnd(builder), tensors)
     fb.SubGraphStart(builder)
-    fb.SubGraphAddTensors(builder, vector)
-    subgraph = fb.SubGraphEnd(builder)
-    builder.StartVector(4, subgraphs, 4)
-    for _ in range(subgraphs):
-        builder.PrependUOffsetTRelative(subgraph)
-    vector = builder.EndVector()
+    fb.SubGraphAddTensors(builder, tensor)
+    subgraph = _references(builder, fb.SubGraphEnd(builder), subgraphs)
     fb.ModelStart(builder)
     fb.ModelAddVersion(builder, 3)
-    fb.ModelAddSubgraphs(builder, vector)
+    fb.ModelAddSubgraphs(builder, subgraph)
     builder.Finish(fb.ModelEnd(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+def _references(builder, table: int, count: int) -> int:
+    """A vector of ``count`` offsets, all to ``table``."""
+    builder.StartVector(4, count, 4)
+    for _ in range(count):
+        builder.PrependUOffsetTRelative(table)
+    return builder.EndVector()
 
 
 def test_tables_referenced_many_times_over_are_refused_before_they_unfold(tmp_path):
