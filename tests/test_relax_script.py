@@ -72,6 +72,9 @@ HOSTILE = {  # name -> (what replaces MAIN's lines, the reason the refusal gives
     "namespace value": (("y = R.add(x, x)", "y = R"), "itself as a value"),
     "call in a target": (("y = R.add(x, x)", "y[open('ran', 'w')] = R.add(x, x)"),
                          "target"),
+    "call in a buffer index": (("return y\n", "return y\n\n    @T.prim_func\n    def f(A: "
+                                "T.Buffer((8,), 'float32'), open: T.int32):\n"
+                                "        A[open('ran', 'w')] = T.float32(0)\n"), "target"),
     "rebound builtin": (("y = R.add(x, x)", "y = open('ran', 'w')\n            open = x"),
                         "not a TVMScript module"),  # TVM's parser, with no builtins, refuses
     "power": (("(8, 8)", "(2 ** 10 ** 10, 8)"), "power"),

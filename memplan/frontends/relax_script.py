@@ -227,7 +227,8 @@ class _Check:
             elif isinstance(node, ast.BinOp):
                 self.arithmetic(node)
             elif isinstance(node, ast.Call) and isinstance(getattr(root, "ctx", None), ast.Store) \
-                    and not (isinstance(root, ast.Subscript) and self.dialect == "T"):
+                    and not (isinstance(root, ast.Subscript) and self.dialect == "T"
+                             and self.namespaced(node.func)):
                 self.refuse(node, "a call in an assignment's target")  # Python assigns it
         for node in ast.walk(root):
             if isinstance(node, ast.Attribute) and id(node) not in bases:
@@ -237,6 +238,12 @@ class _Check:
                     self.refuse(node, f"name {node.id!r} (not bound in the module)")
                 if id(node) not in bases:
                     self.refuse(node, f"the namespace {node.id!r} itself as a value")
+
+    def namespaced(self, node: ast.expr) -> bool:
+        """An attribute chain from I, R or T (a TIR buffer's index: ``A[T.int64(0)]``)."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in ROOTS and node.id not in self.bound
 
     def chain(self, node: ast.Attribute) -> None:
         """An attribute chain: from I, R or T, resolved name by name (see the module
