@@ -22,6 +22,7 @@ fb = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_ge
                          reason="the tflite extra is not installed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
+from memplan.frontends import tflite  # noqa: E402
 from memplan.frontends.tflite import from_tflite, read_model  # noqa: E402
 
 from .test_tflite import FLOAT32, RELU, build  # noqa: E402
@@ -135,6 +136,12 @@ def test_tables_referenced_many_times_over_are_refused_before_they_unfold(tmp_pa
         memplan.load(path)
     with pytest.raises(ProblemError, match="tensor 0 buffer"):  # shared, but few: read
         from_tflite(_shared(1, 100))
+
+
+def test_more_tables_than_memplan_reads_are_refused(monkeypatch):
+    monkeypatch.setattr(tflite, "MAX_TABLES", 8)  # the chain: 6 tensors, 4 operators...
+    with pytest.raises(ProblemError, match="more than 8 tables"):
+        from_tflite(_models()["chain"])
 
 
 def test_sizes_past_int64_and_names_not_in_utf8(tmp_path):

@@ -68,6 +68,7 @@ EXTRA = "tflite"  # the optional extra that brings the parser: pip install 'memp
 ALIGNMENT = 16  # TFLM's MicroArenaBufferAlignment(): offsets and planned sizes
 FILE_IDENTIFIER = b"TFL3"
 CONTROL_FLOW = ("IF", "WHILE", "CALL_ONCE", "CALL")
+MAX_TABLES = 1 << 20  # tensors, operators...: far above any model (a few 10^4), a few GiB unfolded
 
 # bytes per element of each TensorType name, as TFLM's TfLiteTypeSizeOf gives them
 TYPE_SIZES = {
@@ -108,10 +109,12 @@ def read_model(model: str | os.PathLike | bytes | bytearray, *, file: str | None
         raise ProblemError("not a TFLite model (no 'TFL3' file identifier)", file=file)
     try:
         root = fb.Model.GetRootAs(data, 0)
-        tables = object_count(root, len(data) // 4 + 1024)
-        if tables is None:
-            raise ProblemError(f"more tables than its {len(data)} bytes can hold: tables "
-                               f"referenced many times over (a corrupt file?)", file=file)
+        limit = min(MAX_TABLES, len(data) // 4 + 1024)
+        if object_count(root, limit) is None:
+            raise ProblemError(f"more than {MAX_TABLES} tables (tensors, operators...): more "
+                               "than memplan reads" if limit == MAX_TABLES else
+                               f"more tables than its {len(data)} bytes can hold: tables "
+                               "referenced many times over (a corrupt file?)", file=file)
         return fb.ModelT.InitFromObj(root)
     except ProblemError:
         raise
