@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import tvm
 
+from benchmarks import tvm_zoo as zoo
 from memplan import ProblemError
 from memplan.cli import main
 from memplan.frontends.relax import read_tvmscript
@@ -106,6 +107,17 @@ def test_printed_module_reads_as_tvm_parser_reads_it(scratch):
     tvm.ir.assert_structural_equal(read_tvmscript(path), tvm.script.from_source(SYMBOLIC))
     path.write_text(_module())
     assert main(["info", str(path)]) == 0
+
+
+def test_printed_decoder_with_symbolic_lengths_reads_as_tvm_parser_reads_it(scratch):
+    """A small Llama-style decoder as ``IRModule.script()`` prints it: ``TypeVar`` lines,
+    TIR blocks, symbolic shapes."""
+    text = zoo.export(zoo.llama(layers=1, d=32, heads=2, kv_heads=1, ffn=64, vocab=50,
+                                seq=16)).script()
+    assert 'TypeVar("' in text and "T.sblock" in text
+    path = scratch / "decoder.py"
+    path.write_text(text)
+    tvm.ir.assert_structural_equal(read_tvmscript(path), tvm.script.from_source(text))
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

@@ -186,14 +186,15 @@ class _Check:
             self.function(node)
             return
         if isinstance(node, ast.For):
-            iterator = node.iter
-            if isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Name) \
-                    and iterator.func.id == "range":  # TVM's parser: T.serial
-                iterator = ast.Tuple(elts=[*iterator.args, *iterator.keywords], ctx=ast.Load())
-            self.expression(iterator)
-            parts = [node.target, *node.body, *node.orelse]
+            loop = node.iter
+            if isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) \
+                    and loop.func.id == "range" and not node.orelse:  # TVM's parser: T.serial
+                parts = [*loop.args, *(k.value for k in loop.keywords)]
+            else:
+                parts = [loop]
+            parts += [node.target, *node.body, *node.orelse]
         else:
-            parts = [child for child in ast.iter_child_nodes(node)]
+            parts = list(ast.iter_child_nodes(node))
         for child in parts:
             if isinstance(child, ast.stmt):
                 self.statement(child)
