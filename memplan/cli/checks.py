@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from memplan.cli.exit_codes import BAD_INPUT
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, printable_line
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
 from memplan.output_files import check_output
 
@@ -133,7 +133,8 @@ class Parser(argparse.ArgumentParser):
         if choice:
             words = [w.strip("'") for w in choice.group(2).split(", ")]
             message += _suggest(choice.group(1), words)
-        self.exit(BAD_INPUT, f"{self.prog}: error: {message} ('{self.prog} -h' for help)\n")
+        self.exit(BAD_INPUT, printable_line(f"{self.prog}: error: {message} "
+                                            f"('{self.prog} -h' for help)") + "\n")
 
     def _option_names(self) -> list[str]:
         return [flag for action in self._actions for flag in action.option_strings
