@@ -12,6 +12,8 @@ few times over, reproducibly from ``(seed, reader, index)``:
   repeated or spliced from another seed, random bytes inserted, the file cut;
 - text (CSV, JSON, TVMScript): a number made extreme, a line repeated,
   dropped or swapped, a control character or a deep nesting inserted;
+- JSON values (`_json_change`): one of another type or extreme (NaN,
+  2^64, 35 KB of text, a nesting), a key dropped, an item repeated;
 - ONNX fields (`_onnx_change`): a dimension 0, -1 or 2^62, an element type
   unknown, an operator changed, an input added, a tensor renamed (escape
   sequences, 35 KB), a node repeated 1000 times, the opset, an attribute, an
@@ -243,6 +245,48 @@ def _onnx_change(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(buffer), _byte_change(buffer, rng, [])
 
 
+JSON_VALUES = (None, True, 0, -1, 2 ** 53 + 1, 2 ** 64, 1e308, float("nan"), float("inf"), 0.5,
+               "", "\x1b[2J", "x" * 35000, [], {}, [[[[[[[[]]]]]]]], {"a": {"b": {}}})
+
+
+def _json_change(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """A change to one value of a JSON document, the rest left whole: a value of another
+    type or an extreme one, a key dropped, a list item repeated."""
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):  # an earlier change broke it: change the text
+        text, change = _text_change(data.decode("utf-8", "surrogateescape"), rng)
+        return text.encode("utf-8", "surrogateescape"), change
+    places = []  # (container, key or index, path)
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                places.append((value, key, f"{path}.{key}"))
+                walk(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for at, item in enumerate(value):
+                places.append((value, at, f"{path}[{at}]"))
+                walk(item, f"{path}[{at}]")
+
+    walk(document, "$")
+    if not places:
+        return json.dumps(rng.choice(JSON_VALUES)).encode(), "the document replaced"
+    container, key, path = rng.choice(places)
+    kind = rng.choice(("value", "value", "value", "drop", "repeat"))
+    if kind == "drop":
+        del container[key]
+        return json.dumps(document).encode(), f"drop {path}"
+    if kind == "repeat" and isinstance(container, list):
+        times = rng.choice((2, 1000))
+        container[key:key + 1] = [container[key]] * times
+        return json.dumps(document).encode(), f"{path} x{times}"
+    value = rng.choice(JSON_VALUES)
+    container[key] = value
+    shown = repr(value) if len(repr(value)) < 20 else f"{repr(value)[:8]}...x{len(repr(value))}"
+    return json.dumps(document).encode(), f"{path} = {shown}"
+
+
 def mutate(seed_files: list[Path], reader: str, seed: int, index: int) -> Mutant:
     """Mutant number ``index`` of ``reader``'s seeds: the same for the same arguments."""
     rng = random.Random(f"{seed}:{reader}:{index}")
@@ -256,6 +300,8 @@ def mutate(seed_files: list[Path], reader: str, seed: int, index: int) -> Mutant
             mutant.data = text.encode("utf-8", "surrogateescape")
         elif reader == "onnx" and rng.random() < 0.7:
             mutant.data, change = _onnx_change(mutant.data, rng)
+        elif reader == "json" and rng.random() < 0.7:
+            mutant.data, change = _json_change(mutant.data, rng)
         else:
             buffer = bytearray(mutant.data)
             change = _byte_change(buffer, rng, donors)
