@@ -46,7 +46,7 @@ def add_command(sub, shared: Parents) -> None:
                          help="how the table is printed (default: table)")
     compare.add_argument("--json", action="store_true",
                          help="print the rows as JSON records (the exact numbers)")
-    compare.add_argument("-o", "--output", metavar="TABLE.csv|.json|.md|.txt",
+    compare.add_argument("-o", "--output", metavar="TABLE.csv",
                          help="write the table to this file, its format by suffix (.csv, "
                               ".json, .md; else the aligned table)")
     compare.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
