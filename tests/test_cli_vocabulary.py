@@ -216,3 +216,5 @@ def test_explain_takes_no_limit_a_seed_and_an_output(capsys, tmp_path):
     assert capsys.readouterr().out == ""
     found = json.loads(out.read_text())
     assert found["capacity"]["kind"] == "fits" and found["lower_bound"] == 16
+    err = _usage_error(capsys, ["explain", str(problem), "-o", str(tmp_path / "why.txt")])
+    assert "unknown suffix '.txt'; expected .json" in err and not (tmp_path / "why.txt").exists()

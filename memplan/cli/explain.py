@@ -21,13 +21,13 @@ import numpy as np
 
 from memplan import startup
 from memplan.cli import checks
-from memplan.cli.checks import UsageError, check_figure_path, check_output_path
+from memplan.cli.checks import UsageError, check_figure_path
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
-from memplan.output_files import write_atomically
+from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
 
 # of the time left after loading: the CPU seconds of the plan whose gap is explained (a planner
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     the capacity is not met."""
     check_figure_path(args.plot)
     if args.output:
-        check_output_path(args.output, "-o")
+        check_output(args.output, "-o", suffixes=(".json",))
     problem = load(args.model, args)
     if args.banks:
         _show(explain_with_banks(problem, args.banks, args), args)
