@@ -23,8 +23,9 @@ Each mutant goes through ``memplan convert MUTANT -o problem.json`` in a
 worker process (`Worker`, restarted after a hang or a crash) and is held to:
 
 - exit 0 with a problem file memplan reads back, or exit 2 with one line on
-  stderr; nothing escapes ``memplan.cli.main`` (``tracebacks``), the worker
-  does not die (``crashes``);
+  stderr, printable and not too long (`memplan.errors.printable_line`);
+  nothing escapes ``memplan.cli.main`` (``tracebacks``), the worker does not
+  die (``crashes``);
 - peak RSS growth within `MEMORY_BOUND` (Linux: ``VmHWM`` reset before each
   run through ``/proc/self/clear_refs``);
 - done within `HANG_SECONDS` (else the worker is killed: ``hangs``);
@@ -65,6 +66,8 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from memplan.errors import LONGEST_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = {"onnx": ".onnx", "pte": ".pte", "tvmscript": ".py", "tflite": ".tflite",
@@ -506,7 +509,8 @@ def _held(tally: Tally, mutant: Mutant, answer: dict, argv: list[str], size: int
         return False
     lines = [line for line in err.splitlines() if ": warning: " not in line]
     if answer["code"] == 2:
-        if len(lines) != 1 or not lines[0].startswith(f"memplan {command}: error: "):
+        if len(lines) != 1 or not lines[0].startswith(f"memplan {command}: error: ") \
+                or not lines[0].isprintable() or len(lines[0]) > LONGEST_LINE + 100:
             tally.fail("bad messages", mutant, f"memplan {command}: exit 2 with {err!r}"[:600])
         return False
     if answer["code"] not in (0, 1):
