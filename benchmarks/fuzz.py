@@ -2,22 +2,9 @@
 
 Every file may be hostile. For each reader (ONNX, ExecuTorch ``.pte``,
 TVMScript ``.py``, ``.tflite``, MiniMalloc CSV, memplan JSON) real files are
-the seeds (`build_seeds`: tiny torch modules exported to ONNX and ``.pte``, a
-Keras model converted to ``.tflite``, a small Relax module printed as
-TVMScript, the bundled files, ONNX's light models); `mutate` changes each a
-few times over, reproducibly from ``(seed, reader, index)``:
-
-- bytes: a bit flipped, a byte or a little-endian word set to a value that
-  breaks lengths and offsets (0, -1, 2^31, 2^63...), a chunk deleted,
-  repeated or spliced from another seed, random bytes inserted, the file cut;
-- text (CSV, JSON, TVMScript): a number made extreme, a line repeated,
-  dropped or swapped, a control character or a deep nesting inserted;
-- JSON values (`_json_change`): one of another type or extreme (NaN,
-  2^64, 35 KB of text, a nesting), a key dropped, an item repeated;
-- ONNX fields (`_onnx_change`): a dimension 0, -1 or 2^62, an element type
-  unknown, an operator changed, an input added, a tensor renamed (escape
-  sequences, 35 KB), a node repeated 1000 times, the opset, an attribute, an
-  initializer's data dropped.
+the seeds (`benchmarks.fuzz_seeds`), changed a few times over by a seeded
+engine (`benchmarks.fuzz_mutations`: bytes, text, JSON values, ONNX fields),
+reproducibly from ``(seed, reader, index)``.
 
 Each mutant goes through ``memplan convert MUTANT -o problem.json`` in a
 worker process (`Worker`, restarted after a hang or a crash) and is held to:
@@ -54,8 +41,6 @@ import contextlib
 import io
 import json
 import os
-import random
-import re
 import select
 import shutil
 import subprocess
@@ -67,12 +52,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.fuzz_mutations import Mutant, mutate
+from benchmarks.fuzz_seeds import READERS, ROOT, build_seeds
 from memplan.errors import LONGEST_LINE
 
-ROOT = Path(__file__).resolve().parents[1]
-READERS = {"onnx": ".onnx", "pte": ".pte", "tvmscript": ".py", "tflite": ".tflite",
-           "csv": ".csv", "json": ".json"}  # reader -> the suffix of its files
-TEXT_READERS = ("tvmscript", "csv", "json")  # mutated as text as well as bytes
 WRITES = {"onnx": ".onnx", "pte": ".pte", "csv": ".csv"}  # solve -o in the input's format;
 # the other readers' mutants are written as memplan JSON
 MEMORY_BOUND = (20, 200 * 2 ** 20)  # peak RSS growth allowed: 20 x the file's bytes + 200 MB
@@ -81,236 +64,6 @@ SOLVE_SECONDS = "0.5"  # solve -o's --time-limit
 WRITE_EVERY = 5  # of the mutants that read: one in this many is also planned and written
 FAILURES = ("tracebacks", "crashes", "hangs", "over memory", "bad messages",
             "damaged outputs")
-INTERESTING_BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFF)
-INTERESTING_WORDS = (0, 1, 0x7F, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
-                     2 ** 63 - 1, 2 ** 64 - 1)
-EXTREME_NUMBERS = ("0", "-1", "-0", "1e308", "-1e308", "nan", "inf", "2147483648",
-                   "9223372036854775808", "18446744073709551617", "9" * 40, "0.5", "1_0",
-                   "0x10", "\u0661")
-ODD_TEXT = ("\x00", "\x1b[2J", "\ufeff", "\u2028", "\"", "'", ",", "{", "}", "[", "]", "\\",
-            "\n", "\r", "\t", "\udcff", "é", "[" * 5000, "{\"a\":" * 3000, "(" * 3000,
-            "x" * 100000)
-
-
-# ------------------------------------------------------------------ the mutation engine
-@dataclass
-class Mutant:
-    """One mutated file: its bytes, and how it was made (its seed file and each change)."""
-
-    data: bytes
-    seed_file: str
-    changes: list[str] = field(default_factory=list)
-
-    def recipe(self) -> str:
-        return f"{self.seed_file}: {'; '.join(self.changes)}"
-
-
-def _byte_change(data: bytearray, rng: random.Random, donors: list[bytes]) -> str:
-    n = len(data)
-    kind = rng.choice(("flip", "byte", "word", "delete", "repeat", "insert", "cut", "splice"))
-    if n == 0 or (kind == "splice" and not donors):
-        kind = "insert"
-    at = rng.randrange(max(n, 1))
-    if kind == "flip":
-        bit = rng.randrange(8)
-        data[at] ^= 1 << bit
-        return f"flip bit {bit} of byte {at}"
-    if kind == "byte":
-        data[at] = rng.choice(INTERESTING_BYTES)
-        return f"byte {at} = {data[at]:#x}"
-    if kind == "word":
-        width = rng.choice((2, 4, 8))
-        value = rng.choice(INTERESTING_WORDS) & (2 ** (8 * width) - 1)
-        data[at:at + width] = value.to_bytes(width, "little")
-        return f"{width}-byte word at {at} = {value:#x}"
-    if kind == "delete":
-        size = rng.randint(1, max(1, min(n - at, 64)))
-        del data[at:at + size]
-        return f"delete {size} bytes at {at}"
-    if kind == "repeat":
-        size = rng.randint(1, max(1, min(n - at, 256)))
-        times = rng.choice((2, 16, 1000))
-        data[at:at] = bytes(data[at:at + size]) * times
-        return f"repeat {size} bytes at {at} x{times}"
-    if kind == "insert":
-        size = rng.choice((1, 4, 16, 256))
-        data[at:at] = rng.randbytes(size)
-        return f"insert {size} random bytes at {at}"
-    if kind == "cut":
-        del data[at:]
-        return f"cut at {at}"
-    donor = rng.choice(donors)
-    start = rng.randrange(max(len(donor), 1))
-    size = rng.randint(1, 512)
-    data[at:at + size] = donor[start:start + size]
-    return f"splice {size} bytes of another seed at {at}"
-
-
-def _text_change(text: str, rng: random.Random) -> tuple[str, str]:
-    kind = rng.choice(("number", "number", "repeat line", "drop line", "swap lines", "odd"))
-    numbers = list(re.finditer(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", text))
-    lines = text.splitlines(keepends=True)
-    if kind == "number" and numbers:
-        found = rng.choice(numbers)
-        value = rng.choice(EXTREME_NUMBERS)
-        return text[:found.start()] + value + text[found.end():], \
-            f"number {found.group()!r} at {found.start()} = {value!r}"
-    if kind in ("repeat line", "drop line", "swap lines") and len(lines) > 1:
-        at = rng.randrange(len(lines))
-        if kind == "repeat line":
-            times = rng.choice((2, 100))
-            lines[at:at + 1] = [lines[at]] * times
-            return "".join(lines), f"line {at + 1} x{times}"
-        if kind == "drop line":
-            del lines[at]
-            return "".join(lines), f"drop line {at + 1}"
-        other = rng.randrange(len(lines))
-        lines[at], lines[other] = lines[other], lines[at]
-        return "".join(lines), f"swap lines {at + 1} and {other + 1}"
-    at = rng.randrange(len(text) + 1)
-    odd = rng.choice(ODD_TEXT)
-    shown = odd if len(odd) < 8 else f"{odd[:4]}...x{len(odd)}"
-    return text[:at] + odd + text[at:], f"insert {shown!r} at {at}"
-
-
-def _onnx_change(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """A change to one field of an ONNX model, the rest left whole (bytes flipped at random
-    mostly break the protobuf framing, and the reader never sees past it)."""
-    import onnx
-
-    try:
-        model = onnx.ModelProto.FromString(data)
-    except Exception:  # noqa: BLE001 - an earlier change broke it: change bytes instead
-        buffer = bytearray(data)
-        return bytes(buffer), "(not protobuf any more) " + _byte_change(buffer, rng, [])
-    graph = model.graph
-    values = [*graph.input, *graph.output, *graph.value_info]
-    dims = [d for v in values for d in v.type.tensor_type.shape.dim] + \
-        [t for t in graph.initializer]
-    kind = rng.choice(("dim", "dim", "type", "op", "input", "name", "nodes", "opset",
-                       "attribute", "initializer"))
-    if kind == "dim" and dims:
-        target = rng.choice(dims)
-        value = rng.choice((0, -1, 2 ** 31, 2 ** 62, 7))
-        if isinstance(target, onnx.TensorProto):
-            target.dims[rng.randrange(len(target.dims))] = value if target.dims else 0
-            return model.SerializeToString(), f"initializer {target.name!r}: a dim = {value}"
-        if rng.random() < 0.3:
-            target.dim_param = rng.choice(("N", "", "\x1b[2J", "x" * 1000))
-            return model.SerializeToString(), f"a dim = {target.dim_param[:8]!r}"
-        target.dim_value = value
-        return model.SerializeToString(), f"a dim = {value}"
-    if kind == "type" and values:
-        target = rng.choice(values)
-        target.type.tensor_type.elem_type = rng.choice((0, 8, 23, 99, 2 ** 20))
-        return model.SerializeToString(), f"{target.name!r}: elem_type = " \
-                                          f"{target.type.tensor_type.elem_type}"
-    nodes = list(graph.node)
-    if kind == "op" and nodes:
-        node = rng.choice(nodes)
-        node.op_type = rng.choice(("Loop", "If", "Scan", "Unknown", "Reshape", "Concat", ""))
-        return model.SerializeToString(), f"node {node.name!r}: op {node.op_type!r}"
-    if kind == "input" and nodes:
-        node = rng.choice(nodes)
-        name = rng.choice(("", "missing", node.output[0] if node.output else "y"))
-        node.input.append(name)
-        return model.SerializeToString(), f"node {node.name!r}: input {name!r} added"
-    if kind == "name" and nodes:
-        node = rng.choice(nodes)
-        if node.output:
-            node.output[0] = rng.choice(("\x1b]0;t\x07" + "n" * 35000, "", node.input[0]
-                                         if node.input else "x"))
-            return model.SerializeToString(), f"node {node.name!r}: output renamed"
-    if kind == "nodes" and nodes:
-        node = rng.choice(nodes)
-        times = rng.choice((2, 1000))
-        graph.node.extend([node] * times)
-        return model.SerializeToString(), f"node {node.name!r} repeated x{times}"
-    if kind == "opset" and model.opset_import:
-        model.opset_import[0].version = rng.choice((0, 1, 99, 2 ** 40))
-        return model.SerializeToString(), f"opset {model.opset_import[0].version}"
-    if kind == "attribute" and nodes:
-        node = rng.choice(nodes)
-        for attribute in node.attribute:
-            if attribute.ints:
-                attribute.ints[0] = rng.choice((0, -1, 2 ** 62))
-                return model.SerializeToString(), f"node {node.name!r}: " \
-                                                  f"{attribute.name}[0] = {attribute.ints[0]}"
-            if attribute.type == onnx.AttributeProto.INT:
-                attribute.i = rng.choice((0, -1, 2 ** 62, 99))
-                return model.SerializeToString(), f"node {node.name!r}: " \
-                                                  f"{attribute.name} = {attribute.i}"
-    if kind == "initializer" and graph.initializer:
-        tensor = rng.choice(list(graph.initializer))
-        tensor.ClearField("raw_data")
-        return model.SerializeToString(), f"initializer {tensor.name!r}: its data dropped"
-    buffer = bytearray(data)
-    return bytes(buffer), _byte_change(buffer, rng, [])
-
-
-JSON_VALUES = (None, True, 0, -1, 2 ** 53 + 1, 2 ** 64, 1e308, float("nan"), float("inf"), 0.5,
-               "", "\x1b[2J", "x" * 35000, [], {}, [[[[[[[[]]]]]]]], {"a": {"b": {}}})
-
-
-def _json_change(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """A change to one value of a JSON document, the rest left whole: a value of another
-    type or an extreme one, a key dropped, a list item repeated."""
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError):  # an earlier change broke it: change the text
-        text, change = _text_change(data.decode("utf-8", "surrogateescape"), rng)
-        return text.encode("utf-8", "surrogateescape"), change
-    places = []  # (container, key or index, path)
-
-    def walk(value, path):
-        if isinstance(value, dict):
-            for key, item in value.items():
-                places.append((value, key, f"{path}.{key}"))
-                walk(item, f"{path}.{key}")
-        elif isinstance(value, list):
-            for at, item in enumerate(value):
-                places.append((value, at, f"{path}[{at}]"))
-                walk(item, f"{path}[{at}]")
-
-    walk(document, "$")
-    if not places:
-        return json.dumps(rng.choice(JSON_VALUES)).encode(), "the document replaced"
-    container, key, path = rng.choice(places)
-    kind = rng.choice(("value", "value", "value", "drop", "repeat"))
-    if kind == "drop":
-        del container[key]
-        return json.dumps(document).encode(), f"drop {path}"
-    if kind == "repeat" and isinstance(container, list):
-        times = rng.choice((2, 1000))
-        container[key:key + 1] = [container[key]] * times
-        return json.dumps(document).encode(), f"{path} x{times}"
-    value = rng.choice(JSON_VALUES)
-    container[key] = value
-    shown = repr(value) if len(repr(value)) < 20 else f"{repr(value)[:8]}...x{len(repr(value))}"
-    return json.dumps(document).encode(), f"{path} = {shown}"
-
-
-def mutate(seed_files: list[Path], reader: str, seed: int, index: int) -> Mutant:
-    """Mutant number ``index`` of ``reader``'s seeds: the same for the same arguments."""
-    rng = random.Random(f"{seed}:{reader}:{index}")
-    source = rng.choice(seed_files)
-    data = source.read_bytes()
-    mutant = Mutant(data, source.name)
-    donors = [p.read_bytes() for p in seed_files if p != source][:3]
-    for _ in range(rng.choice((1, 1, 2, 3, 4))):
-        if reader in TEXT_READERS and rng.random() < 0.6:
-            text, change = _text_change(mutant.data.decode("utf-8", "surrogateescape"), rng)
-            mutant.data = text.encode("utf-8", "surrogateescape")
-        elif reader == "onnx" and rng.random() < 0.7:
-            mutant.data, change = _onnx_change(mutant.data, rng)
-        elif reader == "json" and rng.random() < 0.7:
-            mutant.data, change = _json_change(mutant.data, rng)
-        else:
-            buffer = bytearray(mutant.data)
-            change = _byte_change(buffer, rng, donors)
-            mutant.data = bytes(buffer)
-        mutant.changes.append(change)
-    return mutant
 
 
 # ------------------------------------------------------------------ the worker processes
@@ -588,102 +341,6 @@ def _one(tally: Tally, mutant: Mutant, path: Path, folder: Path, worker: Worker,
                                           f"{verdict.get('why') or verdict}")
 
 
-# ------------------------------------------------------------------ the seeds
-def _onnx_seeds(folder: Path) -> None:
-    import onnx
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
-            self.linear = torch.nn.Linear(64, 10)
-
-        def forward(self, x):
-            h = torch.relu(self.conv(x))
-            return self.linear(h.reshape(1, -1)[:, :64]).softmax(-1)
-
-    torch.manual_seed(0)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        torch.onnx.export(Tiny().eval(), (torch.randn(1, 3, 4, 4),), str(folder / "tiny.onnx"),
-                          dynamo=False)
-    shutil.copy(ROOT / "memplan" / "data" / "squeezenet.onnx", folder / "squeezenet.onnx")
-    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    for name in ("light_squeezenet.onnx", "light_bvlc_alexnet.onnx", "light_vgg19.onnx",
-                 "light_inception_v1.onnx"):
-        if (light / name).exists():
-            shutil.copy(light / name, folder / name)
-
-
-def _pte_seeds(folder: Path) -> None:
-    from benchmarks.pte_models import export_pte
-
-    (folder / "mlp.pte").write_bytes(export_pte("mlp"))
-
-
-def _tvmscript_seeds(folder: Path) -> None:
-    from benchmarks import tvm_zoo as zoo
-
-    mod = zoo.export(zoo.Model("mlp", zoo.MLP((16, 32, 8)), (2, 16)))
-    (folder / "mlp.py").write_text(mod.script())
-
-
-def _tflite_seeds(folder: Path) -> None:
-    from benchmarks.tflite_models import _keras, convert
-
-    _, keras = _keras()
-    keras.utils.set_random_seed(0)
-    layers = keras.layers
-    model = keras.Sequential([keras.Input((8, 8, 3), batch_size=1),
-                              layers.Conv2D(4, 3, padding="same", activation="relu"),
-                              layers.MaxPooling2D(), layers.Flatten(), layers.Dense(5)])
-    (folder / "tiny.tflite").write_bytes(convert(model, "float32"))
-
-
-def _csv_seeds(folder: Path) -> None:
-    for path in sorted((ROOT / "benchmarks" / "data" / "minimalloc").glob("*.csv"))[:4]:
-        shutil.copy(path, folder / path.name)
-    (folder / "offsets.csv").write_text("id,lower,upper,size,offset\na,0,3,4,0\nb,3,9,4,0\n"
-                                        "c,1,5,2,4\n")
-
-
-def _json_seeds(folder: Path) -> None:
-    from memplan import Alias, Buffer, Problem, Region, plan_with
-    from memplan.frontends import memplan_json
-
-    problem = Problem([Buffer("a", 12, 0, 2), Buffer("b", 5, 0, 1, alignment=4),
-                       Buffer("c", 6, 1, 3, regions=("fast", "slow")),
-                       Buffer("d", 3, 2, 4, offset=32), Buffer("s", 4, 1, 2, kind="scratch",
-                                                               max_size=16)],
-                      aliases=[Alias("b", "a", 4), Alias("c", "d", 0, optional=True)],
-                      conflicts=[("a", "d")], capacity=4096, name="seed",
-                      regions=(Region("fast", 64), Region("slow", None, 1.0)))
-    memplan_json.write_problem(folder / "problem.json", problem)
-    plain = Problem([Buffer(f"t{i}", 8 * (i + 1), i % 3, i % 3 + 2) for i in range(6)],
-                    name="plain")
-    memplan_json.write_plan(folder / "planned.json", plain, plan_with("greedy_by_size", plain))
-
-
-SEEDS = {"onnx": _onnx_seeds, "pte": _pte_seeds, "tvmscript": _tvmscript_seeds,
-         "tflite": _tflite_seeds, "csv": _csv_seeds, "json": _json_seeds}
-
-
-def build_seeds(reader: str, folder: Path) -> list[Path]:
-    """``reader``'s seed files in ``folder`` (built once, in a child process: this one
-    imports neither torch nor TVM nor TensorFlow)."""
-    folder = Path(folder) / reader
-    if not any(folder.glob(f"*{READERS[reader]}")):
-        folder.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            "TF_CPP_MIN_LOG_LEVEL": "3"}
-        done = subprocess.run([sys.executable, "-m", "benchmarks.fuzz", "--seeds", reader,
-                               str(folder)], cwd=ROOT, env=env, capture_output=True, text=True)
-        if done.returncode:
-            raise RuntimeError(f"building the {reader} seeds failed: {done.stderr[-2000:]}")
-    return sorted(folder.glob(f"*{READERS[reader]}"))
-
-
 # ------------------------------------------------------------------ the command
 def _names(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -742,7 +399,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         _serve()
-    elif sys.argv[1:2] == ["--seeds"]:
-        SEEDS[sys.argv[2]](Path(sys.argv[3]))
     else:
         sys.exit(main())

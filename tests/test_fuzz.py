@@ -467,7 +467,7 @@ def fuzz_workers():
 def _seed_files(reader: str, folder: Path) -> list[Path]:
     """The real files `benchmarks.fuzz` mutates; TFLite's built by the tests' own builder
     (converting a Keras model imports TensorFlow: the longer runs do)."""
-    from benchmarks.fuzz import build_seeds
+    from benchmarks.fuzz_seeds import build_seeds
 
     if reader != "tflite":
         return build_seeds(reader, folder)
@@ -499,14 +499,15 @@ def test_the_mutations_are_seeded_and_the_checks_catch_what_they_should(fuzz_wor
     """The same mutant for the same seed; a traceback, a second error line, a damaged
     output and a hang are each counted (the checks are no rubber stamp)."""
     from benchmarks import fuzz
+    from benchmarks.fuzz_mutations import Mutant, mutate
 
     seed = tmp_path / "a.csv"
     seed.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n")
-    first, again = fuzz.mutate([seed], "csv", 3, 5), fuzz.mutate([seed], "csv", 3, 5)
+    first, again = mutate([seed], "csv", 3, 5), mutate([seed], "csv", 3, 5)
     assert first == again and first.changes
-    assert fuzz.mutate([seed], "csv", 4, 5) != first or fuzz.mutate([seed], "csv", 3, 6) != first
+    assert mutate([seed], "csv", 4, 5) != first or mutate([seed], "csv", 3, 6) != first
     worker, loader = fuzz_workers
-    tally, mutant = fuzz.Tally("csv"), fuzz.Mutant(b"", "a.csv", ["none"])
+    tally, mutant = fuzz.Tally("csv"), Mutant(b"", "a.csv", ["none"])
     answers = [({"code": None, "err": "", "escaped": "KeyError: 'x'", "growth": 0}, "tracebacks"),
                ({"code": 2, "err": "memplan convert: error: a\nb\n", "escaped": None,
                  "growth": 0}, "bad messages"),
