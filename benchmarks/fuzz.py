@@ -6,8 +6,9 @@ the seeds (`benchmarks.fuzz_seeds`), changed a few times over by a seeded
 engine (`benchmarks.fuzz_mutations`: bytes, text, JSON values, ONNX fields),
 reproducibly from ``(seed, reader, index)``.
 
-Each mutant goes through ``memplan convert MUTANT -o problem.json`` in a
-worker process (`Worker`, restarted after a hang or a crash) and is held to:
+Each mutant goes through ``memplan convert MUTANT -o problem.json`` (a
+JSON one that reads, through ``memplan validate MUTANT MUTANT`` too: its plan)
+in a worker process (`Worker`, restarted after a hang or a crash) and is held to:
 
 - exit 0 with a problem file memplan reads back, or exit 2 with one line on
   stderr, printable and not too long (`memplan.errors.printable_line`);
@@ -316,6 +317,9 @@ def _one(tally: Tally, mutant: Mutant, path: Path, folder: Path, worker: Worker,
         tally.counts["refused"] += 1
         return
     tally.counts["read"] += 1
+    if tally.reader == "json":  # a problem with its plan: the plan's reader too
+        argv = ["validate", str(path), str(path)]
+        _held(tally, mutant, worker.ask({"argv": argv}), argv, len(mutant.data))
     verdict = loader.ask({"load": str(problem)})
     if not verdict.get("accepts"):
         tally.fail("damaged outputs", mutant, f"memplan convert -o problem.json: "

@@ -95,7 +95,9 @@ def _json_seeds(folder: Path) -> None:
     memplan_json.write_problem(folder / "problem.json", problem)
     plain = Problem([Buffer(f"t{i}", 8 * (i + 1), i % 3, i % 3 + 2) for i in range(6)],
                     name="plain")
-    memplan_json.write_plan(folder / "planned.json", plain, plan_with("greedy_by_size", plain))
+    memplan_json.write_document(folder / "planned.json", {  # as solve -o writes it
+        "problem": memplan_json.problem_to_dict(plain),
+        "plan": memplan_json.plan_to_dict(plain, plan_with("greedy_by_size", plain))})
 
 
 SEEDS = {"onnx": _onnx_seeds, "pte": _pte_seeds, "tvmscript": _tvmscript_seeds,
