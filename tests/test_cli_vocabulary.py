@@ -6,7 +6,9 @@ limit is ``--time-limit``, JSON output is ``--json``, a file written is
 ``-o/--output``, ``--seed`` seeds planners only (a proof's inputs take
 ``--input-seed``), one planner is ``--planner NAME`` and several
 ``--planners A,B,...``. An old spelling still works, hidden from the help,
-with one line on stderr naming the new one.
+with one line on stderr naming the new one. No option is guessed from a
+prefix, a negative number is a value, ``none`` is no limit in every command,
+and every command that prints a table takes ``--json``.
 """
 
 from __future__ import annotations
