@@ -383,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         for reader in args.reader:
+            for old in (args.out / "failures").glob(f"{reader}-{args.seed}-*"):
+                old.unlink()  # an earlier run's: this run says what fails now
             tally = fuzz_reader(reader, seeds[reader], seed=args.seed, inputs=args.inputs,
                                 seconds=share, worker=worker, loader=loader,
                                 keep=args.out / "failures")
