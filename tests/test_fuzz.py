@@ -11,7 +11,11 @@ What it holds memplan to:
 - a problem memplan refuses raises `ProblemError` with a one-line message;
 - every command on every random file (CSV, JSON problem, JSON plan, ONNX:
   truncated or random bytes) exits 0, 1 or 2, and a 2 comes with exactly one
-  line on stderr; nothing escapes as a traceback.
+  line on stderr; nothing escapes as a traceback;
+- seeded mutations of real files of every format go through every reader
+  in a worker process (`benchmarks.fuzz`): a problem or one line with exit
+  2, no traceback or crash, memory and time bounded, and what ``solve -o``
+  writes accepted by the format's own loader.
 
 Problems mix aliases (mandatory and optional), pins, alignment, explicit
 conflicts, capacities, regions and variable-size scratch, with sizes up to
