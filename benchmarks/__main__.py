@@ -12,6 +12,7 @@
     python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
     python -m benchmarks executorch-banks llama   # BankedGreedy and memplan, fast/slow banks
     python -m benchmarks load --problem F,I   # quiet and with busy processes beside
+    python -m benchmarks fuzz --minutes 10   # seeded mutations of real files, every reader
 
 ``run`` writes ``raw.jsonl`` (every run), ``results.csv`` and ``results.md``
 (medians) to ``--out`` and prints the table; with ``--section NAME`` it also
@@ -36,7 +37,8 @@ from benchmarks.worker import import_plugins
 # Commands whose module parses its own options: peak memory of planning ONNX models of
 # 0.1-8 GB, architectures exported from torch, TVM, ExecuTorch's fast and slow banks.
 OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures",
-               "tvm": "tvm_models", "executorch-banks": "executorch_banks", "load": "load"}
+               "tvm": "tvm_models", "executorch-banks": "executorch_banks", "load": "load",
+               "fuzz": "fuzz"}
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -54,6 +54,29 @@ def one_line(text: str) -> str:
     return re.sub(r"\s*[\r\n]+\s*", " ", str(text)).strip()
 
 
+LONGEST_LINE = 2000  # characters of a message printed on a terminal; the middle is cut
+
+
+def printable_line(text: str, longest: int = LONGEST_LINE) -> str:
+    """``text`` as one line safe to print on a terminal: line breaks one space, every other
+    character that does not print escaped (``\\x1b``, ``\\u2028``; a byte no codec read
+    as ``\\xff``), and cut in the middle past ``longest`` characters, so that a name
+    from a hostile file can neither drive the terminal nor flood it."""
+    line = "".join(_escaped(ch) for ch in one_line(text))
+    if len(line) <= longest:
+        return line
+    head, tail = longest * 2 // 3, longest // 3
+    return f"{line[:head]} [... {len(line) - head - tail} characters cut ...] {line[-tail:]}"
+
+
+def _escaped(ch: str) -> str:
+    if ch.isprintable():
+        return ch
+    if "\udc80" <= ch <= "\udcff":  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return ch.encode("unicode_escape").decode("ascii")
+
+
 @contextmanager
 def naming(file: str | None) -> Iterator[None]:
     """A `ProblemError` raised inside that names no file gets ``file`` (work on a model

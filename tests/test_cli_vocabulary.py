@@ -6,7 +6,9 @@ limit is ``--time-limit``, JSON output is ``--json``, a file written is
 ``-o/--output``, ``--seed`` seeds planners only (a proof's inputs take
 ``--input-seed``), one planner is ``--planner NAME`` and several
 ``--planners A,B,...``. An old spelling still works, hidden from the help,
-with one line on stderr naming the new one.
+with one line on stderr naming the new one. No option is guessed from a
+prefix, a negative number is a value, ``none`` is no limit in every command,
+and every command that prints a table takes ``--json``.
 """
 
 from __future__ import annotations
@@ -135,3 +137,86 @@ def test_an_old_spelling_still_runs(capsys, tmp_path):
     assert code == OK
     assert "--heuristic is deprecated, use --planner" in err
     assert "--workers is deprecated, use --threads" in err
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    """The one line ``memplan ARGV`` refuses with (exit 2)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_no_option_is_guessed_from_a_prefix(capsys):
+    for command, parser in COMMANDS.items():
+        assert parser.allow_abbrev is False, command
+    assert build_parser().allow_abbrev is False
+    for command, new in (("compare", "--planners"), ("sweep", "--planners")):
+        err = _usage_error(capsys, [command, "m.csv", "--heuristic", "greedy_by_size"])
+        assert "unrecognized arguments: --heuristic greedy_by_size" in err
+        assert f"did you mean {new}?" in err and "time-limit" not in err
+    err = _usage_error(capsys, ["solve", "m.csv", "--heur", "1"])  # a prefix of two options
+    assert "unrecognized arguments: --heur" in err
+
+
+@pytest.mark.parametrize("value", ["-inf", "-1", "-0.5", "-1e3", "-nan", "-Infinity"])
+def test_a_negative_time_limit_is_a_value_in_every_command(capsys, value):
+    for command in COMMANDS:
+        if "--time-limit" not in _options(command):
+            continue
+        spaced = _usage_error(capsys, [command, "m.csv", "--time-limit", value])
+        joined = _usage_error(capsys, [command, "m.csv", f"--time-limit={value}"])
+        assert spaced == joined and "expected one argument" not in spaced, (command, spaced)
+        assert "--time-limit must be a number of seconds" in spaced, (command, spaced)
+
+
+@pytest.mark.parametrize("value", ["none", "inf", "Infinity", "1e400"])
+def test_no_limit_is_spelled_alike_in_every_command(value):
+    for command in COMMANDS:
+        if "--time-limit" in _options(command):
+            args = build_parser().parse_args([command, "m.csv", "--time-limit", value])
+            assert args.time_limit is None, command
+
+
+def test_every_table_can_be_json_and_every_planner_takes_a_seed():
+    for command in ("solve", "compare", "validate", "info", "explain", "sweep", "prove"):
+        assert _options(command)["--json"].nargs == 0, command
+    for command in ("solve", "compare", "explain", "sweep"):  # the commands that plan
+        assert "--seed" in _options(command), command
+    for command in ("solve", "compare", "explain", "sweep"):
+        assert "-o" in _options(command) and "--quiet" in _options(command), command
+
+
+def test_compare_writes_and_prints_its_table_as_asked(capsys, tmp_path):
+    import json
+
+    problem = tmp_path / "two.csv"
+    problem.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n")
+    argv = ["compare", str(problem), "--planners", "naive,greedy_by_size", "--seed", "3"]
+    assert main([*argv, "--json"]) == OK
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["planner"] for row in rows] == ["naive", "greedy_by_size"]
+    assert all(row["arena_size"] == 16 for row in rows)
+    for suffix, starts in ((".json", "["), (".csv", "problem,"), (".md", "| problem"),
+                           (".txt", "problem")):
+        out = tmp_path / f"table{suffix}"
+        assert main([*argv, "-o", str(out), "--quiet"]) == OK
+        assert capsys.readouterr().out == ""
+        assert out.read_text().lstrip().startswith(starts), suffix
+    err = _usage_error(capsys, [*argv, "-o", str(tmp_path / "missing" / "t.csv")])
+    assert "does not exist" in err
+
+
+def test_explain_takes_no_limit_a_seed_and_an_output(capsys, tmp_path):
+    import json
+
+    problem = tmp_path / "two.csv"
+    problem.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n")
+    out = tmp_path / "why.json"
+    assert main(["explain", str(problem), "--time-limit", "none", "--seed", "2",
+                 "--capacity", "16", "-o", str(out), "--quiet"]) == OK
+    assert capsys.readouterr().out == ""
+    found = json.loads(out.read_text())
+    assert found["capacity"]["kind"] == "fits" and found["lower_bound"] == 16
+    err = _usage_error(capsys, ["explain", str(problem), "-o", str(tmp_path / "why.txt")])
+    assert "unknown suffix '.txt'; expected .json" in err and not (tmp_path / "why.txt").exists()

@@ -11,7 +11,11 @@ What it holds memplan to:
 - a problem memplan refuses raises `ProblemError` with a one-line message;
 - every command on every random file (CSV, JSON problem, JSON plan, ONNX:
   truncated or random bytes) exits 0, 1 or 2, and a 2 comes with exactly one
-  line on stderr; nothing escapes as a traceback.
+  line on stderr; nothing escapes as a traceback;
+- seeded mutations of real files of every format go through every reader
+  in a worker process (`benchmarks.fuzz`): a problem or one line with exit
+  2, no traceback or crash, memory and time bounded, and what ``solve -o``
+  writes accepted by the format's own loader.
 
 Problems mix aliases (mandatory and optional), pins, alignment, explicit
 conflicts, capacities, regions and variable-size scratch, with sizes up to
@@ -447,3 +451,80 @@ def test_the_brute_force_checker_catches_what_it_should():
     assert any("conflict" in v for v in planted(c=b))
     assert any("capacity" in v for v in planted(c=40))
     assert np.all(good.offsets >= 0)
+
+
+# ------------------------------------------------------------ seeded mutations of every reader
+MUTANTS = {"onnx": 40, "pte": 20, "tvmscript": 20, "tflite": 30, "csv": 60, "json": 60}
+MUTATION_SEED = 7  # fixed: the same mutants every run (`benchmarks.fuzz.mutate`)
+
+
+@pytest.fixture(scope="module")
+def fuzz_workers():
+    from benchmarks.fuzz import Worker
+
+    worker, loader = Worker(), Worker()
+    yield worker, loader
+    worker.close()
+    loader.close()
+
+
+def _seed_files(reader: str, folder: Path) -> list[Path]:
+    """The real files `benchmarks.fuzz` mutates; TFLite's built by the tests' own builder
+    (converting a Keras model imports TensorFlow: the longer runs do)."""
+    from benchmarks.fuzz_seeds import build_seeds
+
+    if reader != "tflite":
+        return build_seeds(reader, folder)
+    from .test_tflite import chain
+
+    (folder / "chain.tflite").write_bytes(chain())
+    return [folder / "chain.tflite"]
+
+
+@pytest.mark.parametrize("reader", sorted(MUTANTS))
+def test_seeded_mutations_of_every_reader(reader, fuzz_workers, tmp_path):
+    """Each mutant read: a problem, or one line and exit 2; no traceback, no crash, within
+    the memory bound and the time limit; what solve -o writes passes its format's loader
+    (`benchmarks.fuzz`, whose ``python -m benchmarks fuzz`` runs longer)."""
+    from benchmarks.fuzz import fuzz_reader
+
+    worker, loader = fuzz_workers
+    seeds = _seed_files(reader, tmp_path)
+    tally = fuzz_reader(reader, seeds, seed=MUTATION_SEED, inputs=MUTANTS[reader],
+                        worker=worker, loader=loader)
+    COUNTS[f"{reader} mutants"] += tally.counts["tried"]
+    assert tally.failures == [], "\n".join(tally.failures)
+    assert tally.counts["tried"] == MUTANTS[reader]
+    assert tally.counts["refused"] > 0  # the mutants reached the reader's refusals
+
+
+def test_the_mutations_are_seeded_and_the_checks_catch_what_they_should(fuzz_workers,
+                                                                        tmp_path):
+    """The same mutant for the same seed; a traceback, a second error line, a damaged
+    output and a hang are each counted (the checks are no rubber stamp)."""
+    from benchmarks import fuzz
+    from benchmarks.fuzz_mutations import Mutant, mutate
+
+    seed = tmp_path / "a.csv"
+    seed.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n")
+    first, again = mutate([seed], "csv", 3, 5), mutate([seed], "csv", 3, 5)
+    assert first == again and first.changes
+    assert mutate([seed], "csv", 4, 5) != first or mutate([seed], "csv", 3, 6) != first
+    worker, loader = fuzz_workers
+    tally, mutant = fuzz.Tally("csv"), Mutant(b"", "a.csv", ["none"])
+    answers = [({"code": None, "err": "", "escaped": "KeyError: 'x'", "growth": 0}, "tracebacks"),
+               ({"code": 2, "err": "memplan convert: error: a\nb\n", "escaped": None,
+                 "growth": 0}, "bad messages"),
+               ({"code": 2, "err": "memplan convert: error: \x1b[2J\n", "escaped": None,
+                 "growth": 0}, "bad messages"),
+               ({"code": 0, "err": "", "escaped": None, "growth": 2 ** 40}, "over memory"),
+               ({"hang": 61.0}, "hangs"), ({"crash": "exit -11"}, "crashes")]
+    for answer, kind in answers:
+        before = tally.counts[kind]
+        fuzz._held(tally, mutant, answer, ["convert"], 100)
+        assert tally.counts[kind] == before + 1, (kind, tally.counts)
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text('{"format": "memplan-problem", "version": 1, "buffers": [{"id": "a"}]}')
+    assert loader.ask({"load": str(damaged)})["accepts"] is False
+    assert worker.ask({"argv": ["info", str(seed)]}, timeout=60)["code"] == 0
+    assert "hang" in worker.ask({"argv": ["solve", str(seed)]}, timeout=0)

@@ -205,7 +205,12 @@ CASES = {  # command -> argv after the command ({m} a folder of inputs, {o} a sc
     ],
     "explain": [
         ["{m}/wide.json", "--capacity", c, "--time-limit", "5"] for c in ("13", "18", "20", "0")
-    ] + [["{m}/chain.32.csv", "--planner", "nosuch"], ["{m}/chain.32.csv", "--planner", "none"]],
+    ] + [["{m}/chain.32.csv", "--planner", "nosuch"], ["{m}/chain.32.csv", "--planner", "none"],
+         ["{m}/wide.json", "--time-limit", "none", "--seed", "3", "-o", "{o}/why.json"],
+         ["{m}/chain.32.csv", "-o", "{o}/missing/why.json"]],
+    "compare": [["{m}/wide.json", "--planners", "naive,best_fit", "--json", "-o", "{o}/t.md"],
+                ["{m}/chain.32.csv", "--planners", "naive", "-o", "{o}", "--quiet"],
+                ["{m}/chain.32.csv", "--heuristic", "naive"]],
     "info": [["{m}/tiny.onnx", "--reorder", "--reorder-method", "exact"],
              ["{m}/empty.onnx", "--reorder", "--reorder-method", "exact"],
              ["{m}/chain.32.csv", "--reorder"], ["{m}/tiny.onnx", "--largest", "0"]],
@@ -225,7 +230,7 @@ def test_the_cases_of_each_command(inputs, command, tmp_path):
             continue
         argv = [command, *(str(a).format(m=inputs, o=tmp_path) for a in case)]
         run(argv, limit=8.0)
-        if "-o" in argv and argv[argv.index("-o") + 1].endswith(".json"):
+        if command == "solve" and "-o" in argv and argv[argv.index("-o") + 1].endswith(".json"):
             check_plan_file(Path(argv[1]), Path(argv[argv.index("-o") + 1]))
 
 
@@ -254,7 +259,7 @@ OPTIONS = {  # option -> values, extreme and malformed among them
     "--alignment": ["1", "3", "64", "0", "-8", "4096"],
     "--seed": ["0", "-1", "99999999999999999999", "x"],
     "--dim": ["N=2", "N=0", "N=x", "M=3", "N=99999999999", "=3"],
-    "--time-limit": ["-1", "0", "nan", "1e-9", "inf", "x"],
+    "--time-limit": ["-1", "0", "nan", "1e-9", "inf", "x", "-inf", "-1e3", "none"],
     "--threads": ["1", "0", "-3", "x"],
 }
 COMMANDS = {"solve": LIMITS, "explain": ["--time-limit", "2"], "info": [],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,41 @@ def test_csv_numbers_are_ascii_digits_only(cell, tmp_path):
     assert capacity_from_name("A.1048576.csv") == 1048576
     assert capacity_from_name("A.\u0661\u0662.csv") is None and capacity_from_name("A.1_0.csv") \
         is None
+
+
+def _safe_line(err: str) -> str:
+    """The one error line, with nothing in it a terminal would act on, and not too long."""
+    from memplan.errors import LONGEST_LINE
+
+    one_line_error(err)
+    line = err.rstrip("\n")
+    assert all(ch.isprintable() for ch in line), repr(line[:300])
+    assert len(line) <= LONGEST_LINE + 40, len(line)
+    return line
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\u2028\x9b31m"  # a window title, a clear screen, C1 CSI
+
+
+def test_error_lines_escape_what_a_file_names_and_cut_a_long_one(tmp_path):
+    named = tmp_path / f"bad{HOSTILE}.csv"
+    named.write_text("not,a,problem\n")
+    line = _safe_line(run_cli("info", named)[2])
+    assert "bad\\x1b]0;owned\\x07\\x1b[2J\\u2028\\x9b31m.csv" in line
+    unreadable = Path(os.fsdecode(bytes(tmp_path) + b"/\xff\xfe.csv"))  # not UTF-8
+    unreadable.write_text("id,lower,upper,size\na,0,1,x\n")
+    assert "/\\xff\\xfe.csv" in _safe_line(run_cli("info", unreadable)[2])
+    long_kind = tmp_path / "kind.json"
+    long_kind.write_text(json.dumps({"format": "memplan-problem", "version": 1, "buffers": [
+        {"id": "a", "size": 1, "start": 0, "end": 1, "kind": HOSTILE + "k" * 35000}]}))
+    line = _safe_line(run_cli("solve", long_kind)[2])
+    assert line.startswith(f"memplan solve: error: {long_kind}: buffer 'a': unknown kind")
+    assert "characters cut" in line and line.endswith("kkk'; valid kinds: activation, input, "
+                                                       "output, scratch, weight")
+    line = _safe_line(run_cli("info", tmp_path / (HOSTILE + "n" * 35000) / "m.onnx")[2])
+    assert "characters cut" in line and "\\x1b[2J" in line
+
+
+def test_usage_errors_escape_the_arguments_too():
+    line = _safe_line(run_cli("solve", "--no-such" + HOSTILE + "x" * 35000)[2])
+    assert "unrecognized arguments: --no-such\\x1b]0;owned" in line

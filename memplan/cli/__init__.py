@@ -29,7 +29,9 @@ each with ``add_command(sub, shared)`` and ``run(args)``; beside them:
 - `exit_codes`: 0 success; 1 infeasible, undecided in the time limit (a
   capacity neither met nor ruled out) or invalid plan; 2 bad usage or bad
   input, with one line naming the file and what is wrong (``--debug`` shows
-  the traceback); 3 a defect caught; 130 interrupted: a command runs inside
+  the traceback), its characters that do not print escaped and a very long
+  one cut (`memplan.errors.printable_line`: a name from a hostile file);
+  3 a defect caught; 130 interrupted: a command runs inside
   `memplan.stopping.stop_on_ctrl_c` (``args.stop``), and ends within about
   a second of Ctrl-C with what it has (``solve``: its best plan so far,
   written where asked when it fits the capacity).
@@ -59,7 +61,12 @@ from memplan.cli import (
     view,
 )
 from memplan.cli.exit_codes import BAD_INPUT, FAILED, INTERNAL, INTERRUPTED, OK
-from memplan.errors import InvalidPlanError, MemplanError, UnsoundBoundError, one_line
+from memplan.errors import (
+    InvalidPlanError,
+    MemplanError,
+    UnsoundBoundError,
+    printable_line,
+)
 from memplan.stopping import stop_on_ctrl_c
 
 COMMANDS = (solve, prove, compare, validate, info, convert, explain, sweep, view)  # help order
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(), stop_on_ctrl_c() as args.stop:
             warnings.showwarning = lambda message, *_, **__: print(  # one line, the command
-                f"memplan {args.command}: warning: {one_line(message)}", file=sys.stderr)
+                f"memplan {args.command}: warning: {printable_line(message)}", file=sys.stderr)
             code = args.run(args)
         if args.stop.is_set():  # Ctrl-C: the command kept what it had (`memplan.stopping`)
             print(f"memplan {args.command}: interrupted", file=sys.stderr)
@@ -122,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                                       f"({type(error).__name__})")
         where = f"{error.filename}: " if isinstance(error, OSError) and error.filename else ""
         message = error.strerror if isinstance(error, OSError) and error.strerror else error
-        print(f"memplan {args.command}: error: {where}{one_line(message)}", file=sys.stderr)
+        print(printable_line(f"memplan {args.command}: error: {where}{message}"),
+              file=sys.stderr)
         return _exit_code(error)
     except KeyboardInterrupt:
         print(f"memplan {args.command}: interrupted before any result", file=sys.stderr)

@@ -8,7 +8,11 @@ exit 2, as a library call with the same value raises `ProblemError`.
 
 `Parser` prints a usage error as one line (``memplan solve: error: ...``)
 and suggests the closest flag or command for a mistyped one (difflib: the
-argparse of Python 3.11 has no ``suggest_on_error``). `check_output_path`,
+argparse of Python 3.11 has no ``suggest_on_error``; an old spelling another
+command still takes, `RENAMED_FLAGS`, gets its new one). It never guesses
+an option from a prefix (``--heuristic`` is not ``--heuristic-time-limit``:
+``allow_abbrev=False``), and reads a value that is a negative number,
+``-inf`` or ``-1e3`` included, as a value, not as an option. `check_output_path`,
 `check_figure_path` and `check_html_path` refuse an output that could not be
 written (a missing folder, a suffix matplotlib cannot write) before any work;
 a value that makes no sense only beside another is a `UsageError`.
@@ -22,12 +26,16 @@ import re
 from pathlib import Path
 
 from memplan.cli.exit_codes import BAD_INPUT
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, printable_line
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
 from memplan.output_files import check_output
 
 _NO_LIMIT = ("none", "inf", "infinity", "unlimited")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$|^-(inf|infinity|nan)$",
+                              re.IGNORECASE)  # a value, never an option
+RENAMED_FLAGS = {"--heuristic": ("--planner", "--planners"), "--workers": ("--threads",),
+                 "--out": ("-o",)}  # old spellings -> the new ones, whichever a command has
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
@@ -105,21 +113,32 @@ def gap(name: str = "gap"):
 
 # ---------------------------------------------------------------- the parser
 class Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line, with a close match when there is one."""
+    """An argparse parser whose errors are one line, with a close match when there is one;
+    no option taken from a prefix, negative numbers read as values (see the module doc)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False  # sub-commands too: argparse builds them with this class
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER  # argparse's: "-1", "-.5" only
 
     def error(self, message: str):  # argparse's hook; never returns
         message = _without_repeat(message)
         unknown = _UNRECOGNIZED.match(message)
         if unknown:
-            message += _suggest(unknown.group(1).split()[0], self._option_names())
+            flag = unknown.group(1).split()[0].partition("=")[0]
+            names = self._option_names()
+            renamed = [new for new in RENAMED_FLAGS.get(flag, ()) if new in names]
+            message += f"; did you mean {renamed[0]}?" if renamed else _suggest(flag, names)
         choice = _INVALID_CHOICE.search(message)
         if choice:
             words = [w.strip("'") for w in choice.group(2).split(", ")]
             message += _suggest(choice.group(1), words)
-        self.exit(BAD_INPUT, f"{self.prog}: error: {message} ('{self.prog} -h' for help)\n")
+        self.exit(BAD_INPUT, printable_line(f"{self.prog}: error: {message} "
+                                            f"('{self.prog} -h' for help)") + "\n")
 
     def _option_names(self) -> list[str]:
-        return [flag for action in self._actions for flag in action.option_strings]
+        return [flag for action in self._actions for flag in action.option_strings
+                if action.help is not argparse.SUPPRESS]  # not an old spelling kept
 
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an unknown flag is reported by the command it was given to."""

@@ -6,7 +6,9 @@ exact numbers) or Markdown. ``--time-limit`` bounds the whole command from its
 start (the heuristics share half of it, each an equal slice, unless
 ``--heuristic-time-limit`` gives each its seconds; the shares are CPU seconds, so a
 busy machine gives the same table, later, within the limit); Ctrl-C prints the rows
-so far and exits 130.
+so far and exits 130. ``--json`` prints the rows as JSON records (the exact
+numbers), ``-o`` writes the table to a file in the format its suffix names
+(`TABLE_SUFFIXES`), ``--quiet`` prints nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from memplan import api, startup
+from memplan.cli.checks import check_output_path
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
 from memplan.cli.parser import (
@@ -26,9 +29,11 @@ from memplan.cli.parser import (
     Parents,
     add_dataclass_options,
 )
+from memplan.output_files import write_atomically
 from memplan.viz import show_bytes
 
 LEAST_SHARE = 0.1  # of --time-limit: what the comparison keeps however long loading took
+TABLE_SUFFIXES = {".json": "json", ".csv": "csv", ".md": "markdown"}  # -o: else the table
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -37,7 +42,14 @@ def add_command(sub, shared: Parents) -> None:
                              help="every planner on every model, one table (gap: to the best "
                                   "bound any planner proved for that model)")
     compare.add_argument("models", nargs="+", metavar="MODEL", help=MODEL_KINDS)
-    compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
+    compare.add_argument("--format", choices=("table", "csv", "markdown"), default="table",
+                         help="how the table is printed (default: table)")
+    compare.add_argument("--json", action="store_true",
+                         help="print the rows as JSON records (the exact numbers)")
+    compare.add_argument("-o", "--output", metavar="TABLE.csv",
+                         help="write the table to this file, its format by suffix (.csv, "
+                              ".json, .md; else the aligned table)")
+    compare.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
     compare.add_argument("--planners", metavar="A,B,...|all", default="all",
                          help="planners to run: registered names, or all of them (every "
                               "heuristic and exact; the default)")
@@ -75,6 +87,8 @@ def _markdown(table) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """``memplan compare``: read every model, run the planners, print the table."""
+    if args.output:
+        check_output_path(args.output, "-o")  # before any planning
     problems = {}
     for path in args.models:
         problem = load(path, args)
@@ -89,14 +103,26 @@ def run(args: argparse.Namespace) -> int:
     for name, planners in table.attrs["skipped"].items():
         print(f"memplan compare: {name}: no time left for {', '.join(planners)} "
               f"(--time-limit {args.time_limit:g})", file=sys.stderr)
-    if args.format == "csv":
-        print(table.to_csv(index=False), end="")
-        return OK
+    if args.output:
+        form = TABLE_SUFFIXES.get(Path(args.output).suffix.lower(), "table")
+        text = _formatted(table, form)
+        write_atomically(args.output, lambda temporary: Path(temporary).write_text(text))
+    if not args.quiet:
+        print(_formatted(table, "json" if args.json else args.format), end="")
+    return OK
+
+
+def _formatted(table, form: str) -> str:
+    """The table as JSON records or CSV (the exact numbers), or shown (bytes with units, the
+    gap in percent) as Markdown or an aligned table; one trailing newline."""
+    if form == "json":
+        return table.to_json(orient="records", indent=1) + "\n"
+    if form == "csv":
+        return table.to_csv(index=False)
     shown = table.assign(arena=table["arena_size"].map(show_bytes),
                          lower_bound=table["lower_bound"].map(show_bytes),
                          gap=table["gap"].map(lambda g: f"{g:.2%}"),
                          seconds=table["seconds"].map(lambda s: f"{s:.2f}"))
     shown = shown[["problem", "buffers", "planner", "arena", "lower_bound", "gap", "status",
                    "seconds"]]
-    print(_markdown(shown) if args.format == "markdown" else shown.to_string(index=False))
-    return OK
+    return (_markdown(shown) if form == "markdown" else shown.to_string(index=False)) + "\n"

@@ -5,14 +5,17 @@ plan's gap to the bound lies, why a capacity cannot be met (live load, pins,
 or a CP-SAT core), and measured remedies; ``--time-limit`` bounds it all, from
 the command's start. With ``--banks fast=448KiB,slow``,
 `memplan.diagnosis.bank_curve` instead: what fills the fast bank at its peak,
-and what a larger one would save per KiB.
+and what a larger one would save per KiB. ``-o FILE.json`` writes the
+explanation as JSON beside what is printed (``--quiet``: nothing printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,7 +27,7 @@ from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
-from memplan.output_files import write_atomically
+from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
 
 # of the time left after loading: the CPU seconds of the plan whose gap is explained (a planner
@@ -47,16 +50,21 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("--planner", default="best", metavar="NAME|none",
                      help="the plan whose gap to explain (default: best; none: no plan)")
     why.add_argument("--time-limit", default=10.0, metavar="S",
-                     type=checks.seconds("--time-limit", unlimited=False),
+                     type=checks.seconds("--time-limit"),
                      help="seconds for the whole command, counted from its start: the "
                           "plan (a third, in CPU seconds), then the capacity reason and the "
-                          "remedies (default: 10)")
+                          "remedies ('none': no limit) (default: 10)")
+    why.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="seed of the planner whose plan is explained (default: 0)")
     threads = why.add_argument("--threads", type=checks.count("--threads"), default=1,
                                help="CP-SAT threads (default: 1)")
     add_deprecated(why, "--workers", threads, type=checks.count("--workers"))
     why.add_argument("--plot", metavar="FILE.png", help="draw the plan's layout with its gap "
                      "marked (no gap: live bytes, peak and capacity)")
     why.add_argument("--json", action="store_true", help="print as JSON")
+    why.add_argument("-o", "--output", metavar="FILE.json",
+                     help="write the explanation as JSON to this file")
+    why.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
     why.add_argument("--banks", type=banks, metavar="NAME=SIZE,...",
                      help="memory banks, fastest first (the last may have no size): what "
                           "fills the fast bank at its peak, what a larger one would save")
@@ -89,7 +97,8 @@ def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.N
 
     banked = problem.replace(regions=regions)
     weights = np.maximum(step_reads(banked), 1)
-    plan = plan_regions_exact(banked, time_limit=_left(args.time_limit), workers=args.threads,
+    limit = math.inf if args.time_limit is None else args.time_limit
+    plan = plan_regions_exact(banked, time_limit=_left(limit), workers=args.threads,
                               hint=plan_regions(banked, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
@@ -104,14 +113,16 @@ def run(args: argparse.Namespace) -> int:
     ``solve``'s); the explanation as text or JSON, the figure with ``--plot``; exit 1 when
     the capacity is not met."""
     check_figure_path(args.plot)
+    if args.output:
+        check_output(args.output, "-o", suffixes=(".json",))
     problem = load(args.model, args)
     if args.banks:
-        found = explain_with_banks(problem, args.banks, args)
-        print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+        _show(explain_with_banks(problem, args.banks, args), args)
         return OK
-    limit = args.time_limit
+    limit = math.inf if args.time_limit is None else args.time_limit
+    wall = _left(limit) - LEAST_SHARE * limit if math.isfinite(limit) else math.inf
     plan = None if args.planner == "none" else plan_in_time(
-        args.planner, problem, PLAN_SHARE * _left(limit), _left(limit) - LEAST_SHARE * limit)
+        args.planner, problem, PLAN_SHARE * _left(limit), wall, seed=args.seed)
     if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
         raise KeyboardInterrupt  # command ends
     found = explain(problem, plan, time_limit=_left(limit), workers=args.threads)
@@ -121,11 +132,22 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'memplan[plot]'") from None
         write_atomically(args.plot, lambda temporary: figure.savefig(temporary, dpi=120))
-    print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+    _show(found, args)
     fits = found.capacity is None or found.capacity.kind == "fits"
     return OK if fits else FAILED
 
 
+def _show(found, args: argparse.Namespace) -> None:
+    """The explanation to ``-o`` as JSON, and printed (as JSON with ``--json``) unless
+    ``--quiet``."""
+    if args.output:
+        text = json.dumps(found.to_dict(), indent=1) + "\n"
+        write_atomically(args.output, lambda temporary: Path(temporary).write_text(text))
+    if not args.quiet:
+        print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+
+
 def _left(limit: float) -> float:
-    """What is left of ``limit`` since memplan began to load, and at least `LEAST_SHARE`."""
+    """What is left of ``limit`` (infinite: none) since memplan began to load, and at least
+    `LEAST_SHARE`."""
     return max(limit - (time.perf_counter() - startup.COMMAND_STARTED), LEAST_SHARE * limit)

@@ -6,9 +6,10 @@
         --planners best,exact --time-limit 60 --workers 2 -o rows.csv --report report.html
 
 Lists are comma-separated; ``--dim NAME=V1,V2`` is repeatable. The rows go
-to ``-o`` as they finish (the same command again resumes); without
-``-o`` the table is printed. A progress bar on a terminal, a summary at
-the end, ``--report`` an HTML page of figures (`memplan.sweeps.sweep_report`).
+to ``-o`` as they finish (the same command again resumes); without ``-o``
+the table is printed (``--json``: as JSON records). A progress bar on a
+terminal, a summary at the end, ``--report`` an HTML page of figures
+(`memplan.sweeps.sweep_report`).
 Exit codes: 0 every task ran (infeasible capacities are answers, not
 failures); 1 some task failed (its row says why); 2 bad usage or input;
 130 interrupted (the finished rows are kept).
@@ -125,6 +126,8 @@ def add_command(sub, shared: Parents) -> None:
                         help="an HTML page of figures: arena vs batch, planners vs the "
                              "optimum, the smallest capacity that fits every model; every "
                              "row's plan viewable (pages in REPORT_files/)")
+    output.add_argument("--json", action="store_true",
+                        help="print the rows as JSON records, the exact numbers (without -o)")
     output.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     parser.set_defaults(run=run, plans=None)
 
@@ -178,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
 
         write_report(table, args.report, plans=options.plans)
     if not args.out and not args.quiet:
-        print(_shown(table).to_string(index=False))
+        print(table.to_json(orient="records", indent=1) if args.json else
+              _shown(table).to_string(index=False))
     if not args.quiet:
         lines = summary(table, out=args.out)
         if args.report:

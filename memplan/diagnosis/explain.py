@@ -36,6 +36,7 @@ hand does.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -162,7 +163,7 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
 
 
 def plan_in_time(planner: str, problem: Problem, seconds: float,
-                 wall: float | None = None) -> Plan:
+                 wall: float | None = None, seed: int = 0) -> Plan:
     """The plan of ``planner`` that explain describes, within ``seconds``: as a CPU budget
     (its option ``cpu``: the same plan on a busy machine, later) within ``wall`` seconds on
     the clock (default: ``seconds``) for a planner that takes one, else as its time limit;
@@ -171,7 +172,7 @@ def plan_in_time(planner: str, problem: Problem, seconds: float,
     budget = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
     if takes_option(planner, "cpu"):
         budget["cpu"], seconds = seconds, seconds if wall is None else wall
-    return plan_with(planner, problem, seed=0, time_limit=seconds, **budget)
+    return plan_with(planner, problem, seed=seed, time_limit=seconds, **budget)
 
 
 def _left(deadline: float) -> float:
@@ -216,18 +217,20 @@ def _reason_text(d: _Describer, reason: Reason) -> str:
 
 
 def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None = None,
-            time_limit: float = 10.0, workers: int = 1) -> Explanation:
+            time_limit: float | None = 10.0, workers: int = 1) -> Explanation:
     """Where the peak comes from, where ``plan``'s extra bytes are, why ``capacity`` (default:
     the problem's) cannot be met, and what would help; see the module docstring.
 
     ``time_limit`` (seconds) bounds the whole explanation: the capacity reason
     (its CP-SAT checks) may take `CAPACITY_SHARE` of it, the remedies what is
     left; what the limit cuts short is named in ``unmeasured``. The limit is
-    kept up to one lower bound or one greedy plan of the problem.
+    kept up to one lower bound or one greedy plan of the problem; None (or
+    infinity) sets none, as in `memplan.solve`.
     """
     began = time.perf_counter()
     capacity = problem.capacity if capacity is None else check_capacity(capacity)
-    time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
+    limit = check_time_limit(time_limit, "time_limit")
+    time_limit = math.inf if limit is None else limit  # None or inf: no limit
     workers = check_workers(workers, "workers", default_allowed=False)
     if plan is not None and len(plan.offsets) != len(problem):
         raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
