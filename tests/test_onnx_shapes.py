@@ -11,9 +11,10 @@ from onnx import TensorProto, helper, numpy_helper, save
 
 from memplan import ProblemError, plan_with
 from memplan.cli import OK, main
+from memplan.frontends import onnx_shapes
 from memplan.frontends.onnx import from_onnx
 from memplan.frontends.onnx_graph import infer, load_graph
-from memplan.frontends.onnx_symbolic import unknown_tensors
+from memplan.frontends.onnx_shapes import unknown_tensors
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 D = 256  # the projection's weight: 256 KiB, read without its values
@@ -62,9 +63,13 @@ def test_onnx_leaves_the_class_token_concat_unknown(tmp_path):
     assert unknown_tensors(infer(proto, strict=True, source=source)) == ["token", "joined", "h"]
 
 
-def test_symbolic_inference_plans_the_users_graph(tmp_path):
+@pytest.mark.parametrize("fold", [True, False])
+def test_folds_or_symbolic_inference_plan_the_users_graph(fold, tmp_path, monkeypatch):
+    if not fold:  # onnxruntime's symbolic inference alone
+        monkeypatch.setattr(onnx_shapes, "FOLD_ELEMENTS", 0)
     problem = from_onnx(class_token(tmp_path))
     assert set(problem.ids) == {"x", "joined", "h", "y"}  # the file's tensors, nothing else
+    assert [step.op for step in problem.steps] == ["Concat", "MatMul", "Relu"]
     assert problem.buffer(problem.index("joined")).size == 5 * D * 4
     assert problem.buffer(problem.index("y")).size == 5 * D * 4
     plan = plan_with("best", problem)
@@ -93,8 +98,20 @@ def test_a_dimension_that_depends_on_data_names_tensor_node_and_dim(capsys, tmp_
     assert problem.buffer(problem.index("nz")).size == 2 * 7 * 8
 
 
-def test_without_onnxruntime_the_error_says_what_to_install(tmp_path, monkeypatch):
+def test_without_onnxruntime_folds_still_plan_and_the_error_says_what_to_install(
+        tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime.tools.symbolic_shape_infer", None)
+    path = class_token(tmp_path)
+    assert from_onnx(path).buffer(1).size == 5 * D * 4  # folding needs no onnxruntime
+    monkeypatch.setattr(onnx_shapes, "FOLD_ELEMENTS", 0)
     with pytest.raises(ProblemError, match=r"tensor 'joined': dimension 1 is unknown .* "
                                            r"install memplan\[prove\] \(onnxruntime\)"):
+        from_onnx(path)
+
+
+def test_folds_stay_within_their_budget(tmp_path, monkeypatch):
+    """A shape computation above the budget is left to the symbolic inference."""
+    monkeypatch.setattr(onnx_shapes, "FOLD_BUDGET", 2)
+    monkeypatch.setitem(sys.modules, "onnxruntime.tools.symbolic_shape_infer", None)
+    with pytest.raises(ProblemError, match="install memplan"):
         from_onnx(class_token(tmp_path))
