@@ -229,7 +229,8 @@ class ArenaReport:
 
 def random_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
                   seed: int = 0) -> dict[str, np.ndarray]:
-    """Random values for the graph inputs that are not initializers."""
+    """Random values for the graph inputs that are not initializers: floats normal, integers
+    0 or 1 (an index, a mask, a token type valid in any model)."""
     rng = np.random.default_rng(seed)
     initializers = {t.name for t in model.graph.initializer}
     inputs = {}
@@ -242,8 +243,8 @@ def random_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
             value = rng.standard_normal(shape)
         elif dtype == np.bool_:
             value = rng.random(shape) < 0.5
-        else:
-            value = rng.integers(0, 10, shape)
+        else:  # 0 and 1: valid indices, masks and token types of any model
+            value = rng.integers(0, 2, shape)
         inputs[value_info.name] = np.asarray(value, dtype)  # rank 0 stays an array
     return inputs
 
