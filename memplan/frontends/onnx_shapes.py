@@ -8,10 +8,11 @@ causal mask decoders build from an attention mask. It names such a
 dimension ``unk__N``, and the tensor has no exact size. `infer_shapes`
 runs it, and only when a dimension stays unknown:
 
-- folds the shape computations that read nothing but constants: a standard,
-  deterministic node whose inputs all have known values (the small tensors
-  the weightless reader keeps, ``Constant`` nodes, and earlier folds), or a
-  ``Shape``/``Size`` of a tensor whose shape is known in numbers, is
+- folds the shape computations that read nothing but constants: a node of
+  a shape computation's operators (`FOLDED`) whose inputs all have known
+  values (the small tensors the weightless reader keeps, ``Constant``
+  nodes, and earlier folds), or a ``Shape``/``Size`` of a tensor whose shape
+  is known in numbers, is
   evaluated by onnx's ``ReferenceEvaluator`` (numpy; no code from the file)
   when its outputs are small (`FOLD_ELEMENTS` each, `FOLD_BUDGET` in all),
   and ONNX's inference runs again on a copy where its outputs are
@@ -50,18 +51,24 @@ from onnx import (
     numpy_helper,
 )
 
-from memplan.frontends.onnx_graph import (
-    NONDETERMINISTIC,
-    STANDARD_DOMAINS,
-    infer,
-    subgraphs,
-    value_types,
-)
+from memplan.frontends.onnx_graph import STANDARD_DOMAINS, infer, value_types
 from memplan.frontends.onnx_types import ELEMENT_BITS
 
 FOLD_ELEMENTS = 1 << 16  # elements of one folded tensor at most
 FOLD_BUDGET = 1 << 22  # elements of all folded tensors of a model together (32 MiB of int64)
 FOLD_ROUNDS = 8  # ONNX inferences after folds, at most
+# The operators of shape computations, each O(elements) in onnx's reference implementation
+# (a Conv or MatMul of two small tensors may take minutes there: never folded)
+FOLDED = frozenset({
+    "Abs", "Add", "And", "ArgMax", "ArgMin", "Cast", "CastLike", "Ceil", "Clip", "Concat",
+    "Constant", "ConstantOfShape", "CumSum", "Div", "Equal", "Expand", "EyeLike", "Flatten",
+    "Floor", "Gather", "GatherElements", "GatherND", "Greater", "GreaterOrEqual", "Identity",
+    "IsInf", "IsNaN", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg", "Not", "OneHot",
+    "Or", "Pad", "Pow", "Range", "Reciprocal", "ReduceMax", "ReduceMin", "ReduceProd",
+    "ReduceSum", "Reshape", "Round", "ScatterElements", "ScatterND", "Shape", "Sign", "Size",
+    "Slice", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tile", "Transpose", "Trilu",
+    "Unsqueeze", "Where", "Xor",
+})
 INSTALL_NOTE = ("; install memplan[prove] (onnxruntime) and memplan infers it with "
                 "onnxruntime's symbolic shape inference")
 
@@ -235,8 +242,7 @@ def _fold(model: ModelProto, types: dict[str, TypeProto], values: dict[str, np.n
     for node in model.graph.node:
         outputs = [name for name in node.output if name]
         if not outputs or all(name in values for name in outputs) or \
-                node.domain not in STANDARD_DOMAINS or node.op_type in NONDETERMINISTIC or \
-                any(True for _ in subgraphs(node)):
+                node.domain not in STANDARD_DOMAINS or node.op_type not in FOLDED:
             continue
         shapes = [_numbers(types.get(name)) for name in outputs]
         if any(shape is None or math.prod(shape) > FOLD_ELEMENTS for shape in shapes) or \
@@ -346,5 +352,5 @@ def _merged(onnx_type: TypeProto, symbolic: TypeProto) -> TypeProto:
     return merged
 
 
-__all__ = ["FOLD_BUDGET", "FOLD_ELEMENTS", "FOLD_ROUNDS", "INSTALL_NOTE", "free_symbols",
-           "infer_shapes", "unknown_tensors"]
+__all__ = ["FOLDED", "FOLD_BUDGET", "FOLD_ELEMENTS", "FOLD_ROUNDS", "INSTALL_NOTE",
+           "free_symbols", "infer_shapes", "unknown_tensors"]
