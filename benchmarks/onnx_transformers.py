@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
+import os
 import shutil
 import sys
 import tempfile
@@ -134,13 +134,29 @@ def export(name: str, exporter: str, mask: bool, path: Path) -> None:
         def forward(self, *args):
             return self.model(**dict(zip(inputs, args, strict=True)))[0]
 
-    with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")  # and the graph the legacy exporter prints
+    with torch.no_grad(), warnings.catch_warnings(), _quiet_stdout():
+        warnings.simplefilter("ignore")
         torch.onnx.export(First(), tuple(inputs.values()), str(path), input_names=list(inputs),
                           output_names=["output"], dynamo=exporter == "dynamo",
                           opset_version=17 if exporter == "legacy" else 18,
                           **({"verbose": False, "report": False, "external_data": False}
                              if exporter == "dynamo" else {}))
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """Standard output to nowhere, at the file descriptor: the legacy exporter's C++ prints the
+    whole graph when it fails."""
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
 
 
 def _first_line(error: BaseException) -> str:
