@@ -115,3 +115,16 @@ def test_folds_stay_within_their_budget(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime.tools.symbolic_shape_infer", None)
     with pytest.raises(ProblemError, match="install memplan"):
         from_onnx(class_token(tmp_path))
+
+
+def test_a_fold_whose_values_ask_for_more_than_the_types_said_is_not_run():
+    """A file may declare a small type over a ConstantOfShape of 10^10 elements: the values
+    decide, before anything is allocated."""
+    big = helper.make_tensor("big", I64, [2], [100_000, 100_000])
+    node = helper.make_node("ConstantOfShape", ["big"], ["c"])
+    graph = helper.make_graph([node], "lie", [], [helper.make_tensor_value_info("c", F, [2])],
+                              [big])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    values, budget = {}, [onnx_shapes.FOLD_BUDGET]
+    types = {"c": helper.make_tensor_type_proto(F, [2])}
+    assert not onnx_shapes._fold(model, types, values, budget) and "c" not in values

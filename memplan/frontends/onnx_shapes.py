@@ -231,6 +231,31 @@ def _evaluate(node: NodeProto, feeds: dict[str, np.ndarray],
         return None
 
 
+def _elements(node: NodeProto, feeds: dict[str, np.ndarray]) -> float:
+    """Elements of the largest output the operators that make tensors from values make, from
+    those values alone (before anything is allocated); 0 for the other operators."""
+    args = [feeds.get(name) for name in node.input]
+    try:
+        if node.op_type == "ConstantOfShape":
+            return float(np.prod(args[0].astype(np.float64)))
+        if node.op_type == "Expand":
+            shape = np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1]))
+            return float(np.prod(np.asarray(shape, np.float64)))
+        if node.op_type == "Tile":
+            return float(np.prod(np.asarray(args[0].shape) * args[1].astype(np.float64)))
+        if node.op_type == "Range":
+            start, limit, delta = (float(np.asarray(a).reshape(-1)[0]) for a in args[:3])
+            return max(0.0, math.ceil((limit - start) / delta)) if delta else math.inf
+        if node.op_type == "OneHot":
+            return float(args[0].size) * abs(float(np.asarray(args[1]).reshape(-1)[0]))
+        if node.op_type == "Pad":
+            return float(np.prod(np.asarray(args[0].shape) + np.abs(
+                args[1].astype(np.float64)).reshape(2, -1).sum(axis=0)))
+    except (ValueError, TypeError, IndexError, OverflowError, AttributeError):
+        return math.inf  # malformed: not folded
+    return 0.0
+
+
 def _fold(model: ModelProto, types: dict[str, TypeProto], values: dict[str, np.ndarray],
           budget: list[int]) -> bool:
     """Fold what can be folded now into ``values``; whether anything was."""
@@ -252,8 +277,10 @@ def _fold(model: ModelProto, types: dict[str, TypeProto], values: dict[str, np.n
             shape = _numbers(types.get(node.input[0]))
             results = None if shape is None else [_shape_of(node, shape)]
         elif all(name in values for name in node.input if name):
-            results = _evaluate(node, {name: values[name] for name in node.input if name},
-                                model.opset_import)
+            feeds = {name: values[name] for name in node.input if name}
+            if _elements(node, feeds) > FOLD_ELEMENTS:
+                continue  # the file's types said otherwise: it lies, or inference was wrong
+            results = _evaluate(node, feeds, model.opset_import)
         else:
             continue
         if results is None or len(results) != len(outputs) or any(
