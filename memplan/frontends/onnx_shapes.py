@@ -119,8 +119,8 @@ def _weights_as_inputs(model: ModelProto) -> ModelProto:
     """A copy of ``model`` whose tensors without values are graph inputs of their type.
 
     An initializer becomes an input; a ``Constant`` node becomes an
-    ``Identity`` of a new input (the nodes keep their places, so the symbols
-    named after a node's position are those of the user's graph).
+    ``Identity`` of a new input, in its place (the symbolic inference names
+    fresh symbols after node positions: the same file gives the same names).
     """
     copy = ModelProto()
     copy.CopyFrom(model)
