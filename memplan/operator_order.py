@@ -616,9 +616,11 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
     """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
     this thread's CPU since then)."""
     from memplan.frontends.onnx import from_onnx
-    from memplan.frontends.onnx_graph import analyze, bind_dims, infer
+    from memplan.frontends.onnx_graph import analyze, bind_dims
+    from memplan.frontends.onnx_shapes import infer_shapes
 
-    inferred = infer(bind_dims(proto, options.dims, source), strict=options.strict, source=source)
+    inferred = infer_shapes(bind_dims(proto, options.dims, source), strict=options.strict,
+                            source=source)[0]
     graph = analyze(inferred, source=source)
     original = from_onnx(proto, **vars(options)).replace(source=source)
     if len(original) == 0 or not graph.positions:  # nothing to order by: the file's order

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from onnx import TensorProto, helper, save
+from onnx import TensorProto, helper, numpy_helper, save
 
 from memplan import ProblemError
 from memplan.cli import BAD_INPUT, FAILED, OK, main
@@ -166,6 +167,52 @@ def test_solve_prove_json_is_one_json_document(capsys, mlp):
                          "--time-limit", "1")
     summary = json.loads(out)
     assert code == OK and summary["proof"]["proven"] and summary["plan"]["arena_size"] > 0
-    assert summary["proof"]["outputs"]["y"] == {"bitwise": True, "close": True}
+    assert summary["proof"]["outputs"]["y"] == {"bitwise": True, "close": True,
+                                                "whole_model_difference": 0.0}
     code, out, _ = run(capsys, "solve", mlp, "--dim", "N=2", "--json", "--time-limit", "1")
     assert json.loads(out)["proof"] is None
+
+
+@pytest.fixture
+def chained(tmp_path) -> str:
+    """h0 = x W0; h1 = h0 W1; y = h1 W2 + h0: the whole-model session prepacks the weights,
+    the node sessions read them as inputs (their results may round otherwise)."""
+    rng = np.random.default_rng(0)
+    d = 256
+    weights = [numpy_helper.from_array((rng.standard_normal((d, d)) / 16).astype(np.float32),
+                                       f"W{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "W0"], ["h0"]),
+             helper.make_node("MatMul", ["h0", "W1"], ["h1"]),
+             helper.make_node("MatMul", ["h1", "W2"], ["h2"]),
+             helper.make_node("Add", ["h2", "h0"], ["y"], name="skip")]
+    graph = helper.make_graph(nodes, "chained", [helper.make_tensor_value_info("x", F, [64, d])],
+                              [helper.make_tensor_value_info("y", F, [64, d])], weights)
+    path = tmp_path / "chained.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_the_verdict_is_the_arena_run_against_the_same_node_run(capsys, chained, tmp_path):
+    plan = plan_with_options(capsys, chained, tmp_path)
+    code, out, _ = run(capsys, "prove", chained, plan)
+    assert code == OK and out.startswith("PROVEN"), out
+    assert "output y: bit for bit equal to a normal run" in out
+    assert "whole-model run (apart from the verdict), output y: " in out
+    proof = prove(chained, plan)
+    report = proof.report
+    report.expected = {"y": report.expected["y"] + np.float32(1e-3)}  # a session rounding far off
+    assert proof.ok and report.largest_difference("y") == pytest.approx(1e-3, rel=0.01)
+    assert "largest difference from the normal run 0.001" in report.whole_model_lines()[0]
+
+
+def test_a_planted_overlap_of_two_live_tensors_is_caught(capsys, chained, tmp_path):
+    plan = plan_with_options(capsys, chained, tmp_path)
+
+    def h1_onto_h0(document):  # h0 is still to be read by the skip Add when h1 is written
+        offsets = document["plan"]["offsets"]
+        offsets["h1"] = offsets["h0"]
+
+    code, out, _ = run(capsys, "prove", chained, mangled(plan, tmp_path, h1_onto_h0))
+    assert code == FAILED and out.startswith("MISMATCH"), out
+    assert "'h0' read by node skip (Add) after h1 overwrote its bytes" in out
+    assert "output y: MISMATCH in" in out

@@ -11,7 +11,10 @@ Steps (`from_onnx`):
 - read the model without its weights' data (`onnx_weightless`: names,
   element types and dims of every tensor, and the values of the few integer
   constants shape inference reads), bind symbolic dimensions (``dims``),
-  infer shapes, and walk the nodes in order (`onnx_graph`); constant nodes
+  infer shapes (ONNX's inference; where it leaves a dimension unknown, its
+  constant shape computations folded and onnxruntime's symbolic inference:
+  `onnx_shapes`), and walk the
+  nodes in order (`onnx_graph`); constant nodes
   are folded, every other node is one step. Memory does not grow with the
   weights;
 - one buffer per runtime tensor of non-zero size (`onnx_types`), kind
@@ -60,13 +63,13 @@ from memplan.frontends.onnx_graph import (
     bind_dims,
     defined_names,
     describe,
-    infer,
     load_graph,
     reads_of,
     subgraphs,
     value_types,
 )
 from memplan.frontends.onnx_options import OnnxOptions
+from memplan.frontends.onnx_shapes import free_symbols, infer_shapes
 from memplan.frontends.onnx_types import TensorType, tensor_type
 from memplan.limits import whole
 from memplan.problem import Buffer, Problem, Region, Step
@@ -97,8 +100,10 @@ class _Builder:
         self.options = options
         bound = bind_dims(proto, options.dims, self.source, copy=False)  # load_graph's copy
         analyze(bound, source=self.source)  # the structure first: its errors are the clearest
-        inferred = infer(bound, strict=options.strict, source=self.source)
+        inferred, self.shape_note = infer_shapes(bound, strict=options.strict,
+                                                 source=self.source)
         self.graph: Graph = analyze(inferred, source=self.source)
+        self.free = free_symbols(inferred.graph)
         if options.name:
             self.name = options.name
         elif self.source is not None:
@@ -115,7 +120,7 @@ class _Builder:
                 f" (written by {describe(self.graph.steps[step], self.graph.positions[step])})"
             self.tensor_types[name] = tensor_type(name, self.graph.types.get(name),
                                                   self.options.dims, source=self.source,
-                                                  hint=hint)
+                                                  hint=hint + self.shape_note, free=self.free)
         return self.tensor_types[name]
 
     def buffer(self, name: str, size: int, start: int, end: int, kind: str,

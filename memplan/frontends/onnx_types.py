@@ -21,7 +21,7 @@ of the arena. O(rank) per tensor.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from onnx import TensorProto, TypeProto
@@ -75,12 +75,15 @@ class TensorType:
 
 
 def tensor_type(name: str, type_proto: TypeProto | None, dims: Mapping[str, int], *,
-                source: str | None = None, hint: str = "") -> TensorType:
+                source: str | None = None, hint: str = "",
+                free: Collection[str] | None = None) -> TensorType:
     """The concrete type of tensor ``name`` from its (inferred) ``type_proto``.
 
     ``dims`` binds symbolic dimensions; ``hint`` is appended to errors (why
     shape inference may have failed). Raises `ProblemError` naming the tensor
-    and the dimension when a size is unknown.
+    and the dimension when a size is unknown. ``free`` are the symbols of the
+    graph inputs (the user's to bind); any other symbol was named by shape
+    inference (default: those ONNX names ``unk__N``).
     """
     def fail(message: str):
         raise ProblemError(f"tensor {name!r}: {message}{hint}", file=source)
@@ -99,9 +102,12 @@ def tensor_type(name: str, type_proto: TypeProto | None, dims: Mapping[str, int]
                 fail(f"dimension {axis} is negative ({dim.dim_value})")
             shape.append(dim.dim_value)
         elif dim.HasField("dim_param"):
-            if dim.dim_param.startswith("unk__") and dim.dim_param not in dims:
+            inferred = dim.dim_param.startswith("unk__") if free is None \
+                else dim.dim_param not in free
+            if inferred and dim.dim_param not in dims:
                 fail(f"dimension {axis} is unknown after shape inference (it named it "
-                     f"{dim.dim_param!r})")
+                     f"{dim.dim_param!r}): it depends on the data, or on a computation shape "
+                     f"inference cannot follow; bind it with dims={{{dim.dim_param!r}: ...}}")
             if dim.dim_param not in dims:
                 fail(f"dimension {axis} is the unbound symbol {dim.dim_param!r}; bind it with "
                      f"dims={{{dim.dim_param!r}: ...}}")

@@ -32,11 +32,14 @@ a runtime with that plan would, and compares:
   naming the tensor, its reader and the tensors written over its bytes
   since. Bitwise, because a corrupted tensor can vanish from the final
   output (the light models' uniform weights make their softmax constant);
-- the graph outputs are compared with a normal run (the same one-node
-  sessions on a plain dictionary: bit for bit) and with one run of the whole
-  model (with a tolerance: this checks the node-by-node machinery itself;
-  not for outputs computed from a random operator). `memplan.proofs.prove` runs
-  this on a plan file (``memplan prove``).
+- the graph outputs are compared with a normal run: the same one-node
+  sessions on a plain dictionary, outside the arena, bit for bit. That is
+  the verdict: like with like, so only a plan that changed a tensor fails.
+  One run of the whole model is reported beside it, with its largest
+  difference (a check of the node-by-node machinery, not of the plan: the
+  whole-model session prepacks weights and may fuse nodes, so it rounds
+  otherwise; not for outputs computed from a random operator).
+  `memplan.proofs.prove` runs this on a plan file (``memplan prove``).
 
 It never opens a file named inside the model: a model whose weights are in
 external data is refused. Tensors that are not buffers of the problem
@@ -135,7 +138,8 @@ class ArenaReport:
 
     def close(self, name: str) -> bool | None:
         """The normal run's ``name`` is close to the whole-model run's (None: random, not
-        comparable). False means the node-by-node machinery itself disagrees."""
+        comparable). Not part of the verdict: the whole-model session may compute
+        otherwise (prepacked weights, fused kernels) and round differently."""
         if name in self.random:
             return None
         normal, expected = self.normal[name], self.expected[name]
@@ -146,18 +150,35 @@ class ArenaReport:
                                     equal_nan=True))
         return normal.tobytes() == expected.tobytes()
 
+    def largest_difference(self, name: str) -> float | None:
+        """The largest absolute difference of output ``name`` between the normal run and
+        the whole-model run (None: random, or shapes or types differ)."""
+        normal, expected = self.normal[name], self.expected[name]
+        if name in self.random or normal.shape != expected.shape or \
+                normal.dtype != expected.dtype:
+            return None
+        if normal.size == 0:
+            return 0.0
+        if normal.dtype.kind in "fciu":
+            with np.errstate(invalid="ignore", over="ignore"):
+                gap = np.abs(normal.astype(np.complex128 if normal.dtype.kind == "c"
+                                           else np.float64) - expected)
+            gap = np.where(_same_elements(normal, expected).reshape(normal.shape), 0.0, gap)
+            return float(np.max(np.where(np.isnan(gap), np.inf, gap)))  # NaN beside a number
+        return 0.0 if normal.tobytes() == expected.tobytes() else float("inf")
+
     @property
     def outputs_match(self) -> bool:
-        """Bitwise equal to the normal run, and close to the whole-model run (when comparable)."""
-        return all(self.bitwise(name) and self.close(name) is not False for name in self.normal)
+        """Every output read from the arena is bit for bit that of the normal run."""
+        return all(self.bitwise(name) for name in self.normal)
 
     @property
     def ok(self) -> bool:
-        """No tensor was corrupted and the outputs match a normal run."""
+        """No tensor was corrupted and the outputs match a normal run bit for bit."""
         return not self.corruptions and self.outputs_match
 
     def output_lines(self) -> list[str]:
-        """One line per graph output: its agreement with the normal and the whole-model run."""
+        """One line per graph output: its agreement with the normal run (the verdict)."""
         lines = []
         for name, normal in self.normal.items():
             what = f"{normal.dtype} {list(normal.shape)}"
@@ -169,13 +190,31 @@ class ArenaReport:
             else:
                 differ = int(np.count_nonzero(~_same_elements(self.outputs[name], normal)))
                 line = f"{name}: MISMATCH in {differ} of {normal.size} elements ({what})"
-            close = self.close(name)
-            if close is None:
-                line += "; not compared with a whole-model run (computed from a random operator)"
-            elif not close:
-                line += f"; the normal run differs from a whole-model run beyond rtol " \
-                        f"{self.rtol:g} (the node-by-node machinery itself disagrees)"
             lines.append(line)
+        return lines
+
+    def whole_model_lines(self) -> list[str]:
+        """One line per graph output: the normal run beside one run of the whole model.
+
+        Apart from the verdict: the normal run and the arena run are the same
+        one-node sessions, compared bit for bit; the whole-model session
+        prepacks weights and may fuse, so it rounds otherwise.
+        """
+        lines = []
+        for name in self.normal:
+            gap = self.largest_difference(name)
+            if name in self.random:
+                text = "not compared (computed from a random operator)"
+            elif gap is None:
+                text = "its shape or type differs from the normal run's"
+            elif gap == 0:
+                text = "bit for bit equal to the normal run" if \
+                    self.normal[name].tobytes() == self.expected[name].tobytes() else \
+                    "equal to the normal run (NaN payloads or signed zeros aside)"
+            else:
+                text = f"largest difference from the normal run {gap:.3g}" + (
+                    "" if self.close(name) else f" (beyond rtol {self.rtol:g})")
+            lines.append(f"{name}: {text}")
         return lines
 
     def __str__(self) -> str:
@@ -184,12 +223,14 @@ class ArenaReport:
         lines = [str(c) for c in self.corruptions[:10]]
         if len(self.corruptions) > 10:
             lines.append(f"... and {len(self.corruptions) - 10} more corrupted reads")
-        return "\n  ".join([head, *lines, *self.output_lines()])
+        return "\n  ".join([head, *lines, *self.output_lines(),
+                            *("whole model: " + line for line in self.whole_model_lines())])
 
 
 def random_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
                   seed: int = 0) -> dict[str, np.ndarray]:
-    """Random values for the graph inputs that are not initializers."""
+    """Random values for the graph inputs that are not initializers: floats normal, integers
+    0 or 1 (an index, a mask, a token type valid in any model)."""
     rng = np.random.default_rng(seed)
     initializers = {t.name for t in model.graph.initializer}
     inputs = {}
@@ -202,8 +243,8 @@ def random_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
             value = rng.standard_normal(shape)
         elif dtype == np.bool_:
             value = rng.random(shape) < 0.5
-        else:
-            value = rng.integers(0, 10, shape)
+        else:  # 0 and 1: valid indices, masks and token types of any model
+            value = rng.integers(0, 2, shape)
         inputs[value_info.name] = np.asarray(value, dtype)  # rank 0 stays an array
     return inputs
 

@@ -18,7 +18,9 @@ Steps (`prove`):
   regions), else the plan was made for another model or other options;
 - check the plan with the validator, then run the model inside the plan's
   arena (`memplan.proofs.onnx_arena`, onnxruntime by default) and compare every
-  graph output bit for bit with a normal run.
+  graph output bit for bit with a normal run (the same node sessions outside
+  the arena); a run of the whole model is shown beside it, with its largest
+  difference, apart from the verdict.
 
 A plan is proven when the validator finds nothing and the arena run corrupts
 nothing and reproduces every output bit for bit. Cost: that of the arena run
@@ -91,7 +93,8 @@ class Proof:
                 "arena_bytes": report.arena_bytes, "notes": self.notes,
                 "violations": [str(v) for v in self.violations],
                 "corruptions": [str(c) for c in report.corruptions],
-                "outputs": {name: {"bitwise": report.bitwise(name), "close": report.close(name)}
+                "outputs": {name: {"bitwise": report.bitwise(name), "close": report.close(name),
+                                   "whole_model_difference": report.largest_difference(name)}
                             for name in report.normal}}
 
     def lines(self) -> list[str]:
@@ -110,6 +113,8 @@ class Proof:
         if len(self.report.corruptions) > 10:
             lines.append(f"... and {len(self.report.corruptions) - 10} more corrupted reads")
         lines += ["output " + line for line in self.report.output_lines()]
+        lines += ["whole-model run (apart from the verdict), output " + line
+                  for line in self.report.whole_model_lines()]
         return lines
 
 
