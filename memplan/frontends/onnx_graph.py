@@ -39,7 +39,7 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_weightless import load_weightless
+from memplan.frontends.onnx_weightless import as_given, for_shape_inference, load_weightless
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Deterministic-looking in shape, but random in value: never folded as constants.
@@ -130,8 +130,9 @@ def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None, *,
 def infer(model: ModelProto, *, strict: bool, source: str | None) -> ModelProto:
     """``model`` with inferred types and shapes (data propagation on)."""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=strict,
-                                                 data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            for_shape_inference(model), check_type=True, strict_mode=strict, data_prop=True)
+        return as_given(inferred, model)
     except Exception as error:  # InferenceError, ValidationError, or worse from C++
         hint = "; from_onnx(..., strict=False) plans it anyway where sizes are known" \
             if strict else ""

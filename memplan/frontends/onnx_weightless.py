@@ -2,33 +2,39 @@
 
 A plan needs every tensor's element type and shape, and the values of the
 few constants that shape inference reads (a Reshape's target shape, a
-Slice's starts and ends, an Expand's shape, axes, indices); never a weight.
-Parsed whole, a 500 MB model takes gigabytes (the protobuf, copies of it,
-shape inference's serialised input), so:
+Slice's starts and ends, Resize's scales, Range's bounds, axes, indices);
+never a weight. Parsed whole, a 500 MB model takes gigabytes (the protobuf,
+copies of it, shape inference's serialised input), so:
 
-- `load_weightless` reads a file's protobuf fields one by one. A message of
-  at most `INLINE` bytes is kept whole (nodes, value infos, small tensors);
-  the model, its graph and larger nodes, attributes and tensors are entered,
-  and a large tensor's data fields (``raw_data``, ``float_data``, ...) are
-  skipped with a seek. Memory: the graph without its weights' data;
-- a large tensor keeps its values when `keeps_values` says shape inference
-  may read them: an INT32 or INT64 tensor of rank 0 or 1 (ONNX's data
-  propagation parses every such constant that a shape-computing operator
-  reads). Its data is read back alone from its place in the file; such a
-  tensor stored as external data is read alone from its file, which must lie
-  in the model's folder. No other external data is opened;
+- `load_weightless` walks a file's protobuf fields (in C, ``_onnx_strip.c``;
+  in Python when the extension is not built). A message of at most `INLINE`
+  bytes is kept whole (nodes, value infos, small tensors); the model, its
+  graph and larger nodes, attributes and tensors are entered, and a large
+  tensor's data fields (``raw_data``, ``float_data``, ...) are skipped. The
+  rest is parsed by protobuf. Memory: the graph without its weights' data;
+- a tensor keeps its values when `keeps_values` says shape inference may
+  read them: at most `INLINE` bytes of data, or an INT32 or INT64 vector or
+  scalar of at most `SHAPE_VALUES` elements (ONNX's data propagation parses
+  every such constant that a shape-computing operator reads; a larger one,
+  a lookup table, is a weight). Such a tensor stored as external data is
+  read alone from its file, which must be a regular file in the model's
+  folder, at most `EXTERNAL_VALUES` bytes for the whole model. No other
+  external data is opened;
 - a ``ModelProto`` in memory is copied message by message, large tensors
   without their data (`weightless_copy`).
 
 Dims, element types, names and external-data references stay, so shape
 inference, and so the plan, are those of the full model. Sparse initializers
-and training information are kept whole. Cost: one pass over the file's
-fields outside large tensors, one seek per weight.
+and training information are kept whole; fields unknown to ONNX are dropped.
+Cost: one pass over the file's bytes outside large tensors' data; memory
+about 8 bytes per kept value or dimension on top of the file's own size
+(docs/reference/formats.md, "Reading untrusted files").
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -44,7 +50,15 @@ from onnx import (
 from memplan.errors import ProblemError
 from memplan.frontends.onnx_types import ELEMENT_BITS
 
+try:
+    from memplan.frontends._onnx_strip import strip as _kernel_strip
+except ImportError:  # the optional extension is not built: the walk runs in Python
+    _kernel_strip = None
+
 INLINE = 1024  # bytes: a message this small is kept whole (onnx's own external-data threshold)
+SHAPE_VALUES = 1024  # elements: the longest integer vector kept for shape inference
+EXTERNAL_VALUES = 1 << 26  # bytes: all the values read from external data, at most
+MAX_DEPTH = 100  # messages nested in one another, at most (protobuf's own limit)
 VARINT, I64, LEN, I32 = 0, 1, 2, 5  # protobuf wire types
 
 MODEL, GRAPH, NODE, ATTRIBUTE, TENSOR, FUNCTION = (
@@ -65,15 +79,38 @@ DATA_FIELDS = frozenset(TensorProto.DESCRIPTOR.fields_by_name[name].number for n
     "float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data",
     "uint64_data"))
 SHAPE_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
+_KINDS = list(_NESTED)  # the kernel's kind numbers: the model first
+_KERNEL_CHILDREN = tuple((_KINDS.index(kind), number, _KINDS.index(child))
+                         for kind, children in _CHILDREN.items()
+                         for number, child in children.items())
+_KERNEL_BITS = bytes(ELEMENT_BITS.get(t, 0) for t in range(256))
 
 
 class _Corrupt(Exception):
     """The bytes are not a well-formed protobuf message."""
 
 
+def elements(dims) -> int | None:
+    """The number of elements of a tensor of ``dims``; None for a negative dim."""
+    count = 1
+    for dim in dims:
+        if dim < 0:
+            return None
+        count *= dim
+    return count
+
+
 def keeps_values(tensor: TensorProto) -> bool:
-    """Whether a large tensor's values stay: an integer vector or scalar shape inference reads."""
-    return tensor.data_type in SHAPE_TYPES and len(tensor.dims) <= 1
+    """Whether a tensor's values stay: a small one, or an integer vector shape inference reads.
+
+    The same rule as ``keeps`` in ``_onnx_strip.c``.
+    """
+    count = elements(tensor.dims)
+    if count is None:
+        return False
+    if count * ELEMENT_BITS.get(tensor.data_type, 64) <= INLINE * 8:
+        return True
+    return tensor.data_type in SHAPE_TYPES and len(tensor.dims) <= 1 and count <= SHAPE_VALUES
 
 
 # ------------------------------------------------------------------ protobuf's wire format
@@ -137,8 +174,13 @@ def _read(stream: BinaryIO, start: int, stop: int) -> bytes:
     return data
 
 
-def _stripped(stream: BinaryIO, kind: str, end: int) -> bytes:
-    """The message from the stream's position to ``end``, without large tensors' data."""
+def _stripped(stream: BinaryIO, kind: str, end: int, depth: int = 0) -> bytes:
+    """The message from the stream's position to ``end``, without large tensors' data.
+
+    The walk of ``_onnx_strip.c`` in Python, for when the extension is not built.
+    """
+    if depth > MAX_DEPTH:
+        raise _Corrupt("messages nested too deeply")
     out = bytearray()
     children = _CHILDREN[kind]
     skipped: list[tuple[int, int]] = []
@@ -148,7 +190,7 @@ def _stripped(stream: BinaryIO, kind: str, end: int) -> bytes:
             skipped.append((start, stop))
         elif child is not None and stop - payload > INLINE:
             stream.seek(payload)
-            inner = _stripped(stream, child, stop)
+            inner = _stripped(stream, child, stop, depth + 1)
             out += encode_varint(number << 3 | LEN) + encode_varint(len(inner)) + inner
         else:
             out += _read(stream, start, stop)
@@ -182,12 +224,7 @@ def _copy(message, kind: str):
     """A copy of ``message`` (of ``kind``) whose large tensors have no data."""
     copy = type(message)()
     if kind == TENSOR:
-        bits = ELEMENT_BITS.get(message.data_type, 64)
-        count = 1
-        for dim in message.dims:
-            count *= dim
-        small = count * bits <= INLINE * 8
-        copy_fields(message, copy, set() if small or keeps_values(message) else DATA_FIELDS)
+        copy_fields(message, copy, set() if keeps_values(message) else DATA_FIELDS)
         return copy
     children = _CHILDREN[kind]
     copy_fields(message, copy, set(children))
@@ -207,6 +244,28 @@ def weightless_copy(model: ModelProto) -> ModelProto:
     return _copy(model, MODEL)
 
 
+# ------------------------------------------------------------------ files
+def open_regular(path: str, what: str, source: str | None) -> BinaryIO:
+    """``path`` opened for reading, refused unless it is a regular file.
+
+    Opened without blocking first, so that a FIFO or a device named by a
+    hostile model never stalls the reader; ``what`` names it in the error.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        raise ProblemError(f"{what}: cannot read {path!r}: "
+                           f"{getattr(error, 'strerror', None) or error}", file=source) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ProblemError(f"{what}: {path!r} is not a regular file", file=source)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
 # ------------------------------------------------------------------ external data read back
 def _tensors(graph: GraphProto) -> Iterator[TensorProto]:
     """Every tensor of ``graph`` and its subgraphs: initializers and node attributes."""
@@ -221,42 +280,170 @@ def _tensors(graph: GraphProto) -> Iterator[TensorProto]:
                 yield from _tensors(body)
 
 
-def _external_values(tensor: TensorProto, source: str) -> bytes:
-    """The bytes of ``tensor``'s external data, read alone from the model's folder."""
+def external_path(tensor: TensorProto, source: str) -> tuple[str, int]:
+    """``(path, offset)`` of ``tensor``'s external data: a file in the model's folder."""
     info = {entry.key: entry.value for entry in tensor.external_data}
     location = info.get("location", "")
     folder = os.path.realpath(os.path.dirname(os.path.abspath(source)))
-    path = os.path.realpath(os.path.join(folder, location))
-    if not location or os.path.isabs(location) or os.path.commonpath([folder, path]) != folder:
+    if not isinstance(location, str) or not location or "\0" in location \
+            or os.path.isabs(location):
+        path = None
+    else:
+        path = os.path.realpath(os.path.join(folder, location))
+    if path is None or os.path.commonpath([folder, path]) != folder:
         raise ProblemError(f"tensor {tensor.name!r}: external data location {location!r} is not "
                            f"a file in the model's folder", file=source)
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    size = count * ELEMENT_BITS[tensor.data_type] // 8
-    try:
-        offset = int(info.get("offset", 0))
-        with open(path, "rb") as handle:
+    offset = info.get("offset", "0")
+    if not isinstance(offset, str) or not offset.isascii() or not offset.isdigit():
+        raise ProblemError(f"tensor {tensor.name!r}: external data offset {offset!r} is not "
+                           f"a whole number >= 0", file=source)
+    return path, int(offset)
+
+
+def _external_values(tensor: TensorProto, source: str) -> bytes:
+    """The bytes of ``tensor``'s external data, read alone from the model's folder."""
+    path, offset = external_path(tensor, source)
+    size = elements(tensor.dims) * ELEMENT_BITS[tensor.data_type] // 8  # keeps_values: small
+    what = f"tensor {tensor.name!r}: external data"
+    with open_regular(path, what, source) as handle:
+        try:
             handle.seek(offset)
             data = handle.read(size)
-    except (OSError, ValueError) as error:
-        raise ProblemError(f"tensor {tensor.name!r}: cannot read its external data "
-                           f"{location!r}: {error}", file=source) from None
+        except (OSError, OverflowError) as error:
+            raise ProblemError(f"{what} {path!r}: cannot read {size} bytes at offset "
+                               f"{offset}: {getattr(error, 'strerror', None) or error}",
+                               file=source) from None
     if len(data) != size:
-        raise ProblemError(f"tensor {tensor.name!r}: external data {location!r} holds "
-                           f"{len(data)} of its {size} bytes", file=source)
+        raise ProblemError(f"{what} {path!r} holds {len(data)} of its {size} bytes at offset "
+                           f"{offset}", file=source)
     return data
 
 
 def read_shape_constants(model: ModelProto, source: str | None) -> None:
-    """Fill in the external data of the tensors `keeps_values` keeps (``source``'s folder)."""
+    """Fill in the external data of the tensors `keeps_values` keeps (``source``'s folder).
+
+    At most `EXTERNAL_VALUES` bytes in all: a model naming the same file
+    region from many tensors cannot make the reader hold more.
+    """
     if source is None:
         return  # bytes or a ModelProto: no folder to read from; shape inference will say so
+    total = 0
     for tensor in _tensors(model.graph):
-        if tensor.data_location == TensorProto.EXTERNAL and keeps_values(tensor):
-            tensor.raw_data = _external_values(tensor, source)
-            del tensor.external_data[:]
-            tensor.data_location = TensorProto.DEFAULT
+        if tensor.data_location != TensorProto.EXTERNAL or tensor.data_type not in ELEMENT_BITS \
+                or not keeps_values(tensor):
+            continue
+        data = _external_values(tensor, source)
+        total += len(data)
+        if total > EXTERNAL_VALUES:
+            raise ProblemError(f"tensor {tensor.name!r}: the small tensors stored as external "
+                               f"data pass {EXTERNAL_VALUES} bytes together", file=source)
+        tensor.raw_data = data
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
+
+
+def _unread_vector(tensor: TensorProto) -> bool:
+    return tensor.data_type in SHAPE_TYPES and len(tensor.dims) <= 1 and not keeps_values(tensor)
+
+
+def _length_symbol(name: str) -> str:
+    return f"memplan:length of {name}"
+
+
+def for_shape_inference(model: ModelProto) -> ModelProto:
+    """``model`` as ONNX's shape inference should see it: no long integer vector.
+
+    ONNX's data propagation parses every INT32/INT64 vector initializer that a
+    shape-computing operator reads (a Gather's lookup table too) and fails on
+    one without its data; and it makes about 70 bytes per element of a graph
+    input's vector of known length. So an integer vector of unread values
+    becomes a graph input, and every long integer vector input (more than
+    `SHAPE_VALUES` elements) gets a symbolic length, which `as_given` puts
+    back: a shape inferred for any length holds for the real one, and a shape
+    computed from the values is unknown, refused by name, never wrong. A copy
+    when anything changes, else ``model``.
+    """
+    graph = model.graph
+    hidden = [t for t in graph.initializer if _unread_vector(t)]
+    inputs = {value.name for value in graph.input}
+    long_inputs = [v for v in graph.input if _long_vector(v.type)]
+    if not hidden and not long_inputs:
+        return model
+    shown = ModelProto()
+    shown.CopyFrom(model)
+    for tensor in hidden:
+        if tensor.name not in inputs:
+            value = shown.graph.input.add(name=tensor.name)
+            value.type.tensor_type.elem_type = tensor.data_type
+            value.type.tensor_type.shape.SetInParent()
+            for dim in tensor.dims:
+                value.type.tensor_type.shape.dim.add().dim_value = dim
+    kept = [t for t in shown.graph.initializer if not _unread_vector(t)]
+    del shown.graph.initializer[:]
+    shown.graph.initializer.extend(kept)
+    for value in shown.graph.input:
+        if _long_vector(value.type):
+            value.type.tensor_type.shape.dim[0].dim_param = _length_symbol(value.name)
+    return shown
+
+
+def _long_vector(value_type) -> bool:
+    tensor = value_type.tensor_type
+    return (value_type.HasField("tensor_type") and tensor.elem_type in SHAPE_TYPES
+            and len(tensor.shape.dim) == 1 and tensor.shape.dim[0].dim_value > SHAPE_VALUES)
+
+
+def as_given(inferred: ModelProto, model: ModelProto) -> ModelProto:
+    """``inferred`` (of `for_shape_inference`'s model) with ``model``'s inputs, initializers
+    and vector lengths."""
+    if inferred.graph.input == model.graph.input and \
+            inferred.graph.initializer == model.graph.initializer:
+        return inferred
+    lengths = {_length_symbol(t.name): t.dims[0] for t in model.graph.initializer
+               if _unread_vector(t) and t.dims}
+    lengths.update((_length_symbol(v.name), v.type.tensor_type.shape.dim[0].dim_value)
+                   for v in model.graph.input if _long_vector(v.type))
+    del inferred.graph.input[:]
+    inferred.graph.input.extend(model.graph.input)
+    del inferred.graph.initializer[:]
+    inferred.graph.initializer.extend(model.graph.initializer)
+    pending = [inferred.graph]
+    while pending:
+        graph = pending.pop()
+        for value in (*graph.value_info, *graph.output):
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.dim_param in lengths:
+                    dim.dim_value = lengths[dim.dim_param]
+        for node in graph.node:
+            for attribute in node.attribute:
+                pending.extend([attribute.g] if attribute.HasField("g") else [])
+                pending.extend(attribute.graphs)
+    return inferred
+
+
+def _strip_file(handle: BinaryIO) -> bytes:
+    """The model file's bytes without large tensors' data (`_onnx_strip.c`, or in Python)."""
+    import mmap
+
+    end = os.fstat(handle.fileno()).st_size
+    if _kernel_strip is None or end == 0:  # mmap refuses an empty file
+        return _stripped(handle, MODEL, end)
+    with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return _strip_bytes(data)
+
+
+def _strip_bytes(data) -> bytes:
+    """``data`` (a serialised model) without large tensors' data."""
+    if _kernel_strip is None:
+        import io
+
+        return _stripped(io.BytesIO(data), MODEL, len(data))
+    try:
+        return _kernel_strip(data, _KERNEL_CHILDREN, sum(1 << n for n in DATA_FIELDS),
+                             _KINDS.index(TENSOR), INLINE, SHAPE_VALUES, _KERNEL_BITS,
+                             MAX_DEPTH)
+    except ValueError as error:
+        raise _Corrupt(str(error)) from None
 
 
 def load_weightless(model: str | os.PathLike | bytes | ModelProto
@@ -266,25 +453,31 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     The source is the file name for errors, None for bytes or a ModelProto.
     Raises `ProblemError` naming the file when it cannot be read or parsed.
     """
-    import io
-
     if isinstance(model, ModelProto):
         return weightless_copy(model), None
-    source = None if isinstance(model, bytes) else str(model)
+    source = None if isinstance(model, bytes) else os.fspath(model)
     try:
-        with (io.BytesIO(model) if isinstance(model, bytes) else open(model, "rb")) as stream:
-            end = stream.seek(0, os.SEEK_END)
-            stream.seek(0)
-            proto = ModelProto.FromString(_stripped(stream, MODEL, end))
+        if isinstance(model, bytes):
+            stripped = _strip_bytes(model)
+        else:
+            with open_regular(source, "the model", source) as handle:
+                stripped = _strip_file(handle)
+        proto = ModelProto.FromString(stripped)
+        del stripped
+    except ProblemError:
+        raise
     except OSError as error:
         raise ProblemError(f"cannot read the model: {error.strerror or error}",
                            file=source) from None
     except Exception as error:  # _Corrupt, protobuf's DecodeError and friends
         raise ProblemError(f"not a readable ONNX model (truncated or corrupted?): {error}",
                            file=source) from None
+    proto.DiscardUnknownFields()
     read_shape_constants(proto, source)
     return proto, source
 
 
-__all__ = ["INLINE", "copy_fields", "encode_varint", "fields", "keeps_values", "load_weightless",
-           "read_shape_constants", "weightless_copy"]
+__all__ = ["EXTERNAL_VALUES", "INLINE", "SHAPE_VALUES", "copy_fields", "elements",
+           "as_given", "encode_varint", "external_path", "fields", "for_shape_inference",
+           "keeps_values", "load_weightless",
+           "open_regular", "read_shape_constants", "weightless_copy"]
