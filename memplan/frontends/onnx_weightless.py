@@ -63,7 +63,7 @@ VARINT, I64, LEN, I32 = 0, 1, 2, 5  # protobuf wire types
 
 MODEL, GRAPH, NODE, ATTRIBUTE, TENSOR, FUNCTION = (
     "model", "graph", "node", "attribute", "tensor", "function")
-_MESSAGES = {MODEL: ModelProto, GRAPH: GraphProto, NODE: NodeProto, ATTRIBUTE: AttributeProto,
+MESSAGES = {MODEL: ModelProto, GRAPH: GraphProto, NODE: NodeProto, ATTRIBUTE: AttributeProto,
              TENSOR: TensorProto, FUNCTION: FunctionProto}
 _NESTED = {  # message -> {field name: message kind}: the path from the model to its tensors
     MODEL: {"graph": GRAPH, "functions": FUNCTION},
@@ -73,7 +73,7 @@ _NESTED = {  # message -> {field name: message kind}: the path from the model to
     ATTRIBUTE: {"t": TENSOR, "tensors": TENSOR, "g": GRAPH, "graphs": GRAPH},
     TENSOR: {},
 }
-_CHILDREN = {kind: {_MESSAGES[kind].DESCRIPTOR.fields_by_name[name].number: child
+CHILDREN = {kind: {MESSAGES[kind].DESCRIPTOR.fields_by_name[name].number: child
                     for name, child in nested.items()} for kind, nested in _NESTED.items()}
 DATA_FIELDS = frozenset(TensorProto.DESCRIPTOR.fields_by_name[name].number for name in (
     "float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data",
@@ -81,7 +81,7 @@ DATA_FIELDS = frozenset(TensorProto.DESCRIPTOR.fields_by_name[name].number for n
 SHAPE_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
 _KINDS = list(_NESTED)  # the kernel's kind numbers: the model first
 _KERNEL_CHILDREN = tuple((_KINDS.index(kind), number, _KINDS.index(child))
-                         for kind, children in _CHILDREN.items()
+                         for kind, children in CHILDREN.items()
                          for number, child in children.items())
 _KERNEL_BITS = bytes(ELEMENT_BITS.get(t, 0) for t in range(256))
 
@@ -182,7 +182,7 @@ def _stripped(stream: BinaryIO, kind: str, end: int, depth: int = 0) -> bytes:
     if depth > MAX_DEPTH:
         raise _Corrupt("messages nested too deeply")
     out = bytearray()
-    children = _CHILDREN[kind]
+    children = CHILDREN[kind]
     skipped: list[tuple[int, int]] = []
     for number, start, payload, stop in fields(stream, end):
         child = children.get(number)
@@ -226,7 +226,7 @@ def _copy(message, kind: str):
     if kind == TENSOR:
         copy_fields(message, copy, set() if keeps_values(message) else DATA_FIELDS)
         return copy
-    children = _CHILDREN[kind]
+    children = CHILDREN[kind]
     copy_fields(message, copy, set(children))
     for descriptor, value in message.ListFields():
         child = children.get(descriptor.number)
@@ -267,17 +267,16 @@ def open_regular(path: str, what: str, source: str | None) -> BinaryIO:
 
 
 # ------------------------------------------------------------------ external data read back
-def _tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    """Every tensor of ``graph`` and its subgraphs: initializers and node attributes."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            for body in (*([attribute.g] if attribute.HasField("g") else []),
-                         *attribute.graphs):
-                yield from _tensors(body)
+def tensors_of(message, kind: str) -> Iterator[TensorProto]:
+    """Every tensor in ``message`` (a message of ``kind``), subgraphs and functions included."""
+    if kind == TENSOR:
+        yield message
+        return
+    for descriptor, value in message.ListFields():
+        child = CHILDREN[kind].get(descriptor.number)
+        if child is not None:
+            for item in value if _repeated(descriptor) else [value]:
+                yield from tensors_of(item, child)
 
 
 def external_path(tensor: TensorProto, source: str) -> tuple[str, int]:
@@ -328,7 +327,7 @@ def read_shape_constants(model: ModelProto, source: str | None) -> None:
     if source is None:
         return  # bytes or a ModelProto: no folder to read from; shape inference will say so
     total = 0
-    for tensor in _tensors(model.graph):
+    for tensor in tensors_of(model.graph, GRAPH):
         if tensor.data_location != TensorProto.EXTERNAL or tensor.data_type not in ELEMENT_BITS \
                 or not keeps_values(tensor):
             continue
@@ -477,7 +476,7 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     return proto, source
 
 
-__all__ = ["EXTERNAL_VALUES", "INLINE", "SHAPE_VALUES", "copy_fields", "elements",
-           "as_given", "encode_varint", "external_path", "fields", "for_shape_inference",
-           "keeps_values", "load_weightless",
-           "open_regular", "read_shape_constants", "weightless_copy"]
+__all__ = ["CHILDREN", "EXTERNAL_VALUES", "INLINE", "MESSAGES", "SHAPE_VALUES", "as_given",
+           "copy_fields", "elements", "encode_varint", "external_path", "fields",
+           "for_shape_inference", "keeps_values", "load_weightless", "open_regular",
+           "read_shape_constants", "tensors_of", "weightless_copy"]
