@@ -248,8 +248,154 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- before parsing
+ * Protobuf's Python parser hands an ONNX text field (proto2: never checked) that is not
+ * UTF-8 back as bytes, not str; names that are bytes would surface anywhere later. And a
+ * message parsed takes a hundred bytes or more, however few it has in the file (an empty
+ * attribute: two bytes). The whole model (without weights) is walked here at once, against
+ * a table of every message type's text and message fields (built by Python from onnx's
+ * descriptors): the first text field that is not UTF-8, and what the messages will cost. */
+#define TEXT -1
+#define OTHER -2
+
+typedef struct {
+    signed char (*field)[NUMBERS]; /* type -> number -> child type, TEXT or OTHER */
+    int types;
+    const uint64_t *cost;          /* type -> bytes one message of it takes once parsed */
+    uint64_t total;                /* the messages' cost so far */
+    int path[128][2];              /* (type, number) of the fields down to the bad one */
+    int depth;
+} Schema;
+
+static int utf8(const unsigned char *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) { i++; continue; }
+        int more;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { more = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { more = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { more = 3; cp = c & 0x07; }
+        else return 0;
+        if (n - i <= (size_t)more) return 0;
+        for (int k = 1; k <= more; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if ((more == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (more == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
+/* 0: every text field is UTF-8; 1: one is not (its path in schema->path); -1: corrupted. */
+static int check_text(Schema *schema, const unsigned char *p, size_t pos, size_t end, int type,
+                      int depth) {
+    if (depth >= 128) return -1;
+    while (pos < end) {
+        uint64_t key, size = 0, value;
+        if (varint(p, end, &pos, &key)) return -1;
+        uint64_t number = key >> 3, wire = key & 7;
+        if (wire == LEN) {
+            if (varint(p, end, &pos, &size) || size > end - pos) return -1;
+        } else if (wire == 0) {
+            if (varint(p, end, &pos, &value)) return -1;
+        } else if (wire == 1 || wire == 5) {
+            size = wire == 1 ? 8 : 4;
+            if (size > end - pos) return -1;
+        } else {
+            return -1;
+        }
+        int kind = number < NUMBERS && wire == LEN ? schema->field[type][number] : OTHER;
+        schema->path[depth][0] = type;
+        schema->path[depth][1] = (int)number;
+        if (kind == TEXT && !utf8(p + pos, (size_t)size)) {
+            schema->depth = depth + 1;
+            return 1;
+        }
+        if (kind >= 0) {
+            schema->total += schema->cost[kind];
+            int found = check_text(schema, p, pos, pos + (size_t)size, kind, depth + 1);
+            if (found) return found;
+        }
+        pos += (size_t)size;
+    }
+    return 0;
+}
+
+/* check(data, fields, costs) -> (path, cost): path is None, or the ((type, number), ...)
+ * path to a text field that is not UTF-8 (the walk stops there); cost is the sum of the
+ * costs of the messages walked. fields: (type, number, child type or -1 for text) triples;
+ * type 0: the model; costs: bytes per message of each type (uint64 array).
+ * Raises ValueError when the bytes are not a protobuf message. */
+static PyObject *py_check(PyObject *self, PyObject *args) {
+    Py_buffer data, costs;
+    PyObject *fields, *result = NULL, *path = NULL;
+    Schema schema;
+    if (!PyArg_ParseTuple(args, "y*Oy*", &data, &fields, &costs)) return NULL;
+    memset(&schema, 0, sizeof schema);
+    PyObject *items = PySequence_Fast(fields, "fields must be a sequence");
+    if (!items) goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    schema.types = 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int type, number, child;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &type, &number, &child))
+            break;
+        if (type < 0 || type > 1000 || child > 1000 || child < TEXT) {
+            PyErr_SetString(PyExc_ValueError, "fields: a type out of range");
+            break;
+        }
+        if (type + 1 > schema.types) schema.types = type + 1;
+        if (child + 1 > schema.types) schema.types = child + 1;
+    }
+    if (!PyErr_Occurred() && (size_t)costs.len < schema.types * sizeof(uint64_t))
+        PyErr_SetString(PyExc_ValueError, "costs: one per type");
+    if (PyErr_Occurred()) goto release;
+    schema.cost = costs.buf;
+    schema.field = PyMem_RawMalloc(sizeof(*schema.field) * schema.types);
+    if (!schema.field) {
+        PyErr_NoMemory();
+        goto release;
+    }
+    memset(schema.field, OTHER, sizeof(*schema.field) * schema.types);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int type, number, child;
+        PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &type, &number, &child);
+        if (number > 0 && number < NUMBERS) schema.field[type][number] = (signed char)child;
+    }
+    int found;
+    Py_BEGIN_ALLOW_THREADS
+    found = check_text(&schema, data.buf, 0, (size_t)data.len, 0, 0);
+    Py_END_ALLOW_THREADS
+    if (found < 0) {
+        PyErr_SetString(PyExc_ValueError, "a field runs past the end of its message");
+    } else if (found == 0) {
+        result = Py_BuildValue("(OK)", Py_None, (unsigned long long)schema.total);
+    } else {
+        path = PyTuple_New(schema.depth);
+        for (int i = 0; path && i < schema.depth; i++) {
+            PyObject *step = Py_BuildValue("(ii)", schema.path[i][0], schema.path[i][1]);
+            if (!step) Py_CLEAR(path);
+            else PyTuple_SET_ITEM(path, i, step);
+        }
+        if (path) result = Py_BuildValue("(NK)", path, (unsigned long long)schema.total);
+    }
+    PyMem_RawFree(schema.field);
+release:
+    Py_DECREF(items);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&costs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"strip", py_strip, METH_VARARGS, "A serialized ModelProto without its large tensors' data."},
+    {"check", py_check, METH_VARARGS, "A text field that is not UTF-8, and the messages' cost."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_onnx_strip",

@@ -51,14 +51,16 @@ from memplan.errors import ProblemError
 from memplan.frontends.onnx_types import ELEMENT_BITS
 
 try:
+    from memplan.frontends._onnx_strip import check as _kernel_check
     from memplan.frontends._onnx_strip import strip as _kernel_strip
-except ImportError:  # the optional extension is not built: the walk runs in Python
-    _kernel_strip = None
+except ImportError:  # the optional extension is not built: the walks run in Python
+    _kernel_strip = _kernel_check = None
 
 INLINE = 1024  # bytes: a message this small is kept whole (onnx's own external-data threshold)
 SHAPE_VALUES = 1024  # elements: the longest integer vector kept for shape inference
 EXTERNAL_VALUES = 1 << 26  # bytes: all the values read from external data, at most
 MAX_DEPTH = 100  # messages nested in one another, at most (protobuf's own limit)
+PARSED_FACTOR, PARSED_EXTRA = 32, 1 << 28  # a model parsed takes at most 32 x its file + 256 MiB
 VARINT, I64, LEN, I32 = 0, 1, 2, 5  # protobuf wire types
 
 MODEL, GRAPH, NODE, ATTRIBUTE, TENSOR, FUNCTION = (
@@ -445,6 +447,79 @@ def _strip_bytes(data) -> bytes:
         raise _Corrupt(str(error)) from None
 
 
+def _schema() -> tuple[list, tuple, bytes]:
+    """The tables of the kernel's ``check``: every message type a model holds (the model
+    first); its text and message fields as ``(type, number, child type or -1 for text)``;
+    and what one message of each type costs parsed (about 64 bytes and 8 a field)."""
+    from array import array
+
+    from google.protobuf.descriptor import FieldDescriptor
+
+    types, rows = [ModelProto.DESCRIPTOR], []
+    for descriptor in types:  # grows while it is walked: breadth first
+        for field in descriptor.fields:
+            if field.type == FieldDescriptor.TYPE_STRING:
+                rows.append((types.index(descriptor), field.number, -1))
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                if field.message_type not in types:
+                    types.append(field.message_type)
+                rows.append((types.index(descriptor), field.number,
+                             types.index(field.message_type)))
+    costs = array("Q", (64 + 8 * len(descriptor.fields) for descriptor in types))
+    return types, tuple(rows), costs.tobytes()
+
+
+def _bytes_text(message, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The path to a text field of ``message`` that protobuf left as bytes (not UTF-8)."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field, value in message.ListFields():
+        items = value if _repeated(field) else [value]
+        if field.type == FieldDescriptor.TYPE_STRING:
+            if any(type(item) is bytes for item in items):
+                return (*path, field.name)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for item in items:
+                found = _bytes_text(item, (*path, field.name))
+                if found:
+                    return found
+    return None
+
+
+def _refuse_text(path, source: str | None) -> None:
+    if path:
+        raise ProblemError(f"field {'.'.join(path)}: text that is not UTF-8", file=source)
+
+
+def _check(data: bytes, size: int, source: str | None) -> None:
+    """Refuse ``data`` (a model without weights, from a file of ``size`` bytes) before
+    protobuf parses it: a text field that is not UTF-8 (ONNX's schema is proto2, whose text
+    protobuf does not check: it would come back as bytes and surface as a name anywhere
+    later), or more than ``PARSED_FACTOR * size + PARSED_EXTRA`` bytes once parsed (a file
+    of empty messages: two bytes each in the file, a hundred and more parsed)."""
+    if _kernel_check is None:
+        return  # the text is checked after parsing (`_bytes_text`); memory is not bounded
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = _schema()
+    types, rows, costs = _SCHEMA
+    try:
+        found, cost = _kernel_check(data, rows, costs)
+    except ValueError as error:
+        raise _Corrupt(str(error)) from None
+    _refuse_text(found and tuple(types[kind].fields_by_number[number].name
+                                 for kind, number in found), source)
+    parsed = cost + 8 * len(data)
+    if parsed > PARSED_FACTOR * size + PARSED_EXTRA:
+        raise ProblemError(f"not planned: its messages would take about {parsed >> 20} MiB "
+                           f"once parsed, more than {PARSED_FACTOR} times the file's "
+                           f"{size} bytes + {PARSED_EXTRA >> 20} MiB (a file of empty "
+                           f"messages?)", file=source)
+
+
+_SCHEMA: tuple[list, tuple, bytes] | None = None
+
+
 def load_weightless(model: str | os.PathLike | bytes | ModelProto
                     ) -> tuple[ModelProto, str | None]:
     """``(model without its weights' data, source)``: see the module docstring.
@@ -453,16 +528,18 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     Raises `ProblemError` naming the file when it cannot be read or parsed.
     """
     if isinstance(model, ModelProto):
-        return weightless_copy(model), None
+        proto = weightless_copy(model)
+        _refuse_text(_bytes_text(proto), None)
+        return proto, None
     source = None if isinstance(model, bytes) else os.fspath(model)
     try:
         if isinstance(model, bytes):
-            stripped = _strip_bytes(model)
+            size, stripped = len(model), _strip_bytes(model)
         else:
             with open_regular(source, "the model", source) as handle:
-                stripped = _strip_file(handle)
+                size, stripped = os.fstat(handle.fileno()).st_size, _strip_file(handle)
+        _check(stripped, size, source)
         proto = ModelProto.FromString(stripped)
-        del stripped
     except ProblemError:
         raise
     except OSError as error:
@@ -471,6 +548,9 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     except Exception as error:  # _Corrupt, protobuf's DecodeError and friends
         raise ProblemError(f"not a readable ONNX model (truncated or corrupted?): {error}",
                            file=source) from None
+    del stripped
+    if _kernel_check is None:
+        _refuse_text(_bytes_text(proto), source)
     proto.DiscardUnknownFields()
     read_shape_constants(proto, source)
     return proto, source
