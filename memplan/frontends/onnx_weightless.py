@@ -310,7 +310,7 @@ def _external_values(tensor: TensorProto, source: str) -> bytes:
         try:
             handle.seek(offset)
             data = handle.read(size)
-        except (OSError, OverflowError) as error:
+        except (OSError, OverflowError, ValueError) as error:  # an offset past 2^63
             raise ProblemError(f"{what} {path!r}: cannot read {size} bytes at offset "
                                f"{offset}: {getattr(error, 'strerror', None) or error}",
                                file=source) from None
@@ -528,9 +528,11 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     Raises `ProblemError` naming the file when it cannot be read or parsed.
     """
     if isinstance(model, ModelProto):
-        proto = weightless_copy(model)
-        _refuse_text(_bytes_text(proto), None)
-        return proto, None
+        try:
+            return weightless_copy(model), None
+        except UnicodeError:  # a text field parsed from bytes that are not UTF-8
+            _refuse_text(_bytes_text(model), None)
+            raise
     source = None if isinstance(model, bytes) else os.fspath(model)
     try:
         if isinstance(model, bytes):
