@@ -25,7 +25,7 @@ copies of it, shape inference's serialised input), so:
 
 Dims, element types, names and external-data references stay, so shape
 inference, and so the plan, are those of the full model. Sparse initializers
-and training information are kept whole; fields unknown to ONNX are dropped.
+and training information are kept whole.
 Cost: one pass over the file's bytes outside large tensors' data; memory
 about 8 bytes per kept value or dimension on top of the file's own size
 (docs/reference/formats.md, "Reading untrusted files").
@@ -550,11 +550,12 @@ def load_weightless(model: str | os.PathLike | bytes | ModelProto
     except Exception as error:  # _Corrupt, protobuf's DecodeError and friends
         raise ProblemError(f"not a readable ONNX model (truncated or corrupted?): {error}",
                            file=source) from None
+    external = b"location" in stripped  # no tensor names a file otherwise: no walk
     del stripped
     if _kernel_check is None:
         _refuse_text(_bytes_text(proto), source)
-    proto.DiscardUnknownFields()
-    read_shape_constants(proto, source)
+    if external:
+        read_shape_constants(proto, source)
     return proto, source
 
 
