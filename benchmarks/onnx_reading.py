@@ -13,13 +13,15 @@ parse, the shape constants), each in a process of its own after its imports;
 and the reader's peak memory growth over the process's resident memory after
 imports (Linux: the peak reset through ``/proc/self/clear_refs``, read as ``VmHWM``). The
 target: at most twice onnx.load's seconds on a model without large tensors.
-Prints a markdown table.
+``--baseline DIR`` also times the memplan found in DIR (a checkout of an
+earlier version), side by side. Prints a markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -105,9 +107,12 @@ def write_files(folder: Path) -> dict[str, Path]:
     return paths
 
 
-def measure(mode: str, path: Path, repeat: int) -> dict:
+def measure(mode: str, path: Path, repeat: int, code: Path | None = None) -> dict:
+    """One reader's figures on ``path``, in a process of its own (``code``: memplan's folder)."""
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
     run = subprocess.run([sys.executable, "-c", MEASURE, mode, str(path), str(repeat)],
-                         capture_output=True, text=True, check=True, timeout=3600)
+                         capture_output=True, text=True, check=True, timeout=3600, env=env,
+                         cwd=code)
     return json.loads(run.stdout)
 
 
@@ -117,20 +122,27 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="runs per file; the least counts")
     parser.add_argument("--folder", type=Path, default=None, help="where the files go")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also time the memplan in this folder (an earlier checkout)")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(dir=args.folder))
     try:
+        extra = " baseline ms | baseline peak growth MB |" if args.baseline else ""
         print("| file | MB | onnx.load ms | memplan ms | ratio | memplan peak growth MB | "
-              "growth / file | memplan |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+              f"growth / file | memplan |{extra}")
+        print("| --- " * (8 + 2 * bool(args.baseline)) + "|")
         for name, path in write_files(folder).items():
             size = path.stat().st_size
             reference, ours = measure("onnx", path, args.repeat), measure("memplan", path,
                                                                           args.repeat)
-            print(f"| {name} | {size / 1e6:.1f} | {reference['seconds'] * 1e3:.2f} | "
-                  f"{ours['seconds'] * 1e3:.2f} | {ours['seconds'] / reference['seconds']:.2f} | "
-                  f"{ours['growth'] / 1e6:.0f} | {ours['growth'] / size:.2f} | "
-                  f"{ours['outcome']} |")
+            row = (f"| {name} | {size / 1e6:.1f} | {reference['seconds'] * 1e3:.2f} | "
+                   f"{ours['seconds'] * 1e3:.2f} | {ours['seconds'] / reference['seconds']:.2f}"
+                   f" | {ours['growth'] / 1e6:.0f} | {ours['growth'] / size:.2f} | "
+                   f"{ours['outcome']} |")
+            if args.baseline:
+                before = measure("memplan", path, args.repeat, args.baseline.resolve())
+                row += f" {before['seconds'] * 1e3:.2f} | {before['growth'] / 1e6:.0f} |"
+            print(row)
     finally:
         shutil.rmtree(folder)
     return 0
