@@ -33,6 +33,17 @@ from onnx import TensorProto, helper, numpy_helper
 
 from memplan.frontends.onnx_weightless import encode_varint
 
+# Python run in a child after its imports: ``growth()`` is the peak memory since, in bytes.
+PEAK = """
+def status(key):  # kB
+    return next(int(line.split()[1]) for line in open("/proc/self/status")
+                if line.startswith(key + ":"))
+with open("/proc/self/clear_refs", "w") as handle:
+    handle.write("5")  # the peak (VmHWM) back to the memory now, past the imports' peak
+before = status("VmRSS")
+def growth():
+    return (status("VmHWM") - before) * 1024
+"""
 MEASURE = """
 import json, sys, time
 mode, path, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -42,12 +53,7 @@ if mode == "onnx":
 else:
     from memplan.frontends.onnx_graph import load_graph
     read = lambda: load_graph(path)
-def status(key):  # kB
-    return next(int(line.split()[1]) for line in open("/proc/self/status")
-                if line.startswith(key + ":"))
-with open("/proc/self/clear_refs", "w") as handle:
-    handle.write("5")  # the peak (VmHWM) back to the memory now, past the imports' peak
-before = status("VmRSS")
+""" + PEAK + """
 best = float("inf")
 for _ in range(repeat):
     start = time.process_time()
@@ -57,8 +63,7 @@ for _ in range(repeat):
     except Exception as error:
         outcome = type(error).__name__
     best = min(best, time.process_time() - start)
-growth = status("VmHWM") - before
-print(json.dumps({"seconds": best, "growth": growth * 1024, "outcome": outcome}))
+print(json.dumps({"seconds": best, "growth": growth(), "outcome": outcome}))
 """
 
 

@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from benchmarks.onnx_reading import PEAK
 from memplan import ProblemError
 from memplan.cli import main
 from memplan.frontends import onnx_weightless
@@ -333,26 +333,20 @@ def test_text_that_is_not_utf8_is_refused_naming_the_field(monkeypatch, where, k
 
 
 # ------------------------------------------------------------------ bounded memory
-GROWTH = textwrap.dedent("""
-    import json, sys
-    from memplan.errors import ProblemError
-    from memplan.frontends import onnx_weightless
-    from memplan.frontends.onnx_graph import load_graph
-    onnx_weightless.PARSED_EXTRA = 0  # the bound without its constant: k x the file only
-    def status(key):  # kB
-        return next(int(line.split()[1]) for line in open("/proc/self/status")
-                    if line.startswith(key + ":"))
-    with open("/proc/self/clear_refs", "w") as handle:
-        handle.write("5")  # the peak (VmHWM) back to the memory now, past the imports' peak
-    before = status("VmRSS")
-    try:
-        load_graph(sys.argv[1])
-        refused = None
-    except ProblemError as error:
-        refused = str(error)
-    growth = status("VmHWM") - before
-    print(json.dumps({"growth": growth * 1024, "refused": refused}))
-""")
+GROWTH = """
+import json, sys
+from memplan.errors import ProblemError
+from memplan.frontends import onnx_weightless
+from memplan.frontends.onnx_graph import load_graph
+onnx_weightless.PARSED_EXTRA = 0  # the bound without its constant: k x the file only
+""" + PEAK + """
+try:
+    load_graph(sys.argv[1])
+    refused = None
+except ProblemError as error:
+    refused = str(error)
+print(json.dumps({"growth": growth(), "refused": refused}))
+"""
 
 
 def crafted(kind: str, size: int) -> bytes:
