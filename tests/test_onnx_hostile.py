@@ -180,6 +180,25 @@ def test_an_integer_lookup_table_is_a_weight_not_a_shape(tmp_path):
     assert size(problem, "g") == 4096 * 8
 
 
+@pytest.mark.parametrize("weights", ["exclude", "region"])
+def test_an_integer_table_in_a_constant_node_is_a_weight_too(weights):
+    table = numpy_helper.from_array(np.arange(5000, dtype=np.int64), "value")
+    model = opset17(helper.make_graph(
+        [helper.make_node("Constant", [], ["table"], value=table),
+         helper.make_node("Gather", ["table", "x"], ["g"]),
+         helper.make_node("Shape", ["table"], ["length"]),
+         helper.make_node("Expand", ["x", "length"], ["e"])], "constant",
+        [helper.make_tensor_value_info("x", I64, [1])],
+        [helper.make_tensor_value_info(n, I64, None) for n in ("g", "e")]))
+    kept = load_graph(model)[0].graph.node[0].attribute[0].t
+    assert list(kept.dims) == [5000] and not kept.raw_data
+    problem = from_onnx(model, weights=weights)
+    assert size(problem, "g") == 8 and size(problem, "e") == 8 * 5000  # the length is known
+    assert (weights == "region") == ("table" in problem.ids)
+    if weights == "region":
+        assert size(problem, "table") == 8 * 5000
+
+
 def test_a_long_integer_input_gets_its_shapes_from_its_length():
     model = opset17(helper.make_graph(
         [helper.make_node("Gather", ["t", "x"], ["g"]), helper.make_node("Neg", ["t"], ["n"])],

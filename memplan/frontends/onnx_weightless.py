@@ -351,38 +351,65 @@ def _length_symbol(name: str) -> str:
     return f"memplan:length of {name}"
 
 
+def _unread_constant(node: NodeProto) -> TensorProto | None:
+    """The value of a ``Constant`` node that is an integer vector of unread values."""
+    if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
+        for attribute in node.attribute:
+            if attribute.name == "value" and _unread_vector(attribute.t):
+                return attribute.t
+    return None
+
+
+def _vectors(model: ModelProto) -> dict[str, TensorProto]:
+    """Tensor name -> value, of the integer vectors of unread values (initializers and
+    ``Constant`` nodes of the main graph)."""
+    found = {t.name: t for t in model.graph.initializer if _unread_vector(t)}
+    for node in model.graph.node:
+        value = _unread_constant(node)
+        if value is not None:
+            found[node.output[0]] = value
+    return found
+
+
+def _value_info(name: str, tensor: TensorProto, value) -> None:
+    """Make ``value`` (a ValueInfoProto) say ``name`` is of ``tensor``'s type and dims."""
+    value.name = name
+    value.type.tensor_type.elem_type = tensor.data_type
+    value.type.tensor_type.shape.SetInParent()
+    for dim in tensor.dims:
+        value.type.tensor_type.shape.dim.add().dim_value = dim
+
+
 def for_shape_inference(model: ModelProto) -> ModelProto:
     """``model`` as ONNX's shape inference should see it: no long integer vector.
 
-    ONNX's data propagation parses every INT32/INT64 vector initializer that a
-    shape-computing operator reads (a Gather's lookup table too) and fails on
-    one without its data; and it makes about 70 bytes per element of a graph
-    input's vector of known length. So an integer vector of unread values
-    becomes a graph input, and every long integer vector input (more than
-    `SHAPE_VALUES` elements) gets a symbolic length, which `as_given` puts
-    back: a shape inferred for any length holds for the real one, and a shape
-    computed from the values is unknown, refused by name, never wrong. A copy
-    when anything changes, else ``model``.
+    ONNX's data propagation parses every INT32/INT64 vector initializer or
+    ``Constant`` that a shape-computing operator reads (a Gather's lookup table
+    too) and fails on one without its data; and it makes about 70 bytes per
+    element of a graph input's vector of known length. So an integer vector of
+    unread values becomes a graph input, and every long integer vector input
+    (more than `SHAPE_VALUES` elements) gets a symbolic length, which
+    `as_given` puts back: a shape inferred for any length holds for the real
+    one, and a shape computed from the values is unknown, refused by name,
+    never wrong. A copy when anything changes, else ``model``.
     """
-    graph = model.graph
-    hidden = [t for t in graph.initializer if _unread_vector(t)]
-    inputs = {value.name for value in graph.input}
-    long_inputs = [v for v in graph.input if _long_vector(v.type)]
-    if not hidden and not long_inputs:
+    vectors = _vectors(model)
+    if not vectors and not any(_long_vector(v.type) for v in model.graph.input):
         return model
     shown = ModelProto()
     shown.CopyFrom(model)
-    for tensor in hidden:
-        if tensor.name not in inputs:
-            value = shown.graph.input.add(name=tensor.name)
-            value.type.tensor_type.elem_type = tensor.data_type
-            value.type.tensor_type.shape.SetInParent()
-            for dim in tensor.dims:
-                value.type.tensor_type.shape.dim.add().dim_value = dim
-    kept = [t for t in shown.graph.initializer if not _unread_vector(t)]
-    del shown.graph.initializer[:]
-    shown.graph.initializer.extend(kept)
-    for value in shown.graph.input:
+    graph = shown.graph
+    inputs = {value.name for value in graph.input}
+    for name, tensor in vectors.items():
+        if name not in inputs:
+            _value_info(name, tensor, graph.input.add())
+    kept = [t for t in graph.initializer if t.name not in vectors]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    nodes = [node for node in graph.node if _unread_constant(node) is None]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    for value in graph.input:
         if _long_vector(value.type):
             value.type.tensor_type.shape.dim[0].dim_param = _length_symbol(value.name)
     return shown
@@ -395,20 +422,23 @@ def _long_vector(value_type) -> bool:
 
 
 def as_given(inferred: ModelProto, model: ModelProto) -> ModelProto:
-    """``inferred`` (of `for_shape_inference`'s model) with ``model``'s inputs, initializers
-    and vector lengths."""
-    if inferred.graph.input == model.graph.input and \
-            inferred.graph.initializer == model.graph.initializer:
+    """``inferred`` (of `for_shape_inference`'s model) with ``model``'s inputs,
+    initializers, nodes and vector lengths."""
+    vectors = _vectors(model)
+    if not vectors and not any(_long_vector(v.type) for v in model.graph.input):
         return inferred
-    lengths = {_length_symbol(t.name): t.dims[0] for t in model.graph.initializer
-               if _unread_vector(t) and t.dims}
+    lengths = {_length_symbol(name): t.dims[0] for name, t in vectors.items() if t.dims}
     lengths.update((_length_symbol(v.name), v.type.tensor_type.shape.dim[0].dim_value)
                    for v in model.graph.input if _long_vector(v.type))
-    del inferred.graph.input[:]
-    inferred.graph.input.extend(model.graph.input)
-    del inferred.graph.initializer[:]
-    inferred.graph.initializer.extend(model.graph.initializer)
-    pending = [inferred.graph]
+    graph = inferred.graph
+    for field in ("input", "initializer", "node"):
+        del getattr(graph, field)[:]
+        getattr(graph, field).extend(getattr(model.graph, field))
+    for node in model.graph.node:
+        value = _unread_constant(node)
+        if value is not None:
+            _value_info(node.output[0], value, graph.value_info.add())
+    pending = [graph]
     while pending:
         graph = pending.pop()
         for value in (*graph.value_info, *graph.output):
