@@ -33,13 +33,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_weightless import as_given, for_shape_inference, load_weightless
+from memplan.frontends.onnx_weightless import (
+    as_given,
+    for_shape_inference,
+    load_weightless,
+    open_regular,
+)
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Deterministic-looking in shape, but random in value: never folded as constants.
@@ -68,7 +72,8 @@ def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProt
     else:
         source = str(model)
         try:
-            data = Path(model).read_bytes()
+            with open_regular(source, "the model", source) as handle:
+                data = handle.read()
         except OSError as error:
             raise ProblemError(f"cannot read the model: {error.strerror or error}",
                                file=source) from None
