@@ -199,6 +199,17 @@ def test_an_integer_table_in_a_constant_node_is_a_weight_too(weights):
         assert size(problem, "table") == 8 * 5000
 
 
+def test_a_models_own_symbol_never_gets_a_vectors_length():
+    model = opset17(helper.make_graph(
+        [helper.make_node("Neg", ["t"], ["n"]), helper.make_node("NonZero", ["x"], ["z"])],
+        "symbols", [helper.make_tensor_value_info("t", I64, [1 << 12]),
+                    helper.make_tensor_value_info("x", I64, [4])],
+        [helper.make_tensor_value_info("n", I64, None),
+         helper.make_tensor_value_info("z", I64, [1, "memplan:length of t"])]))
+    with pytest.raises(ProblemError, match="'z'.*memplan:length of t"):
+        from_onnx(model)  # NonZero's count is unknown: the symbol stays one
+
+
 def test_a_long_integer_input_gets_its_shapes_from_its_length():
     model = opset17(helper.make_graph(
         [helper.make_node("Gather", ["t", "x"], ["g"]), helper.make_node("Neg", ["t"], ["n"])],

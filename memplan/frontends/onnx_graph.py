@@ -38,12 +38,8 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_weightless import (
-    as_given,
-    for_shape_inference,
-    load_weightless,
-    open_regular,
-)
+from memplan.frontends.onnx_vectors import as_given, for_shape_inference
+from memplan.frontends.onnx_weightless import load_weightless, open_regular
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Deterministic-looking in shape, but random in value: never folded as constants.
