@@ -3,15 +3,17 @@
 Untrusted files come in, so loading is defensive:
 
 - `load_graph` reads the model without its weights' data (`onnx_weightless`:
-  only the few integer constants shape inference reads keep their values,
-  read alone from the file or from external data in the model's folder);
-  `load_model` parses it whole, for running it. Neither opens any other
-  path named inside the model; a truncated or corrupted file, or one that is
-  not an ONNX model, raises `ProblemError` naming the file;
+  only tensors of at most 1 KiB and integer vectors of at most 1024 elements
+  keep their values, read alone from the file or from external data in the
+  model's folder); `load_model` parses it whole, for running it. Neither
+  opens any other path named inside the model, nor any file that is not a
+  regular one; a truncated or corrupted file, or one that is not an ONNX
+  model, raises `ProblemError` naming the file;
 - `bind_dims` writes the user's values for symbolic dimensions into the
   graph inputs, so that shape inference propagates concrete shapes;
 - `infer` runs ONNX shape inference (strict by default: an inconsistent model
-  is refused rather than planned with a wrong size).
+  is refused rather than planned with a wrong size), long integer vectors
+  out of its data propagation's way (`onnx_vectors`).
 
 `analyze` walks the nodes once, in their order (the schedule):
 
