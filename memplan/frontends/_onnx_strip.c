@@ -328,33 +328,31 @@ static int check_text(Schema *schema, const unsigned char *p, size_t pos, size_t
 
 /* check(data, fields, costs) -> (path, cost): path is None, or the ((type, number), ...)
  * path to a text field that is not UTF-8 (the walk stops there); cost is the sum of the
- * costs of the messages walked. fields: (type, number, child type or -1 for text) triples;
- * type 0: the model; costs: bytes per message of each type (uint64 array).
- * Raises ValueError when the bytes are not a protobuf message. */
+ * costs of the messages walked. fields: int16 triples (type, number, child type or -1 for
+ * text), type 0 the model; costs: bytes per message of each type (uint64). Both arrays
+ * are built once by Python. Raises ValueError when the bytes are not a protobuf message. */
 static PyObject *py_check(PyObject *self, PyObject *args) {
-    Py_buffer data, costs;
-    PyObject *fields, *result = NULL, *path = NULL;
+    Py_buffer data, fields, costs;
+    PyObject *result = NULL, *path = NULL;
     Schema schema;
-    if (!PyArg_ParseTuple(args, "y*Oy*", &data, &fields, &costs)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &fields, &costs)) return NULL;
     memset(&schema, 0, sizeof schema);
-    PyObject *items = PySequence_Fast(fields, "fields must be a sequence");
-    if (!items) goto done;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    const int16_t *rows = fields.buf;
+    Py_ssize_t count = fields.len / (Py_ssize_t)(3 * sizeof(int16_t));
     schema.types = 1;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int type, number, child;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &type, &number, &child))
-            break;
-        if (type < 0 || type > 1000 || child > 1000 || child < TEXT) {
+        int type = rows[3 * i], child = rows[3 * i + 2];
+        if (type < 0 || child < TEXT) {
             PyErr_SetString(PyExc_ValueError, "fields: a type out of range");
-            break;
+            goto release;
         }
         if (type + 1 > schema.types) schema.types = type + 1;
         if (child + 1 > schema.types) schema.types = child + 1;
     }
-    if (!PyErr_Occurred() && (size_t)costs.len < schema.types * sizeof(uint64_t))
+    if ((size_t)costs.len < schema.types * sizeof(uint64_t)) {
         PyErr_SetString(PyExc_ValueError, "costs: one per type");
-    if (PyErr_Occurred()) goto release;
+        goto release;
+    }
     schema.cost = costs.buf;
     schema.field = PyMem_RawMalloc(sizeof(*schema.field) * schema.types);
     if (!schema.field) {
@@ -363,9 +361,9 @@ static PyObject *py_check(PyObject *self, PyObject *args) {
     }
     memset(schema.field, OTHER, sizeof(*schema.field) * schema.types);
     for (Py_ssize_t i = 0; i < count; i++) {
-        int type, number, child;
-        PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "iii", &type, &number, &child);
-        if (number > 0 && number < NUMBERS) schema.field[type][number] = (signed char)child;
+        int number = rows[3 * i + 1];
+        if (number > 0 && number < NUMBERS)
+            schema.field[rows[3 * i]][number] = (signed char)rows[3 * i + 2];
     }
     int found;
     Py_BEGIN_ALLOW_THREADS
@@ -386,9 +384,8 @@ static PyObject *py_check(PyObject *self, PyObject *args) {
     }
     PyMem_RawFree(schema.field);
 release:
-    Py_DECREF(items);
-done:
     PyBuffer_Release(&data);
+    PyBuffer_Release(&fields);
     PyBuffer_Release(&costs);
     return result;
 }

@@ -60,6 +60,7 @@ INLINE = 1024  # bytes: a message this small is kept whole (onnx's own external-
 SHAPE_VALUES = 1024  # elements: the longest integer vector kept for shape inference
 EXTERNAL_VALUES = 1 << 26  # bytes: all the values read from external data, at most
 MAX_DEPTH = 100  # messages nested in one another, at most (protobuf's own limit)
+SMALL_FILE = 1 << 20  # bytes: a model file this small is read whole, a larger one mapped
 PARSED_FACTOR, PARSED_EXTRA = 32, 1 << 28  # a model parsed takes at most 32 x its file + 256 MiB
 VARINT, I64, LEN, I32 = 0, 1, 2, 5  # protobuf wire types
 
@@ -348,8 +349,10 @@ def _strip_file(handle: BinaryIO) -> bytes:
     import mmap
 
     end = os.fstat(handle.fileno()).st_size
-    if _kernel_strip is None or end == 0:  # mmap refuses an empty file
+    if _kernel_strip is None:
         return _stripped(handle, MODEL, end)
+    if end <= SMALL_FILE:  # read whole: cheaper than a mapping
+        return _strip_bytes(handle.read(end))
     with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         return _strip_bytes(data)
 
@@ -368,10 +371,11 @@ def _strip_bytes(data) -> bytes:
         raise _Corrupt(str(error)) from None
 
 
-def _schema() -> tuple[list, tuple, bytes]:
+def _schema() -> tuple[list, bytes, bytes]:
     """The tables of the kernel's ``check``: every message type a model holds (the model
-    first); its text and message fields as ``(type, number, child type or -1 for text)``;
-    and what one message of each type costs parsed (about 64 bytes and 8 a field)."""
+    first); its text and message fields as int16 ``(type, number, child type or -1 for
+    text)`` triples; and what one message of each type costs parsed (about 64 bytes and 8
+    a field), as uint64."""
     from array import array
 
     from google.protobuf.descriptor import FieldDescriptor
@@ -387,7 +391,7 @@ def _schema() -> tuple[list, tuple, bytes]:
                 rows.append((types.index(descriptor), field.number,
                              types.index(field.message_type)))
     costs = array("Q", (64 + 8 * len(descriptor.fields) for descriptor in types))
-    return types, tuple(rows), costs.tobytes()
+    return types, array("h", (n for row in rows for n in row)).tobytes(), costs.tobytes()
 
 
 def _bytes_text(message, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
@@ -438,7 +442,7 @@ def _check(data: bytes, size: int, source: str | None) -> None:
                            f"messages?)", file=source)
 
 
-_SCHEMA: tuple[list, tuple, bytes] | None = None
+_SCHEMA: tuple[list, bytes, bytes] | None = None
 
 
 def load_weightless(model: str | os.PathLike | bytes | ModelProto
