@@ -336,6 +336,23 @@ def test_the_walk_refuses_deep_nesting_and_bad_wire_types(monkeypatch):
                     load_graph(data)
 
 
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_corrupted_file_is_refused_naming_the_field(monkeypatch, kernel):
+    data = mlp().SerializeToString()
+    cut = data[:len(data) // 2]  # inside the weight's data, inside the graph
+    at = data.index(b"\x22\x06MatMul")  # a node's op_type, made to run past its node
+    bent = data[:at] + b"\x22\x7f" + data[at + 2:]
+    if not kernel:
+        monkeypatch.setattr(onnx_weightless, "_kernel_strip", None)
+        monkeypatch.setattr(onnx_weightless, "_kernel_check", None)
+    with pytest.raises(ProblemError, match="not a readable ONNX model" + (
+            ".*field graph: " if kernel else "")):
+        load_graph(cut)
+    with pytest.raises(ProblemError, match="not a readable ONNX model" + (
+            ".*field graph.node.op_type: " if kernel else "")):
+        load_graph(bent)
+
+
 def test_fields_unknown_to_onnx_change_nothing():
     data = field(100, 0, b"\x01") * 1000 + mlp().SerializeToString()
     assert problem_to_dict(from_onnx(data)) == problem_to_dict(from_onnx(mlp()))

@@ -294,11 +294,17 @@ static int utf8(const unsigned char *p, size_t n) {
 /* 0: every text field is UTF-8; 1: one is not (its path in schema->path); -1: corrupted. */
 static int check_text(Schema *schema, const unsigned char *p, size_t pos, size_t end, int type,
                       int depth) {
+    schema->depth = depth;
     if (depth >= 128) return -1;
     while (pos < end) {
         uint64_t key, size = 0, value;
+        schema->depth = depth;
         if (varint(p, end, &pos, &key)) return -1;
         uint64_t number = key >> 3, wire = key & 7;
+        schema->path[depth][0] = type;
+        schema->path[depth][1] = number < NUMBERS ? (int)number : -1;
+        schema->depth = depth + 1;
+        if (number == 0) return -1;
         if (wire == LEN) {
             if (varint(p, end, &pos, &size) || size > end - pos) return -1;
         } else if (wire == 0) {
@@ -310,12 +316,7 @@ static int check_text(Schema *schema, const unsigned char *p, size_t pos, size_t
             return -1;
         }
         int kind = number < NUMBERS && wire == LEN ? schema->field[type][number] : OTHER;
-        schema->path[depth][0] = type;
-        schema->path[depth][1] = (int)number;
-        if (kind == TEXT && !utf8(p + pos, (size_t)size)) {
-            schema->depth = depth + 1;
-            return 1;
-        }
+        if (kind == TEXT && !utf8(p + pos, (size_t)size)) return 1;
         if (kind >= 0) {
             schema->total += schema->cost[kind];
             int found = check_text(schema, p, pos, pos + (size_t)size, kind, depth + 1);
@@ -326,11 +327,12 @@ static int check_text(Schema *schema, const unsigned char *p, size_t pos, size_t
     return 0;
 }
 
-/* check(data, fields, costs) -> (path, cost): path is None, or the ((type, number), ...)
- * path to a text field that is not UTF-8 (the walk stops there); cost is the sum of the
- * costs of the messages walked. fields: int16 triples (type, number, child type or -1 for
- * text), type 0 the model; costs: bytes per message of each type (uint64). Both arrays
- * are built once by Python. Raises ValueError when the bytes are not a protobuf message. */
+/* check(data, fields, costs) -> (finding, path, cost): finding is None, "text" (a text
+ * field that is not UTF-8) or "corrupt" (bytes that are no protobuf message); path the
+ * ((type, number), ...) fields down to it (number -1: one past the table), where the walk
+ * stopped; cost the sum of the costs of the messages walked. fields: int16 triples (type,
+ * number, child type or -1 for text), type 0 the model; costs: bytes per message of each
+ * type (uint64). Both arrays are built once by Python. */
 static PyObject *py_check(PyObject *self, PyObject *args) {
     Py_buffer data, fields, costs;
     PyObject *result = NULL, *path = NULL;
@@ -369,10 +371,8 @@ static PyObject *py_check(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     found = check_text(&schema, data.buf, 0, (size_t)data.len, 0, 0);
     Py_END_ALLOW_THREADS
-    if (found < 0) {
-        PyErr_SetString(PyExc_ValueError, "a field runs past the end of its message");
-    } else if (found == 0) {
-        result = Py_BuildValue("(OK)", Py_None, (unsigned long long)schema.total);
+    if (found == 0) {
+        result = Py_BuildValue("(OOK)", Py_None, Py_None, (unsigned long long)schema.total);
     } else {
         path = PyTuple_New(schema.depth);
         for (int i = 0; path && i < schema.depth; i++) {
@@ -380,7 +380,9 @@ static PyObject *py_check(PyObject *self, PyObject *args) {
             if (!step) Py_CLEAR(path);
             else PyTuple_SET_ITEM(path, i, step);
         }
-        if (path) result = Py_BuildValue("(NK)", path, (unsigned long long)schema.total);
+        if (path)
+            result = Py_BuildValue("(sNK)", found > 0 ? "text" : "corrupt", path,
+                                   (unsigned long long)schema.total);
     }
     PyMem_RawFree(schema.field);
 release:
@@ -392,7 +394,7 @@ release:
 
 static PyMethodDef methods[] = {
     {"strip", py_strip, METH_VARARGS, "A serialized ModelProto without its large tensors' data."},
-    {"check", py_check, METH_VARARGS, "A text field that is not UTF-8, and the messages' cost."},
+    {"check", py_check, METH_VARARGS, "A field not UTF-8 or not well-formed; the messages' cost."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_onnx_strip",

@@ -368,7 +368,7 @@ def _strip_bytes(data) -> bytes:
                              _KINDS.index(TENSOR), INLINE, SHAPE_VALUES, _KERNEL_BITS,
                              MAX_DEPTH)
     except ValueError as error:
-        raise _Corrupt(str(error)) from None
+        raise _corrupt(data, error) from None
 
 
 def _schema() -> tuple[list, bytes, bytes]:
@@ -416,6 +416,25 @@ def _refuse_text(path, source: str | None) -> None:
         raise ProblemError(f"field {'.'.join(path)}: text that is not UTF-8", file=source)
 
 
+def _walk(data) -> tuple[str | None, tuple[str, ...], int]:
+    """The kernel's ``check`` of ``data``: ``(finding, field path, cost of the messages)``."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = _schema()
+    types, rows, costs = _SCHEMA
+    finding, found, cost = _kernel_check(data, rows, costs)
+    path = tuple(getattr(types[kind].fields_by_number.get(number), "name", f"#{number}")
+                 for kind, number in found or ())  # #N: a field number unknown to ONNX
+    return finding, path, cost
+
+
+def _corrupt(data, error: Exception) -> _Corrupt:
+    """``error`` (bytes that are no protobuf message) with the field where it is, if found."""
+    finding, path, _ = _walk(data)
+    where = f"field {'.'.join(path)}: " if finding == "corrupt" and path else ""
+    return _Corrupt(f"{where}{error}")
+
+
 def _check(data: bytes, size: int, source: str | None) -> None:
     """Refuse ``data`` (a model without weights, from a file of ``size`` bytes) before
     protobuf parses it: a text field that is not UTF-8 (ONNX's schema is proto2, whose text
@@ -424,16 +443,10 @@ def _check(data: bytes, size: int, source: str | None) -> None:
     of empty messages: two bytes each in the file, a hundred and more parsed)."""
     if _kernel_check is None:
         return  # the text is checked after parsing (`_bytes_text`); memory is not bounded
-    global _SCHEMA
-    if _SCHEMA is None:
-        _SCHEMA = _schema()
-    types, rows, costs = _SCHEMA
-    try:
-        found, cost = _kernel_check(data, rows, costs)
-    except ValueError as error:
-        raise _Corrupt(str(error)) from None
-    _refuse_text(found and tuple(types[kind].fields_by_number[number].name
-                                 for kind, number in found), source)
+    finding, path, cost = _walk(data)
+    if finding == "corrupt":
+        raise _Corrupt(f"field {'.'.join(path) or 'model'}: not a well-formed message")
+    _refuse_text(path if finding == "text" else None, source)
     parsed = cost + 8 * len(data)
     if parsed > PARSED_FACTOR * size + PARSED_EXTRA:
         raise ProblemError(f"not planned: its messages would take about {parsed >> 20} MiB "
