@@ -64,13 +64,18 @@ __all__ = [
 
 def kernels() -> dict[str, bool]:
     """Which compiled C kernels are loaded: the exact planner's canonical search, the
-    heuristics' placement pass and their order search (without them plans come slower,
-    from Python, and the order search is the Python hill climb)."""
+    heuristics' placement pass and their order search, the ONNX reader's field walk
+    (without them plans come slower, from Python, the order search is the Python hill
+    climb, and the ONNX reader's memory bound is not checked). The ONNX one is only
+    found, not loaded: loading it imports onnx."""
+    from importlib.util import find_spec
+
     from memplan.heuristics import anneal, compiled_place
     from memplan.solver import canonical
 
     return {"canonical": canonical.available(), "placement": compiled_place.available(),
-            "search": anneal.compiled()}
+            "search": anneal.compiled(),
+            "onnx_reader": find_spec("memplan.frontends._onnx_strip") is not None}
 
 
 if not all(kernels().values()):  # once per process: the import runs once

@@ -212,7 +212,7 @@ def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
             options["dims"] = dict(dims)
         if alignment is not None:
             options["alignment"] = alignment
-        if not Path(path).is_file():  # the frontend may not say which file is missing
+        if not Path(path).exists():  # the frontend may not say which file is missing
             raise ProblemError("no such file", file=str(path))
     problem = frontends.load(path, **options)
     return problem if is_onnx or alignment is None else with_alignment(problem, alignment)

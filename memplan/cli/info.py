@@ -63,6 +63,6 @@ def kernel_line() -> str:
     """Whether the compiled kernels are loaded, for ``memplan info``."""
     missing = [name for name, loaded in memplan.kernels().items() if not loaded]
     if not missing:
-        return "compiled (canonical search, placement pass, order search)"
+        return "compiled (canonical search, placement pass, order search, ONNX reader)"
     return (f"not loaded: {', '.join(missing)} (plans are the same, slower; "
             f"reinstall with a C compiler)")

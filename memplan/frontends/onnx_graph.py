@@ -3,15 +3,17 @@
 Untrusted files come in, so loading is defensive:
 
 - `load_graph` reads the model without its weights' data (`onnx_weightless`:
-  only the few integer constants shape inference reads keep their values,
-  read alone from the file or from external data in the model's folder);
-  `load_model` parses it whole, for running it. Neither opens any other
-  path named inside the model; a truncated or corrupted file, or one that is
-  not an ONNX model, raises `ProblemError` naming the file;
+  only tensors of at most 1 KiB and integer vectors of at most 1024 elements
+  keep their values, read alone from the file or from external data in the
+  model's folder); `load_model` parses it whole, for running it. Neither
+  opens any other path named inside the model, nor any file that is not a
+  regular one; a truncated or corrupted file, or one that is not an ONNX
+  model, raises `ProblemError` naming the file;
 - `bind_dims` writes the user's values for symbolic dimensions into the
   graph inputs, so that shape inference propagates concrete shapes;
 - `infer` runs ONNX shape inference (strict by default: an inconsistent model
-  is refused rather than planned with a wrong size).
+  is refused rather than planned with a wrong size), long integer vectors
+  out of its data propagation's way (`onnx_vectors`).
 
 `analyze` walks the nodes once, in their order (the schedule):
 
@@ -33,13 +35,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_weightless import load_weightless
+from memplan.frontends.onnx_vectors import as_given, for_shape_inference
+from memplan.frontends.onnx_weightless import load_weightless, open_regular
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Deterministic-looking in shape, but random in value: never folded as constants.
@@ -68,7 +70,8 @@ def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProt
     else:
         source = str(model)
         try:
-            data = Path(model).read_bytes()
+            with open_regular(source, "the model", source) as handle:
+                data = handle.read()
         except OSError as error:
             raise ProblemError(f"cannot read the model: {error.strerror or error}",
                                file=source) from None
@@ -130,8 +133,9 @@ def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None, *,
 def infer(model: ModelProto, *, strict: bool, source: str | None) -> ModelProto:
     """``model`` with inferred types and shapes (data propagation on)."""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=strict,
-                                                 data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            for_shape_inference(model), check_type=True, strict_mode=strict, data_prop=True)
+        return as_given(inferred, model)
     except Exception as error:  # InferenceError, ValidationError, or worse from C++
         hint = "; from_onnx(..., strict=False) plans it anyway where sizes are known" \
             if strict else ""
