@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -112,7 +113,7 @@ def test_external_data_that_is_no_regular_file_is_refused_without_blocking(tmp_p
 
 
 @pytest.mark.parametrize("edit, words", [
-    ({"dims": [2**62]}, "'r': no inferred shape"),  # too long to read: values unknown
+    ({"dims": [2**62]}, "'r': (no inferred shape|dimension 0 is unknown)"),  # values unread
     ({"location": "wei\0ghts.bin"}, "'vector': external data location 'wei\\\\x00ghts.bin'"),
     ({"offset": "-8"}, "'vector': external data offset '-8' is not a whole number"),
     ({"offset": "9" * 30}, "'vector': external data .* cannot read 2400 bytes at offset 9"),
@@ -122,8 +123,6 @@ def test_external_data_that_is_no_regular_file_is_refused_without_blocking(tmp_p
 def test_bad_external_data_is_refused_in_one_line(tmp_path, capsys, edit, words):
     path = external(reshape_by_vector(), tmp_path / "model.onnx")
     edit_vector(path, **edit)
-    import re
-
     assert re.search(words, refusal(capsys, "info", str(path)))
 
 
@@ -206,7 +205,7 @@ def test_a_models_own_symbol_never_gets_a_vectors_length():
                     helper.make_tensor_value_info("x", I64, [4])],
         [helper.make_tensor_value_info("n", I64, None),
          helper.make_tensor_value_info("z", I64, [1, "memplan:length of t"])]))
-    with pytest.raises(ProblemError, match="'z'.*memplan:length of t"):
+    with pytest.raises(ProblemError, match="'z': dimension 1 is unknown"):
         from_onnx(model)  # NonZero's count is unknown: the symbol stays one
 
 
