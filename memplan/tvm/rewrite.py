@@ -30,7 +30,7 @@ from typing import Any
 from tvm import relax
 
 from memplan.errors import InvalidPlanError
-from memplan.frontends.relax import RelaxLayout
+from memplan.frontends.relax import ALIGNMENT, RelaxLayout
 from memplan.frontends.relax_walk import call_name
 from memplan.plan import Plan
 from memplan.validate import check
@@ -125,3 +125,87 @@ def read_back(func: Any, layout: RelaxLayout, plan: Plan) -> None:
         raise InvalidPlanError([f"the tensors of {layout.function!r} on device "
                                 f"{layout.device} are in more than one arena"])
     check(layout.problem, offsets)
+
+
+STORAGE = "memplan_storage"
+
+
+def rewrite_shared(mod: Any, name: str,
+                   planned: dict[int, tuple[RelaxLayout, list[list[str]]]]) -> Any:
+    """``mod[name]`` with each device's tensors in memplan's shared storages: one
+    ``alloc_storage`` per group (as large as its largest tensor), every tensor at offset 0
+    of its group's storage, no ``ensure_zero_offset``; read back and validated
+    (`read_back_shared`). ``planned``: per device, its layout (the storages that give
+    way and their tensors) and the groups of tensor ids."""
+    func = mod[name]
+    storages, tensors = {}, {}
+    for device, (layout, groups) in planned.items():
+        sizes = dict(zip(layout.problem.ids, layout.problem.sizes.tolist(), strict=True))
+        first = layout.storages[0]
+        made = []
+        for k, group in enumerate(groups):
+            var = relax.Var(f"{STORAGE}{device}_{k}" if device else f"{STORAGE}{k}",
+                            first.ty)
+            made.append((var, max(sizes[i] for i in group), device))
+            for buffer_id in group:
+                tensors[layout.tensors[buffer_id]] = (var, 0)
+        for var in layout.storages:
+            storages[var] = made if var.same_as(first) else []
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for binding in block.bindings:
+            if binding.var in storages:
+                bindings.extend(_storage_bindings(storages[binding.var]))
+            else:
+                bindings.extend(_rewritten(binding, {}, tensors))
+        blocks.append(type(block)(bindings))
+    body = relax.SeqExpr(blocks, func.body.body)
+    new = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+    new = relax.transform.Normalize()(tvm_module(mod, name, new))[name]
+    for layout, groups in planned.values():
+        read_back_shared(new, layout, groups)
+    return new
+
+
+def _storage_bindings(made: list[tuple[Any, int, int]]) -> list[Any]:
+    return [relax.VarBinding(var, relax.op.memory.alloc_storage(
+        relax.ShapeExpr([size]), device, "global", "uint8")) for var, size, device in made]
+
+
+def read_back_shared(func: Any, layout: RelaxLayout, groups: list[list[str]]) -> None:
+    """Check the rewritten ``func``: each tensor of ``groups`` at offset 0 of a storage of
+    memplan's, with no ``ensure_zero_offset`` on it, fitting it, and the storages' tensors
+    never live at once (the validator, over the storages laid end to end);
+    `InvalidPlanError` naming what is wrong."""
+    storage_bytes, alloc_of, zero_offset = {}, {}, set()
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if not isinstance(value, relax.Call):
+                continue
+            kind = call_name(value)
+            if kind == "relax.memory.alloc_storage" and binding.var.name.startswith(STORAGE):
+                storage_bytes[binding.var] = int(value.args[0].values[0].value)
+            elif kind == "relax.memory.alloc_tensor" and value.args[0] in storage_bytes:
+                alloc_of[binding.var] = (value.args[0], int(value.args[1].value))
+            elif kind == "relax.memory.ensure_zero_offset":
+                zero_offset.update(value.args)
+    problem = layout.problem
+    bases, top, offsets = {}, 0, {}
+    for group in groups:
+        for buffer_id in group:
+            var = layout.tensors[buffer_id]
+            if var not in alloc_of or var in zero_offset:
+                raise InvalidPlanError([f"tensor {buffer_id!r} of {layout.function!r} is not "
+                                        f"alone at offset 0 of a memplan storage"])
+            storage, offset = alloc_of[var]
+            size = int(problem.sizes[problem.index(buffer_id)])
+            if offset or size > storage_bytes[storage]:
+                raise InvalidPlanError([f"tensor {buffer_id!r} at {offset} does not fit its "
+                                        f"storage of {storage_bytes[storage]} bytes"])
+            if storage not in bases:
+                bases[storage] = top
+                top += -(-storage_bytes[storage] // ALIGNMENT) * ALIGNMENT
+            offsets[buffer_id] = bases[storage]
+    check(problem, offsets)
