@@ -10,6 +10,7 @@
     python -m benchmarks onnx-scale --sizes 0.1,0.5,2,8   # memory of solve on large models
     python -m benchmarks onnx-architectures   # GPT-2, BERT, ViT, ... exported from torch
     python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
+    python -m benchmarks tvm-storages bert   # shared storages for Vulkan and WebGPU targets
     python -m benchmarks executorch-banks llama   # BankedGreedy and memplan, fast/slow banks
     python -m benchmarks load --problem F,I   # quiet and with busy processes beside
 
@@ -36,7 +37,8 @@ from benchmarks.worker import import_plugins
 # Commands whose module parses its own options: peak memory of planning ONNX models of
 # 0.1-8 GB, architectures exported from torch, TVM, ExecuTorch's fast and slow banks.
 OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures",
-               "tvm": "tvm_models", "executorch-banks": "executorch_banks", "load": "load"}
+               "tvm": "tvm_models", "tvm-storages": "tvm_storages",
+               "executorch-banks": "executorch_banks", "load": "load"}
 
 
 def _names(text: str) -> tuple[str, ...]:
