@@ -150,16 +150,16 @@ def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start
     rank = {u: k for k, u in enumerate(ranked.tolist())}
     apart = _kept_apart(problem, units, chosen)
     model = cp_model.CpModel()
-    lead = {j: model.new_bool_var(f"lead_{j}") for j in rank}
+    leader = {j: model.new_bool_var(f"leader_{j}") for j in rank}
     joins: dict[int, dict[int, object]] = {j: {} for j in rank}  # leader -> member -> x
     for k, i in enumerate(ranked.tolist()):
         before = ranked[:k]
         disjoint = before[(end[before] <= start[i]) | (start[before] >= end[i])]
-        options = [lead[i]]
+        options = [leader[i]]
         for j in disjoint.tolist():
             if (min(i, j), max(i, j)) not in apart:
                 x = model.new_bool_var(f"unit_{i}_in_{j}")
-                model.add_implication(x, lead[j])
+                model.add_implication(x, leader[j])
                 joins[j][i] = x
                 options.append(x)
         model.add_exactly_one(options)
@@ -172,20 +172,20 @@ def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start
                 for b in listed[k + 1:]:
                     if (min(a, b), max(a, b)) in apart:
                         model.add_bool_or([members[a].Not(), members[b].Not()])
-    model.minimize(sum(int(units.extent[j]) * lead[j] for j in rank))
+    model.minimize(sum(int(units.extent[j]) * leader[j] for j in rank))
     for group in warm.groups:
-        leader = min(group, key=rank.get)
-        model.add_hint(lead[leader], True)
+        first = min(group, key=rank.get)
+        model.add_hint(leader[first], True)
         for i in group:
-            if i != leader and i in joins[leader]:
-                model.add_hint(joins[leader][i], True)
+            if i != first and i in joins[first]:
+                model.add_hint(joins[first][i], True)
     solver = cp_solver(workers=workers, seed=seed, seconds=seconds)
     status = solver.solve(model)
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return warm, 0, name
     bound = proven_bound(solver, model)
-    groups = {j: [j] for j in rank if solver.value(lead[j])}
+    groups = {j: [j] for j in rank if solver.value(leader[j])}
     for j, members in joins.items():
         for i, x in members.items():
             if solver.value(x):
