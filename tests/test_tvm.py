@@ -301,6 +301,15 @@ def test_storage_cap_leaves_larger_tensors_to_relax_with_a_warning(gpu_decoder):
     assert sizes and max(sizes.values()) <= cap
 
 
+@pytest.mark.parametrize(("options", "field"), [
+    ({"form": "texture"}, "form"), ({"storage_cap": 0}, "storage_cap"),
+    ({"storage_cap": {"webgpu": "128MiB"}}, "storage_cap"),
+    ({"storage_cap": True}, "storage_cap")])
+def test_a_bad_form_or_storage_cap_is_refused_naming_it(options, field):
+    with pytest.raises(ProblemError, match=field):
+        memplan.tvm.memory_planning_pass(**options)
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_shared_storages_run_on_cpu_bit_identical(name):
     """The shared form on CPU, as it runs on a GPU (one storage per group, offset 0, no
