@@ -12,6 +12,7 @@
     python -m benchmarks onnx-transformers   # transformers' models, both exporters, proven
     python -m benchmarks onnx-reading   # reading hostile ONNX files, beside onnx.load
     python -m benchmarks tvm llama vit   # Relax's planner against memplan's, in TVM's VM
+    python -m benchmarks tvm-storages bert   # shared storages for Vulkan and WebGPU targets
     python -m benchmarks executorch-banks llama   # BankedGreedy and memplan, fast/slow banks
     python -m benchmarks load --problem F,I   # quiet and with busy processes beside
     python -m benchmarks fuzz --minutes 10   # seeded mutations of real files, every reader
@@ -40,8 +41,8 @@ from benchmarks.worker import import_plugins
 # 0.1-8 GB, architectures exported from torch, TVM, ExecuTorch's fast and slow banks.
 OWN_OPTIONS = {"onnx-scale": "onnx_scale", "onnx-architectures": "onnx_architectures",
                "onnx-transformers": "onnx_transformers", "onnx-reading": "onnx_reading",
-               "tvm": "tvm_models", "executorch-banks": "executorch_banks", "load": "load",
-               "fuzz": "fuzz"}
+               "tvm": "tvm_models", "tvm-storages": "tvm_storages",
+               "executorch-banks": "executorch_banks", "load": "load", "fuzz": "fuzz"}
 
 
 def _names(text: str) -> tuple[str, ...]:

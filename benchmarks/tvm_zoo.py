@@ -232,3 +232,62 @@ def llama(lifted=False, layers=4, d=256, heads=8, kv_heads=2, ffn=688, vocab=100
 def vit(lifted=False) -> Model:
     return Model("ViT, 64x64, patch 8, d 192, 4 blocks" + (" (lifted)" if lifted else ""),
                  ViT(), (1, 3, 64, 64), lifted=lifted)
+
+
+# ------------------------------------------------------------------ transformers' model code
+def transformers_models() -> list[tuple[str, callable]]:
+    """Architectures of ``transformers`` (their own model code, tiny configs, random
+    weights, nothing downloaded), each as (name, a function exporting it)."""
+    return [("BERT (transformers), 4 layers, d 128, seq 64", _bert),
+            ("ViT (transformers), 4 layers, d 128, 64x64, patch 8", _vit),
+            ("CLIP vision (transformers), 4 layers, d 128, 64x64, patch 8", _clip_vision)]
+
+
+def _bert() -> tvm.IRModule:
+    import torch
+    import transformers
+
+    config = transformers.BertConfig(num_hidden_layers=4, hidden_size=128,
+                                     num_attention_heads=4, intermediate_size=512,
+                                     vocab_size=1000, max_position_embeddings=64)
+    return from_torch(transformers.BertModel(config), torch.randint(0, 1000, (1, 64)))
+
+
+def _vit() -> tvm.IRModule:
+    import torch
+    import transformers
+
+    config = transformers.ViTConfig(num_hidden_layers=4, hidden_size=128, num_attention_heads=4,
+                                    intermediate_size=512, image_size=64, patch_size=8)
+    return from_torch(transformers.ViTModel(config), torch.randn(1, 3, 64, 64))
+
+
+def _clip_vision() -> tvm.IRModule:
+    import torch
+    import transformers
+
+    config = transformers.CLIPVisionConfig(num_hidden_layers=4, hidden_size=128,
+                                           num_attention_heads=4, intermediate_size=512,
+                                           image_size=64, patch_size=8)
+    return from_torch(transformers.CLIPVisionModel(config), torch.randn(1, 3, 64, 64))
+
+
+def from_torch(model, example) -> tvm.IRModule:
+    """A ``transformers`` model's first output as a Relax module (``torch.export``, then
+    TVM's importer; weights as constants), after the zero pipeline."""
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    class First(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x, return_dict=False)[0]
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        exported = torch.export.export(First(model.eval()), (example,))
+    mod = from_exported_program(exported, keep_params_as_input=False)
+    return relax.get_pipeline("zero")(mod)

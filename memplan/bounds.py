@@ -243,3 +243,34 @@ def time_overlap_count(starts: np.ndarray, ends: np.ndarray) -> int:
     order = np.argsort(starts, kind="stable")
     last = np.searchsorted(starts[order], ends[order], side="left")  # first that starts after
     return int(np.maximum(last - np.arange(len(order)) - 1, 0).sum())
+
+
+def ranked_live_bound(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+    """A lower bound on the total size of shared objects (each object as large as its
+    largest member, no two members of one object live at once): ``sum_k m_k``, where
+    ``m_k`` is the largest k-th largest size live at any one step.
+
+    Why it holds: the buffers live at step t sit in distinct objects, so the k largest of
+    them (each at least ``s_k(t)``, the k-th largest live size) fill k distinct objects
+    of size at least ``s_k(t)``; the k-th largest object is therefore at least
+    ``max_t s_k(t) = m_k``, and the objects together at least ``sum_k m_k``. It is never
+    below the live load (``sum_k s_k(t)`` for each t). Lifetimes half-open; the live sets
+    are read at each start (every largest live set begins at one). O(n log n + sum of
+    the live sets' sizes times their log).
+    """
+    sizes, starts, ends = (np.asarray(a, np.int64) for a in (sizes, starts, ends))
+    by_start = np.argsort(starts, kind="stable")
+    best = np.zeros(0, np.int64)
+    live: list[int] = []  # indices live at the current start
+    for k, i in enumerate(by_start.tolist()):
+        t = int(starts[i])
+        live = [j for j in live if ends[j] > t]
+        if ends[i] > t:  # an empty lifetime is never live
+            live.append(i)
+        if k + 1 < len(by_start) and starts[by_start[k + 1]] == t:
+            continue  # read the live set once every buffer starting at t is in
+        ranked = np.sort(sizes[live])[::-1]
+        if len(ranked) > len(best):
+            best = np.concatenate([best, np.zeros(len(ranked) - len(best), np.int64)])
+        best[:len(ranked)] = np.maximum(best[:len(ranked)], ranked)
+    return int(best.sum())

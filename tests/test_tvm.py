@@ -19,13 +19,19 @@ import pytest
 import tvm
 from tvm import relax
 from tvm.relax.frontend import nn
+from tvm.s_tir import dlight
 
 import memplan
 import memplan.tvm
 from benchmarks import tvm_zoo as zoo
 from memplan import InvalidPlanError, ProblemError
 from memplan.cli import main
-from memplan.frontends.relax import default_passes, lower_to_planned, relax_layouts
+from memplan.frontends.relax import (
+    default_passes,
+    lower_to_planned,
+    relax_functions,
+    relax_layouts,
+)
 from memplan.plan import Plan
 from memplan.proofs.relax_vm import prove_relax
 from memplan.tvm.rewrite import rewrite_function
@@ -194,9 +200,9 @@ def test_what_cannot_be_expressed_is_refused_or_left_to_relax():
 
 
 @pytest.mark.parametrize("kind", ["metal", "vulkan", "opencl", "webgpu", "rocm"])
-def test_devices_without_zero_copy_offsets_keep_relax_plan_with_one_warning(block, kind):
+def test_offsets_form_on_devices_that_copy_keeps_relax_plan_with_one_warning(block, kind):
     mod = lower_to_planned(block)
-    planning = memplan.tvm.memory_planning_pass()
+    planning = memplan.tvm.memory_planning_pass(form="offsets")
     with warnings.catch_warnings(record=True) as caught, tvm.target.Target(kind):
         warnings.simplefilter("always")
         kept = planning(mod)
@@ -207,17 +213,117 @@ def test_devices_without_zero_copy_offsets_keep_relax_plan_with_one_warning(bloc
     assert planning.reports and all(r.status == "relax" for r in planning.reports)
 
 
-def test_vulkan_build_pipeline_is_relax_own(block):
-    """The whole pipeline for a Vulkan target (lowered only, no GPU): the module Relax's
-    default pipeline gives, and one warning."""
+def test_vulkan_build_pipeline_is_relax_own_in_the_offsets_form(block):
+    """The whole pipeline for a Vulkan target with ``form="offsets"`` (lowered only, no
+    GPU): the module Relax's default pipeline gives, and one warning."""
     target = tvm.target.Target("vulkan")
-    pipeline = memplan.tvm.pipeline(target=target)
+    pipeline = memplan.tvm.pipeline(target=target, form="offsets")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         lowered = pipeline(block)
     with target:
         tvm.ir.assert_structural_equal(lowered, relax.get_default_pipeline(target)(block))
     assert len([w for w in caught if "memplan" in str(w.message)]) == 1
+
+
+@pytest.fixture(scope="module")
+def gpu_decoder():
+    """A small decoder whose Relax storages memplan's shared storages beat; its kernels
+    scheduled with dlight's fallback rule for GPUs (the pipelines' own scheduling of its
+    matmuls for Metal crashes in TVM's tensorize), so every GPU target lowers it."""
+    mod = zoo.export(zoo.llama(layers=1, d=128, heads=4, kv_heads=2, ffn=256, vocab=100,
+                               seq=32))
+    with tvm.target.Target("vulkan"):
+        return dlight.ApplyDefaultSchedule(dlight.gpu.Fallback())(mod)
+
+
+def _storages(mod, function):
+    """``mod[function]``'s VM storages after lowering: name -> bytes (None when symbolic);
+    and whether any
+    ``ensure_zero_offset`` is left."""
+    sizes, copies = {}, False
+    for block in mod[function].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            name = getattr(getattr(value, "op", None), "name", "") or \
+                getattr(getattr(value, "op", None), "global_symbol", "")
+            if name == "relax.vm.alloc_storage":  # symbolic: shape from a variable
+                shape = value.args[0]
+                sizes[binding.var.name] = int(shape.values[0]) if hasattr(shape, "values") \
+                    else None
+            copies |= "ensure_zero_offset" in str(name)
+    return sizes, copies
+
+
+@pytest.mark.parametrize("kind", ["vulkan", "metal", "webgpu", "opencl"])
+def test_gpu_targets_lower_with_memplan_shared_storages(gpu_decoder, kind):
+    """The whole pipeline for a GPU target (lowered only, no GPU): the function's storages
+    are memplan's groups (one per group, each as large as its largest tensor), smaller
+    than Relax's together, none above the target's cap, and nothing copies."""
+    target = tvm.target.Target(kind)
+    pipeline = memplan.tvm.pipeline(time_limit=5, target=target)
+    lowered = pipeline(gpu_decoder)
+    (report,) = [r for r in pipeline.reports if r.function == "forward"]
+    assert report.form == "shared" and report.action == "planned"
+    assert report.bound <= report.memplan_bytes < report.relax_bytes
+    sizes, copies = _storages(lowered, "forward")
+    ours = {n: b for n, b in sizes.items() if n.startswith("memplan_storage")}
+    problem, plan = report.problem, report.plan
+    groups: dict[int, int] = {}
+    for size, offset in zip(problem.sizes.tolist(), plan.offsets.tolist(), strict=True):
+        groups[offset] = max(groups.get(offset, 0), size)
+    assert sorted(ours.values()) == sorted(groups.values()) and len(ours) == report.storages
+    assert sum(ours.values()) == report.memplan_bytes
+    cap = memplan.tvm.STORAGE_CAPS[kind]
+    assert not copies and all(cap is None or b <= cap for b in ours.values())
+
+
+def test_storage_cap_leaves_larger_tensors_to_relax_with_a_warning(gpu_decoder):
+    """A cap below the largest tensors: their storages stay Relax's, the warning names
+    them, and every storage of memplan's keeps under the cap."""
+    mod = lower_to_planned(gpu_decoder, "webgpu")
+    layout = relax_layouts(mod, "forward")[0]
+    cap = sorted(layout.storage_bytes)[-2] - 1  # the two largest storages are over it
+    planning = memplan.tvm.memory_planning_pass(5, storage_cap={"webgpu": cap})
+    with warnings.catch_warnings(record=True) as caught, tvm.target.Target("webgpu"):
+        warnings.simplefilter("always")
+        planned = planning(mod)
+    over = [i for i in layout.problem.ids
+            if layout.problem.sizes[layout.problem.index(i)] > cap]
+    (message,) = [str(w.message) for w in caught if "storage cap" in str(w.message)]
+    assert over and all(i in message for i in over) and f"{cap:,} bytes" in message
+    (report,) = planning.reports
+    assert report.action == "planned" and not set(over) & set(report.problem.ids)
+    sizes = {}
+    for binding in planned["forward"].body.blocks[0].bindings:
+        if binding.var.name.startswith("memplan_storage"):
+            sizes[binding.var.name] = int(binding.value.args[0].values[0])
+    assert sizes and max(sizes.values()) <= cap
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"form": "texture"}, "form"), ({"storage_cap": 0}, "storage_cap"),
+    ({"storage_cap": {"webgpu": "128MiB"}}, "storage_cap"),
+    ({"storage_cap": True}, "storage_cap")])
+def test_a_bad_form_or_storage_cap_is_refused_naming_it(options, field):
+    with pytest.raises(ProblemError, match=field):
+        memplan.tvm.memory_planning_pass(**options)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_shared_storages_run_on_cpu_bit_identical(name):
+    """The shared form on CPU, as it runs on a GPU (one storage per group, offset 0, no
+    ``ensure_zero_offset``): outputs bit-identical to Relax's default build."""
+    mod = zoo.export(MODELS[name]())
+    pipeline = memplan.tvm.pipeline(5, form="shared")
+    proof = prove_relax(mod, time_limit=5, lengths=(1, 5, 32), pipeline=pipeline)
+    assert proof.ok, proof.lines()
+    assert all(r.form == "shared" and r.memplan_bytes <= r.relax_bytes
+               for r in proof.reports if r.tensors)
+    with TARGET:
+        lowered = memplan.tvm.pipeline(5, form="shared")(mod)
+    for function in relax_functions(lowered):
+        assert not _storages(lowered, function)[1]
 
 
 def test_cuda_graphs_cache_the_arena_and_capture_the_same_kernels(block):

@@ -60,11 +60,26 @@ class RelaxLayout:
     storage_bytes: list[int]  # their sizes
     tensors: dict[str, Any] = field(default_factory=dict)  # buffer id -> alloc_tensor's var
     relax_offsets: dict[str, int] = field(default_factory=dict)  # storages end to end
+    storage_of: dict[str, Any] = field(default_factory=dict)  # buffer id -> its storage var
 
     @property
     def relax_bytes(self) -> int:
         """What Relax allocates for these tensors: the sum of its storages."""
         return sum(self.storage_bytes)
+
+    def only(self, storages: list[Any]) -> RelaxLayout:
+        """The layout of ``storages`` (some of this one's) and their tensors alone."""
+        keep = [k for k, var in enumerate(self.storages) if any(var.same_as(s) for s in storages)]
+        kept = [self.storages[k] for k in keep]
+        ids = [i for i, var in self.storage_of.items() if any(var.same_as(s) for s in kept)]
+        problem = self.problem
+        sub = Problem([problem.buffer(problem.index(i)) for i in ids], name=problem.name,
+                      source=problem.source, steps=problem.steps)
+        return RelaxLayout(self.function, self.device, sub, kept,
+                           [self.storage_bytes[k] for k in keep],
+                           {i: self.tensors[i] for i in ids},
+                           {i: self.relax_offsets[i] for i in ids},
+                           {i: self.storage_of[i] for i in ids})
 
 
 def from_relax(module: Any, function: str | None = "forward", *, device: int | None = None,
@@ -216,7 +231,7 @@ def relax_layouts(module: Any, function: str, *, source: str | None = None,
     layouts = {}
     for device, storages in walk.storages_by_device().items():
         tensors = [t for t in walk.tensors if t.storage in storages]
-        buffers, ids, offsets, bases = [], {}, {}, {}
+        buffers, ids, offsets, bases, held = [], {}, {}, {}, {}
         for var in storages:  # Relax's storages end to end, each at a multiple of 64
             bases[var] = sum(-(-walk.storage_size[s] // alignment) * alignment
                              for s in bases)
@@ -225,10 +240,12 @@ def relax_layouts(module: Any, function: str, *, source: str | None = None,
             buffers.append(Buffer(tensor.id, tensor.size, start, end, alignment=alignment))
             ids[tensor.id] = tensor.var
             offsets[tensor.id] = bases[tensor.storage]
+            held[tensor.id] = tensor.storage
         steps = [Step(name=s.name, op=s.op, reads=tuple(s.reads), writes=tuple(s.writes))
                  for s in walk.steps_of(set(ids))]
         problem = Problem(buffers, name=f"{function} (device {device})" if device
                           else function, source=source, steps=steps)
         layouts[device] = RelaxLayout(function, device, problem, list(storages),
-                                      [walk.storage_size[s] for s in storages], ids, offsets)
+                                      [walk.storage_size[s] for s in storages], ids, offsets,
+                                      held)
     return layouts

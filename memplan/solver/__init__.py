@@ -13,7 +13,11 @@ validate, options, registry); never heuristics/ (its warm start comes by
 name through the registry), frontends/, deploy/, export/ or the top level.
 """
 
-from memplan.solver import canonical_planner, exact  # noqa: F401  (register "canonical", "exact")
+from memplan.solver import (  # noqa: F401  (each registers its planner)
+    canonical_planner,
+    exact,
+    shared_objects_exact,
+)
 from memplan.solver.exact_options import ExactOptions, Progress
 
 __all__ = ["ExactOptions", "Progress"]

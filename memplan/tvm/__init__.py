@@ -23,10 +23,11 @@ require("tvm", "tvm", "memplan.tvm")
 # isort: split
 from memplan.tvm.pipeline import MemplanPipeline, pipeline  # noqa: E402
 from memplan.tvm.relax_pass import (  # noqa: E402
+    STORAGE_CAPS,
     FunctionReport,
     MemplanPlanMemory,
     memory_planning_pass,
 )
 
-__all__ = ["FunctionReport", "MemplanPipeline", "MemplanPlanMemory", "memory_planning_pass",
-           "pipeline"]
+__all__ = ["STORAGE_CAPS", "FunctionReport", "MemplanPipeline", "MemplanPlanMemory",
+           "memory_planning_pass", "pipeline"]
