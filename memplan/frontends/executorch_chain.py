@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import MissingExtraError, ProblemError
-from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, TensorList
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, TensorList, shown
 
 RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
 SCHEMA_FILES = {  # where operator schemas are read: package -> files in it
@@ -142,6 +142,12 @@ def _schema(name: str, overload: str) -> Any:
         return None
 
 
+def _printable(name: str) -> str:
+    """An operator's or delegate's name as steps and messages show it: as it is when
+    printable and short (every operator memplan knows), else `shown`."""
+    return name if name.isprintable() and len(name) <= 120 else shown(name)
+
+
 def _tensors(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
     """The planned tensors behind value ``index`` (a tensor, or a list of them); a run-time
     view stands for the tensor it views."""
@@ -175,8 +181,8 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
     """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
     an ``et_view`` call adds its output to ``views`` (not planned) or ``found.viewed``.
     The other values it reads go to ``found.unplanned``, all it writes to ``found.written``."""
-    name, overload = plan.operators[call.index]
-    op = f"{name}.{overload}" if overload else name
+    name, overload = plan.operators[call.index]  # the index was checked when read
+    op = _printable(f"{name}.{overload}" if overload else name)
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
     found.unplanned.append([v for a in call.args[:-1]
                             for v in _unplanned(plan.values, a, planned, views)])
@@ -228,13 +234,13 @@ def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int
     found.unplanned.append([v for a in call.args for v in _unplanned(plan.values, a, planned,
                                                                         views)])
     found.written.update(v for a in call.args for v in _items(plan.values, a, views))
-    return f"delegate {plan.delegates[call.index]}", held, list(dict.fromkeys(touched))
+    return f"delegate {_printable(plan.delegates[call.index])}", held, list(dict.fromkeys(touched))
 
 
 def accesses(plan: ExecutionPlan, planned: set[int]) -> Access:
     """Which step reads and writes which planned value, from the plan's one chain."""
     if len(plan.chains) != 1:
-        raise ProblemError(f"execution plan {plan.name!r} has {len(plan.chains)} chains; "
+        raise ProblemError(f"execution plan {shown(plan.name)} has {len(plan.chains)} chains; "
                            f"memplan rebuilds plans of one chain")
     found = Access()
     views: dict[int, int] = {}  # et_view's output -> the planned tensor it views
