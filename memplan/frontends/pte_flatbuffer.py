@@ -78,6 +78,8 @@ class Tensor:
     sizes: tuple[int, ...]
     allocation: Allocation | None  # None: a constant, or memory the runtime provides
     stored: bool = False  # a constant: data in the program (data_buffer_idx > 0) or outside it
+    dim_order: tuple[int, ...] = ()
+    data_index: int = 0  # data_buffer_idx: its constant data in the program (0: none)
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,10 @@ def _value(t) -> Tensor | TensorList | Scalar:
             _scalar(info, 0, "I"), _scalar(info, 1, "I") + (_scalar(info, 2, "I") << 32),
             val.Pos + val.Offset(4 + 2 * 6))
         extra = _ref(val, 9)  # ExtraTensorInfo: its location, 1 = EXTERNAL
-        stored = _scalar(val, 5, "I") > 0 or extra is not None and _scalar(extra, 2, "b") == 1
-        return Tensor(name, width, _numbers(val, 2, "i"), allocation, stored)
+        external = extra is not None and _scalar(extra, 2, "b") == 1
+        index = 0 if external else _scalar(val, 5, "I")
+        return Tensor(name, width, _numbers(val, 2, "i"), allocation, index > 0 or external,
+                      _numbers(val, 3, "B"), index)
     if kind in ("TensorList", "OptionalTensorList"):
         return TensorList(_numbers(val, 0, "i"), kind == "OptionalTensorList")
     if kind == "IntList":  # items: the Int values of its sizes, some computed at run time
@@ -238,9 +242,10 @@ def _read(data: bytes, file: str) -> Program:
                       segment_base=layout.segment_base)
     root = _table(data, struct.unpack_from("<I", data, 0)[0])
     program.plans = [_plan(plan) for plan in _tables(root, 1)]
+    fits = _constant_data(root)
     for k, plan in enumerate(program.plans):
         try:
-            _check_indices(plan, WORK_PER_BYTE * layout.program_size)
+            _check_indices(plan, WORK_PER_BYTE * layout.program_size, fits)
         except ValueError as error:
             raise ProblemError(f"execution plan {k} ({shown(plan.name)}): {error}",
                                file=file) from None
@@ -261,7 +266,22 @@ def listed(names: list[str], limit: int = 5) -> str:
     return ", ".join(shown(name) for name in names[:limit]) + more
 
 
-def _check_indices(plan: ExecutionPlan, limit: int) -> None:
+def _constant_data(root):
+    """Whether constant ``index`` holds ``nbytes`` as the runtime checks it: in the constant
+    segment (its offset plus the bytes within the segment), or inline in the program
+    (``constant_buffer``: its storage no larger)."""
+    segment = _ref(root, 5)
+    offsets = _numbers(segment, 1, "Q") if segment is not None else ()
+    if len(offsets) > 1:
+        segments = _tables(root, 4)
+        index = _scalar(segment, 0, "I")  # in range: pte_verify checked it
+        size = _scalar(segments[index], 1, "Q")
+        return lambda k, nbytes: k < len(offsets) and offsets[k] + nbytes <= size
+    storage = [_vector(buffer, 0)[1] for buffer in _tables(root, 2)]
+    return lambda k, nbytes: k < len(storage) and storage[k] <= nbytes
+
+
+def _check_indices(plan: ExecutionPlan, limit: int, fits) -> None:
     """Refuse what ExecuTorch's runtime refuses when it loads the method, of what memplan
     reads: an index past the table it points into, a tensor outside its arena; and a
     chain whose arguments, lists expanded, exceed ``limit`` (rebuilding its lifetimes
@@ -278,11 +298,15 @@ def _check_indices(plan: ExecutionPlan, limit: int) -> None:
     within(plan.outputs, "outputs")
     for v, value in enumerate(plan.values):
         if isinstance(value, TensorList):
-            within(value.items, f"value {v} (a tensor list)", -1 if value.optional else 0)
+            what = f"value {v} (a tensor list)"
+            within(value.items, what, -1 if value.optional else 0)
+            if not value.optional and not all(isinstance(plan.values[i], Tensor)
+                                              for i in value.items):
+                raise ValueError(f"{what}: an item that is no tensor")
         elif isinstance(value, Scalar) and value.kind == "IntList":
             within(value.value, f"value {v} (an int list)")
         elif isinstance(value, Tensor):
-            _check_tensor(plan, v, value)
+            _check_tensor(plan, v, value, fits)
     for c, chain in enumerate(plan.chains):
         for i, call in enumerate(chain):
             table = {"KernelCall": plan.operators, "DelegateCall": plan.delegates}.get(
@@ -309,12 +333,20 @@ def _listed(value) -> tuple[int, ...]:
     return value.value if isinstance(value, Scalar) and value.kind == "IntList" else ()
 
 
-def _check_tensor(plan: ExecutionPlan, v: int, tensor: Tensor) -> None:
+def _check_tensor(plan: ExecutionPlan, v: int, tensor: Tensor, fits) -> None:
     if not tensor.item_bytes:
         raise ValueError(f"value {v}: a tensor of scalar type {tensor.scalar_type.split()[-1]}, "
                          f"not one of scalar_type.fbs's")
-    if any(size < 0 for size in tensor.sizes):
+    if any(size < 0 for size in tensor.sizes) or \
+            math.prod(tensor.sizes) * tensor.item_bytes >= 1 << 63:
         raise ValueError(f"value {v}: a tensor of sizes {list(tensor.sizes)[:8]}")
+    if sorted(tensor.dim_order) != list(range(len(tensor.sizes))):
+        raise ValueError(f"value {v}: dim_order {list(tensor.dim_order)[:8]} is no order of "
+                         f"its {len(tensor.sizes)} dimensions")
+    nbytes = math.prod(tensor.sizes) * tensor.item_bytes
+    if tensor.data_index and not fits(tensor.data_index, nbytes):
+        raise ValueError(f"value {v}: its constant data (data_buffer_idx "
+                         f"{tensor.data_index}, {nbytes} bytes) is not in the program")
     allocation = tensor.allocation
     if allocation is None:
         return
@@ -322,7 +354,7 @@ def _check_tensor(plan: ExecutionPlan, v: int, tensor: Tensor) -> None:
     if not 0 < allocation.memory_id < arenas:
         raise ValueError(f"value {v}: memory id {allocation.memory_id}, the plan has arenas "
                          f"1 to {arenas - 1} (non_const_buffer_sizes)")
-    end = allocation.offset + math.prod(tensor.sizes) * tensor.item_bytes
+    end = allocation.offset + nbytes
     if end > plan.arena_sizes[allocation.memory_id]:
         raise ValueError(f"value {v}: its bytes end at {end}, past its arena (memory id "
                          f"{allocation.memory_id}, {plan.arena_sizes[allocation.memory_id]} "

@@ -20,8 +20,9 @@ Steps (`verify`):
   every offset non-zero and forward, every vector and string inside the
   program (strings NUL-terminated), every scalar field aligned, every union
   of a known type;
-- every data segment (``Program.segments``) inside the segment data, and the
-  constant segment's index into that table;
+- the fields the runtime requires present (`REQUIRED`), ``Program.version``
+  one it loads (`VERSION`); every data segment (``Program.segments``) inside
+  the segment data, and the constant segment's index into that table;
 - the work is counted, one unit per table and per vector or string item
   visited: a program whose references are not shared needs at most its size
   in bytes, so past `WORK_PER_BYTE` units per byte of the program the file is
@@ -108,6 +109,13 @@ SCHEMA: dict[str, tuple[tuple[str, object], ...]] = {
 }
 
 
+REQUIRED = {  # fields ExecuTorch's runtime refuses a program without
+    "Program": {"execution_plan"},
+    "ExecutionPlan": {"name", "values", "inputs", "outputs", "non_const_buffer_sizes"},
+    "Tensor": {"sizes"}, "TensorList": {"items"}}
+VERSION = 0  # the highest Program.version ExecuTorch 1.5.1's runtime loads
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where the parts of a verified program lie in its file."""
@@ -189,8 +197,13 @@ class _Walk:
         vsize = self.scalar(vtable, "H", f"{what} (its vtable)")
         self.aligned(vsize, 2, f"{what} (its vtable's length)")
         self.inside(vtable, vsize, f"{what} (its vtable)")
-        for slot, (field, kind) in enumerate(SCHEMA[name][:max(0, vsize // 2 - 2)]):
-            field_at = struct.unpack_from("<H", self.data, vtable + 4 + 2 * slot)[0]
+        for slot, (field, kind) in enumerate(SCHEMA[name]):
+            field_at = struct.unpack_from("<H", self.data, vtable + 4 + 2 * slot)[0] \
+                if 4 + 2 * slot < vsize else 0
+            if not field_at and field in REQUIRED.get(name, ()):
+                refused = _Refused(f"{name}.{field} is missing")
+                refused.path.append(f".{field}")
+                raise refused
             union = isinstance(kind, tuple) and kind[0] == "union"
             if not (field_at or union):
                 continue
@@ -264,6 +277,11 @@ def _verify(data: bytes) -> Layout:
     walk = _Walk(data, program_size)
     root = walk.offset(0, "the root table")
     walk.table(root, "Program", "the root table")
+    version_at = _at(data, root, 0)
+    version = struct.unpack_from("<I", data, version_at)[0] if version_at else 0
+    if version > VERSION:
+        raise _Refused(f"Program.version {version}: ExecuTorch 1.5.1's runtime loads up to "
+                       f"version {VERSION}")
     _check_segments(data, root, base, segment_bytes if base else 0)
     return Layout(program_size, base, segment_bytes if base else 0, walk.work)
 
