@@ -112,7 +112,8 @@ SCHEMA: dict[str, tuple[tuple[str, object], ...]] = {
 REQUIRED = {  # fields ExecuTorch's runtime refuses a program without
     "Program": {"execution_plan"},
     "ExecutionPlan": {"name", "values", "inputs", "outputs", "non_const_buffer_sizes"},
-    "Tensor": {"sizes"}, "TensorList": {"items"}}
+    "EValue": {"val"}, "Tensor": {"sizes"}, **{name: {"items"} for name in (
+        "IntList", "DoubleList", "BoolList", "TensorList", "OptionalTensorList")}}
 VERSION = 0  # the highest Program.version ExecuTorch 1.5.1's runtime loads
 
 
