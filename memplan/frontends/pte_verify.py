@@ -310,15 +310,15 @@ def _items(data: bytes, table: int, slot: int) -> list[int]:
 def _check_segments(data: bytes, root: int, base: int, segment_bytes: int) -> None:
     """Every data segment inside the segment data; the constant segment's index in range."""
     segments = _items(data, root, 4)
-    if segments and not base:
-        raise _Refused(f"Program.segments lists {len(segments)} segments, the file none (no "
-                       f"extended header, or its segment_base_offset 0)")
     for k, segment in enumerate(segments):
         offset, size = (struct.unpack_from("<Q", data, _at(data, segment, s))[0]
                         if _at(data, segment, s) else 0 for s in (0, 1))
-        if offset + size > segment_bytes:
+        if size and offset + size > segment_bytes:
+            where = f"the segment data ({segment_bytes} bytes)" if base else \
+                "the segment data: the file has none (no extended header, or its " \
+                "segment_base_offset 0)"
             raise _Refused(f"Program.segments[{k}]: {size} bytes at offset {offset}, past "
-                           f"the segment data ({segment_bytes} bytes)")
+                           f"{where}")
     constant = _at(data, root, 5)
     if constant:
         table = constant + struct.unpack_from("<I", data, constant)[0]
