@@ -17,11 +17,16 @@ Steps:
 
 - `read_program`: refuse a file whose identifier is not `FILE_IDENTIFIER`
   (another schema: the field slots below are ``program.fbs``'s of
-  ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); read every execution
-  plan's name, values (tensors with their scalar type, sizes, allocation and
-  whether they are stored constants; tensor lists; scalars, an ``IntList``
-  with its items), inputs, outputs, chains of instructions, operators,
-  delegates and arena sizes;
+  ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); check the bytes as
+  ExecuTorch's loader does, within a work bound (`memplan.frontends.
+  pte_verify`: nothing below reads outside the program); read every execution
+  plan's name, values (tensors with their scalar type, sizes, dim order,
+  allocation and whether they are stored constants; tensor lists; scalars, an
+  ``IntList`` with its items), inputs, outputs, chains of instructions,
+  operators, delegates and arena sizes; refuse what the runtime refuses when
+  it loads a method (`_check_indices`: an index past its table, a tensor
+  outside its arena or its constant data, list arguments that multiply past
+  the work bound);
 - `with_allocations`: a flatbuffer's references point forward, so each moved
   tensor gets a new ``AllocationDetails`` table (all three fields present,
   one shared vtable) appended after the program, and its ``allocation_info``
