@@ -154,7 +154,7 @@ def test_read_refuses_what_cannot_be_rebuilt(tmp_path, programs):
     bad.write_bytes(b"not a program at all")
     with pytest.raises(ProblemError, match="bad.pte: not an ExecuTorch program"):
         read_pte(bad)
-    with pytest.raises(ProblemError, match="no execution plan 'other'; the program has forward"):
+    with pytest.raises(ProblemError, match="no execution plan 'other'; the program has 'forward'"):
         read_pte(programs["mlp"], method="other")
     with pytest.raises(ProblemError, match="plans no tensor in memory id 3"):
         read_pte(programs["mlp"], mem_id=3)
@@ -432,7 +432,7 @@ def test_cli_bad_pte_is_one_line_exit_2(capsys, tmp_path, programs):
     bad.write_bytes(open(programs["mlp"], "rb").read()[:200])
     assert main(["info", str(bad)]) == BAD_INPUT
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "broken.pte: not a readable ExecuTorch program" in err
+    assert err.count("\n") == 1 and "broken.pte: not a valid ExecuTorch program" in err
     assert main(["info", str(tmp_path / "missing.pte")]) == BAD_INPUT
     assert "missing.pte: cannot read" in capsys.readouterr().err
     assert load(programs["mlp"]).ids == read_pte(programs["mlp"]).ids  # by extension
