@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import MissingExtraError, ProblemError
-from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, TensorList, shown
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, Tensor, TensorList, shown
 
 RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
 SCHEMA_FILES = {  # where operator schemas are read: package -> files in it
@@ -210,6 +210,7 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
                            f"has {len(arguments)} and a return value")
     reads, writes = [], []
     for k, (argument, index) in enumerate(zip(arguments, call.args, strict=False)):
+        _check_type(plan, i, op, argument, index)
         tensors = _tensors(plan.values, index, planned, views)
         mutable = argument.annotation is not None and argument.annotation.is_write
         if not (mutable and k >= positional):  # a mutable keyword-only one is only written
@@ -221,6 +222,28 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
         writes += _tensors(plan.values, call.args[-1], planned, views)
         found.written.update(_items(plan.values, call.args[-1], views))
     return op, reads, writes
+
+
+ARGUMENT_KINDS = {  # a schema's argument type -> the value kinds the runtime takes for it
+    "Tensor": ("Tensor",), "Tensor?": ("Tensor", "Null"), "Tensor[]": ("TensorList",),
+    "Tensor?[]": ("OptionalTensorList",), "int[]": ("IntList",), "SymInt[]": ("IntList",),
+    "int[]?": ("IntList", "Null"), "SymInt[]?": ("IntList", "Null"), "bool": ("Bool",),
+    "int": ("Int",), "SymInt": ("Int",), "float": ("Double",), "bool?": ("Bool", "Null"),
+    "int?": ("Int", "Null"), "SymInt?": ("Int", "Null"), "float?": ("Double", "Null"),
+    "Scalar": ("Int", "Double", "Bool")}
+
+
+def _check_type(plan: ExecutionPlan, i: int, op: str, argument: Any, index: int) -> None:
+    """Refuse an argument whose value is not of its schema's type: the runtime's kernels
+    convert it unchecked (``toTensor()`` on another value aborts the process)."""
+    kinds = ARGUMENT_KINDS.get(re.sub(r"\[\d+\]", "[]", str(argument.type)))
+    value = plan.values[index]
+    kind = "Tensor" if isinstance(value, Tensor) else "OptionalTensorList" if \
+        isinstance(value, TensorList) and value.optional else "TensorList" if \
+        isinstance(value, TensorList) else value.kind
+    if kinds is not None and kind not in kinds:
+        raise ProblemError(f"instruction {i} ({op}): argument {argument.name!r} is value "
+                           f"{index}, a {kind}, where the schema takes {argument.type}")
 
 
 def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int, int],

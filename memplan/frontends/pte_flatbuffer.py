@@ -168,7 +168,7 @@ def _tables(t, slot: int) -> list:
 
 def _string(t, slot: int) -> str:
     o = t.Offset(4 + 2 * slot)
-    return t.String(t.Pos + o).decode("utf-8", "replace") if o else ""
+    return t.String(t.Pos + o).decode() if o else ""  # flatbuffers' strings are UTF-8
 
 
 def _scalar(t, slot: int, code: str, default=0):
@@ -246,7 +246,11 @@ def _read(data: bytes, file: str) -> Program:
     program = Program(data, file, program_size=layout.program_size,
                       segment_base=layout.segment_base)
     root = _table(data, struct.unpack_from("<I", data, 0)[0])
-    program.plans = [_plan(plan) for plan in _tables(root, 1)]
+    try:
+        program.plans = [_plan(plan) for plan in _tables(root, 1)]
+    except UnicodeDecodeError as error:
+        raise ProblemError(f"not a valid ExecuTorch program: a name that is not UTF-8 "
+                           f"({error.reason})", file=file) from None
     fits = _constant_data(root)
     for k, plan in enumerate(program.plans):
         try:
@@ -299,6 +303,9 @@ def _check_indices(plan: ExecutionPlan, limit: int, fits) -> None:
         if bad:
             raise ValueError(f"{what}: value index {bad[0]}, the plan has {count} values")
 
+    if any(size < 0 for size in plan.arena_sizes):
+        raise ValueError(f"non_const_buffer_sizes {list(plan.arena_sizes)[:8]}: a negative "
+                         f"arena size")
     within(plan.inputs, "inputs")
     within(plan.outputs, "outputs")
     for v, value in enumerate(plan.values):
@@ -310,6 +317,8 @@ def _check_indices(plan: ExecutionPlan, limit: int, fits) -> None:
                 raise ValueError(f"{what}: an item that is no tensor")
         elif isinstance(value, Scalar) and value.kind == "IntList":
             within(value.value, f"value {v} (an int list)")
+            if not all(getattr(plan.values[i], "kind", "") == "Int" for i in value.value):
+                raise ValueError(f"value {v} (an int list): an item that is no Int")
         elif isinstance(value, Tensor):
             _check_tensor(plan, v, value, fits)
     for c, chain in enumerate(plan.chains):

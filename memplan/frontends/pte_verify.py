@@ -112,7 +112,8 @@ SCHEMA: dict[str, tuple[tuple[str, object], ...]] = {
 REQUIRED = {  # fields ExecuTorch's runtime refuses a program without
     "Program": {"execution_plan"},
     "ExecutionPlan": {"name", "values", "inputs", "outputs", "non_const_buffer_sizes"},
-    "EValue": {"val"}, "Tensor": {"sizes"}, **{name: {"items"} for name in (
+    "EValue": {"val"}, "Instruction": {"instr_args"}, "Tensor": {"sizes"},
+    "String": {"string_val"}, **{name: {"items"} for name in (
         "IntList", "DoubleList", "BoolList", "TensorList", "OptionalTensorList")}}
 VERSION = 0  # the highest Program.version ExecuTorch 1.5.1's runtime loads
 
@@ -238,12 +239,13 @@ class _Walk:
             type_at = struct.unpack_from("<H", self.data, vtable + 2 + 2 * slot)[0] \
                 if 2 * slot + 2 < vsize else 0
             code = self.data[table + type_at] if type_at else 0
-            if code > len(kind[1]):
+            if at is None:  # absent: REQUIRED says whether the runtime needs it
+                if code:
+                    raise _Refused(f"a union of type {kind[1][code - 1]} without its value")
+                return
+            if not 0 < code <= len(kind[1]):
                 raise _Refused(f"a union of type {code}, not one of program.fbs's")
-            if code and at is None:
-                raise _Refused(f"a union of type {kind[1][code - 1]} without its value")
-            if code:
-                self.table(self.offset(at, "a table"), kind[1][code - 1], "a table")
+            self.table(self.offset(at, "a table"), kind[1][code - 1], "a table")
 
 
 def verify(data: bytes, file: str) -> Layout:
