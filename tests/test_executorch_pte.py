@@ -154,7 +154,7 @@ def test_read_refuses_what_cannot_be_rebuilt(tmp_path, programs):
     bad.write_bytes(b"not a program at all")
     with pytest.raises(ProblemError, match="bad.pte: not an ExecuTorch program"):
         read_pte(bad)
-    with pytest.raises(ProblemError, match="no execution plan 'other'; the program has forward"):
+    with pytest.raises(ProblemError, match="no execution plan 'other'; the program has 'forward'"):
         read_pte(programs["mlp"], method="other")
     with pytest.raises(ProblemError, match="plans no tensor in memory id 3"):
         read_pte(programs["mlp"], mem_id=3)
@@ -239,11 +239,11 @@ def test_an_arena_shared_by_methods_is_refused_each_methods_own_is_read():
         shared = MemoryPlanningPass(share_mutable_buffers=True)
         program = to_edge(methods).to_executorch(ExecutorchBackendConfig(
             memory_planning_pass=shared, emit_mutable_buffer_names=True)).buffer
-    with pytest.raises(ProblemError, match="2 execution plans \\(add, get\\), 2 with a "
+    with pytest.raises(ProblemError, match="2 execution plans \\('add', 'get'\\), 2 with a "
                                            "memory plan: name one"):
         read_pte(program)
     with pytest.raises(ProblemError, match="memory id 2 of execution plan 'add' is shared "
-                                           "with get"):
+                                           "with 'get'"):
         read_pte(program, method="add", mem_id=2)
     assert len(read_pte(program, method="get", mem_id=1)) >= 1
 
@@ -382,8 +382,11 @@ def test_the_writer_refuses_an_invalid_plan_or_another_programs(programs):
 
 @pytest.mark.parametrize("name", ["mlp", "conv_net", "decoder"])
 def test_the_replanned_program_runs_bit_identical_in_executorch(programs, name):
-    plan = api.solve(read_pte(programs[name]), time_limit=5)
-    proof = prove_program(programs[name], plan)
+    """The program ``solve -o`` writes (checked, read back) is the one that runs."""
+    problem = read_pte(programs[name])
+    plan = api.solve(problem, time_limit=5)
+    proof = prove_program(programs[name], plan,
+                          program=planned_program(programs[name], problem, plan))
     assert proof.ok, proof.lines()
     assert proof.calls == (3 if name == "decoder" else 1)
     assert proof.planned_bytes <= proof.original_bytes
@@ -432,7 +435,8 @@ def test_cli_bad_pte_is_one_line_exit_2(capsys, tmp_path, programs):
     bad.write_bytes(open(programs["mlp"], "rb").read()[:200])
     assert main(["info", str(bad)]) == BAD_INPUT
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "broken.pte: not a readable ExecuTorch program" in err
+    assert err.count("\n") == 1 and "broken.pte: not a valid ExecuTorch program: its " \
+        "extended header's program_size" in err
     assert main(["info", str(tmp_path / "missing.pte")]) == BAD_INPUT
     assert "missing.pte: cannot read" in capsys.readouterr().err
     assert load(programs["mlp"]).ids == read_pte(programs["mlp"]).ids  # by extension

@@ -20,8 +20,10 @@ once):
 - write those into the file's bytes (`memplan.frontends.pte_flatbuffer.
   with_allocations`: every other byte stays as it was, nothing imports torch
   or ExecuTorch);
-- read the written program back and check it: the same problem, the plan's
-  offsets, the plan valid (the frontend validates the program's own plan).
+- read the written program back with every check of the reader
+  (`memplan.frontends.pte_verify`: what ExecuTorch's loader checks) and check
+  it: the same problem, the plan's offsets, the plan valid (the frontend
+  validates the program's own plan).
 
 Cost: O(file size) to read and write, plus the frontend's.
 """
@@ -34,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.frontends import pte_flatbuffer
 from memplan.frontends.executorch_pte import PteLayout, pte_layout, read_program
-from memplan.frontends.pte_flatbuffer import with_allocations
+from memplan.frontends.pte_flatbuffer import shown, with_allocations
 from memplan.output_files import open_replacing
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -99,12 +102,13 @@ def planned_program_by_method(model: str | os.PathLike | bytes,
         sizes.update(sized)
         layouts.append((layout, problem, plan))
     data = with_allocations(program, moves, sizes)
+    rewritten = pte_flatbuffer.read_program(data, f"{program.file} (re-planned)")
     for layout, problem, plan in layouts:
-        written = pte_layout(data, method=layout.method, mem_id=layout.mem_id)
+        written = pte_layout(rewritten, method=layout.method, mem_id=layout.mem_id)
         same_problem(written, problem)
         if not np.array_equal(written.offsets, plan.offsets) or \
                 written.arena_size != plan.arena_size + layout.tail:
-            raise ProblemError(f"method {layout.method!r}: the re-planned program does not "
+            raise ProblemError(f"method {shown(layout.method)}: the re-planned program does not "
                                f"read back with the plan's offsets and arena size",
                                file=layout.file)
     return data

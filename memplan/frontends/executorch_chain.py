@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import MissingExtraError, ProblemError
-from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, TensorList
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, Scalar, Tensor, TensorList, shown
 
 RUNTIME_VIEW = "executorch_prim::et_view"  # dynamic shapes: out's data set to self's at run time
 SCHEMA_FILES = {  # where operator schemas are read: package -> files in it
@@ -142,6 +142,12 @@ def _schema(name: str, overload: str) -> Any:
         return None
 
 
+def _printable(name: str) -> str:
+    """An operator's or delegate's name as steps and messages show it: as it is when
+    printable and short (every operator memplan knows), else `shown`."""
+    return name if name.isprintable() and len(name) <= 120 else shown(name)
+
+
 def _tensors(values: list, index: int, planned: set[int], views: dict[int, int]) -> list[int]:
     """The planned tensors behind value ``index`` (a tensor, or a list of them); a run-time
     view stands for the tensor it views."""
@@ -175,8 +181,8 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
     """(operator, values read, values written) of kernel call ``call``, instruction ``i``;
     an ``et_view`` call adds its output to ``views`` (not planned) or ``found.viewed``.
     The other values it reads go to ``found.unplanned``, all it writes to ``found.written``."""
-    name, overload = plan.operators[call.index]
-    op = f"{name}.{overload}" if overload else name
+    name, overload = plan.operators[call.index]  # the index was checked when read
+    op = _printable(f"{name}.{overload}" if overload else name)
     touched = [t for a in call.args for t in _tensors(plan.values, a, planned, views)]
     found.unplanned.append([v for a in call.args[:-1]
                             for v in _unplanned(plan.values, a, planned, views)])
@@ -204,6 +210,7 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
                            f"has {len(arguments)} and a return value")
     reads, writes = [], []
     for k, (argument, index) in enumerate(zip(arguments, call.args, strict=False)):
+        _check_type(plan, i, op, argument, index)
         tensors = _tensors(plan.values, index, planned, views)
         mutable = argument.annotation is not None and argument.annotation.is_write
         if not (mutable and k >= positional):  # a mutable keyword-only one is only written
@@ -217,6 +224,28 @@ def _kernel(plan: ExecutionPlan, i: int, call: Any, planned: set[int],
     return op, reads, writes
 
 
+ARGUMENT_KINDS = {  # a schema's argument type -> the value kinds the runtime takes for it
+    "Tensor": ("Tensor",), "Tensor?": ("Tensor", "Null"), "Tensor[]": ("TensorList",),
+    "Tensor?[]": ("OptionalTensorList",), "int[]": ("IntList",), "SymInt[]": ("IntList",),
+    "int[]?": ("IntList", "Null"), "SymInt[]?": ("IntList", "Null"), "bool": ("Bool",),
+    "int": ("Int",), "SymInt": ("Int",), "float": ("Double",), "bool?": ("Bool", "Null"),
+    "int?": ("Int", "Null"), "SymInt?": ("Int", "Null"), "float?": ("Double", "Null"),
+    "Scalar": ("Int", "Double", "Bool")}
+
+
+def _check_type(plan: ExecutionPlan, i: int, op: str, argument: Any, index: int) -> None:
+    """Refuse an argument whose value is not of its schema's type: the runtime's kernels
+    convert it unchecked (``toTensor()`` on another value aborts the process)."""
+    kinds = ARGUMENT_KINDS.get(re.sub(r"\[\d+\]", "[]", str(argument.type)))
+    value = plan.values[index]
+    kind = "Tensor" if isinstance(value, Tensor) else "OptionalTensorList" if \
+        isinstance(value, TensorList) and value.optional else "TensorList" if \
+        isinstance(value, TensorList) else value.kind
+    if kinds is not None and kind not in kinds:
+        raise ProblemError(f"instruction {i} ({op}): argument {argument.name!r} is value "
+                           f"{index}, a {kind}, where the schema takes {argument.type}")
+
+
 def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int, int],
               found: Access, inputs: set[int]) -> tuple[str, list[int], list[int]]:
     """(name, values read, values written) of a delegate call: the file does not say which
@@ -228,13 +257,13 @@ def _delegate(plan: ExecutionPlan, call: Any, planned: set[int], views: dict[int
     found.unplanned.append([v for a in call.args for v in _unplanned(plan.values, a, planned,
                                                                         views)])
     found.written.update(v for a in call.args for v in _items(plan.values, a, views))
-    return f"delegate {plan.delegates[call.index]}", held, list(dict.fromkeys(touched))
+    return f"delegate {_printable(plan.delegates[call.index])}", held, list(dict.fromkeys(touched))
 
 
 def accesses(plan: ExecutionPlan, planned: set[int]) -> Access:
     """Which step reads and writes which planned value, from the plan's one chain."""
     if len(plan.chains) != 1:
-        raise ProblemError(f"execution plan {plan.name!r} has {len(plan.chains)} chains; "
+        raise ProblemError(f"execution plan {shown(plan.name)} has {len(plan.chains)} chains; "
                            f"memplan rebuilds plans of one chain")
     found = Access()
     views: dict[int, int] = {}  # et_view's output -> the planned tensor it views

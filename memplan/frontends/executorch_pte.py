@@ -38,7 +38,7 @@ import numpy as np
 from memplan.errors import ProblemError
 from memplan.frontends import pte_flatbuffer
 from memplan.frontends.executorch_chain import Access, accesses, lifetimes
-from memplan.frontends.pte_flatbuffer import ExecutionPlan, Program, Tensor
+from memplan.frontends.pte_flatbuffer import ExecutionPlan, Program, Tensor, listed, shown
 from memplan.problem import Alias, Buffer, Problem, Step
 
 ALIGNMENT = 16  # ExecuTorch's MemoryPlanningPass default
@@ -99,7 +99,7 @@ def default_method(program: Program) -> int:
     planned = planned_methods(program)
     if len(planned) == 1:
         return names.index(planned[0])
-    raise ProblemError(f"{len(names)} execution plans ({', '.join(names)}), "
+    raise ProblemError(f"{len(names)} execution plans ({listed(names)}), "
                        f"{len(planned)} with a memory plan: name one (method=..., "
                        f"--method)", file=program.file)
 
@@ -116,20 +116,20 @@ def _choose(program: Program, method: str | None, mem_id: int | None):
         names.index(method) if method in names else -1
     if index < 0:
         raise ProblemError(f"no execution plan {method!r}; the program has "
-                           f"{', '.join(names)}", file=file)
+                           f"{listed(names)}", file=file)
     plan = plans[index]
     used = sorted(_arenas(plan))
     if mem_id is None and len(used) > 1:
-        raise ProblemError(f"execution plan {plan.name!r} uses arenas (memory ids) "
+        raise ProblemError(f"execution plan {shown(plan.name)} uses arenas (memory ids) "
                            f"{used}: name one (mem_id=...)", file=file)
     mem_id = used[0] if mem_id is None and used else mem_id
     if mem_id is None or mem_id not in used:
-        raise ProblemError(f"execution plan {plan.name!r} plans no tensor in memory id "
+        raise ProblemError(f"execution plan {shown(plan.name)} plans no tensor in memory id "
                            f"{mem_id}", file=file)
     sharing = [p.name for p in plans if p is not plan and mem_id > 1 and mem_id in _arenas(p)]
     if sharing:  # ExecuTorch's shared mutable buffers: one arena for every method
-        raise ProblemError(f"memory id {mem_id} of execution plan {plan.name!r} is shared "
-                           f"with {', '.join(sharing)} (shared mutable buffers); memplan "
+        raise ProblemError(f"memory id {mem_id} of execution plan {shown(plan.name)} is shared "
+                           f"with {listed(sharing)} (shared mutable buffers); memplan "
                            f"re-plans one method's arena", file=file)
     return index, plan, mem_id
 
@@ -163,7 +163,7 @@ def _layout(program: Program, method: str | None, mem_id: int | None,
         inputs, outputs = set(plan.inputs) & planned, set(plan.outputs) & planned
         lives = lifetimes(found, span, inputs, outputs)
     except ProblemError as error:
-        raise ProblemError(f"method {plan.name!r}: {error.reason}", file=file) from None
+        raise ProblemError(f"method {shown(plan.name)}: {error.reason}", file=file) from None
     values = tuple(sorted(lives))
     buffers, aliases = [], []
     for v in values:
@@ -215,7 +215,7 @@ def _check_original(layout: PteLayout) -> None:
     offsets = dict(zip(layout.problem.ids, layout.offsets.tolist(), strict=True))
     for violation in validate(layout.problem, offsets):
         if violation.kind in ("overlap", "alias", "conflict"):
-            raise ProblemError(f"method {layout.method!r}: the program's own plan puts "
+            raise ProblemError(f"method {shown(layout.method)}: the program's own plan puts "
                                f"{' and '.join(violation.buffers)} on shared bytes while the "
                                f"rebuilt lifetimes say both are live ({violation.message}); "
                                f"memplan cannot rebuild this program safely",

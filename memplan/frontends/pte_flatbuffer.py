@@ -17,11 +17,16 @@ Steps:
 
 - `read_program`: refuse a file whose identifier is not `FILE_IDENTIFIER`
   (another schema: the field slots below are ``program.fbs``'s of
-  ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); read every execution
-  plan's name, values (tensors with their scalar type, sizes, allocation and
-  whether they are stored constants; tensor lists; scalars, an ``IntList``
-  with its items), inputs, outputs, chains of instructions, operators,
-  delegates and arena sizes;
+  ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); check the bytes as
+  ExecuTorch's loader does, within a work bound (`memplan.frontends.
+  pte_verify`: nothing below reads outside the program); read every execution
+  plan's name, values (tensors with their scalar type, sizes, dim order,
+  allocation and whether they are stored constants; tensor lists; scalars, an
+  ``IntList`` with its items), inputs, outputs, chains of instructions,
+  operators, delegates and arena sizes; refuse what the runtime refuses when
+  it loads a method (`_check_indices`: an index past its table, a tensor
+  outside its arena or its constant data, list arguments that multiply past
+  the work bound);
 - `with_allocations`: a flatbuffer's references point forward, so each moved
   tensor gets a new ``AllocationDetails`` table (all three fields present,
   one shared vtable) appended after the program, and its ``allocation_info``
@@ -36,17 +41,18 @@ Cost: O(file's tables) to read, O(file size) to write.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 
 from memplan.errors import ProblemError, require
+from memplan.frontends.pte_verify import HEADER_MAGIC, WORK_PER_BYTE, verify
 
 FILE_IDENTIFIER = b"ET12"  # program.fbs's file_identifier
 SCHEMA_SHA256 = {  # ExecuTorch 1.5.1's schema, whose field slots this module reads
     "program.fbs": "da7b809b497abea70e813cb23f39e46b6c76e2501d66ef3e91d4f9e1c9cfd62f",
     "scalar_type.fbs": "a4c83c25ee7da8eedf61f04fe3df979e5866035763f0ee8d3ed68463e3baad8f",
 }
-HEADER_MAGIC = b"eh00"
 SCALAR_TYPES = {  # scalar_type.fbs (8-10: c10's complex types): (name, bytes per item)
     0: ("BYTE", 1), 1: ("CHAR", 1), 2: ("SHORT", 2), 3: ("INT", 4), 4: ("LONG", 8),
     5: ("HALF", 2), 6: ("FLOAT", 4), 7: ("DOUBLE", 8), 8: ("COMPLEX32", 4),
@@ -77,11 +83,14 @@ class Tensor:
     sizes: tuple[int, ...]
     allocation: Allocation | None  # None: a constant, or memory the runtime provides
     stored: bool = False  # a constant: data in the program (data_buffer_idx > 0) or outside it
+    dim_order: tuple[int, ...] = ()
+    data_index: int = 0  # data_buffer_idx: its constant data in the program (0: none)
 
 
 @dataclass(frozen=True)
 class TensorList:
     items: tuple[int, ...]  # value indices (-1: none, in an optional list)
+    optional: bool = False  # an OptionalTensorList
 
 
 @dataclass(frozen=True)
@@ -132,8 +141,6 @@ class Program:
 def _table(buf: bytes, pos: int):
     from flatbuffers.table import Table
 
-    if not 0 <= pos <= len(buf) - 4:
-        raise ValueError(f"a table at byte {pos}, past the end")
     return Table(buf, pos)
 
 
@@ -143,30 +150,25 @@ def _ref(t, slot: int):
     return _table(t.Bytes, t.Indirect(t.Pos + o)) if o else None
 
 
-def _vector(t, slot: int, width: int) -> tuple[int, int]:
+def _vector(t, slot: int) -> tuple[int, int]:
     """(start, length) of a vector field; (0, 0) when absent."""
     o = t.Offset(4 + 2 * slot)
-    if not o:
-        return 0, 0
-    start, length = t.Vector(o), t.VectorLen(o)
-    if start + width * length > len(t.Bytes):
-        raise ValueError(f"a vector of {length} items at byte {start}, past the end")
-    return start, length
+    return (t.Vector(o), t.VectorLen(o)) if o else (0, 0)
 
 
 def _numbers(t, slot: int, code: str) -> tuple:
-    start, length = _vector(t, slot, struct.calcsize(code))
+    start, length = _vector(t, slot)
     return struct.unpack_from(f"<{length}{code}", t.Bytes, start)
 
 
 def _tables(t, slot: int) -> list:
-    start, length = _vector(t, slot, 4)
+    start, length = _vector(t, slot)
     return [_table(t.Bytes, t.Indirect(start + 4 * k)) for k in range(length)]
 
 
 def _string(t, slot: int) -> str:
     o = t.Offset(4 + 2 * slot)
-    return t.String(t.Pos + o).decode("utf-8", "replace") if o else ""
+    return t.String(t.Pos + o).decode() if o else ""  # flatbuffers' strings are UTF-8
 
 
 def _scalar(t, slot: int, code: str, default=0):
@@ -176,9 +178,7 @@ def _scalar(t, slot: int, code: str, default=0):
 
 def _union(t, slot: int, kinds: tuple[str, ...]):
     """(kind, table) of a union field (its type at ``slot``, its value at ``slot + 1``)."""
-    code = _scalar(t, slot, "B")
-    kind = kinds[code] if code < len(kinds) else f"type {code}"
-    return kind, _ref(t, slot + 1)
+    return kinds[_scalar(t, slot, "B")], _ref(t, slot + 1)  # verified: a known type
 
 
 def _value(t) -> Tensor | TensorList | Scalar:
@@ -190,10 +190,12 @@ def _value(t) -> Tensor | TensorList | Scalar:
             _scalar(info, 0, "I"), _scalar(info, 1, "I") + (_scalar(info, 2, "I") << 32),
             val.Pos + val.Offset(4 + 2 * 6))
         extra = _ref(val, 9)  # ExtraTensorInfo: its location, 1 = EXTERNAL
-        stored = _scalar(val, 5, "I") > 0 or extra is not None and _scalar(extra, 2, "b") == 1
-        return Tensor(name, width, _numbers(val, 2, "i"), allocation, stored)
+        external = extra is not None and _scalar(extra, 2, "b") == 1
+        index = 0 if external else _scalar(val, 5, "I")
+        return Tensor(name, width, _numbers(val, 2, "i"), allocation, index > 0 or external,
+                      _numbers(val, 3, "B"), index)
     if kind in ("TensorList", "OptionalTensorList"):
-        return TensorList(_numbers(val, 0, "i"))
+        return TensorList(_numbers(val, 0, "i"), kind == "OptionalTensorList")
     if kind == "IntList":  # items: the Int values of its sizes, some computed at run time
         return Scalar(kind, _numbers(val, 0, "q"))
     codes = {"Int": "q", "Bool": "?", "Double": "d"}
@@ -213,7 +215,7 @@ def _plan(t) -> ExecutionPlan:
         _numbers(t, 4, "i"),
         [[_instruction(i) for i in _tables(chain, 2)] for chain in _tables(t, 5)],
         [(_string(op, 0), _string(op, 1)) for op in _tables(t, 6)],
-        [_string(d, 0) for d in _tables(t, 7)], _numbers(t, 8, "q"), _vector(t, 8, 8)[0])
+        [_string(d, 0) for d in _tables(t, 7)], _numbers(t, 8, "q"), _vector(t, 8)[0])
 
 
 def read_program(data: bytes, file: str) -> Program:
@@ -240,16 +242,137 @@ def _read(data: bytes, file: str) -> Program:
                            f"{FILE_IDENTIFIER.decode()} (ExecuTorch 1.5.1's program.fbs)",
                            file=file)
     require("flatbuffers", "executorch", "reading .pte files")
-    program = Program(data, file, program_size=len(data))
+    layout = verify(data, file)  # every reference below is inside the program
+    program = Program(data, file, program_size=layout.program_size,
+                      segment_base=layout.segment_base)
+    root = _table(data, struct.unpack_from("<I", data, 0)[0])
     try:
-        if data[8:12] == HEADER_MAGIC:
-            program.program_size, program.segment_base = struct.unpack_from("<QQ", data, 16)
-        root = _table(data, struct.unpack_from("<I", data, 0)[0])
         program.plans = [_plan(plan) for plan in _tables(root, 1)]
-    except (ValueError, TypeError, IndexError, struct.error) as error:
-        raise ProblemError(f"not a readable ExecuTorch program ({type(error).__name__}: "
-                           f"{error})", file=file) from None
+    except UnicodeDecodeError as error:
+        raise ProblemError(f"not a valid ExecuTorch program: a name that is not UTF-8 "
+                           f"({error.reason})", file=file) from None
+    fits = _constant_data(root)
+    for k, plan in enumerate(program.plans):
+        try:
+            _check_indices(plan, WORK_PER_BYTE * layout.program_size, fits)
+        except ValueError as error:
+            raise ProblemError(f"execution plan {k} ({shown(plan.name)}): {error}",
+                               file=file) from None
     return program
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """A name read from the file as a message shows it: quoted, control characters
+    escaped, cut after ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def listed(names: list[str], limit: int = 5) -> str:
+    """Names read from the file as a message lists them: each `shown`, the first few."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(shown(name) for name in names[:limit]) + more
+
+
+def _constant_data(root):
+    """Whether constant ``index`` holds ``nbytes`` as the runtime checks it: in the constant
+    segment (its offset plus the bytes within the segment), or inline in the program
+    (``constant_buffer``: its storage no larger)."""
+    segment = _ref(root, 5)
+    offsets = _numbers(segment, 1, "Q") if segment is not None else ()
+    if len(offsets) > 1:
+        segments = _tables(root, 4)
+        index = _scalar(segment, 0, "I")  # in range: pte_verify checked it
+        size = _scalar(segments[index], 1, "Q")
+        return lambda k, nbytes: k < len(offsets) and offsets[k] + nbytes <= size
+    storage = [_vector(buffer, 0)[1] for buffer in _tables(root, 2)]
+    return lambda k, nbytes: k < len(storage) and storage[k] <= nbytes
+
+
+def _check_indices(plan: ExecutionPlan, limit: int, fits) -> None:
+    """Refuse what ExecuTorch's runtime refuses when it loads the method, of what memplan
+    reads: an index past the table it points into, a tensor outside its arena; and a
+    chain whose arguments, lists expanded, exceed ``limit`` (rebuilding its lifetimes
+    visits each: arguments pointing many times at one long list multiply the work)."""
+    count = len(plan.values)
+    work = 0
+
+    def within(indices, what: str, low: int = 0) -> None:
+        bad = [v for v in indices if not low <= v < count]
+        if bad:
+            raise ValueError(f"{what}: value index {bad[0]}, the plan has {count} values")
+
+    if any(size < 0 for size in plan.arena_sizes):
+        raise ValueError(f"non_const_buffer_sizes {list(plan.arena_sizes)[:8]}: a negative "
+                         f"arena size")
+    within(plan.inputs, "inputs")
+    within(plan.outputs, "outputs")
+    for v, value in enumerate(plan.values):
+        if isinstance(value, TensorList):
+            what = f"value {v} (a tensor list)"
+            within(value.items, what, -1 if value.optional else 0)
+            if not value.optional and not all(isinstance(plan.values[i], Tensor)
+                                              for i in value.items):
+                raise ValueError(f"{what}: an item that is no tensor")
+        elif isinstance(value, Scalar) and value.kind == "IntList":
+            within(value.value, f"value {v} (an int list)")
+            if not all(getattr(plan.values[i], "kind", "") == "Int" for i in value.value):
+                raise ValueError(f"value {v} (an int list): an item that is no Int")
+        elif isinstance(value, Tensor):
+            _check_tensor(plan, v, value, fits)
+    for c, chain in enumerate(plan.chains):
+        for i, call in enumerate(chain):
+            table = {"KernelCall": plan.operators, "DelegateCall": plan.delegates}.get(
+                call.kind)
+            if table is None:
+                continue
+            what = f"chain {c}, instruction {i} ({call.kind})"
+            if not 0 <= call.index < len(table):
+                kind = "op_index" if call.kind == "KernelCall" else "delegate_index"
+                raise ValueError(f"{what}: {kind} {call.index}, the plan has {len(table)} "
+                                 f"{'operators' if call.kind == 'KernelCall' else 'delegates'}")
+            within(call.args, f"{what}'s arguments")
+            work += sum(1 + len(_listed(plan.values[a])) for a in call.args)
+            if work > limit:
+                raise ValueError(f"its instructions' arguments, lists expanded, exceed "
+                                 f"{WORK_PER_BYTE} per byte of the program: they point many "
+                                 f"times at the same lists")
+
+
+def _listed(value) -> tuple[int, ...]:
+    """The value indices a list value holds (none for any other value)."""
+    if isinstance(value, TensorList):
+        return value.items
+    return value.value if isinstance(value, Scalar) and value.kind == "IntList" else ()
+
+
+def _check_tensor(plan: ExecutionPlan, v: int, tensor: Tensor, fits) -> None:
+    if not tensor.item_bytes:
+        raise ValueError(f"value {v}: a tensor of scalar type {tensor.scalar_type.split()[-1]}, "
+                         f"not one of scalar_type.fbs's")
+    if any(size < 0 for size in tensor.sizes) or \
+            math.prod(tensor.sizes) * tensor.item_bytes >= 1 << 63:
+        raise ValueError(f"value {v}: a tensor of sizes {list(tensor.sizes)[:8]}")
+    if sorted(tensor.dim_order) != list(range(len(tensor.sizes))):
+        raise ValueError(f"value {v}: dim_order {list(tensor.dim_order)[:8]} is no order of "
+                         f"its {len(tensor.sizes)} dimensions")
+    nbytes = math.prod(tensor.sizes) * tensor.item_bytes
+    if tensor.data_index and not fits(tensor.data_index, nbytes):
+        raise ValueError(f"value {v}: its constant data (data_buffer_idx "
+                         f"{tensor.data_index}, {nbytes} bytes) is not in the program")
+    allocation = tensor.allocation
+    if allocation is None:
+        return
+    arenas = len(plan.arena_sizes)
+    if not 0 < allocation.memory_id < arenas:
+        raise ValueError(f"value {v}: memory id {allocation.memory_id}, the plan has arenas "
+                         f"1 to {arenas - 1} (non_const_buffer_sizes)")
+    end = allocation.offset + nbytes
+    if end > plan.arena_sizes[allocation.memory_id]:
+        raise ValueError(f"value {v}: its bytes end at {end}, past its arena (memory id "
+                         f"{allocation.memory_id}, {plan.arena_sizes[allocation.memory_id]} "
+                         f"bytes)")
 
 
 def with_allocations(program: Program, moves: dict[int, tuple[int, int]],
