@@ -375,7 +375,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
         max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
-    floor = floor_planner(problem)
+    floor = floor_planner(problem, settings.time_limit)
     if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [floor], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
