@@ -121,3 +121,18 @@ def test_the_floor_is_the_time_sweep_where_the_greedy_pass_would_not_fit_the_lim
     assert FLOOR in plan.stats["skipped"]  # the sweep, uncut, is the floor
     sweep = plan_with("time_sweep", many)
     assert plan.arena_size <= sweep.arena_size
+
+
+def test_solve_says_in_one_line_when_its_limit_cannot_be_kept(tmp_path, capsys, monkeypatch):
+    from memplan.cli import OK, main
+    from memplan.cli import solve as solve_command
+    from memplan.frontends.memplan_json import write_problem
+
+    path = tmp_path / "chain.json"
+    write_problem(path, network_like(400, 0))
+    assert main(["solve", str(path), "--time-limit", "2", "--quiet"]) == OK
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(solve_command, "FLOOR_CPU_PER_BUFFER", 0.01)  # 4 s of work
+    assert main(["solve", str(path), "--time-limit", "2", "--quiet"]) == OK
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and "400 buffers" in said[0] and "--time-limit 2" in said[0]
