@@ -191,9 +191,10 @@ class Run:
         self.pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
         self.compiled = compiled_place.fits(problem, "best_fit")
         # the order x placement passes cost what the floor's does (every overlapping pair
-        # met once): where it would not fit the limit, only the sweeps run (`floor_fits`)
-        limits = [limit for limit in (time_limit, chosen.cpu) if limit is not None]
-        self.pairwise = not chosen.sweep or floor_fits(problem, min(limits, default=None))
+        # met once): where it would not fit the caller's limit (the wall one; a budget is a
+        # share of it: the floor runs whatever the budget), only the sweeps run
+        self.pairwise = not chosen.sweep or floor_fits(
+            problem, chosen.cpu if time_limit is None else time_limit)
         self.built: dict[bool, Units] = {}
 
     def units(self, with_pairs: bool, uncut: bool = False) -> Units:
