@@ -63,12 +63,15 @@ def groups(problem: Problem, most: int = MOST_PARTS) -> list[np.ndarray]:
     found = components(problem)
     if len(found) <= 1:
         return found
-    least = len(problem) // most
+    least = max(len(problem) // most, 1)
     grouped: list[list[np.ndarray]] = [[]]
+    count = 0  # buffers in the last group
     for members in found:
-        if sum(map(len, grouped[-1])) >= max(least, 1):
+        if count >= least:
             grouped.append([])
+            count = 0
         grouped[-1].append(members)
+        count += len(members)
     return [np.sort(np.concatenate(group)) for group in grouped]
 
 
