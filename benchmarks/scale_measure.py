@@ -65,7 +65,7 @@ def _problem_file(work: Path, name: str) -> Path:
 
     path = work / f"{name}.json"
     if not path.exists():
-        case = next(c for c in cases("large") if c.name == name)
+        case = next(c for c in cases("large") + cases("huge") if c.name == name)
         write_problem(path, case.build())
     return path
 
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time-limit", default="60", help="comma-separated seconds")
-    parser.add_argument("--problems", required=True, help="comma-separated large-suite names")
+    parser.add_argument("--problems", required=True, help="comma-separated names of the "
+                                                          "large or huge suite")
     parser.add_argument("--peer", default="", help="comma-separated problems (or 'all') to run "
                                                    "omnimalloc's SuperMalloc on too")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memplan-large"))

@@ -18,6 +18,9 @@ Suites:
   seeded generators (`benchmarks.large`): ONNX transformer decoders with KV
   caches read by the ONNX frontend (``decoder-*``), unrolled training steps
   (``training-*``), and `network_like` (``network-*``);
+- ``huge``: the same generators at 100k, 300k and 1M buffers, and the traces
+  of `benchmarks.traces` tiled 8 and 27 times (``training-60k-x8``: copies end
+  to end in time, the independent parts `memplan.parts` plans apart);
 - ``tiny``: three small problems for the smoke test.
 """
 
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from benchmarks.generate import conflict_graph, network_like, pinwheel
 from benchmarks.large import training_step, transformer_decoder
+from benchmarks.traces import TRACES, tiled
 from memplan.problem import Problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,6 +122,23 @@ def _large() -> list[Case]:
             for label, n in LARGE_SIZES for kind, make in LARGE_KINDS]
 
 
+HUGE_SIZES = (("100k", 100_000), ("300k", 300_000), ("1m", 1_000_000))
+TILED = (8, 27)  # copies of each trace of `benchmarks.traces.TRACES`, end to end in time
+
+
+def _tiled(name: str, copies: int) -> Problem:
+    return tiled(TRACES[name](), copies)
+
+
+def _huge() -> list[Case]:
+    """The ``large`` generators at 100k-1M buffers, and the traces tiled 8 and 27 times
+    (`benchmarks.traces.tiled`: independent parts, the bound one copy's)."""
+    return [Case("huge", f"{kind}-{label}", partial(make, n, 0))
+            for label, n in HUGE_SIZES for kind, make in LARGE_KINDS] + \
+        [Case("huge", f"{name}-x{copies}", partial(_tiled, name, copies))
+         for copies in TILED for name in TRACES]
+
+
 def _tilings() -> list[Case]:
     """Pinwheel tilings (`pinwheel`): every step exactly full, capacity = the lower bound."""
     return [Case("tilings", f"pinwheel-{n}", partial(pinwheel, n, 0), True)
@@ -138,7 +159,7 @@ def _tiny() -> list[Case]:
 
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "onnx-light": _onnx_light, "minimalloc": _minimalloc, "conflict-graph": _conflict_graph,
-    "scale": _scale, "large": _large, "tiny": _tiny, "tilings": _tilings,
+    "scale": _scale, "large": _large, "tiny": _tiny, "tilings": _tilings, "huge": _huge,
 }
 
 

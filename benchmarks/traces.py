@@ -24,7 +24,10 @@ time at 10k-60k buffers, more than pair lists can hold::
 - `TRACES`: the named set the benchmarks plan, sized like the production
   traces these stand for (BERT-large 10.7k buffers, a 2.6B transformer 18.7k,
   a 13B transformer 14.7k with more parameter tensors, an operator graph of
-  62k), two seeds of the common sizes so that nothing is tuned on one instance.
+  62k), two seeds of the common sizes so that nothing is tuned on one instance;
+- `tiled`: copies of a trace laid end to end in time (steps after steps), as a
+  compiler that plans several steps or requests at once writes them: the copies
+  never meet, so the live-load bound is one copy's.
 
 Same arguments, same problem on every machine (Python's `random.Random`);
 the buffer count lands within a few percent of the one asked. O(n).
@@ -133,6 +136,17 @@ def inference_trace(buffers: int, seed: int = 0) -> Problem:
         trace.buffer(trace.parameter(), 0, steps + 1)
     trace.forward(steps, save=False)
     return trace.problem(f"inference-trace-{len(trace.sizes)}-s{seed}")
+
+
+def tiled(problem: Problem, copies: int) -> Problem:
+    """``copies`` copies of ``problem`` one after the other in time; O(copies x n)."""
+    span = int(problem.ends.max()) if len(problem) else 0
+    shift = np.repeat(np.arange(copies, dtype=np.int64) * span, len(problem))
+    return Problem.from_arrays(np.tile(problem.sizes, copies),
+                               np.tile(problem.starts, copies) + shift,
+                               np.tile(problem.ends, copies) + shift,
+                               alignments=np.tile(problem.alignments, copies),
+                               name=f"{problem.name}-x{copies}")
 
 
 TRACES: dict[str, Callable[[], Problem]] = {

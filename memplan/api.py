@@ -45,13 +45,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memplan import frontends
+from memplan import frontends, parts
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
@@ -364,6 +365,25 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         report = _solve_deployment(problem, settings, *deployment, began=began)
         report.seconds = time.perf_counter() - began
         return report
+    whole = partial(_solve_whole, on_progress=on_progress, stop=stop,
+                    exact_options=exact_options)
+    split = parts.groups(problem) if len(problem) >= parts.PART_BUFFERS and \
+        problem.widths is None else []
+    if len(split) > 1:  # independent parts: each planned on its own (`memplan.parts`)
+        report = parts.solve_parts(problem, split, settings, lambda piece, chosen: whole(
+            piece, chosen, began=time.perf_counter()), _checked, began)
+    else:
+        report = whole(problem, settings, began=began)
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
+                 on_progress: Callable[..., Any] | None,
+                 stop: threading.Event | None,
+                 exact_options: ExactOptions | Mapping[str, Any] | None) -> SolveReport:
+    """`solve_report` of one problem planned whole: the heuristics, then the exact planner
+    with the time left since ``began`` (a `time.perf_counter` value)."""
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
     record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
     if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
@@ -375,7 +395,7 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
         max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
-    floor = floor_planner(problem)
+    floor = floor_planner(problem, settings.time_limit)
     if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [floor], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
@@ -398,7 +418,6 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
                 settings.time_limit - (time.perf_counter() - began) - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
-                report.seconds = time.perf_counter() - began
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
                 exact = plan_with(EXACT, problem, hint=heuristic,
@@ -409,7 +428,6 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
             report.plan = min(exact, heuristic, key=lambda plan: plan_rank(problem, plan))
         except KeyboardInterrupt:  # stopped before the exact planner had a plan
             report.interrupted = True
-    report.seconds = time.perf_counter() - began
     return report
 
 

@@ -47,16 +47,37 @@ FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.so
 # first, uncut by any time limit, and never return a larger plan (see `floor_planner`)
 FLOOR_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
 # aliases) and more pairs overlap in time: its pair lists in Python would take minutes
+# ... or unless its work (the compiled pass meets every pair of overlapping lifetimes once,
+# O(E log n): 69 M pairs, a 60k-buffer training step, 4-5 s quiet, 8.4 CPU-s beside busy
+# processes; 556 M pairs, eight of them end to end, 67 CPU-s) would take more than
+# FLOOR_SHARE of the time limit at FLOOR_PAIRS_PER_SECOND
+FLOOR_PAIRS_PER_SECOND = 12_000_000
+FLOOR_SHARE = 0.5
+FLOOR_LEAST_WORK = 1_000_000  # pairs the floor's pass may visit whatever the limit (0.1 s)
 
 
-def floor_planner(problem: Problem) -> str:
+def floor_planner(problem: Problem, time_limit: float | None = None) -> str:
     """The planner whose plan is the floor of ``problem``: `FLOOR`, or the time sweep
-    (which lists no pairs) where `FLOOR` would list more than `FLOOR_PAIRS` pairs in
-    Python (``best``'s ``max_pairs`` rule)."""
+    (which lists no pairs, O(n log n + n g) for g free gaps) where `FLOOR` would list more
+    than `FLOOR_PAIRS` pairs in Python (``best``'s ``max_pairs`` rule) or where its work
+    (`floor_work`) would not fit in `FLOOR_SHARE` of ``time_limit`` (seconds)."""
     if problem.alias_optional.any() and \
             time_overlap_count(problem.starts, problem.ends) > FLOOR_PAIRS:
         return "time_sweep"
-    return FLOOR
+    return FLOOR if floor_fits(problem, time_limit) else "time_sweep"
+
+
+def floor_fits(problem: Problem, time_limit: float | None) -> bool:
+    """Whether `FLOOR`'s compiled pass fits in `FLOOR_SHARE` of ``time_limit`` (seconds;
+    None: no limit) or is small (`FLOOR_LEAST_WORK`): its work, in pairs visited (every
+    pair of overlapping lifetimes and every explicit conflict once, and each buffer), at
+    `FLOOR_PAIRS_PER_SECOND`. A count of work, so the same problem and limit get the same
+    floor on a busy machine; O(n log n)."""
+    if time_limit is None:
+        return True
+    work = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts) + \
+        len(problem)
+    return work <= max(FLOOR_LEAST_WORK, FLOOR_PAIRS_PER_SECOND * FLOOR_SHARE * time_limit)
 
 
 def register(name: str) -> Callable[[Planner], Planner]:

@@ -101,7 +101,8 @@ def _sharing(problem: Problem, offsets: np.ndarray) -> tuple[np.ndarray, set[tup
     mandatory = honoured & ~problem.alias_optional
     for a, b in zip(src[mandatory].tolist(), dst[mandatory].tolist(), strict=True):
         parent[find(a)] = find(b)
-    label = np.array([find(i) for i in range(len(problem))], dtype=np.int64)
+    label = np.array([find(i) for i in range(len(problem))], dtype=np.int64) \
+        if mandatory.any() else np.arange(len(problem), dtype=np.int64)  # each its own
     optional = honoured & problem.alias_optional
     links = {(min(x, y), max(x, y)) for x, y in zip(label[src[optional]].tolist(),
                                                     label[dst[optional]].tolist(), strict=True)

@@ -42,7 +42,10 @@ XLA's ChooseBestHeap, then a search. Steps:
   greedy's (milliseconds on networks; on problems over
   ``breadth_first_buffers`` it ran second, within the limit, unless a limit
   of about 0 s left it out); without the compiled pass and over
-  ``max_pairs`` pairs, the time sweep's plan is the floor;
+  ``max_pairs`` pairs, or where its work (every overlapping pair met once:
+  560 M pairs, a minute, on eight training steps end to end) would not fit
+  half the limit (`memplan.registry.floor_fits`), the time sweep's plan is
+  the floor, and no order x placement pass runs (each costs as much);
 - a pass under way when the time runs out is cut (its remaining units
   stacked, still a valid plan) and named in ``stats["cut"]``; passes not
   started are named in ``stats["skipped"]``; Ctrl-C ends the passes or the
@@ -108,7 +111,7 @@ from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
-from memplan.registry import FLOOR, planners, register
+from memplan.registry import FLOOR, floor_fits, planners, register
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
@@ -187,6 +190,11 @@ class Run:
         self.attempts = 0
         self.pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
         self.compiled = compiled_place.fits(problem, "best_fit")
+        # the order x placement passes cost what the floor's does (every overlapping pair
+        # met once): where it would not fit the caller's limit (the wall one; a budget is a
+        # share of it: the floor runs whatever the budget), only the sweeps run
+        self.pairwise = not chosen.sweep or floor_fits(
+            problem, chosen.cpu if time_limit is None else time_limit)
         self.built: dict[bool, Units] = {}
 
     def units(self, with_pairs: bool, uncut: bool = False) -> Units:
@@ -203,7 +211,8 @@ class Run:
         found = candidates(self.chosen)
         if len(self.problem) > self.chosen.breadth_first_buffers:  # breadth wins there
             found.sort(key=lambda named: named[1].order != "breadth")
-        if not self.compiled and self.chosen.sweep and self.pairs > self.chosen.max_pairs:
+        if not self.pairwise or \
+                (not self.compiled and self.chosen.sweep and self.pairs > self.chosen.max_pairs):
             self.skipped.extend(name for name, _ in found)  # pair lists in Python: too big
             return []
         return found
@@ -217,8 +226,10 @@ class Run:
             return self.budgeted(wall, cpu_end)
 
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
-            lambda p: sweep_offsets(self.units(False), p, ends()), placement))
-            for placement in (chosen.placements if chosen.sweep else ())]
+            lambda p, floor: sweep_offsets(self.units(False, uncut=floor), p,
+                                           None if floor else ends()), placement, k == 0 and
+            not self.pairwise))  # the first sweep is the floor where `FLOOR` is not
+            for k, placement in enumerate(chosen.placements if chosen.sweep else ())]
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
             sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
@@ -255,10 +266,10 @@ class Run:
 
     def floor(self) -> None:
         """`FLOOR`'s pass, uncut, unless it ran to its end already (or its pair lists in
-        Python would be too many, or do not fit in memory: then the time sweep is the
-        floor)."""
+        Python would be too many, or do not fit in memory, or its work does not fit the
+        limit, `floor_fits`: then the time sweep is the floor)."""
         if any(name == FLOOR and not stats["cut"] for _, name, _, stats in self.tried) or \
-                (not self.compiled and self.pairs > self.chosen.max_pairs):
+                not self.pairwise or (not self.compiled and self.pairs > self.chosen.max_pairs):
             return
         try:
             offsets, stats = self.floor_pass()

@@ -115,16 +115,16 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
     return hint
 
 
-def _floor(problem: Problem, hint: Plan | None) -> Plan | None:
-    """The floor's plan of ``problem`` (`memplan.registry.floor_planner`, uncut: no time
-    limit), or None when the ``hint`` is known to be no larger (that plan, ``best``'s, which
+def _floor(problem: Problem, hint: Plan | None, time_limit: float | None) -> Plan | None:
+    """The floor's plan of ``problem`` (`memplan.registry.floor_planner` for ``time_limit``,
+    uncut by it), or None when the ``hint`` is known to be no larger (that plan, ``best``'s, which
     ran it first, or one that says so in ``stats["floor_arena"]``) or the floor does not
     place the problem (a `ProblemError`)."""
     if hint is not None and (hint.planner in (FLOOR, "best") or
                              hint.arena_size <= hint.stats.get("floor_arena", -1)):
         return None  # `best` ran its floor first
     try:
-        return plan_with(floor_planner(problem), problem)
+        return plan_with(floor_planner(problem, time_limit), problem)
     except ProblemError:
         return None
 
@@ -580,7 +580,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
         hint = _warm_start(working, hint, settings, stats, began)
-    floor = _floor(working, hint)
+    floor = _floor(working, hint, settings.time_limit)
     run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")

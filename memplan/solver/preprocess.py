@@ -95,11 +95,10 @@ def components(problem: Problem) -> list[np.ndarray]:
                                 strict=True), problem.conflicts.tolist())
     at = block.tolist()
     root, _, _ = union_find(int(block.max()) + 1, ((at[a], at[b], 0) for a, b in pairs))
-    label = np.array(root)[block]
-    groups: dict[int, list[int]] = {}
-    for idx, root in enumerate(label.tolist()):
-        groups.setdefault(root, []).append(idx)
-    return [np.array(members, np.int64) for members in groups.values()]
+    label = np.asarray(root, np.int64)[block]
+    by_label = np.argsort(label, kind="stable")  # each group's members in index order
+    _, first = np.unique(label[by_label], return_index=True)
+    return sorted(np.split(by_label, first[1:]), key=lambda members: int(members[0]))
 
 
 def _piece(problem: Problem, members: np.ndarray, scale: int) -> Problem:

@@ -1,0 +1,148 @@
+"""Plan a problem part by part: the independent pieces its lifetimes separate.
+
+Where no buffer is live across a point of time (and no alias or explicit
+conflict links a buffer before it to one after it), the buffers on either
+side never meet: each side can be laid out from offset 0 on its own, and the
+arena of the whole is the larger side's::
+
+    address                       two parts: nothing spans the cut at t;
+      ^  +---+  +-+  :  +----+    each is planned with its share of the
+      |  |   +--+ |  :  |    |    limit, and the peak and the proven bound
+      +--+--------+--:--+----+--> time    are the larger part's
+                     t
+
+Steps of `solve_parts` (called by `memplan.api.solve_report` on problems of
+at least `PART_BUFFERS` buffers):
+
+- the parts: `memplan.solver.preprocess.components` (a sweep in start order
+  cuts time where no buffer spans a point; a union-find joins the blocks an
+  alias or a conflict links), grouped in time order into at most `MOST_PARTS`
+  groups (a group of several parts is still independent of the others);
+- identical parts (the same columns once time is renumbered: a step or a
+  request repeated) are planned once and their offsets reused;
+- the distinct parts, smallest lower bound first, each by the whole pipeline
+  (heuristics, then the exact planner, each plan checked by the independent
+  validator on its part) with its share of the time left: its buffers over
+  the buffers left. The largest part's bound is a lower bound of the whole,
+  so a part below it need not go further: it is planned with that much gap
+  allowed (unless the caller gave a gap);
+- stitch the offsets: the whole plan is valid, since each part's plan is
+  and no buffer of one part meets a buffer of another (no shared time, no
+  alias, no conflict: the split's definition), so the whole is not checked
+  again (a second at 500k buffers); its proven bound is the largest of the
+  parts' bounds.
+
+The exact planner splits the same way inside (`memplan.solver.preprocess.split`),
+but only when the heuristics before it leave it time; here every stage, the
+floor and the validation included, runs on a part at a time. Cost: O(n log n
++ a x g + c x g) for a aliases, c conflicts and g groups, plus the parts'
+plans and one validation of the whole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from memplan.bounds import lower_bound
+from memplan.plan import Plan
+from memplan.problem import Problem
+from memplan.solver.preprocess import _piece, components
+from memplan.validate import known_valid, mark_valid
+
+PART_BUFFERS = 10_000  # smaller problems are planned whole (the split saves them nothing)
+MOST_PARTS = 64  # parts beyond this are grouped: each group plans its parts together
+
+
+def groups(problem: Problem, most: int = MOST_PARTS) -> list[np.ndarray]:
+    """The independent parts of ``problem`` (buffer indices, sorted), consecutive ones
+    grouped so that there are at most about ``most``; one group when nothing splits."""
+    found = components(problem)
+    if len(found) <= 1:
+        return found
+    least = max(len(problem) // most, 1)
+    grouped: list[list[np.ndarray]] = [[]]
+    count = 0  # buffers in the last group
+    for members in found:
+        if count >= least:
+            grouped.append([])
+            count = 0
+        grouped[-1].append(members)
+        count += len(members)
+    return [np.sort(np.concatenate(group)) for group in grouped]
+
+
+def _key(piece: Problem) -> tuple:
+    """What makes two pieces the same problem (time renumbered, ids aside)."""
+    columns = (piece.sizes, piece.starts, piece.ends, piece.alignments, piece.pinned,
+               piece.alias_src, piece.alias_dst, piece.alias_delta, piece.alias_optional,
+               piece.conflicts)
+    return (piece.capacity,) + tuple(np.ascontiguousarray(c).tobytes() for c in columns)
+
+
+def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: Callable,
+                checked: Callable, began: float):
+    """`memplan.api.SolveReport` of ``problem`` planned part by part (see the module doc).
+
+    ``solve_one(piece, settings)``: the pipeline on one part; ``checked(piece, plan)``:
+    the validation of a part's plan not checked yet (`memplan.api._checked`); ``began``: the
+    `time.perf_counter` value the caller's limit counts from."""
+    from memplan.api import SolveReport, naive_arena  # api imports this module
+
+    pieces = [_piece(problem, members, 1) for members in parts]
+    distinct: dict[tuple, int] = {}
+    same = [distinct.setdefault(_key(piece), k) for k, piece in enumerate(pieces)]
+    bounds = [lower_bound(piece) for piece in pieces]
+    planned = sorted(set(same), key=lambda k: bounds[k])  # the peak's part last: the most time
+    whole_bound = max(bounds)
+    limit = settings.time_limit
+    reports: dict[int, object] = {}
+    left = sum(len(pieces[k]) for k in planned)
+    for k in planned:
+        piece = pieces[k]
+        chosen = replace(settings, gap=settings.gap if settings.gap is not None or
+                         bounds[k] >= whole_bound else f"{whole_bound - bounds[k]}B")
+        if limit is not None:
+            share = max(0.0, limit - (time.perf_counter() - began)) * len(piece) / left
+            chosen = replace(chosen, time_limit=share, heuristic_time_limit=None if
+                             settings.heuristic_time_limit is None else
+                             min(settings.heuristic_time_limit, share))
+        reports[k] = solve_one(piece, chosen)
+        left -= len(piece)
+
+    def stitched(which: Callable) -> tuple[np.ndarray, int, list]:
+        offsets = np.zeros(len(problem), np.int64)
+        for members, k in zip(parts, same, strict=True):
+            offsets[members] = which(reports[k]).offsets
+        bound = max(which(reports[k]).best_bound for k in same)
+        return offsets, bound, [which(reports[k]) for k in planned]
+
+    def whole(which: Callable, planner: str) -> Plan:
+        offsets, bound, plans = stitched(which)
+        for k in planned:  # each distinct part's plan passed the validator on its part
+            if not known_valid(which(reports[k]), pieces[k]):
+                checked(pieces[k], which(reports[k]))
+        plan = Plan.from_offsets(problem, offsets, planner=planner, best_bound=bound,
+                                 seconds=time.perf_counter() - began, stats={
+                                     "parts": len(parts), "distinct_parts": len(planned),
+                                     "part_planners": [p.planner for p in plans],
+                                     "cut_short": any(p.stats.get("cut_short") for p in plans),
+                                     "clock_cut": any(p.stats.get("clock_cut") for p in plans)})
+        if plan.status == "infeasible" and any(p.status == "unknown" for p in plans):
+            plan.status = "unknown"  # a part neither fitted nor proven not to
+        return mark_valid(plan, problem)  # its parts never meet, and each is valid
+
+    heuristic = whole(lambda report: report.heuristic, reports[planned[0]].heuristic.planner)
+    ran_exact = any(reports[k].exact is not None for k in planned)
+    plan = whole(lambda report: report.plan, reports[planned[-1]].plan.planner) \
+        if ran_exact else heuristic
+    report = SolveReport(problem, plan, naive_arena(problem), {heuristic.planner: heuristic},
+                         heuristic, plan if ran_exact else None)
+    report.interrupted = any(reports[k].interrupted for k in planned)
+    report.out_of_time = any(reports[k].out_of_time for k in planned)
+    report.within_gap = not ran_exact and all(reports[k].within_gap or reports[k].plan.status
+                                              == "optimal" for k in planned)
+    return report
