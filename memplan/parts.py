@@ -26,17 +26,16 @@ at least `PART_BUFFERS` buffers):
   the buffers left. The largest part's bound is a lower bound of the whole,
   so a part below it need not go further: it is planned with that much gap
   allowed (unless the caller gave a gap);
-- stitch the offsets: the whole plan is valid, since each part's plan is
-  and no buffer of one part meets a buffer of another (no shared time, no
-  alias, no conflict: the split's definition), so the whole is not checked
-  again (a second at 500k buffers); its proven bound is the largest of the
-  parts' bounds.
+- stitch the offsets and check the whole with the independent validator
+  (the parts never meet by the split's definition, but the check does not
+  take the split's word for it: about a CPU second at 500k buffers); its
+  proven bound is the largest of the parts' bounds.
 
 The exact planner splits the same way inside (`memplan.solver.preprocess.split`),
 but only when the heuristics before it leave it time; here every stage, the
 floor and the validation included, runs on a part at a time. Cost: O(n log n
 + a x g + c x g) for a aliases, c conflicts and g groups, plus the parts'
-plans and one validation of the whole.
+plans and the validation of the whole (a sweep, O(n log n)).
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ from memplan.bounds import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver.preprocess import _piece, components
-from memplan.validate import known_valid, mark_valid
 
 PART_BUFFERS = 10_000  # smaller problems are planned whole (the split saves them nothing)
 MOST_PARTS = 64  # parts beyond this are grouped: each group plans its parts together
@@ -87,8 +85,8 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
                 checked: Callable, began: float):
     """`memplan.api.SolveReport` of ``problem`` planned part by part (see the module doc).
 
-    ``solve_one(piece, settings)``: the pipeline on one part; ``checked(piece, plan)``:
-    the validation of a part's plan not checked yet (`memplan.api._checked`); ``began``: the
+    ``solve_one(piece, settings)``: the pipeline on one part; ``checked(problem, plan, twin)``:
+    the independent validation of the stitched whole (`memplan.api._checked`); ``began``: the
     `time.perf_counter` value the caller's limit counts from."""
     from memplan.api import SolveReport, naive_arena  # api imports this module
 
@@ -122,9 +120,6 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
 
     def whole(which: Callable, planner: str) -> Plan:
         offsets, bound, plans = stitched(which)
-        for k in planned:  # each distinct part's plan passed the validator on its part
-            if not known_valid(which(reports[k]), pieces[k]):
-                checked(pieces[k], which(reports[k]))
         plan = Plan.from_offsets(problem, offsets, planner=planner, best_bound=bound,
                                  seconds=time.perf_counter() - began, stats={
                                      "parts": len(parts), "distinct_parts": len(planned),
@@ -133,12 +128,13 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
                                      "clock_cut": any(p.stats.get("clock_cut") for p in plans)})
         if plan.status == "infeasible" and any(p.status == "unknown" for p in plans):
             plan.status = "unknown"  # a part neither fitted nor proven not to
-        return mark_valid(plan, problem)  # its parts never meet, and each is valid
+        return plan
 
-    heuristic = whole(lambda report: report.heuristic, reports[planned[0]].heuristic.planner)
+    heuristic = checked(problem, whole(lambda report: report.heuristic,
+                                       reports[planned[0]].heuristic.planner))
     ran_exact = any(reports[k].exact is not None for k in planned)
-    plan = whole(lambda report: report.plan, reports[planned[-1]].plan.planner) \
-        if ran_exact else heuristic
+    plan = checked(problem, whole(lambda report: report.plan, reports[planned[-1]].plan.planner),
+                   heuristic) if ran_exact else heuristic
     report = SolveReport(problem, plan, naive_arena(problem), {heuristic.planner: heuristic},
                          heuristic, plan if ran_exact else None)
     report.interrupted = any(reports[k].interrupted for k in planned)
