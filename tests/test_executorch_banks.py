@@ -229,6 +229,19 @@ def test_what_cannot_fit_is_explained():
     assert caught.value.proven and caught.value.needed == 192
 
 
+@pytest.mark.parametrize("size", [2**53 + 1, 2**62, 2**63 - 1, 2**63])
+def test_a_bank_beyond_every_plan_is_planned_as_unbounded(size):
+    """A slow bank of 2^63 - 1 bytes (an "unbounded" budget) plans as BankedGreedy plans it,
+    while a real capacity still binds (the fast bank's 128 B)."""
+    target = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", size, 2)])
+    specs = _trade()
+    report, result = _planned(target, specs, "slow_arena")
+    _assert_fits(target, report, result)
+    assert _slow(result, specs) == {1, 2, 3} and report.slow_arena == 64
+    assert report.banked.regions[1].capacity <= sum(s.allocated_memory for s in specs) + 64
+    assert report.banked.regions[0].capacity == 128
+
+
 def test_bad_banks_and_objectives_are_refused():
     with pytest.raises(ProblemError, match="objective"):
         memplan.executorch.algorithm(banks=TWO, objective="fastest")

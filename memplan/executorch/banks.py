@@ -274,10 +274,7 @@ def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
     """The buffers of the declared banks as one region `Problem` (module docstring), and
     the spec of each buffer; `BankOverflowError` when free buffers have no bank with room."""
     declared = target.mem_ids()
-    regions, room = [], {}
-    for rank, bank in enumerate(target.banks):
-        room[bank.mem_id] = bank.size - bases[bank.mem_id] - extra_padding
-        regions.append(Region(bank.name, max(1, room[bank.mem_id]), float(rank)))
+    room = {b.mem_id: b.size - bases[b.mem_id] - extra_padding for b in target.banks}
     usable = [b for b in target.banks if room[b.mem_id] > 0]
     free_align = math.lcm(*(aligns[b.mem_id] for b in usable)) if usable else 1
     buffers, specs = [], []
@@ -298,6 +295,11 @@ def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
             buffers.append(Buffer(row.id, _align(row.size, align), row.start, row.end, align,
                                   regions=allowed, kind=row.kind))
             specs.append(spec)
+    # a bank beyond every plan's reach (2^63 - 1, the usual "unbounded") holds as much as
+    # the buffers stacked end to end, each at its alignment: its true size changes nothing
+    reach = sum(b.size + b.alignment for b in buffers)
+    regions = [Region(b.name, max(1, min(room[b.mem_id], reach)), float(rank))
+               for rank, b in enumerate(target.banks)]
     steps = next(iter(layout.problems.values())).steps if layout.problems else None
     return Problem(buffers, regions=regions, name="banks", steps=steps), specs
 
