@@ -55,7 +55,16 @@ the plan kept when better or when CP-SAT finds none); stage 2 only lowers
 each region's top at the same choice.
 What that second run proves holds within the ceiling only: the plan's
 bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
-which hold for every plan; ``stats["ceiling"]`` has the second run's statuses.
+which hold for every plan; ``stats["ceiling"]`` has the second run's statuses
+and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
+the plans within the ceiling, the set the plan was chosen from).
+
+Bounds: beside NoOverlap2D, every region's bytes at each step where the
+live set is maximal are at most its capacity and at most its top
+(`RegionModel._loads`): the per-step knapsacks, coupled through the region
+choices, make CP-SAT's linear relaxation, so its objective bound is that of
+the fractional assignment rather than nearly zero. With ``relative_gap``
+every run stops once its objective is proven within that share.
 """
 
 from __future__ import annotations
@@ -146,6 +155,29 @@ class RegionModel:
                 if k in self.top:
                     cp.add(offset + unit.extent <= self.top[k]).only_enforce_if(literal)
         self.arena = sum(weight[k] * top for k, top in self.top.items())
+        self._loads(limit)
+
+    def _loads(self, limit: list[int]) -> None:
+        """Redundant, for the bound: at each step where the live set is maximal, the bytes a
+        region holds are at most its capacity, and at most its top (its boxes are disjoint
+        and all below the top). The knapsack of every step at once, coupled through the
+        region choices, is the LP relaxation CP-SAT bounds the objective with; without it
+        the optional boxes of NoOverlap2D leave the LP nearly empty. O(steps * live)."""
+        boxes = self.geometry.boxes
+        if not boxes:
+            return
+        for live in maximal_live_sets(boxes):
+            held: dict[int, int] = {}  # unit -> its bytes live at the step
+            for n in live:
+                box = boxes[n]
+                held[box.unit] = held.get(box.unit, 0) + box.high - box.low
+            for k, capacity in enumerate(limit):
+                terms = [(nbytes, self.inside[u][k]) for u, nbytes in held.items()
+                         if k in self.inside[u]]
+                if k not in self.top and sum(b for b, _ in terms) <= capacity:
+                    continue  # the capacity cannot bind here
+                load = sum(b * literal for b, literal in terms)
+                self.cp.add(load <= (self.top[k] if k in self.top else capacity))
 
     def _pack(self) -> None:
         """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
@@ -204,10 +236,13 @@ class RegionModel:
             for k, literal in inside.items():
                 cp.add_hint(literal, int(regions[first]) == k)
 
-    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int):
+    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int,
+              gap: float = 0.0):
         """``(solver, status, CPU seconds per worker)`` of one run: at most ``cpu`` CPU
-        seconds per worker, and not past ``deadline`` (a `time.perf_counter` value)."""
+        seconds per worker, and not past ``deadline`` (a `time.perf_counter` value); it
+        stops once the objective is proven within ``gap`` (a share) of its bound."""
         solver = cp_solver(workers=workers, seed=seed, seconds=wall_left(deadline))
+        solver.parameters.relative_gap_limit = gap
         # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
         # llama: 6 s of presolve, no solution, the hint unread): none
         solver.parameters.cp_model_probing_level = 0
@@ -227,6 +262,33 @@ class RegionModel:
         return offsets, regions
 
 
+def maximal_live_sets(boxes) -> list[list[int]]:
+    """The boxes live at each step where the live set is maximal (no later step's holds it):
+    a step where a box starts and, before the next such step, one ends. O(b log b)."""
+    starts = np.array([b.start for b in boxes], np.int64)
+    ends = np.array([b.end for b in boxes], np.int64)
+    steps = np.unique(starts)
+    after = np.append(steps[1:], np.iinfo(np.int64).max)
+    ends_sorted = np.sort(ends)
+    ending = np.searchsorted(ends_sorted, after, side="right") - \
+        np.searchsorted(ends_sorted, steps, side="right")
+    order = np.argsort(starts, kind="stable").tolist()
+    live: set[int] = set()
+    found, nxt = [], 0
+    by_end = sorted(range(len(boxes)), key=lambda n: int(ends[n]))
+    gone = 0
+    for t, keep in zip(steps.tolist(), (ending > 0).tolist(), strict=True):
+        while nxt < len(order) and starts[order[nxt]] <= t:
+            live.add(order[nxt])
+            nxt += 1
+        while gone < len(by_end) and ends[by_end[gone]] <= t:
+            live.discard(by_end[gone])
+            gone += 1
+        if keep:
+            found.append(sorted(live))
+    return found
+
+
 def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
     """Region plans compare by this, lower is better: fitting, the ``objective`` (the arena
     cost then the cost, or the cost), then `plan_rank`'s arena and granted scratch."""
@@ -239,12 +301,14 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, workers: int = 2, weights=None,
-                       objective: str = "cost", ceiling: Plan | None = None) -> Plan:
+                       objective: str = "cost", ceiling: Plan | None = None,
+                       relative_gap: float = 0.0) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
-    (`slow_measures`) the result never exceeds (module doc)."""
+    (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
+    stops once proven within this share of its bound (0: the optimum, or the limit)."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
@@ -262,7 +326,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     chosen = _choose(RegionModel(problem, weights), first, heuristic, objective,
-                     (share, deadline), seed, workers, stats)
+                     (share, deadline, relative_gap), seed, workers, stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -274,10 +338,14 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
-        chosen = _choose(capped, heuristic, heuristic, objective, (left, deadline), seed,
-                         workers, stats["ceiling"])
+        chosen = _choose(capped, heuristic, heuristic, objective,
+                         (left, deadline, relative_gap), seed, workers, stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
+        for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
+                              strict=True):
+            if bound is not None:  # a lower bound among the plans within the ceiling
+                stats["ceiling"][key] = bound
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
     # CPU seconds per worker of the CP-SAT runs so far
@@ -289,7 +357,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         cpu = None if time_limit is None else \
             max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
         plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
-                                  hint=start, workers=workers)
+                                  hint=start, workers=workers, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
@@ -308,14 +376,15 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 
 def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
-            limits: tuple[float | None, float | None], seed: int, workers: int,
+            limits: tuple[float | None, float | None, float], seed: int, workers: int,
             stats: dict) -> tuple | None:
     """Stage 1 on ``model``, hinted with ``hint``: the offsets and regions chosen (the
     ``fallback``'s when CP-SAT found none), and the proven lower bounds on the cost and the
     arena cost (None: none proven); None when CP-SAT proved that no choice fits.
-    ``limits``: its CPU seconds per worker and its deadline (a `time.perf_counter` value;
-    None: none); the CPU its runs took is added to ``stats["stage_cpu"]``."""
-    seconds, deadline = limits
+    ``limits``: its CPU seconds per worker, its deadline (a `time.perf_counter` value;
+    None: none) and its relative gap; the CPU its runs took is added to
+    ``stats["stage_cpu"]``."""
+    seconds, deadline, gap = limits
     problem = model.problem
     model.hint(hint.offsets, hint.regions)
     proven_cost = proven_arena = None
@@ -323,7 +392,7 @@ def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
     if objective == "arena" and model.top:
         model.cp.minimize(model.arena)
         solver, status, spent = model.solve(deadline, None if seconds is None else seconds / 2,
-                                            seed, workers)
+                                            seed, workers, gap)
         stats["arena_status"] = solver.status_name(status).lower()
         stats["stage_cpu"] += spent
         if status in _SOLVED:
@@ -336,7 +405,7 @@ def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
             return None
         seconds = None if seconds is None else seconds / 2
     model.cp.minimize(model.cost)
-    solver, status, spent = model.solve(deadline, seconds, seed, workers)
+    solver, status, spent = model.solve(deadline, seconds, seed, workers, gap)
     stats["cost_status"] = solver.status_name(status).lower()
     stats["stage_cpu"] += spent
     if status == cp_model.INFEASIBLE and "arena_status" not in stats:

@@ -73,7 +73,13 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.deploy.regions import plan_regions, region_plan, slow_regions, within
+from memplan.deploy.regions import (
+    cost_bound,
+    plan_regions,
+    region_plan,
+    slow_regions,
+    within,
+)
 from memplan.deploy.regions_exact import objective_rank, plan_regions_exact
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
@@ -89,6 +95,7 @@ from memplan.problem import Buffer, Problem, Region
 from memplan.validate import validate
 
 OBJECTIVES = {"traffic": "cost", "slow_arena": "arena"}  # ours -> the region planners'
+RELATIVE_GAP = 0.01  # by default the search stops once its plan is proven this close
 SHOWN = 8  # tensors named in an overflow message
 
 
@@ -139,12 +146,16 @@ class BankReport(GraphReport):
     @property
     def objective_gap(self) -> float:
         """How far the objective may be from its optimum, proven (0: optimal)."""
+        return self.gaps[self.objective]
+
+    @property
+    def gaps(self) -> dict[str, float]:
+        """Per measure (``traffic``, ``slow_arena``, ``slow_bytes``), how far this plan's
+        value may be from the least any plan has, proven (`proven_gaps`; 0: optimal)."""
         if self.plan is None:
-            return 0.0
-        value, bound = (self.plan.stats[k] for k in (
-            ("cost", "cost_bound") if self.objective == "traffic" else
-            ("arena_cost", "arena_bound")))
-        return max(0.0, value - bound) / value if value > 0 else 0.0
+            return dict.fromkeys(("traffic", "slow_arena", "slow_bytes"), 0.0)
+        return {**proven_gaps(self.plan.stats),
+                "slow_bytes": _gap(self.slow_bytes, slow_bytes_bound(self.banked))}
 
 
 @dataclass
@@ -154,9 +165,13 @@ class BankedAlgorithm(MemplanAlgorithm):
 
     target: TargetMemoryMap | None = None
     objective: str = "traffic"
+    relative_gap: float = RELATIVE_GAP  # stop once proven this close (0: the optimum)
 
     def __post_init__(self):
         super().__post_init__()
+        if not (isinstance(self.relative_gap, (int, float)) and 0 <= self.relative_gap < 1):
+            raise ProblemError(f"relative_gap must be a share in [0, 1), got "
+                               f"{self.relative_gap!r}")
         if not isinstance(self.target, TargetMemoryMap):
             raise ProblemError(f"banks must be ExecuTorch's TargetMemoryMap, got "
                                f"{type(self.target).__name__}")
@@ -211,7 +226,8 @@ class BankedAlgorithm(MemplanAlgorithm):
         share = None if limit is None else limit / (1 + bool(others.problems))
         plan = plan_banks(problem, reads, self.objective, time_limit=share,
                           seed=self.options.seed, workers=self.options.workers,
-                          guard=greedy_plan(problem, specs, peer, target, bases, reads)) \
+                          guard=greedy_plan(problem, specs, peer, target, bases, reads),
+                          relative_gap=self.relative_gap) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -251,17 +267,22 @@ class BankedAlgorithm(MemplanAlgorithm):
 
 
 def algorithm(time_limit: float | None = 10.0, *, banks: TargetMemoryMap | None = None,
-              objective: str | None = None, **options: Any) -> MemplanAlgorithm:
+              objective: str | None = None, relative_gap: float | None = None,
+              **options: Any) -> MemplanAlgorithm:
     """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``banks``
     (ExecuTorch's ``TargetMemoryMap``) a `BankedAlgorithm` for ``objective`` (one of
-    `OBJECTIVES`, ``traffic`` by default); `ProblemError` for an objective without banks."""
+    `OBJECTIVES`, ``traffic`` by default) that stops once its plan is proven within
+    ``relative_gap`` (`RELATIVE_GAP` by default; 0: the optimum or the time limit);
+    `ProblemError` for an objective or a gap without banks."""
     single = spec_planner.algorithm(time_limit, **options)  # its options checked there
     if banks is None:
-        if objective is not None:
-            raise ProblemError("an objective is for banks: give banks=TargetMemoryMap(...)")
+        if objective is not None or relative_gap is not None:
+            raise ProblemError("an objective and a relative gap are for banks: give "
+                               "banks=TargetMemoryMap(...)")
         return single
     return BankedAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
-                           target=banks, objective=objective or "traffic")
+                           target=banks, objective=objective or "traffic",
+                           relative_gap=RELATIVE_GAP if relative_gap is None else relative_gap)
 
 
 def _align(value: int, alignment: int) -> int:
@@ -336,13 +357,14 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
                time_limit: float | None, seed: int = 0, workers: int | None = None,
-               guard: Plan | None = None) -> Plan:
+               guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
     ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
     returned has at most its slow bytes, its slow arena and its objective. The better of
     it and the region heuristic's plan warm-starts the exact planner, which never returns
-    worse than the better of those within the guard, and stays within it."""
+    worse than the better of those within the guard, and stays within it. The search
+    stops once the plan is proven within ``relative_gap`` on the objective (`proven_gaps`)."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
     if proof is not None:
@@ -351,19 +373,44 @@ def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
     goal = OBJECTIVES[objective]
     plan = min((p for p in (plan_regions(problem, weights=weights), guard) if p is not None),
                key=lambda p: objective_rank(problem, p, weights, goal))
-    done = within(problem, plan, guard) and (
-        plan.stats["cost_optimal"] if objective == "traffic" else
-        plan.stats["arena_optimal"] and plan.stats["cost_optimal"])
+    gaps = proven_gaps(plan.stats)
+    done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
+        objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
         extra = {} if workers is None else {"workers": workers}
         plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
-                                  weights=weights, objective=goal, ceiling=guard, **extra)
+                                  weights=weights, objective=goal, ceiling=guard,
+                                  relative_gap=relative_gap, **extra)
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)
     return plan
+
+
+def _gap(value: float, bound: float) -> float:
+    return max(0.0, value - bound) / value if value > 0 else 0.0
+
+
+def proven_gaps(stats: dict) -> dict[str, float]:
+    """Per objective, how far a region plan (its ``stats``) may be from the optimum, proven:
+    ``traffic`` from its cost and cost bound, ``slow_arena`` from its arena cost and arena
+    bound, each bound the larger of the one over every plan and the one proven among the
+    plans within BankedGreedy's slow bytes and slow arena (``stats["ceiling"]``, the set the
+    exact planner chose from when the ceiling bound it; `memplan.deploy.regions_exact`)."""
+    inside = stats.get("ceiling", {})
+    return {"traffic": _gap(stats["cost"], max(stats["cost_bound"],
+                                               inside.get("cost_bound", 0.0))),
+            "slow_arena": _gap(stats["arena_cost"], max(stats["arena_bound"],
+                                                        inside.get("arena_bound", 0.0)))}
+
+
+def slow_bytes_bound(problem: Problem) -> float:
+    """A lower bound on the bytes in the slow banks: `memplan.deploy.regions.cost_bound`
+    with every slow bank costing 1 per byte."""
+    flat = [Region(r.name, r.capacity, float(r.cost > 0)) for r in problem.regions]
+    return cost_bound(problem.replace(regions=flat))
 
 
 def greedy_plan(problem: Problem, specs: list, result: MemoryAlgoResult | None,
@@ -494,12 +541,20 @@ def format_bank_report(report: BankReport) -> str:
     total = sum(report.bufsizes[m] for m in target.mem_ids() if m < len(report.bufsizes))
     lines.append(f"  total planned: {total} bytes over {len(target.banks)} banks")
     if report.plan is not None:
-        stats = report.plan.stats
-        gap = "proven optimal" if report.objective_gap == 0 else \
-            f"proven gap {report.objective_gap:.2%}"
+        stats, gaps = report.plan.stats, report.gaps
+        lines.append(f"  slow bytes {report.slow_bytes} ({_said(gaps['slow_bytes'])}), "
+                     f"read-weighted {report.traffic} ({_said(gaps['traffic'])}), slow arena "
+                     f"{report.slow_arena} ({_said(gaps['slow_arena'])}, at least "
+                     f"{int(stats['arena_bound'])})")
+        key = "cost_bound" if report.objective == "traffic" else "arena_bound"
+        where = ""
         if "ceiling" in stats:
-            gap += " (kept within BankedGreedy's slow bytes and slow arena)"
-        lines.append(f"  slow bytes {report.slow_bytes}, read-weighted {report.traffic}, "
-                     f"slow arena {report.slow_arena} (at least "
-                     f"{int(stats['arena_bound'])}); {report.objective}: {gap}")
+            where = " among the plans within BankedGreedy's slow bytes and slow arena" \
+                if stats["ceiling"].get(key, 0.0) > stats[key] else \
+                " (kept within BankedGreedy's slow bytes and slow arena)"
+        lines.append(f"  objective {report.objective}: {_said(report.objective_gap)}{where}")
     return "\n".join(lines)
+
+
+def _said(gap: float) -> str:
+    return "proven optimal" if gap == 0 else f"proven gap {gap:.2%}"
