@@ -378,13 +378,8 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     rounds = 0
     while stale:
         rounds += 1
-        for r in sorted(stale):
-            members = region == r
-            if not members.any():
-                continue
-            plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
-                                time_limit=time_limit, seed=seed, **options)
-            offsets[members], sizes[members] = plan.offsets, plan.sizes
+        plan_each(problem, region, stale, offsets, sizes, planner=planner,
+                  time_limit=time_limit, seed=seed, **options)
         stale = set()
         for r, reg in enumerate(problem.regions):
             capacity = min(reg.capacity or _UNBOUNDED, problem.capacity or _UNBOUNDED)
@@ -399,6 +394,20 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
                        seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
                        stats={"eviction_rounds": rounds, "refilled": moved})
+
+
+def plan_each(problem: Problem, region: np.ndarray, chosen, offsets: np.ndarray,
+              sizes: np.ndarray, *, planner: str = "best", time_limit: float | None = None,
+              seed: int = 0, **options) -> None:
+    """Plan the buffers of each ``chosen`` region on their own with ``planner`` (through
+    the scratch post-pass), writing their offsets and granted sizes in place."""
+    for r in sorted(chosen):
+        members = region == r
+        if not members.any():
+            continue
+        plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
+                            time_limit=time_limit, seed=seed, **options)
+        offsets[members], sizes[members] = plan.offsets, plan.sizes
 
 
 def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: np.ndarray,

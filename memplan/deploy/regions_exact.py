@@ -28,7 +28,8 @@ The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
   buffer weights (reads) to 1/1000 too.
 
 Stage 1 leaves optional aliases out (never taken: sound, so the region
-choice is feasible, though a choice that only fits by sharing is missed);
+choice is feasible, though a choice that only fits by sharing is missed, and
+the bounds it proves are dropped when there are any);
 stage 2 plans each region with the full exact planner, aliases included,
 hinted with the stage-1 layout. The result is never worse than the
 heuristic plan it starts from, which is kept when better (the objective,
@@ -79,6 +80,7 @@ from memplan.deploy.regions import (
     allowed_matrix,
     arena_cost,
     checked_weights,
+    plan_each,
     plan_regions,
     region_cost,
     region_plan,
@@ -97,6 +99,7 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+RELAX_SHARE = 0.25  # of a stage's CPU, at most, for its relaxation (`_choose`)
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -109,7 +112,9 @@ def region_weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem, weights=None):
+    def __init__(self, problem: Problem, weights=None, *, packed: bool = True):
+        """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
+        the region choice under the per-step loads alone; its optimum is a lower bound."""
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -139,11 +144,15 @@ class RegionModel:
             cp.add_exactly_one(inside.values())
             self.offset.append(offset)
             self.inside.append(inside)
-        self._pack()
-        self._separate()
-        weight = region_weights(core)
+        if packed:
+            self._pack()
+            self._separate()
+        self.weight = weight = region_weights(core)
         scaled = np.round(1000 * checked_weights(core, weights)).astype(np.int64)
-        unit_bytes = [int((sizes * scaled)[list(unit.members)].sum()) for unit in geometry.units]
+        self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
+                                        for unit in geometry.units]
+        self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
         self.top = {}  # region -> its arena, for the regions that cost something
@@ -216,6 +225,40 @@ class RegionModel:
         self.cp.add(sum(unit_bytes[u] * literal for u, inside in enumerate(self.inside)
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
+        self.capped = (slow_bytes, slow_arena)
+
+    def keep_tops(self, tops: dict[int, int]) -> None:
+        """Every top of a region that costs something at most ``tops[region]``."""
+        for k, top in self.top.items():
+            if k in tops:
+                self.cp.add(top <= tops[k])
+        self.kept.update(tops)
+
+    def tops(self, offsets: np.ndarray, regions: np.ndarray) -> dict[int, int]:
+        """The top of each region that costs something, in a layout at the minimum sizes."""
+        ends = offsets + self.problem.sizes
+        return {k: int(ends[regions == k].max(initial=0)) for k in self.top}
+
+    def value(self, offsets: np.ndarray, regions: np.ndarray, stage: str) -> int:
+        """The objective of ``stage`` ("arena" or "cost") of a layout, in the model's units."""
+        if stage == "arena":
+            return sum(self.weight[k] * top for k, top in self.tops(offsets, regions).items())
+        first = [unit.members[0] for unit in self.geometry.units]
+        return sum(b * self.weight[int(regions[i])]
+                   for b, i in zip(self.unit_bytes, first, strict=True))
+
+    def admits(self, plan: Plan) -> bool:
+        """Whether a region plan meets every constraint added so far (capacities, `cap`,
+        `keep_tops`), its variable scratch at the sizes it was granted."""
+        if plan.stats["over_capacity"]:
+            return False
+        sizes = plan.stats["region_sizes"]
+        names = [r.name for r in self.problem.regions]
+        if any(sizes[names[k]] > top for k, top in self.kept.items()):
+            return False
+        return self.capped is None or all(
+            mine <= cap for mine, cap in zip(slow_measures(self.problem, plan), self.capped,
+                                             strict=True))
 
     def hint(self, offsets: np.ndarray, regions: np.ndarray) -> None:
         """Hint the unit offsets, regions and tops from a plan over regions."""
@@ -325,26 +368,34 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             heuristic = ceiling
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(RegionModel(problem, weights), first, heuristic, objective,
-                     (share, deadline, relative_gap), seed, workers, stats)
+    chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
+                     heuristic, objective, (share, deadline, relative_gap), seed, workers,
+                     stats, weights)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
+    sharing = any(a.optional for a in problem.aliases)  # the model's bounds ignore it
+    if sharing:
+        proven_cost = proven_arena = None
     if ceiling is not None and not within(
             problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
             ceiling):
-        capped = RegionModel(problem, weights)
-        capped.cap(*slow_measures(problem, ceiling))
+        def capped(packed: bool) -> RegionModel:
+            model = RegionModel(problem, weights, packed=packed)
+            model.cap(*slow_measures(problem, ceiling))
+            return model
+
         left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, workers, stats["ceiling"])
+                         (left, deadline, relative_gap), seed, workers, stats["ceiling"],
+                         weights)
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
                               strict=True):
-            if bound is not None:  # a lower bound among the plans within the ceiling
+            if bound is not None and not sharing:  # a bound among the plans within it
                 stats["ceiling"][key] = bound
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
@@ -375,47 +426,86 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     return plan
 
 
-def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
+def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, workers: int,
-            stats: dict) -> tuple | None:
-    """Stage 1 on ``model``, hinted with ``hint``: the offsets and regions chosen (the
-    ``fallback``'s when CP-SAT found none), and the proven lower bounds on the cost and the
-    arena cost (None: none proven); None when CP-SAT proved that no choice fits.
-    ``limits``: its CPU seconds per worker, its deadline (a `time.perf_counter` value;
-    None: none) and its relative gap; the CPU its runs took is added to
-    ``stats["stage_cpu"]``."""
+            stats: dict, weights) -> tuple | None:
+    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
+    hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
+    search found any), and the proven lower bounds on the cost and the arena cost (None:
+    none proven); None when CP-SAT proved that no choice fits.
+
+    Each stage (the arena, for that objective; then the cost) first solves the
+    relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
+    its region choice, each region laid out by the heuristic planners (`lay_out`), is a
+    plan when it fits. When the best plan so far is within ``gap`` of that bound, the
+    stage ends there; else the full model runs, its objective at least the bound.
+    ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
+    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
     seconds, deadline, gap = limits
+    model = build(True)
     problem = model.problem
-    model.hint(hint.offsets, hint.regions)
-    proven_cost = proven_arena = None
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
-    if objective == "arena" and model.top:
-        model.cp.minimize(model.arena)
-        solver, status, spent = model.solve(deadline, None if seconds is None else seconds / 2,
-                                            seed, workers, gap)
-        stats["arena_status"] = solver.status_name(status).lower()
+    best = (hint.offsets, hint.regions) if model.admits(hint) else None
+    stages = ["arena", "cost"] if objective == "arena" and model.top else ["cost"]
+    proven = {}
+    for n, stage in enumerate(stages):
+        share = None if seconds is None else seconds / (len(stages) - n)
+        began = stats["stage_cpu"]
+        relaxed = build(False)
+        relaxed.keep_tops(model.kept)
+        relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
+        if best is not None:
+            relaxed.hint(*best)
+        solver, status, spent = relaxed.solve(
+            deadline, None if share is None else share * RELAX_SHARE, seed, workers)
+        stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
         stats["stage_cpu"] += spent
+        if status == cp_model.INFEASIBLE and n == 0:
+            return None  # not even the loads of every step fit the capacities
+        bound = solver.best_objective_bound if status in _SOLVED else 0.0
         if status in _SOLVED:
-            proven_arena = solver.best_objective_bound / 1000 * cost_unit
-            tops = {k: solver.value(top) for k, top in model.top.items()}
-            model.hint(*model.read(solver))
-            for k, top in model.top.items():  # keep the arenas, then lower the cost
-                model.cp.add(top <= tops[k])
-        elif status == cp_model.INFEASIBLE:
-            return None
-        seconds = None if seconds is None else seconds / 2
-    model.cp.minimize(model.cost)
-    solver, status, spent = model.solve(deadline, seconds, seed, workers, gap)
-    stats["cost_status"] = solver.status_name(status).lower()
-    stats["stage_cpu"] += spent
-    if status == cp_model.INFEASIBLE and "arena_status" not in stats:
-        return None
-    if status not in _SOLVED:
-        return fallback.offsets.copy(), fallback.regions.copy(), None, proven_arena
-    offsets, regions = model.read(solver)
-    if objective == "cost":
-        proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
+            laid = lay_out(problem, relaxed.read(solver)[1], weights)
+            if model.admits(laid) and (best is None or model.value(
+                    laid.offsets, laid.regions, stage) < model.value(*best, stage)):
+                best = (laid.offsets, laid.regions)
+        value = None if best is None else model.value(*best, stage)
+        if value is None or value - bound > gap * value:
+            expression = model.arena if stage == "arena" else model.cost
+            model.cp.minimize(expression)
+            model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
+            if best is not None:
+                model.hint(*best)
+            left = None if share is None else max(MIN_STAGE_SECONDS,
+                                                  share - (stats["stage_cpu"] - began))
+            solver, status, spent = model.solve(deadline, left, seed, workers, gap)
+            stats[f"{stage}_status"] = solver.status_name(status).lower()
+            stats["stage_cpu"] += spent
+            if status == cp_model.INFEASIBLE and n == 0:
+                return None
+            if status in _SOLVED:
+                best = model.read(solver)
+                bound = max(bound, solver.best_objective_bound)
+        else:
+            stats[f"{stage}_status"] = "relaxation"  # proven within the gap by its bound
+        proven[stage] = bound
+        if stage == "arena" and best is not None:
+            model.keep_tops(model.tops(*best))  # keep the arenas, then lower the cost
+    if best is None:
+        return fallback.offsets.copy(), fallback.regions.copy(), None, \
+            None if "arena" not in proven else proven["arena"] / 1000 * cost_unit
+    offsets, regions = (np.array(a, np.int64) for a in best)
+    proven_arena = proven["arena"] / 1000 * cost_unit if "arena" in proven else None
+    proven_cost = proven["cost"] / 1000 / 1000 * cost_unit if objective == "cost" else None
     return offsets, regions, proven_cost, proven_arena
+
+
+def lay_out(problem: Problem, regions: np.ndarray, weights=None) -> Plan:
+    """A region choice laid out: each region's buffers planned by the heuristic planners
+    (`memplan.deploy.regions.plan_each`); the plan says whether every region fits."""
+    offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
+    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
+    return region_plan(problem, offsets, regions, planner="regions_exact", seconds=0.0,
+                       sizes=sizes, weights=weights)
 
 
 def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
