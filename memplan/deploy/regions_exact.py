@@ -442,17 +442,15 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
     none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
     seconds, deadline, gap = limits
-    model = build(True)
-    problem = model.problem
+    relaxed, model = build(False), None  # the full model, built when the relaxation is short
+    problem = relaxed.problem
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
-    best = (hint.offsets, hint.regions) if model.admits(hint) else None
-    stages = ["arena", "cost"] if objective == "arena" and model.top else ["cost"]
+    best = (hint.offsets, hint.regions) if relaxed.admits(hint) else None
+    stages = ["arena", "cost"] if objective == "arena" and relaxed.top else ["cost"]
     proven = {}
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
-        relaxed = build(False)
-        relaxed.keep_tops(model.kept)
         relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
         if best is not None:
             relaxed.hint(*best)
@@ -465,11 +463,14 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         bound = solver.best_objective_bound if status in _SOLVED else 0.0
         if status in _SOLVED:
             laid = lay_out(problem, relaxed.read(solver)[1], weights)
-            if model.admits(laid) and (best is None or model.value(
-                    laid.offsets, laid.regions, stage) < model.value(*best, stage)):
+            if relaxed.admits(laid) and (best is None or relaxed.value(
+                    laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
-        value = None if best is None else model.value(*best, stage)
+        value = None if best is None else relaxed.value(*best, stage)
         if value is None or value - bound > gap * value:
+            if model is None:
+                model = build(True)
+                model.keep_tops(relaxed.kept)
             expression = model.arena if stage == "arena" else model.cost
             model.cp.minimize(expression)
             model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
@@ -488,8 +489,10 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         else:
             stats[f"{stage}_status"] = "relaxation"  # proven within the gap by its bound
         proven[stage] = bound
-        if stage == "arena" and best is not None:
-            model.keep_tops(model.tops(*best))  # keep the arenas, then lower the cost
+        if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
+            for kept in (relaxed, model):
+                if kept is not None:
+                    kept.keep_tops(relaxed.tops(*best))
     if best is None:
         return fallback.offsets.copy(), fallback.regions.copy(), None, \
             None if "arena" not in proven else proven["arena"] / 1000 * cost_unit

@@ -80,7 +80,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
-from memplan.deploy.regions_exact import objective_rank, plan_regions_exact
+from memplan.deploy.regions_exact import plan_regions_exact
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.executorch import spec_planner
@@ -361,9 +361,9 @@ def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
     ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
-    returned has at most its slow bytes, its slow arena and its objective. The better of
-    it and the region heuristic's plan warm-starts the exact planner, which never returns
-    worse than the better of those within the guard, and stays within it. The search
+    returned has at most its slow bytes, its slow arena and its objective. It (else the
+    region heuristic's plan) warm-starts the exact planner, which never returns worse
+    and stays within the guard. The search
     stops once the plan is proven within ``relative_gap`` on the objective (`proven_gaps`)."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
@@ -371,8 +371,8 @@ def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
         raise proof
     weights = np.maximum(reads, 1)
     goal = OBJECTIVES[objective]
-    plan = min((p for p in (plan_regions(problem, weights=weights), guard) if p is not None),
-               key=lambda p: objective_rank(problem, p, weights, goal))
+    # BankedGreedy's plan starts the search; the region heuristic only where it has none
+    plan = guard if guard is not None else plan_regions(problem, weights=weights)
     gaps = proven_gaps(plan.stats)
     done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
