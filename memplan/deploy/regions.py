@@ -249,6 +249,21 @@ def arena_bound(problem: Problem) -> float:
     return float((costs[:, None] * best).sum(axis=0).max()) if steps else 0.0
 
 
+def plan_gaps(stats: dict) -> dict[str, float]:
+    """Per objective (``cost``, ``arena``), how far a region plan (its ``stats``) may be from
+    the optimum, proven (0: optimal): its value against the larger of its bound over every
+    plan and the one proven among the plans within a ceiling (``stats["ceiling"]``, the set
+    `memplan.deploy.regions_exact` chose from when a ceiling bound it)."""
+    inside = stats.get("ceiling", {})
+    gaps = {}
+    for objective, value, bound in (("cost", "cost", "cost_bound"),
+                                    ("arena", "arena_cost", "arena_bound")):
+        floor = max(stats[bound], inside.get(bound, 0.0))
+        gaps[objective] = max(0.0, stats[value] - floor) / stats[value] \
+            if stats[value] > 0 else 0.0
+    return gaps
+
+
 def slow_regions(problem: Problem) -> np.ndarray:
     """Per region, whether it is slow: it costs something per byte (of a target memory
     map's banks, every one but the fastest)."""

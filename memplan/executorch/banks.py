@@ -75,6 +75,7 @@ from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_
 from memplan.bounds import live_bytes
 from memplan.deploy.regions import (
     cost_bound,
+    plan_gaps,
     plan_regions,
     region_plan,
     slow_regions,
@@ -394,16 +395,10 @@ def _gap(value: float, bound: float) -> float:
 
 
 def proven_gaps(stats: dict) -> dict[str, float]:
-    """Per objective, how far a region plan (its ``stats``) may be from the optimum, proven:
-    ``traffic`` from its cost and cost bound, ``slow_arena`` from its arena cost and arena
-    bound, each bound the larger of the one over every plan and the one proven among the
-    plans within BankedGreedy's slow bytes and slow arena (``stats["ceiling"]``, the set the
-    exact planner chose from when the ceiling bound it; `memplan.deploy.regions_exact`)."""
-    inside = stats.get("ceiling", {})
-    return {"traffic": _gap(stats["cost"], max(stats["cost_bound"],
-                                               inside.get("cost_bound", 0.0))),
-            "slow_arena": _gap(stats["arena_cost"], max(stats["arena_bound"],
-                                                        inside.get("arena_bound", 0.0)))}
+    """Per objective, how far a region plan (its ``stats``) may be from the optimum, proven
+    (`memplan.deploy.regions.plan_gaps`, by our names)."""
+    gaps = plan_gaps(stats)
+    return {ours: gaps[theirs] for ours, theirs in OBJECTIVES.items()}
 
 
 def slow_bytes_bound(problem: Problem) -> float:
