@@ -502,6 +502,26 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     return offsets, regions, proven_cost, proven_arena
 
 
+def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
+                  cpu: float = 1.0, seed: int = 0, workers: int = 2) -> float:
+    """A lower bound on ``objective`` (`OBJECTIVES`; in the units of
+    `memplan.deploy.regions.region_cost` and `arena_cost`) from the relaxation without
+    the packing (`RegionModel`), solved for at most ``cpu`` CPU seconds per worker; 0
+    when the problem has optional aliases (the model leaves out the sharing they allow)."""
+    if any(a.optional for a in problem.aliases):
+        return 0.0
+    relaxed = RegionModel(problem, weights, packed=False)
+    if objective == "arena" and not relaxed.top:
+        return 0.0
+    relaxed.cp.minimize(relaxed.arena if objective == "arena" else relaxed.cost)
+    solver, status, _ = relaxed.solve(None, cpu, seed, workers)
+    if status not in _SOLVED:
+        return 0.0
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \
+        cost_unit
+
+
 def lay_out(problem: Problem, regions: np.ndarray, weights=None) -> Plan:
     """A region choice laid out: each region's buffers planned by the heuristic planners
     (`memplan.deploy.regions.plan_each`); the plan says whether every region fits."""
