@@ -115,6 +115,7 @@ class RegionModel:
     def __init__(self, problem: Problem, weights=None, *, packed: bool = True):
         """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
         the region choice under the per-step loads alone; its optimum is a lower bound."""
+        self.packed = packed
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
