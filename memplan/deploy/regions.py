@@ -290,6 +290,17 @@ def within(problem: Problem, plan: Plan, ceiling: Plan | None) -> bool:
         slow_measures(problem, plan), slow_measures(problem, ceiling), strict=True))
 
 
+def region_tops(problem: Problem, offsets: np.ndarray, regions: np.ndarray,
+                sizes: np.ndarray) -> tuple[dict[str, int], list[str]]:
+    """Each region's top by name, and the regions whose top is above their capacity."""
+    tops = offsets + sizes
+    region_sizes = {r.name: int(tops[regions == k].max()) if (regions == k).any() else 0
+                    for k, r in enumerate(problem.regions)}
+    over = [r.name for k, r in enumerate(problem.regions)
+            if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
+    return region_sizes, over
+
+
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
                 sizes=None, best_cost: float | None = None, stats=None, weights=None,
                 best_arena: float | None = None) -> Plan:
@@ -305,11 +316,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
     """
     offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
     used = problem.sizes if sizes is None else np.asarray(sizes, np.int64)
-    tops = offsets + used
-    region_sizes = {r.name: int(tops[regions == k].max()) if (regions == k).any() else 0
-                    for k, r in enumerate(problem.regions)}
-    over = [r.name for k, r in enumerate(problem.regions)
-            if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
+    region_sizes, over = region_tops(problem, offsets, regions, used)
     cost = region_cost(problem, regions, weights)
     bound = max(cost_bound(problem, weights), best_cost or 0.0)
     arena = arena_cost(problem, region_sizes)

@@ -84,6 +84,7 @@ from memplan.deploy.regions import (
     plan_regions,
     region_cost,
     region_plan,
+    region_tops,
     slow_measures,
     slow_regions,
     within,
@@ -371,7 +372,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
                      heuristic, objective, (share, deadline, relative_gap), seed, workers,
-                     stats, weights)
+                     stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -390,8 +391,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, workers, stats["ceiling"],
-                         weights)
+                         (left, deadline, relative_gap), seed, workers, stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -429,7 +429,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, workers: int,
-            stats: dict, weights) -> tuple | None:
+            stats: dict) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
@@ -463,7 +463,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             return None  # not even the loads of every step fit the capacities
         bound = solver.best_objective_bound if status in _SOLVED else 0.0
         if status in _SOLVED:
-            laid = lay_out(problem, relaxed.read(solver)[1], weights)
+            laid = lay_out(problem, relaxed.read(solver)[1])
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
@@ -523,13 +523,16 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray, weights=None) -> Plan:
+def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
     """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`); the plan says whether every region fits."""
+    (`memplan.deploy.regions.plan_each`); its stats say each region's top and which are
+    over capacity (no bounds: `_choose` compares it, never returns it as is)."""
     offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
     plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
-    return region_plan(problem, offsets, regions, planner="regions_exact", seconds=0.0,
-                       sizes=sizes, weights=weights)
+    region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
+    return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
+                             sizes=sizes, stats={"region_sizes": region_sizes,
+                                                 "over_capacity": over})
 
 
 def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,

@@ -147,14 +147,15 @@ class BankReport(GraphReport):
 
     @property
     def objective_gap(self) -> float:
-        """How far the objective may be from its optimum, proven (0: optimal)."""
-        return self.gaps[self.objective]
+        """How far the objective may be from its optimum, proven (0: optimal): the bound
+        the search proved (`proven_gaps`)."""
+        return proven_gaps(self.plan.stats)[self.objective] if self.plan is not None else 0.0
 
     @property
     def gaps(self) -> dict[str, float]:
         """Per measure (``traffic``, ``slow_arena``, ``slow_bytes``), how far this plan's
         value may be from the least any plan has, proven (0: optimal): the plan's own
-        bounds (`proven_gaps`), and for a measure they leave open, the relaxation's
+        bounds (`proven_gaps`), and for a measure other than the objective, the relaxation's
         (`memplan.deploy.regions_exact.relaxed_bound`, solved when first asked, not
         during the export)."""
         if self.plan is None:
@@ -162,10 +163,10 @@ class BankReport(GraphReport):
         if self._gaps is None:
             stats, weights = self.plan.stats, np.maximum(self.reads, 1)
             gaps = proven_gaps(stats)
-            if gaps["traffic"] > 0:
+            if gaps["traffic"] > 0 and self.objective != "traffic":
                 gaps["traffic"] = min(gaps["traffic"], _gap(stats["cost"], relaxed_bound(
                     self.banked, weights=weights)))
-            if gaps["slow_arena"] > 0:
+            if gaps["slow_arena"] > 0 and self.objective != "slow_arena":
                 gaps["slow_arena"] = min(gaps["slow_arena"], _gap(
                     stats["arena_cost"], relaxed_bound(self.banked, objective="arena")))
             flat = self.banked.replace(regions=[Region(r.name, r.capacity, float(r.cost > 0))
