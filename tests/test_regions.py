@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
-from memplan.deploy.regions_exact import plan_regions_exact
+from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json
 from memplan.plan import Plan
@@ -365,3 +365,6 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         assert value >= optimum - 1e-6
         if plan.stats[f"{measure}_optimal"]:
             assert value == pytest.approx(optimum)
+        bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
+                              objective=objective)
+        assert bound <= optimum + 1e-6
