@@ -62,6 +62,8 @@ class Row:
     gap: float | None  # memplan's proven gap on its objective
     seconds: float
     runtime: str = "not run"
+    export: float | None = None  # seconds of to_executorch with this planner's pass
+    greedy_export: float | None = None  # BankedGreedy's, lowered just before it
 
 
 class Measuring:
@@ -127,34 +129,46 @@ def measure(call, target, planner: str, time_limit: float, slow: int):
         report.seconds
 
 
-def runtime(model, edge, target, time_limit: float, reference: list) -> dict[str, str]:
+def runtime(model, edge, target, time_limit: float, reference: list
+            ) -> tuple[dict[str, str], dict[str, tuple[float, float]]]:
     """Each planner's program at ``target`` run in ExecuTorch's runtime: BankedGreedy's
     against ``reference`` (the single-arena greedy program's outputs), memplan's against
     BankedGreedy's bit for bit (against ``reference`` where BankedGreedy's does not
-    lower); every one close to eager PyTorch."""
+    lower); every one close to eager PyTorch. Also, per memplan objective, the seconds of
+    ``to_executorch`` with memplan's default pass and with BankedGreedy's, lowered just
+    before it in the same process (alternating, so both see the same load)."""
     from executorch.exir.banked_memory_planning import banked_memory_planning_pass
 
     import memplan.executorch
 
-    verdicts, peer = {}, reference
+    verdicts, peer, exports = {}, reference, {}
     wanted = eager(model)
     for planner in PLANNERS:
         if planner == "BankedGreedy":
             planning_pass = banked_memory_planning_pass(target)
         else:
+            began = time.perf_counter()
+            try:
+                lower(edge, banked_memory_planning_pass(target))
+            except Exception:  # noqa: BLE001 (over the slow bank: timed to its refusal)
+                pass
+            greedy = time.perf_counter() - began
             planning_pass = memplan.executorch.memory_planning_pass(
                 time_limit=time_limit, banks=target, objective=planner.split()[1])
+        began = time.perf_counter()
         try:
             program = lower(edge, planning_pass)
         except Exception as error:  # BankedGreedy's BankPlacementError, memplan's proof
             verdicts[planner] = f"not lowered: {type(error).__name__}"
             continue
+        if planner != "BankedGreedy":
+            exports[planner] = (time.perf_counter() - began, greedy)
         outputs = run(program, model.calls)
         verdicts[planner] = runtime_verdict(peer, outputs, wanted).replace(
             "greedy", "single-arena greedy" if peer is reference else "BankedGreedy")
         if planner == "BankedGreedy":
             peer = outputs
-    return verdicts
+    return verdicts, exports
 
 
 def measure_model(name: str, time_limit: float, runtime_at: str) -> list[Row]:
@@ -174,10 +188,11 @@ def measure_model(name: str, time_limit: float, runtime_at: str) -> list[Row]:
     rows = [Row(name, *found) for found in measuring.rows]
     for bank, target in measuring.targets.items():
         if runtime_at == "all" or (runtime_at == "mid" and bank == "50 %"):
-            verdicts = runtime(model, edge, target, time_limit, reference)
+            verdicts, exports = runtime(model, edge, target, time_limit, reference)
             for row in rows:
                 if row.bank == bank:
                     row.runtime = verdicts[row.planner]
+                    row.export, row.greedy_export = exports.get(row.planner, (None, None))
     for row in rows:
         print(row, file=sys.stderr, flush=True)
     return rows
@@ -189,13 +204,33 @@ def _bytes(value: int | None) -> str:
 
 def table(rows: list[Row]) -> str:
     lines = ["| model | fast bank | planner | slow arena | slow bytes | bytes x reads | "
-             "fits | proven gap | seconds | runtime |", "|---" * 10 + "|"]
+             "fits | proven gap | seconds | export s (BankedGreedy's) | runtime |",
+             "|---" * 11 + "|"]
     for r in rows:
         gap = "-" if r.gap is None else "optimal" if r.gap == 0 else f"{r.gap:.1%}"
+        export = "-" if r.export is None else f"{r.export:.2f} ({r.greedy_export:.2f})"
         lines.append(f"| {r.model} | {r.bank} ({r.fast:,}) | {r.planner} | "
                      f"{_bytes(r.slow_arena)} | {_bytes(r.slow_bytes)} | {_bytes(r.traffic)} | "
-                     f"{'yes' if r.fits else 'no'} | {gap} | {r.seconds:.2f} | {r.runtime} |")
+                     f"{'yes' if r.fits else 'no'} | {gap} | {r.seconds:.2f} | {export} | "
+                     f"{r.runtime} |")
     return "\n".join(lines)
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """Per memplan objective: at how many banks its plan is proven within 1 % (of those
+    it plans), and the largest ratio of its export seconds to BankedGreedy's (where
+    BankedGreedy's plan fits the slow bank) with their median."""
+    lines = []
+    for planner in PLANNERS[1:]:
+        mine = [r for r in rows if r.planner == planner]
+        proven = sum(r.fits and r.gap is not None and r.gap <= 0.01 for r in mine)
+        greedy = {(r.model, r.bank): r.fits for r in rows if r.planner == "BankedGreedy"}
+        ratios = sorted(r.export / r.greedy_export for r in mine if r.export is not None
+                        and greedy[(r.model, r.bank)])
+        shown = f"; export / BankedGreedy's: median {ratios[len(ratios) // 2]:.2f}, " \
+            f"largest {ratios[-1]:.2f} over {len(ratios)} banks" if ratios else ""
+        lines.append(f"{planner}: proven within 1 % at {proven} of {len(mine)} banks{shown}")
+    return lines
 
 
 def _pair(greedy: Row, mine: Row, field: str) -> str:
@@ -269,7 +304,7 @@ def main(argv: list[str]) -> int:
     print()
     print(compact(rows))
     found = verdicts(rows)
-    for line in found:
+    for line in summary(rows) + found:
         print(line)
     bad = [r for r in rows if r.runtime not in ("identical", "not run")
            and not r.runtime.startswith("not lowered")]

@@ -105,7 +105,9 @@ def test_each_objective_chooses_what_goes_slow():
     assert report.slow_bytes == 368 and report.objective_gap == 0
     assert result.bufsizes == [0, 80, 192]
     text = format_bank_report(report)
-    assert "Memory bank placement" in text and "slow arena 192" in text
+    assert "Memory bank placement" in text and "slow arena 192 (proven optimal" in text
+    assert report.gaps["slow_arena"] == 0 and "objective slow_arena: proven optimal" in text
+    assert report.gaps["slow_bytes"] >= 0 and report.gaps["traffic"] >= 0
     greedy = BankedGreedy(target)(16, _choice(), GRAPH, None, 0)
     assert greedy.bufsizes[2] == 208
 
@@ -126,8 +128,10 @@ def test_banked_greedys_slow_bytes_and_arena_are_a_ceiling():
     report, _ = _planned(TWO, _trade())
     stats = report.plan.stats  # traffic: 80 B is the least without the ceiling; no optimal
     assert stats["cost_bound"] == 80 and not stats["cost_optimal"]
-    assert report.objective_gap == pytest.approx(112 / 192)
-    assert "proven gap 58.33% (kept within BankedGreedy's" in format_bank_report(report)
+    # within the ceiling (slow arena at most 64) a, b, c slow is the least: proven there
+    assert stats["ceiling"]["cost_bound"] == 192 and report.objective_gap == 0
+    assert "traffic: proven optimal among the plans within BankedGreedy's" in \
+        format_bank_report(report)
 
 
 def _random_specs(seed: int) -> list:
@@ -182,6 +186,10 @@ def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
     assert grown.slow_bytes_per_kib == 192 / (16 / 1024)
     assert ample.slow_arena == 0 and "saved/KiB" in str(found)
     assert found.to_dict()["curve"][0]["fast"] == 128
+    # long fast is the least traffic only beside BankedGreedy's ceiling, and proven so there
+    assert found.gap == 0 and found.within_ceiling
+    assert str(found).startswith("fast bank contents: proven optimal for bytes x reads in "
+                                 "slow memory among the plans within the ceiling")
 
 
 def test_pins_stay_and_an_undeclared_arena_is_laid_out_unbudgeted():
@@ -229,11 +237,31 @@ def test_what_cannot_fit_is_explained():
     assert caught.value.proven and caught.value.needed == 192
 
 
+@pytest.mark.parametrize("size", [2**53 + 1, 2**62, 2**63 - 1, 2**63])
+def test_a_bank_beyond_every_plan_is_planned_as_unbounded(size):
+    """A slow bank of 2^63 - 1 bytes (an "unbounded" budget) plans as BankedGreedy plans it,
+    while a real capacity still binds (the fast bank's 128 B)."""
+    target = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", size, 2)])
+    specs = _trade()
+    report, result = _planned(target, specs, "slow_arena")
+    _assert_fits(target, report, result)
+    assert _slow(result, specs) == {1, 2, 3} and report.slow_arena == 64
+    assert report.banked.regions[1].capacity <= sum(s.allocated_memory for s in specs) + 64
+    assert report.banked.regions[0].capacity == 128
+
+
 def test_bad_banks_and_objectives_are_refused():
     with pytest.raises(ProblemError, match="objective"):
         memplan.executorch.algorithm(banks=TWO, objective="fastest")
     with pytest.raises(ProblemError, match="objective"):
         memplan.executorch.algorithm(objective="traffic")
+    with pytest.raises(ProblemError, match="relative gap"):
+        memplan.executorch.algorithm(relative_gap=0.01)
+    with pytest.raises(ProblemError, match="relative_gap"):
+        memplan.executorch.algorithm(banks=TWO, relative_gap=1.5)
+    assert memplan.executorch.algorithm(banks=TWO).relative_gap == 0.01
+    assert memplan.executorch.memory_planning_pass(banks=TWO, relative_gap=0) \
+        .algorithm.relative_gap == 0
     with pytest.raises(ProblemError, match="TargetMemoryMap"):
         memplan.executorch.algorithm(banks=[Bank("fast", 128, 1)])
     with pytest.raises(ProblemError, match="share_mutable_buffers"):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
+from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.errors import ProblemError
 from memplan.frontends import memplan_json
 from memplan.plan import Plan
@@ -297,9 +298,10 @@ def _with_regions(seed: int, base: Problem) -> tuple[Problem, np.ndarray]:
                                                                        len(base))
 
 
-def _exhaustive_cost(problem: Problem, weights) -> float:
-    """The least cost of any region choice whose every capacitated region packs within its
-    capacity (each region's least arena by trying every offset; tiny problems only)."""
+def _exhaustive_cost(problem: Problem, weights, measure: str = "cost") -> float:
+    """The least cost (``measure="arena"``: arena cost) of any region choice whose every
+    capacitated region packs within its capacity (each region's least arena by trying
+    every offset; tiny problems only)."""
     import itertools
 
     from memplan.deploy.scratch import subproblem
@@ -317,17 +319,19 @@ def _exhaustive_cost(problem: Problem, weights) -> float:
         if not allowed[np.arange(len(problem)), regions].all() or \
                 (regions != regions[unit]).any():
             continue
-        fits = True
+        fits, arena = True, 0.0
         for k, region in enumerate(problem.regions):
             members = regions == k
-            if region.capacity is None or not members.any():
+            if not members.any():
                 continue
             key = (k, members.tobytes())
             if key not in packs:
                 packs[key] = exhaustive_optimum(subproblem(problem, members, one_arena=True))
-            fits &= packs[key] <= region.capacity
+            fits &= region.capacity is None or packs[key] <= region.capacity
+            arena += region.cost * packs[key]
         if fits:
-            best = min(best, region_cost(problem, regions, weights))
+            best = min(best, region_cost(problem, regions, weights) if measure == "cost"
+                       else arena)
     return best
 
 
@@ -344,3 +348,23 @@ def test_the_cost_bound_never_passes_the_exhaustive_optimum(seed, problem, weigh
     optimum = _exhaustive_cost(problem, weights)
     assert cost_bound(problem, weights) <= optimum + 1e-9
     assert cost_bound(problem) <= _exhaustive_cost(problem, None) + 1e-9
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::2],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed, problem,
+                                                                            weights):
+    """The bounds the exact planner proves (its relaxation's, CP-SAT's) on each objective:
+    never above the least any choice reaches; at a proven optimum, exactly it."""
+    for objective, measure, field in (("cost", "cost", "cost_bound"),
+                                      ("arena", "arena", "arena_bound")):
+        plan = plan_regions_exact(problem, time_limit=5, weights=weights, objective=objective)
+        optimum = _exhaustive_cost(problem, weights, measure)
+        assert plan.stats[field] <= optimum + 1e-6
+        value = plan.stats["cost" if measure == "cost" else "arena_cost"]
+        assert value >= optimum - 1e-6
+        if plan.stats[f"{measure}_optimal"]:
+            assert value == pytest.approx(optimum)
+        bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
+                              objective=objective)
+        assert bound <= optimum + 1e-6

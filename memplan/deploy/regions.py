@@ -249,6 +249,21 @@ def arena_bound(problem: Problem) -> float:
     return float((costs[:, None] * best).sum(axis=0).max()) if steps else 0.0
 
 
+def plan_gaps(stats: dict) -> dict[str, float]:
+    """Per objective (``cost``, ``arena``), how far a region plan (its ``stats``) may be from
+    the optimum, proven (0: optimal): its value against the larger of its bound over every
+    plan and the one proven among the plans within a ceiling (``stats["ceiling"]``, the set
+    `memplan.deploy.regions_exact` chose from when a ceiling bound it)."""
+    inside = stats.get("ceiling", {})
+    gaps = {}
+    for objective, value, bound in (("cost", "cost", "cost_bound"),
+                                    ("arena", "arena_cost", "arena_bound")):
+        floor = max(stats[bound], inside.get(bound, 0.0))
+        gaps[objective] = max(0.0, stats[value] - floor) / stats[value] \
+            if stats[value] > 0 else 0.0
+    return gaps
+
+
 def slow_regions(problem: Problem) -> np.ndarray:
     """Per region, whether it is slow: it costs something per byte (of a target memory
     map's banks, every one but the fastest)."""
@@ -275,6 +290,17 @@ def within(problem: Problem, plan: Plan, ceiling: Plan | None) -> bool:
         slow_measures(problem, plan), slow_measures(problem, ceiling), strict=True))
 
 
+def region_tops(problem: Problem, offsets: np.ndarray, regions: np.ndarray,
+                sizes: np.ndarray) -> tuple[dict[str, int], list[str]]:
+    """Each region's top by name, and the regions whose top is above their capacity."""
+    tops = offsets + sizes
+    region_sizes = {r.name: int(tops[regions == k].max()) if (regions == k).any() else 0
+                    for k, r in enumerate(problem.regions)}
+    over = [r.name for k, r in enumerate(problem.regions)
+            if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
+    return region_sizes, over
+
+
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
                 sizes=None, best_cost: float | None = None, stats=None, weights=None,
                 best_arena: float | None = None) -> Plan:
@@ -290,11 +316,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
     """
     offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
     used = problem.sizes if sizes is None else np.asarray(sizes, np.int64)
-    tops = offsets + used
-    region_sizes = {r.name: int(tops[regions == k].max()) if (regions == k).any() else 0
-                    for k, r in enumerate(problem.regions)}
-    over = [r.name for k, r in enumerate(problem.regions)
-            if min(r.capacity or np.inf, problem.capacity or np.inf) < region_sizes[r.name]]
+    region_sizes, over = region_tops(problem, offsets, regions, used)
     cost = region_cost(problem, regions, weights)
     bound = max(cost_bound(problem, weights), best_cost or 0.0)
     arena = arena_cost(problem, region_sizes)
@@ -378,13 +400,8 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     rounds = 0
     while stale:
         rounds += 1
-        for r in sorted(stale):
-            members = region == r
-            if not members.any():
-                continue
-            plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
-                                time_limit=time_limit, seed=seed, **options)
-            offsets[members], sizes[members] = plan.offsets, plan.sizes
+        plan_each(problem, region, stale, offsets, sizes, planner=planner,
+                  time_limit=time_limit, seed=seed, **options)
         stale = set()
         for r, reg in enumerate(problem.regions):
             capacity = min(reg.capacity or _UNBOUNDED, problem.capacity or _UNBOUNDED)
@@ -399,6 +416,20 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
                        seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
                        stats={"eviction_rounds": rounds, "refilled": moved})
+
+
+def plan_each(problem: Problem, region: np.ndarray, chosen, offsets: np.ndarray,
+              sizes: np.ndarray, *, planner: str = "best", time_limit: float | None = None,
+              seed: int = 0, **options) -> None:
+    """Plan the buffers of each ``chosen`` region on their own with ``planner`` (through
+    the scratch post-pass), writing their offsets and granted sizes in place."""
+    for r in sorted(chosen):
+        members = region == r
+        if not members.any():
+            continue
+        plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
+                            time_limit=time_limit, seed=seed, **options)
+        offsets[members], sizes[members] = plan.offsets, plan.sizes
 
 
 def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: np.ndarray,

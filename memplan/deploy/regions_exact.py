@@ -28,7 +28,8 @@ The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
   buffer weights (reads) to 1/1000 too.
 
 Stage 1 leaves optional aliases out (never taken: sound, so the region
-choice is feasible, though a choice that only fits by sharing is missed);
+choice is feasible, though a choice that only fits by sharing is missed, and
+the bounds it proves are dropped when there are any);
 stage 2 plans each region with the full exact planner, aliases included,
 hinted with the stage-1 layout. The result is never worse than the
 heuristic plan it starts from, which is kept when better (the objective,
@@ -55,7 +56,16 @@ the plan kept when better or when CP-SAT finds none); stage 2 only lowers
 each region's top at the same choice.
 What that second run proves holds within the ceiling only: the plan's
 bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
-which hold for every plan; ``stats["ceiling"]`` has the second run's statuses.
+which hold for every plan; ``stats["ceiling"]`` has the second run's statuses
+and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
+the plans within the ceiling, the set the plan was chosen from).
+
+Bounds: beside NoOverlap2D, every region's bytes at each step where the
+live set is maximal are at most its capacity and at most its top
+(`RegionModel._loads`): the per-step knapsacks, coupled through the region
+choices, make CP-SAT's linear relaxation, so its objective bound is that of
+the fractional assignment rather than nearly zero. With ``relative_gap``
+every run stops once its objective is proven within that share.
 """
 
 from __future__ import annotations
@@ -70,9 +80,11 @@ from memplan.deploy.regions import (
     allowed_matrix,
     arena_cost,
     checked_weights,
+    plan_each,
     plan_regions,
     region_cost,
     region_plan,
+    region_tops,
     slow_measures,
     slow_regions,
     within,
@@ -88,6 +100,7 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+RELAX_SHARE = 0.25  # of a stage's CPU, at most, for its relaxation (`_choose`)
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -100,7 +113,10 @@ def region_weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem, weights=None):
+    def __init__(self, problem: Problem, weights=None, *, packed: bool = True):
+        """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
+        the region choice under the per-step loads alone; its optimum is a lower bound."""
+        self.packed = packed
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -130,11 +146,15 @@ class RegionModel:
             cp.add_exactly_one(inside.values())
             self.offset.append(offset)
             self.inside.append(inside)
-        self._pack()
-        self._separate()
-        weight = region_weights(core)
+        if packed:
+            self._pack()
+            self._separate()
+        self.weight = weight = region_weights(core)
         scaled = np.round(1000 * checked_weights(core, weights)).astype(np.int64)
-        unit_bytes = [int((sizes * scaled)[list(unit.members)].sum()) for unit in geometry.units]
+        self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
+                                        for unit in geometry.units]
+        self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
         self.top = {}  # region -> its arena, for the regions that cost something
@@ -146,6 +166,29 @@ class RegionModel:
                 if k in self.top:
                     cp.add(offset + unit.extent <= self.top[k]).only_enforce_if(literal)
         self.arena = sum(weight[k] * top for k, top in self.top.items())
+        self._loads(limit)
+
+    def _loads(self, limit: list[int]) -> None:
+        """Redundant, for the bound: at each step where the live set is maximal, the bytes a
+        region holds are at most its capacity, and at most its top (its boxes are disjoint
+        and all below the top). The knapsack of every step at once, coupled through the
+        region choices, is the LP relaxation CP-SAT bounds the objective with; without it
+        the optional boxes of NoOverlap2D leave the LP nearly empty. O(steps * live)."""
+        boxes = self.geometry.boxes
+        if not boxes:
+            return
+        for live in maximal_live_sets(boxes):
+            held: dict[int, int] = {}  # unit -> its bytes live at the step
+            for n in live:
+                box = boxes[n]
+                held[box.unit] = held.get(box.unit, 0) + box.high - box.low
+            for k, capacity in enumerate(limit):
+                terms = [(nbytes, self.inside[u][k]) for u, nbytes in held.items()
+                         if k in self.inside[u]]
+                if k not in self.top and sum(b for b, _ in terms) <= capacity:
+                    continue  # the capacity cannot bind here
+                load = sum(b * literal for b, literal in terms)
+                self.cp.add(load <= (self.top[k] if k in self.top else capacity))
 
     def _pack(self) -> None:
         """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
@@ -184,6 +227,40 @@ class RegionModel:
         self.cp.add(sum(unit_bytes[u] * literal for u, inside in enumerate(self.inside)
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
+        self.capped = (slow_bytes, slow_arena)
+
+    def keep_tops(self, tops: dict[int, int]) -> None:
+        """Every top of a region that costs something at most ``tops[region]``."""
+        for k, top in self.top.items():
+            if k in tops:
+                self.cp.add(top <= tops[k])
+        self.kept.update(tops)
+
+    def tops(self, offsets: np.ndarray, regions: np.ndarray) -> dict[int, int]:
+        """The top of each region that costs something, in a layout at the minimum sizes."""
+        ends = offsets + self.problem.sizes
+        return {k: int(ends[regions == k].max(initial=0)) for k in self.top}
+
+    def value(self, offsets: np.ndarray, regions: np.ndarray, stage: str) -> int:
+        """The objective of ``stage`` ("arena" or "cost") of a layout, in the model's units."""
+        if stage == "arena":
+            return sum(self.weight[k] * top for k, top in self.tops(offsets, regions).items())
+        first = [unit.members[0] for unit in self.geometry.units]
+        return sum(b * self.weight[int(regions[i])]
+                   for b, i in zip(self.unit_bytes, first, strict=True))
+
+    def admits(self, plan: Plan) -> bool:
+        """Whether a region plan meets every constraint added so far (capacities, `cap`,
+        `keep_tops`), its variable scratch at the sizes it was granted."""
+        if plan.stats["over_capacity"]:
+            return False
+        sizes = plan.stats["region_sizes"]
+        names = [r.name for r in self.problem.regions]
+        if any(sizes[names[k]] > top for k, top in self.kept.items()):
+            return False
+        return self.capped is None or all(
+            mine <= cap for mine, cap in zip(slow_measures(self.problem, plan), self.capped,
+                                             strict=True))
 
     def hint(self, offsets: np.ndarray, regions: np.ndarray) -> None:
         """Hint the unit offsets, regions and tops from a plan over regions."""
@@ -204,10 +281,13 @@ class RegionModel:
             for k, literal in inside.items():
                 cp.add_hint(literal, int(regions[first]) == k)
 
-    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int):
+    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int,
+              gap: float = 0.0):
         """``(solver, status, CPU seconds per worker)`` of one run: at most ``cpu`` CPU
-        seconds per worker, and not past ``deadline`` (a `time.perf_counter` value)."""
+        seconds per worker, and not past ``deadline`` (a `time.perf_counter` value); it
+        stops once the objective is proven within ``gap`` (a share) of its bound."""
         solver = cp_solver(workers=workers, seed=seed, seconds=wall_left(deadline))
+        solver.parameters.relative_gap_limit = gap
         # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
         # llama: 6 s of presolve, no solution, the hint unread): none
         solver.parameters.cp_model_probing_level = 0
@@ -227,6 +307,33 @@ class RegionModel:
         return offsets, regions
 
 
+def maximal_live_sets(boxes) -> list[list[int]]:
+    """The boxes live at each step where the live set is maximal (no later step's holds it):
+    a step where a box starts and, before the next such step, one ends. O(b log b)."""
+    starts = np.array([b.start for b in boxes], np.int64)
+    ends = np.array([b.end for b in boxes], np.int64)
+    steps = np.unique(starts)
+    after = np.append(steps[1:], np.iinfo(np.int64).max)
+    ends_sorted = np.sort(ends)
+    ending = np.searchsorted(ends_sorted, after, side="right") - \
+        np.searchsorted(ends_sorted, steps, side="right")
+    order = np.argsort(starts, kind="stable").tolist()
+    live: set[int] = set()
+    found, nxt = [], 0
+    by_end = sorted(range(len(boxes)), key=lambda n: int(ends[n]))
+    gone = 0
+    for t, keep in zip(steps.tolist(), (ending > 0).tolist(), strict=True):
+        while nxt < len(order) and starts[order[nxt]] <= t:
+            live.add(order[nxt])
+            nxt += 1
+        while gone < len(by_end) and ends[by_end[gone]] <= t:
+            live.discard(by_end[gone])
+            gone += 1
+        if keep:
+            found.append(sorted(live))
+    return found
+
+
 def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
     """Region plans compare by this, lower is better: fitting, the ``objective`` (the arena
     cost then the cost, or the cost), then `plan_rank`'s arena and granted scratch."""
@@ -239,12 +346,14 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, workers: int = 2, weights=None,
-                       objective: str = "cost", ceiling: Plan | None = None) -> Plan:
+                       objective: str = "cost", ceiling: Plan | None = None,
+                       relative_gap: float = 0.0) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
-    (`slow_measures`) the result never exceeds (module doc)."""
+    (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
+    stops once proven within this share of its bound (0: the optimum, or the limit)."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
@@ -261,23 +370,34 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             heuristic = ceiling
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(RegionModel(problem, weights), first, heuristic, objective,
-                     (share, deadline), seed, workers, stats)
+    chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
+                     heuristic, objective, (share, deadline, relative_gap), seed, workers,
+                     stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
+    sharing = any(a.optional for a in problem.aliases)  # the model's bounds ignore it
+    if sharing:
+        proven_cost = proven_arena = None
     if ceiling is not None and not within(
             problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
             ceiling):
-        capped = RegionModel(problem, weights)
-        capped.cap(*slow_measures(problem, ceiling))
+        def capped(packed: bool) -> RegionModel:
+            model = RegionModel(problem, weights, packed=packed)
+            model.cap(*slow_measures(problem, ceiling))
+            return model
+
         left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
-        chosen = _choose(capped, heuristic, heuristic, objective, (left, deadline), seed,
-                         workers, stats["ceiling"])
+        chosen = _choose(capped, heuristic, heuristic, objective,
+                         (left, deadline, relative_gap), seed, workers, stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
+        for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
+                              strict=True):
+            if bound is not None and not sharing:  # a bound among the plans within it
+                stats["ceiling"][key] = bound
     sizes = problem.sizes.copy()
     used = [k for k in range(len(problem.regions)) if (regions == k).any()]
     # CPU seconds per worker of the CP-SAT runs so far
@@ -289,7 +409,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         cpu = None if time_limit is None else \
             max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
         plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
-                                  hint=start, workers=workers)
+                                  hint=start, workers=workers, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
@@ -307,46 +427,112 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     return plan
 
 
-def _choose(model: RegionModel, hint: Plan, fallback: Plan, objective: str,
-            limits: tuple[float | None, float | None], seed: int, workers: int,
+def _choose(build, hint: Plan, fallback: Plan, objective: str,
+            limits: tuple[float | None, float | None, float], seed: int, workers: int,
             stats: dict) -> tuple | None:
-    """Stage 1 on ``model``, hinted with ``hint``: the offsets and regions chosen (the
-    ``fallback``'s when CP-SAT found none), and the proven lower bounds on the cost and the
-    arena cost (None: none proven); None when CP-SAT proved that no choice fits.
-    ``limits``: its CPU seconds per worker and its deadline (a `time.perf_counter` value;
-    None: none); the CPU its runs took is added to ``stats["stage_cpu"]``."""
-    seconds, deadline = limits
-    problem = model.problem
-    model.hint(hint.offsets, hint.regions)
-    proven_cost = proven_arena = None
+    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
+    hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
+    search found any), and the proven lower bounds on the cost and the arena cost (None:
+    none proven); None when CP-SAT proved that no choice fits.
+
+    Each stage (the arena, for that objective; then the cost) first solves the
+    relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
+    its region choice, each region laid out by the heuristic planners (`lay_out`), is a
+    plan when it fits. When the best plan so far is within ``gap`` of that bound, the
+    stage ends there; else the full model runs, its objective at least the bound.
+    ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
+    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
+    seconds, deadline, gap = limits
+    relaxed, model = build(False), None  # the full model, built when the relaxation is short
+    problem = relaxed.problem
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
-    if objective == "arena" and model.top:
-        model.cp.minimize(model.arena)
-        solver, status, spent = model.solve(deadline, None if seconds is None else seconds / 2,
-                                            seed, workers)
-        stats["arena_status"] = solver.status_name(status).lower()
+    best = (hint.offsets, hint.regions) if relaxed.admits(hint) else None
+    stages = ["arena", "cost"] if objective == "arena" and relaxed.top else ["cost"]
+    proven = {}
+    for n, stage in enumerate(stages):
+        share = None if seconds is None else seconds / (len(stages) - n)
+        began = stats["stage_cpu"]
+        relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
+        if best is not None:
+            relaxed.hint(*best)
+        solver, status, spent = relaxed.solve(
+            deadline, None if share is None else share * RELAX_SHARE, seed, workers)
+        stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
         stats["stage_cpu"] += spent
+        if status == cp_model.INFEASIBLE and n == 0:
+            return None  # not even the loads of every step fit the capacities
+        bound = solver.best_objective_bound if status in _SOLVED else 0.0
         if status in _SOLVED:
-            proven_arena = solver.best_objective_bound / 1000 * cost_unit
-            tops = {k: solver.value(top) for k, top in model.top.items()}
-            model.hint(*model.read(solver))
-            for k, top in model.top.items():  # keep the arenas, then lower the cost
-                model.cp.add(top <= tops[k])
-        elif status == cp_model.INFEASIBLE:
-            return None
-        seconds = None if seconds is None else seconds / 2
-    model.cp.minimize(model.cost)
-    solver, status, spent = model.solve(deadline, seconds, seed, workers)
-    stats["cost_status"] = solver.status_name(status).lower()
-    stats["stage_cpu"] += spent
-    if status == cp_model.INFEASIBLE and "arena_status" not in stats:
-        return None
-    if status not in _SOLVED:
-        return fallback.offsets.copy(), fallback.regions.copy(), None, proven_arena
-    offsets, regions = model.read(solver)
-    if objective == "cost":
-        proven_cost = solver.best_objective_bound / 1000 / 1000 * cost_unit
+            laid = lay_out(problem, relaxed.read(solver)[1])
+            if relaxed.admits(laid) and (best is None or relaxed.value(
+                    laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+                best = (laid.offsets, laid.regions)
+        value = None if best is None else relaxed.value(*best, stage)
+        if value is None or value - bound > gap * value:
+            if model is None:
+                model = build(True)
+                model.keep_tops(relaxed.kept)
+            expression = model.arena if stage == "arena" else model.cost
+            model.cp.minimize(expression)
+            model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
+            if best is not None:
+                model.hint(*best)
+            left = None if share is None else max(MIN_STAGE_SECONDS,
+                                                  share - (stats["stage_cpu"] - began))
+            solver, status, spent = model.solve(deadline, left, seed, workers, gap)
+            stats[f"{stage}_status"] = solver.status_name(status).lower()
+            stats["stage_cpu"] += spent
+            if status == cp_model.INFEASIBLE and n == 0:
+                return None
+            if status in _SOLVED:
+                best = model.read(solver)
+                bound = max(bound, solver.best_objective_bound)
+        else:
+            stats[f"{stage}_status"] = "relaxation"  # proven within the gap by its bound
+        proven[stage] = bound
+        if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
+            for kept in (relaxed, model):
+                if kept is not None:
+                    kept.keep_tops(relaxed.tops(*best))
+    if best is None:
+        return fallback.offsets.copy(), fallback.regions.copy(), None, \
+            None if "arena" not in proven else proven["arena"] / 1000 * cost_unit
+    offsets, regions = (np.array(a, np.int64) for a in best)
+    proven_arena = proven["arena"] / 1000 * cost_unit if "arena" in proven else None
+    proven_cost = proven["cost"] / 1000 / 1000 * cost_unit if objective == "cost" else None
     return offsets, regions, proven_cost, proven_arena
+
+
+def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
+                  cpu: float = 1.0, seed: int = 0, workers: int = 2) -> float:
+    """A lower bound on ``objective`` (`OBJECTIVES`; in the units of
+    `memplan.deploy.regions.region_cost` and `arena_cost`) from the relaxation without
+    the packing (`RegionModel`), solved for at most ``cpu`` CPU seconds per worker; 0
+    when the problem has optional aliases (the model leaves out the sharing they allow)."""
+    if any(a.optional for a in problem.aliases):
+        return 0.0
+    relaxed = RegionModel(problem, weights, packed=False)
+    if objective == "arena" and not relaxed.top:
+        return 0.0
+    relaxed.cp.minimize(relaxed.arena if objective == "arena" else relaxed.cost)
+    solver, status, _ = relaxed.solve(None, cpu, seed, workers)
+    if status not in _SOLVED:
+        return 0.0
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \
+        cost_unit
+
+
+def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
+    """A region choice laid out: each region's buffers planned by the heuristic planners
+    (`memplan.deploy.regions.plan_each`); its stats say each region's top and which are
+    over capacity (no bounds: `_choose` compares it, never returns it as is)."""
+    offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
+    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
+    region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
+    return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
+                             sizes=sizes, stats={"region_sizes": region_sizes,
+                                                 "over_capacity": over})
 
 
 def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,

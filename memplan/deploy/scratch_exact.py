@@ -127,9 +127,10 @@ def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
 
 def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, workers: int = 2,
-                       cpu: float | None = None) -> Plan:
+                       cpu: float | None = None, relative_gap: float = 0.0) -> Plan:
     """The lexicographic exact plan (see the module doc); ``hint`` replaces the heuristic's;
-    ``cpu``: the CPU seconds per worker of both stages (default: ``time_limit``)."""
+    ``cpu``: the CPU seconds per worker of both stages (default: ``time_limit``);
+    ``relative_gap``: stage 1 stops once its peak is proven within this share."""
     began = time.perf_counter()
     deadline = None if time_limit is None else began + time_limit
     budget = time_limit if cpu is None else cpu
@@ -139,7 +140,8 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
     with CpuCap(stop, workers, None if budget is None else budget * STAGE_SHARE) as cap:
         peak_plan = plan_with("exact", problem, time_limit=wall_left(deadline), seed=seed,
-                              hint=start, minimize=True, workers=workers, stop=stop)
+                              hint=start, minimize=True, workers=workers, stop=stop,
+                              relative_gap=relative_gap)
     if heuristic.arena_size <= peak_plan.arena_size:
         offsets, sizes, peak = heuristic.offsets, heuristic_sizes, heuristic.arena_size
     else:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.deploy.regions import checked_weights, plan_regions
+from memplan.deploy.regions import checked_weights, plan_gaps, plan_regions, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.errors import ProblemError
 from memplan.plan import Plan
@@ -65,11 +65,17 @@ class BankExplanation:
     peak: int  # the bytes it holds then
     tensors: list[tuple[str, int, int]] = field(default_factory=list)  # (id, bytes, reads)
     curve: list[CurvePoint] = field(default_factory=list)  # the current size first
+    gap: float = 0.0  # the plan's proven gap on bytes x reads (0: its contents are optimal)
+    within_ceiling: bool = False  # that gap among the plans within a ceiling only
 
     def lines(self) -> list[str]:
         lines = [f"fast bank {self.fast}: {self.peak:,} of {self.capacity:,} B at its peak, "
                  f"step {self.step}{f' ({self.step_name})' if self.step_name else ''}, held by "
                  f"{len(self.tensors)} tensors:"]
+        proof = "proven optimal" if self.gap == 0 else \
+            f"not proven optimal: within {self.gap:.2%} of the least, proven"
+        where = " among the plans within the ceiling" if self.within_ceiling else ""
+        lines.insert(0, f"fast bank contents: {proof} for bytes x reads in slow memory{where}")
         for name, size, reads in self.tensors[:SHOWN]:
             lines.append(f"  {name:<32} {size:>12,} B  {reads} read{'s' * (reads != 1)}")
         if len(self.tensors) > SHOWN:
@@ -180,7 +186,12 @@ def explain_banks(problem: Problem, plan: Plan, *, weights=None, sizes=None,
     step, peak, tensors = fast_peak(problem, plan, weights)
     steps = problem.steps or ()
     name = steps[step].name if step < len(steps) else ""
+    stats = plan.stats if "cost" in plan.stats else region_plan(
+        problem, plan.offsets, plan.regions, planner=plan.planner, seconds=plan.seconds,
+        sizes=plan.sizes, weights=weights).stats
+    ceiling = stats.get("ceiling", {}).get("cost_bound", 0.0) > stats["cost_bound"]
     return BankExplanation(problem.regions[fast].name, problem.regions[fast].capacity, step,
                            name, peak, tensors,
                            fast_curve(problem, plan, weights=weights, sizes=sizes,
-                                      time_limit=time_limit))
+                                      time_limit=time_limit),
+                           gap=plan_gaps(stats)["cost"], within_ceiling=ceiling)

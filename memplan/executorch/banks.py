@@ -60,7 +60,7 @@ import math
 import operator
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,8 +73,15 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.deploy.regions import plan_regions, region_plan, slow_regions, within
-from memplan.deploy.regions_exact import objective_rank, plan_regions_exact
+from memplan.deploy.regions import (
+    cost_bound,
+    plan_gaps,
+    plan_regions,
+    region_plan,
+    slow_regions,
+    within,
+)
+from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.executorch import spec_planner
@@ -89,6 +96,7 @@ from memplan.problem import Buffer, Problem, Region
 from memplan.validate import validate
 
 OBJECTIVES = {"traffic": "cost", "slow_arena": "arena"}  # ours -> the region planners'
+RELATIVE_GAP = 0.01  # by default the search stops once its plan is proven this close
 SHOWN = 8  # tensors named in an overflow message
 
 
@@ -115,6 +123,7 @@ class BankReport(GraphReport):
     banked: Problem | None = None  # the buffers of the declared banks, a region per bank
     plan: Plan | None = None  # its plan over the regions
     reads: np.ndarray | None = None  # per buffer of ``banked``, the nodes that read it
+    _gaps: dict | None = field(default=None, repr=False)  # `gaps`, once asked
 
     def _slow(self) -> np.ndarray:
         return slow_regions(self.banked)[self.plan.regions]  # every bank but the fastest
@@ -138,13 +147,34 @@ class BankReport(GraphReport):
 
     @property
     def objective_gap(self) -> float:
-        """How far the objective may be from its optimum, proven (0: optimal)."""
+        """How far the objective may be from its optimum, proven (0: optimal): the bound
+        the search proved (`proven_gaps`)."""
+        return proven_gaps(self.plan.stats)[self.objective] if self.plan is not None else 0.0
+
+    @property
+    def gaps(self) -> dict[str, float]:
+        """Per measure (``traffic``, ``slow_arena``, ``slow_bytes``), how far this plan's
+        value may be from the least any plan has, proven (0: optimal): the plan's own
+        bounds (`proven_gaps`), and for a measure other than the objective, the relaxation's
+        (`memplan.deploy.regions_exact.relaxed_bound`, solved when first asked, not
+        during the export)."""
         if self.plan is None:
-            return 0.0
-        value, bound = (self.plan.stats[k] for k in (
-            ("cost", "cost_bound") if self.objective == "traffic" else
-            ("arena_cost", "arena_bound")))
-        return max(0.0, value - bound) / value if value > 0 else 0.0
+            return dict.fromkeys(("traffic", "slow_arena", "slow_bytes"), 0.0)
+        if self._gaps is None:
+            stats, weights = self.plan.stats, np.maximum(self.reads, 1)
+            gaps = proven_gaps(stats)
+            if gaps["traffic"] > 0 and self.objective != "traffic":
+                gaps["traffic"] = min(gaps["traffic"], _gap(stats["cost"], relaxed_bound(
+                    self.banked, weights=weights)))
+            if gaps["slow_arena"] > 0 and self.objective != "slow_arena":
+                gaps["slow_arena"] = min(gaps["slow_arena"], _gap(
+                    stats["arena_cost"], relaxed_bound(self.banked, objective="arena")))
+            flat = self.banked.replace(regions=[Region(r.name, r.capacity, float(r.cost > 0))
+                                                for r in self.banked.regions])
+            gaps["slow_bytes"] = _gap(self.slow_bytes, max(cost_bound(flat),
+                                                           relaxed_bound(flat)))
+            self._gaps = gaps
+        return self._gaps
 
 
 @dataclass
@@ -154,9 +184,13 @@ class BankedAlgorithm(MemplanAlgorithm):
 
     target: TargetMemoryMap | None = None
     objective: str = "traffic"
+    relative_gap: float = RELATIVE_GAP  # stop once proven this close (0: the optimum)
 
     def __post_init__(self):
         super().__post_init__()
+        if not (isinstance(self.relative_gap, (int, float)) and 0 <= self.relative_gap < 1):
+            raise ProblemError(f"relative_gap must be a share in [0, 1), got "
+                               f"{self.relative_gap!r}")
         if not isinstance(self.target, TargetMemoryMap):
             raise ProblemError(f"banks must be ExecuTorch's TargetMemoryMap, got "
                                f"{type(self.target).__name__}")
@@ -211,7 +245,8 @@ class BankedAlgorithm(MemplanAlgorithm):
         share = None if limit is None else limit / (1 + bool(others.problems))
         plan = plan_banks(problem, reads, self.objective, time_limit=share,
                           seed=self.options.seed, workers=self.options.workers,
-                          guard=greedy_plan(problem, specs, peer, target, bases, reads)) \
+                          guard=greedy_plan(problem, specs, peer, target, bases, reads),
+                          relative_gap=self.relative_gap) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -251,17 +286,22 @@ class BankedAlgorithm(MemplanAlgorithm):
 
 
 def algorithm(time_limit: float | None = 10.0, *, banks: TargetMemoryMap | None = None,
-              objective: str | None = None, **options: Any) -> MemplanAlgorithm:
+              objective: str | None = None, relative_gap: float | None = None,
+              **options: Any) -> MemplanAlgorithm:
     """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``banks``
     (ExecuTorch's ``TargetMemoryMap``) a `BankedAlgorithm` for ``objective`` (one of
-    `OBJECTIVES`, ``traffic`` by default); `ProblemError` for an objective without banks."""
+    `OBJECTIVES`, ``traffic`` by default) that stops once its plan is proven within
+    ``relative_gap`` (`RELATIVE_GAP` by default; 0: the optimum or the time limit);
+    `ProblemError` for an objective or a gap without banks."""
     single = spec_planner.algorithm(time_limit, **options)  # its options checked there
     if banks is None:
-        if objective is not None:
-            raise ProblemError("an objective is for banks: give banks=TargetMemoryMap(...)")
+        if objective is not None or relative_gap is not None:
+            raise ProblemError("an objective and a relative gap are for banks: give "
+                               "banks=TargetMemoryMap(...)")
         return single
     return BankedAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
-                           target=banks, objective=objective or "traffic")
+                           target=banks, objective=objective or "traffic",
+                           relative_gap=RELATIVE_GAP if relative_gap is None else relative_gap)
 
 
 def _align(value: int, alignment: int) -> int:
@@ -274,10 +314,7 @@ def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
     """The buffers of the declared banks as one region `Problem` (module docstring), and
     the spec of each buffer; `BankOverflowError` when free buffers have no bank with room."""
     declared = target.mem_ids()
-    regions, room = [], {}
-    for rank, bank in enumerate(target.banks):
-        room[bank.mem_id] = bank.size - bases[bank.mem_id] - extra_padding
-        regions.append(Region(bank.name, max(1, room[bank.mem_id]), float(rank)))
+    room = {b.mem_id: b.size - bases[b.mem_id] - extra_padding for b in target.banks}
     usable = [b for b in target.banks if room[b.mem_id] > 0]
     free_align = math.lcm(*(aligns[b.mem_id] for b in usable)) if usable else 1
     buffers, specs = [], []
@@ -298,6 +335,11 @@ def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
             buffers.append(Buffer(row.id, _align(row.size, align), row.start, row.end, align,
                                   regions=allowed, kind=row.kind))
             specs.append(spec)
+    # a bank beyond every plan's reach (2^63 - 1, the usual "unbounded") holds as much as
+    # the buffers stacked end to end, each at its alignment: its true size changes nothing
+    reach = sum(b.size + b.alignment for b in buffers)
+    regions = [Region(b.name, max(1, min(room[b.mem_id], reach)), float(rank))
+               for rank, b in enumerate(target.banks)]
     steps = next(iter(layout.problems.values())).steps if layout.problems else None
     return Problem(buffers, regions=regions, name="banks", steps=steps), specs
 
@@ -334,34 +376,47 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
                time_limit: float | None, seed: int = 0, workers: int | None = None,
-               guard: Plan | None = None) -> Plan:
+               guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
     ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
-    returned has at most its slow bytes, its slow arena and its objective. The better of
-    it and the region heuristic's plan warm-starts the exact planner, which never returns
-    worse than the better of those within the guard, and stays within it."""
+    returned has at most its slow bytes, its slow arena and its objective. It (else the
+    region heuristic's plan) warm-starts the exact planner, which never returns worse
+    and stays within the guard. The search
+    stops once the plan is proven within ``relative_gap`` on the objective (`proven_gaps`)."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
     if proof is not None:
         raise proof
     weights = np.maximum(reads, 1)
     goal = OBJECTIVES[objective]
-    plan = min((p for p in (plan_regions(problem, weights=weights), guard) if p is not None),
-               key=lambda p: objective_rank(problem, p, weights, goal))
-    done = within(problem, plan, guard) and (
-        plan.stats["cost_optimal"] if objective == "traffic" else
-        plan.stats["arena_optimal"] and plan.stats["cost_optimal"])
+    # BankedGreedy's plan starts the search; the region heuristic only where it has none
+    plan = guard if guard is not None else plan_regions(problem, weights=weights)
+    gaps = proven_gaps(plan.stats)
+    done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
+        objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
         extra = {} if workers is None else {"workers": workers}
         plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
-                                  weights=weights, objective=goal, ceiling=guard, **extra)
+                                  weights=weights, objective=goal, ceiling=guard,
+                                  relative_gap=relative_gap, **extra)
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)
     if violations:
         raise InvalidPlanError(violations)
     return plan
+
+
+def _gap(value: float, bound: float) -> float:
+    return max(0.0, value - bound) / value if value > 0 else 0.0
+
+
+def proven_gaps(stats: dict) -> dict[str, float]:
+    """Per objective, how far a region plan (its ``stats``) may be from the optimum, proven
+    (`memplan.deploy.regions.plan_gaps`, by our names)."""
+    gaps = plan_gaps(stats)
+    return {ours: gaps[theirs] for ours, theirs in OBJECTIVES.items()}
 
 
 def greedy_plan(problem: Problem, specs: list, result: MemoryAlgoResult | None,
@@ -492,12 +547,19 @@ def format_bank_report(report: BankReport) -> str:
     total = sum(report.bufsizes[m] for m in target.mem_ids() if m < len(report.bufsizes))
     lines.append(f"  total planned: {total} bytes over {len(target.banks)} banks")
     if report.plan is not None:
-        stats = report.plan.stats
-        gap = "proven optimal" if report.objective_gap == 0 else \
-            f"proven gap {report.objective_gap:.2%}"
+        stats, gaps = report.plan.stats, report.gaps
+        lines.append(f"  slow bytes {report.slow_bytes} ({_said(gaps['slow_bytes'])}), "
+                     f"read-weighted {report.traffic} ({_said(gaps['traffic'])}), slow arena "
+                     f"{report.slow_arena} ({_said(gaps['slow_arena'])})")
+        key = "cost_bound" if report.objective == "traffic" else "arena_bound"
+        where = ""
         if "ceiling" in stats:
-            gap += " (kept within BankedGreedy's slow bytes and slow arena)"
-        lines.append(f"  slow bytes {report.slow_bytes}, read-weighted {report.traffic}, "
-                     f"slow arena {report.slow_arena} (at least "
-                     f"{int(stats['arena_bound'])}); {report.objective}: {gap}")
+            where = " among the plans within BankedGreedy's slow bytes and slow arena" \
+                if stats["ceiling"].get(key, 0.0) > stats[key] else \
+                " (kept within BankedGreedy's slow bytes and slow arena)"
+        lines.append(f"  objective {report.objective}: {_said(report.objective_gap)}{where}")
     return "\n".join(lines)
+
+
+def _said(gap: float) -> str:
+    return "proven optimal" if gap == 0 else f"proven gap {gap:.2%}"

@@ -138,6 +138,7 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
                          verify: bool | str = True, seed: int = 0, workers: int | None = None,
                          banks: Any = None, objective: str | None = None,
+                         relative_gap: float | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
     graph; ``fallback="greedy"`` hands what memplan cannot plan (or the storage check
@@ -146,7 +147,8 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     with memplan's sweep, "executorch" with ExecuTorch's pairwise Verifier, False none.
     ``banks``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks,
     planned for ``objective`` (``"traffic"``, the default, or ``"slow_arena"``: see
-    `memplan.executorch.banks`). ``pass_options`` are ExecuTorch's
+    `memplan.executorch.banks`), stopping once proven within ``relative_gap`` (1 % by
+    default; 0: the optimum, or the time limit). ``pass_options`` are ExecuTorch's
     (``alloc_graph_input``, ``alignment``...)."""
     if banks is not None and pass_options.get("share_mutable_buffers"):
         raise ProblemError("share_mutable_buffers is not supported with banks (ExecuTorch "
@@ -155,5 +157,5 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
                                          seed=seed, workers=workers, banks=banks,
-                                         objective=objective),
+                                         objective=objective, relative_gap=relative_gap),
                                verify=mode, **pass_options)
