@@ -426,3 +426,22 @@ def test_reading_a_file_takes_at_most_the_documented_multiple_of_its_size(tmp_pa
     assert (result["refused"] is not None) == refused, result["refused"]
     if refused:
         assert "once parsed, more than 32 times the file's" in result["refused"]
+
+
+@pytest.mark.parametrize("declared", [[1, 3, -1], [-1, 3, 4]])
+def test_a_negative_declared_dimension_is_refused_before_shape_inference(tmp_path, declared):
+    """ONNX's C++ shape inference aborts the process on a Slice of a negative dimension:
+    memplan names the tensor first (run apart, so an abort would show as its exit code)."""
+    starts, ends = (numpy_helper.from_array(np.array([v], np.int64), n)
+                    for v, n in ((0, "starts"), (2, "ends")))
+    path = tmp_path / "model.onnx"
+    onnx.save(opset17(helper.make_graph(
+        [helper.make_node("Slice", ["x", "starts", "ends"], ["y"])], "slice",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [starts, ends])), path)
+    run = subprocess.run([sys.executable, "-c", "import sys; from memplan.cli import main; "
+                          "sys.exit(main(sys.argv[1:]))", "info", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "tensor 'x': a declared dimension is negative" \
+        in run.stderr

@@ -132,6 +132,7 @@ def bind_dims(model: ModelProto, dims: Mapping[str, int], source: str | None, *,
 
 def infer(model: ModelProto, *, strict: bool, source: str | None) -> ModelProto:
     """``model`` with inferred types and shapes (data propagation on)."""
+    _refuse_negative_dims(model.graph, source)
     try:
         inferred = onnx.shape_inference.infer_shapes(
             for_shape_inference(model), check_type=True, strict_mode=strict, data_prop=True)
@@ -141,6 +142,37 @@ def infer(model: ModelProto, *, strict: bool, source: str | None) -> ModelProto:
             if strict else ""
         raise ProblemError(f"shape inference failed: {error}".strip() + hint,
                            file=source) from None
+
+
+def _type_dims(proto: TypeProto) -> Iterable[int]:
+    """The fixed dimensions of a type, through sequences, optionals and maps."""
+    kind = proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        yield from (d.dim_value for d in getattr(proto, kind).shape.dim
+                    if d.HasField("dim_value"))
+    elif kind in ("sequence_type", "optional_type"):
+        yield from _type_dims(getattr(proto, kind).elem_type)
+    elif kind == "map_type":
+        yield from _type_dims(proto.map_type.value_type)
+
+
+def _refuse_negative_dims(graph: GraphProto, source: str | None) -> None:
+    """A negative dimension, declared or on a tensor, named before ONNX's shape inference
+    sees it: its C++ aborts the process on some (Slice clamps to a negative bound)."""
+    for value_info in (*graph.input, *graph.value_info, *graph.output):
+        if any(d < 0 for d in _type_dims(value_info.type)):
+            raise ProblemError(f"tensor {value_info.name!r}: a declared dimension is negative "
+                               f"({list(_type_dims(value_info.type))})", file=source)
+    tensors = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
+    tensors += [a.t for node in graph.node for a in node.attribute
+                if a.type == AttributeProto.TENSOR]
+    for tensor in tensors:
+        if any(d < 0 for d in tensor.dims):
+            raise ProblemError(f"tensor {tensor.name!r}: dims {list(tensor.dims)} has a "
+                               "negative entry", file=source)
+    for node in graph.node:
+        for body in subgraphs(node):
+            _refuse_negative_dims(body, source)
 
 
 def subgraphs(node: NodeProto) -> Iterable[GraphProto]:
