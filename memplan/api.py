@@ -370,8 +370,11 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     split = parts.groups(problem) if len(problem) >= parts.PART_BUFFERS and \
         problem.widths is None else []
     if len(split) > 1:  # independent parts: each planned on its own (`memplan.parts`)
-        report = parts.solve_parts(problem, split, settings, lambda piece, chosen: whole(
-            piece, chosen, began=time.perf_counter()), _checked, began)
+        report = parts.solve_parts(
+            problem, split, settings,
+            lambda piece, chosen: whole(piece, chosen, began=time.perf_counter()), _checked,
+            lambda plan, heuristic, exact: SolveReport(problem, plan, naive_arena(problem), {
+                heuristic.planner: heuristic}, heuristic, exact), began)
     else:
         report = whole(problem, settings, began=began)
     report.seconds = time.perf_counter() - began

@@ -82,14 +82,13 @@ def _key(piece: Problem) -> tuple:
 
 
 def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: Callable,
-                checked: Callable, began: float):
+                checked: Callable, new_report: Callable, began: float):
     """`memplan.api.SolveReport` of ``problem`` planned part by part (see the module doc).
 
-    ``solve_one(piece, settings)``: the pipeline on one part; ``checked(problem, plan, twin)``:
-    the independent validation of the stitched whole (`memplan.api._checked`); ``began``: the
+    ``solve_one(piece, settings)``: the pipeline on one part, its report; ``checked(problem,
+    plan, twin)``: the independent validation of the stitched whole (`memplan.api._checked`);
+    ``new_report(plan, heuristic, exact)``: the whole's report; ``began``: the
     `time.perf_counter` value the caller's limit counts from."""
-    from memplan.api import SolveReport, naive_arena  # api imports this module
-
     pieces = [_piece(problem, members, 1) for members in parts]
     distinct: dict[tuple, int] = {}
     same = [distinct.setdefault(_key(piece), k) for k, piece in enumerate(pieces)]
@@ -135,8 +134,7 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
     ran_exact = any(reports[k].exact is not None for k in planned)
     plan = checked(problem, whole(lambda report: report.plan, reports[planned[-1]].plan.planner),
                    heuristic) if ran_exact else heuristic
-    report = SolveReport(problem, plan, naive_arena(problem), {heuristic.planner: heuristic},
-                         heuristic, plan if ran_exact else None)
+    report = new_report(plan, heuristic, plan if ran_exact else None)
     report.interrupted = any(reports[k].interrupted for k in planned)
     report.out_of_time = any(reports[k].out_of_time for k in planned)
     report.within_gap = not ran_exact and all(reports[k].within_gap or reports[k].plan.status

@@ -276,7 +276,7 @@ def test_gap_on_the_command_line(capsys, tricky):
 
 
 # ---------------------------------------------------------------- regions: one meaning
-def test_a_cost_optimal_region_plan_with_a_gap_is_not_called_optimal(capsys, tmp_path):
+def test_a_region_plan_with_a_gap_is_not_called_optimal(capsys, tmp_path):
     problem = Problem([Buffer("a", 100, 0, 3, regions=("sram",)),
                        Buffer("b", 60, 1, 4, regions=("sram", "dram")),
                        Buffer("c", 40, 2, 5, kind="scratch", max_size=80),
@@ -288,7 +288,8 @@ def test_a_cost_optimal_region_plan_with_a_gap_is_not_called_optimal(capsys, tmp
     code, out, _ = run(capsys, "solve", str(path), "--time-limit", "5", "--json")
     plan = json.loads(out)["plan"]
     assert plan["arena_size"] > plan["best_bound"] and plan["status"] == "feasible"
-    assert plan["cost_optimal"] is True
+    # the region model leaves out the sharing an optional alias allows: no cost bound claimed
+    assert plan["cost_optimal"] is False
     code, out, _ = run(capsys, "solve", str(path), "--time-limit", "5")
     assert "feasible, gap" in out and "region cost" in out and "optimal," not in out
 

@@ -208,7 +208,7 @@ CASES = {  # command -> argv after the command ({m} a folder of inputs, {o} a sc
     ] + [["{m}/chain.32.csv", "--planner", "nosuch"], ["{m}/chain.32.csv", "--planner", "none"],
          ["{m}/wide.json", "--time-limit", "none", "--seed", "3", "-o", "{o}/why.json"],
          ["{m}/chain.32.csv", "-o", "{o}/missing/why.json"]],
-    "compare": [["{m}/wide.json", "--planners", "naive,best_fit", "--json", "-o", "{o}/t.md"],
+    "compare": [["{m}/wide.json", "--planners", "naive,best_fit", "--json", "-o", "{o}/t.csv"],
                 ["{m}/chain.32.csv", "--planners", "naive", "-o", "{o}", "--quiet"],
                 ["{m}/chain.32.csv", "--heuristic", "naive"]],
     "info": [["{m}/tiny.onnx", "--reorder", "--reorder-method", "exact"],

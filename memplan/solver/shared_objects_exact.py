@@ -45,7 +45,6 @@ from memplan.plan import Plan, gap_of
 from memplan.problem import NO_OFFSET, Problem, check_single_region
 from memplan.registry import plan_with, register
 from memplan.solver.cp_import import import_within
-from memplan.solver.cp_params import cp_solver, proven_bound
 
 NAME = "shared_objects_exact"
 GREEDY = "shared_objects"
@@ -143,9 +142,10 @@ def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start
                   seed: int) -> tuple[Objects, int, str]:
     """The representatives model (see the module doc) from ``warm``: (assignment, proven
     bound on the total, CP-SAT's status name)."""
-    cp_model = import_within("ortools.sat.python.cp_model", seconds)
+    cp_model = import_within("ortools.sat.python.cp_model", seconds)  # CP-SAT: when used
     if cp_model is None:
         return warm, 0, "not imported"
+    from memplan.solver.cp_params import cp_solver, proven_bound
     ranked = _ranked(units, chosen)
     rank = {u: k for k, u in enumerate(ranked.tolist())}
     apart = _kept_apart(problem, units, chosen)
