@@ -15,7 +15,8 @@ in a worker process (`Worker`, restarted after a hang or a crash) and is held to
   nothing escapes ``memplan.cli.main`` (``tracebacks``), the worker does not
   die (``crashes``);
 - peak RSS growth within `MEMORY_BOUND` (Linux: ``VmHWM`` reset before each
-  run through ``/proc/self/clear_refs``);
+  run through ``/proc/self/clear_refs``; the libraries memplan imports on first
+  need, `LAZY_IMPORTS`, are imported before);
 - done within `HANG_SECONDS` (else the worker is killed: ``hangs``);
 - writers: every `WRITE_EVERY`-th mutant that reads is planned by
   ``memplan solve -o`` into its own format (ONNX, ``.pte``, CSV; the others
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -60,6 +62,9 @@ from memplan.errors import LONGEST_LINE
 WRITES = {"onnx": ".onnx", "pte": ".pte", "csv": ".csv"}  # solve -o in the input's format;
 # the other readers' mutants are written as memplan JSON
 MEMORY_BOUND = (20, 200 * 2 ** 20)  # peak RSS growth allowed: 20 x the file's bytes + 200 MB
+# what memplan imports when a file first needs it (onnxruntime's symbolic shape inference
+# and sympy: about 240 MB), imported by each worker before its first run
+LAZY_IMPORTS = ("onnxruntime.tools.symbolic_shape_infer", "onnx.reference")
 HANG_SECONDS = 60.0  # one run (read, or solve and write) past this is a hang
 SOLVE_SECONDS = "0.5"  # solve -o's --time-limit
 WRITE_EVERY = 5  # of the mutants that read: one in this many is also planned and written
@@ -157,6 +162,9 @@ def _serve() -> None:
     stdout (what the libraries print to file descriptor 1 goes nowhere)."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    for module in LAZY_IMPORTS:  # imported once, not a file's growth
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
     for line in sys.stdin:
         request = json.loads(line)
         answer = _run_command(request["argv"]) if "argv" in request else \

@@ -128,3 +128,33 @@ def test_a_fold_whose_values_ask_for_more_than_the_types_said_is_not_run():
     values, budget = {}, [onnx_shapes.FOLD_BUDGET]
     types = {"c": helper.make_tensor_type_proto(F, [2])}
     assert not onnx_shapes._fold(model, types, values, budget) and "c" not in values
+
+
+def test_a_constant_whose_data_disagrees_with_its_dims_is_not_folded(tmp_path):
+    """A shape constant of dims [2] holding one value: the folding passes it by, and the model
+    is refused in one line (no ValueError from numpy)."""
+    path = class_token(tmp_path)
+    model = load_graph(path)[0]
+    rank = next(t for t in model.graph.initializer if t.name == "rank")
+    rank.dims[:] = [2]
+    save(model, path)
+    assert main(["info", path, "--no-strict"]) == 2
+
+
+def test_a_shape_input_declared_billions_long_is_refused_at_once(tmp_path):
+    """ConstantOfShape's input declared 2^31 long (its data dropped): onnxruntime's symbolic
+    inference would make a symbol per dimension (minutes, gigabytes); it is not given it."""
+    import subprocess
+
+    path = class_token(tmp_path)
+    model = load_graph(path)[0]
+    rank = next(t for t in model.graph.initializer if t.name == "rank")
+    rank.dims[:] = [2**31]
+    rank.ClearField("int64_data")
+    model.graph.input.append(helper.make_tensor_value_info("rank", I64, [1]))
+    save(model, path)
+    run = subprocess.run([sys.executable, "-c", "import sys; from memplan.cli import main; "
+                          "sys.exit(main(sys.argv[1:]))", "info", path, "--no-strict"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "'rank' of node '' (ConstantOfShape) is declared 2147483648 long" in run.stderr

@@ -57,6 +57,11 @@ from memplan.frontends.onnx_types import ELEMENT_BITS
 FOLD_ELEMENTS = 1 << 16  # elements of one folded tensor at most
 FOLD_BUDGET = 1 << 22  # elements of all folded tensors of a model together (32 MiB of int64)
 FOLD_ROUNDS = 8  # ONNX inferences after folds, at most
+# The inputs that give an output's shape (their length its rank), and the longest such
+# input the symbolic inference is given: it makes a symbol per dimension, in Python, so a
+# declared length of 2^31 would take minutes and gigabytes
+SHAPE_INPUTS = {"ConstantOfShape": 0, "Reshape": 1, "Expand": 1, "Tile": 1, "Resize": 3}
+MOST_RANK = 1024
 # The operators of shape computations, each O(elements) in onnx's reference implementation
 # (a Conv or MatMul of two small tensors may take minutes there: never folded)
 FOLDED = frozenset({
@@ -147,6 +152,24 @@ def _weights_as_inputs(model: ModelProto) -> ModelProto:
         del node.attribute[:]
         node.input[:] = [name]
     return copy
+
+
+def _longest_shape_input(inferred: ModelProto, model: ModelProto) -> str:
+    """A note when a shape input is declared longer than `MOST_RANK`, else ''."""
+    declared = (value_types(inferred.graph), value_types(model.graph))
+    dims = {tensor.name: tuple(tensor.dims) for tensor in model.graph.initializer}
+    for node in model.graph.node:
+        position = SHAPE_INPUTS.get(node.op_type)
+        if position is None or len(node.input) <= position:
+            continue
+        name = node.input[position]
+        lengths = [_numbers(types.get(name)) for types in declared] + [dims.get(name)]
+        length = max((n for n in lengths if n is not None and len(n) == 1), default=None)
+        if length is not None and length[0] > MOST_RANK:
+            return (f"; the shape input {name!r} of node {node.name!r} "
+                    f"({node.op_type}) is declared {length[0]} long, past the {MOST_RANK} "
+                    "dimensions the symbolic inference is given")
+    return ""
 
 
 def _symbolic(model: ModelProto) -> ModelProto:
@@ -262,7 +285,10 @@ def _fold(model: ModelProto, types: dict[str, TypeProto], values: dict[str, np.n
     for tensor in model.graph.initializer:
         if tensor.name not in values and _has_values(tensor) and \
                 math.prod(tensor.dims) <= FOLD_ELEMENTS:
-            values[tensor.name] = numpy_helper.to_array(tensor)
+            try:
+                values[tensor.name] = numpy_helper.to_array(tensor)
+            except ValueError:  # its data disagrees with its dims: not folded
+                continue
     progress = False
     for node in model.graph.node:
         outputs = [name for name in node.output if name]
@@ -340,6 +366,9 @@ def _complete(inferred: ModelProto, model: ModelProto) -> str:
         import onnxruntime.tools.symbolic_shape_infer  # noqa: F401
     except ImportError:
         return INSTALL_NOTE
+    too_long = _longest_shape_input(inferred, model)
+    if too_long:
+        return too_long
     try:
         symbolic = _symbolic(_weights_as_inputs(model))
     except Exception as error:  # its assertions, sympy's errors, ...
