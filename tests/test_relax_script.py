@@ -83,6 +83,9 @@ HOSTILE = {  # name -> (what replaces MAIN's lines, the reason the refusal gives
     "shift": (("(8, 8)", "(1 << 99999999999, 8)"), "shift"),
     "big integer": (("(8, 8)", f"({10 ** 30}, 8)"), "constant int"),
     "nesting": (("(8, 8)", "(" * 150 + "8" + ")" * 150 + ", 8"), ""),
+    "endless shape": (("return y\n", "return y\n\n    @T.prim_func\n    def f(A: "
+                       "T.Buffer((T.int64), 'float32')):\n        T.evaluate(0)\n"),
+                      "T.int64 as a value"),  # tuple(T.int64) never ends in TVM's parser
 }
 OUTSIDE = {
     "import": ("import os\n", "Import at the top level"),

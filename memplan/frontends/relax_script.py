@@ -231,9 +231,14 @@ class _Check:
                     and not (isinstance(root, ast.Subscript) and self.dialect == "T"
                              and self.namespaced(node.func)):
                 self.refuse(node, "a call in an assignment's target")  # Python assigns it
+        applied = {id(node.func) for node in ast.walk(root) if isinstance(node, ast.Call)} | \
+            {id(node.value) for node in ast.walk(root) if isinstance(node, ast.Subscript)}
         for node in ast.walk(root):
             if isinstance(node, ast.Attribute) and id(node) not in bases:
-                self.chain(node)
+                value = self.chain(node)
+                if node is not root and id(node) not in applied and _endless(value):
+                    self.refuse(node, f"{ast.unparse(node)} as a value (only called, indexed "
+                                      "or an annotation)")
             elif isinstance(node, ast.Name) and node.id not in self.bound:
                 if node.id not in ROOTS:
                     self.refuse(node, f"name {node.id!r} (not bound in the module)")
@@ -246,16 +251,16 @@ class _Check:
             node = node.value
         return isinstance(node, ast.Name) and node.id in ROOTS and node.id not in self.bound
 
-    def chain(self, node: ast.Attribute) -> None:
+    def chain(self, node: ast.Attribute) -> Any:
         """An attribute chain: from I, R or T, resolved name by name (see the module
-        docstring); from a name the file binds, left to the parser (an IR value)."""
+        docstring), its value; from a name the file binds, left to the parser (None)."""
         names = []
         base: ast.expr = node
         while isinstance(base, ast.Attribute):
             names.append(base.attr)
             base = base.value
         if not (isinstance(base, ast.Name) and base.id in ROOTS and base.id not in self.bound):
-            return
+            return None
         value = self.namespaces[base.id]
         for name in reversed(names):
             if name in DENIED or name in DECORATORS:
@@ -271,6 +276,7 @@ class _Check:
                 self.refuse(node, f"{'.'.join([base.id, *reversed(names)])}: not an IR builder")
         if isinstance(value, types.ModuleType):
             self.refuse(node, f"the module {'.'.join([base.id, *reversed(names)])} as a value")
+        return value
 
     def constant(self, node: ast.Constant) -> None:
         value = node.value
@@ -306,6 +312,15 @@ class _Check:
                     isinstance(side, ast.Constant) and isinstance(side.value, str))
                 for side in (node.left, node.right)):
             self.refuse(node, "a repeated literal")
+
+
+def _endless(value: Any) -> bool:
+    """An object Python iterates by indexing from 0 until an IndexError that never comes
+    (TIR's dtype constructors, ``T.int64``): TVM's parser loops forever where it takes one
+    for a shape."""
+    kind = type(value)
+    return value is not None and not isinstance(value, type | types.FunctionType) and \
+        hasattr(kind, "__getitem__") and not hasattr(kind, "__iter__")
 
 
 def _constant_only(node: ast.expr) -> bool:
