@@ -72,6 +72,14 @@ def test_csv_refuses_what_it_cannot_hold(tmp_path):
         minimalloc_csv.write_csv(tmp_path / "x.csv", rich_problem())
 
 
+def test_csv_cells_read_as_they_are_checked(tmp_path):
+    """A cell the check strips (Python's whitespace, \\x1c-\\x1f among it) is read stripped:
+    int() alone would refuse it with a ValueError."""
+    path = tmp_path / "sep.csv"
+    path.write_text("id,lower,upper,size\na,0,1,4\nb,0,1,12\x1f\n")
+    assert minimalloc_csv.read_problem(path).sizes.tolist() == [4, 12]
+
+
 @pytest.mark.parametrize("text, words", [
     ("", "empty file"),
     ("id,lower,upper\n", "missing column for 'size'"),

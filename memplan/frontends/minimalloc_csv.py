@@ -111,7 +111,7 @@ def _integers(cells: list[str], shift: int, field: str, name: str, lines: list[i
         if not _WHOLE.fullmatch(cell.strip().removeprefix("-")):
             raise ProblemError(f"{field} must be an integer in ASCII digits, "
                                f"got {cell.strip()!r}", file=name, line=line)
-    return [int(cell) + shift for cell in cells]
+    return [int(cell.strip()) + shift for cell in cells]  # what was checked: \x1c-\x1f too
 
 
 def read_problem(path: str | os.PathLike, *, capacity: int | None | str = "name") -> Problem:
