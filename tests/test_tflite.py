@@ -330,3 +330,18 @@ def test_without_its_scratch_the_plan_is_not_what_tflm_uses(keras_models):
                    bisect=False)
     assert not report.mismatches and not report.head_matches
     assert report.planned.head > report.arena_size
+
+
+def test_a_tflm_childs_answer_is_read_as_arrays_never_unpickled():
+    """What the forked TFLM run sends back is an .npz of plain arrays: a pickle (what a
+    model that took over TFLM in the child could send) is refused, never loaded."""
+    import pickle
+
+    from memplan.proofs.tflm_arena import TflmRun, _decoded, _encoded
+
+    run_back = _decoded(_encoded("ok", TflmRun([np.arange(3, dtype=np.int8)], 64, 32, 96)))[1]
+    assert (run_back.head, run_back.tail, run_back.total) == (64, 32, 96)
+    assert run_back.outputs[0].tolist() == [0, 1, 2]
+    assert _decoded(_encoded("refused", "too small")) == ("refused", "too small")
+    with pytest.raises(ValueError):
+        _decoded(pickle.dumps(("ok", [np.zeros(2)])))

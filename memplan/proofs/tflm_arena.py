@@ -41,8 +41,8 @@ stderr, which is read through a temporary file while they run.
 from __future__ import annotations
 
 import argparse
+import io
 import os
-import pickle
 import re
 import signal
 import sys
@@ -164,9 +164,41 @@ def run(data: bytes, inputs: list[np.ndarray], arena_size: int | None = None) ->
     return TflmRun(outputs, found["head"], found["tail"], found["total"])
 
 
+def _encoded(kind: str, value) -> bytes:
+    """A child's answer as an ``.npz`` of plain arrays: a list of arrays, a `TflmRun`, or
+    a message. Never a pickle: a model that took over TFLM in the child must not reach
+    the parent's code through what it sends back."""
+    arrays = {"kind": np.array(kind)}
+    if kind != "ok":
+        arrays["text"] = np.array(str(value))
+    elif isinstance(value, TflmRun):
+        arrays["run"] = np.array([value.head, value.tail, value.total], np.int64)
+        arrays.update({f"a{k}": output for k, output in enumerate(value.outputs)})
+    else:
+        arrays.update({f"a{k}": array for k, array in enumerate(value)})
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _decoded(answer: bytes) -> tuple[str, object]:
+    """`_encoded`'s answer, read with ``allow_pickle=False``."""
+    with np.load(io.BytesIO(answer), allow_pickle=False) as stored:
+        kind = str(stored["kind"])
+        if kind != "ok":
+            return kind, str(stored["text"])
+        arrays = [stored[f"a{k}"] for k in range(sum(name.startswith("a") for name in
+                                                     stored.files))]
+        if "run" not in stored.files:
+            return kind, arrays
+        head, tail, total = (int(v) for v in stored["run"])
+        return kind, TflmRun(arrays, head, tail, total)
+
+
 def _isolated(function, *args):
-    """``function(*args)`` in a forked child (where the platform forks), its result pickled
-    back: TFLM's interpreter crashes the whole process on some corrupt models. A crash, or
+    """``function(*args)`` in a forked child (where the platform forks), its result sent
+    back as arrays (`_encoded`): TFLM's interpreter crashes the whole process on some
+    corrupt models. A crash, or
     a `RuntimeError`/`ValueError` from TFLM there, becomes `TflmRefused`."""
     if not hasattr(os, "fork"):
         return function(*args)
@@ -190,7 +222,7 @@ def _isolated(function, *args):
             except BaseException as error:  # noqa: BLE001 - carried to the parent
                 answer = ("error", f"{type(error).__name__}: {error}")
             with os.fdopen(writable, "wb") as pipe:
-                pickle.dump(answer, pipe)
+                pipe.write(_encoded(*answer))
             code = 0
         finally:
             os._exit(code)
@@ -202,7 +234,10 @@ def _isolated(function, *args):
         code = os.waitstatus_to_exitcode(status)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         raise TflmRefused(f"TFLM's interpreter crashed on the model ({how})")
-    kind, value = pickle.loads(answer)
+    try:
+        kind, value = _decoded(answer)
+    except (ValueError, OSError, KeyError) as error:  # a child TFLM took over, or cut short
+        raise TflmRefused(f"TFLM's run sent back an unreadable answer ({error})") from None
     if kind == "ok":
         return value
     raise {"problem": ProblemError, "refused": TflmRefused}.get(kind, RuntimeError)(value)
