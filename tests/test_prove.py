@@ -200,7 +200,7 @@ def test_the_verdict_is_the_arena_run_against_the_same_node_run(capsys, chained,
     assert "whole-model run (apart from the verdict), output y: " in out
     proof = prove(chained, plan)
     report = proof.report
-    report.expected = {"y": report.expected["y"] + np.float32(1e-3)}  # a whole-model run rounding far off
+    report.expected = {"y": report.expected["y"] + np.float32(1e-3)}  # rounded far off
     assert proof.ok and report.largest_difference("y") == pytest.approx(1e-3, rel=0.01)
     assert "largest difference from the normal run 0.001" in report.whole_model_lines()[0]
 
