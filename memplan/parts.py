@@ -110,15 +110,13 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
         reports[k] = solve_one(piece, chosen)
         left -= len(piece)
 
-    def stitched(which: Callable) -> tuple[np.ndarray, int, list]:
+    def whole(which: Callable, planner: str) -> Plan:
+        """The parts' plans (``which`` of each part's report) stitched into one."""
         offsets = np.zeros(len(problem), np.int64)
         for members, k in zip(parts, same, strict=True):
             offsets[members] = which(reports[k]).offsets
         bound = max(which(reports[k]).best_bound for k in same)
-        return offsets, bound, [which(reports[k]) for k in planned]
-
-    def whole(which: Callable, planner: str) -> Plan:
-        offsets, bound, plans = stitched(which)
+        plans = [which(reports[k]) for k in planned]
         plan = Plan.from_offsets(problem, offsets, planner=planner, best_bound=bound,
                                  seconds=time.perf_counter() - began, stats={
                                      "parts": len(parts), "distinct_parts": len(planned),
