@@ -38,7 +38,7 @@ from ortools.sat.python import cp_model
 
 from benchmarks.suites import MINIMALLOC_DIR
 from memplan import Plan, Problem, plan_with, validate
-from memplan.frontends.minimalloc_csv import read_problem
+from memplan.formats.minimalloc_csv import read_problem
 from memplan.solver import canonical, floors
 from memplan.solver.canonical import FOUND, NOT_FOUND
 

@@ -127,7 +127,7 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
     doc); then, per model and limit, the largest memplan / greedy ratio of each run."""
     import memplan
     from benchmarks import executorch_models as em
-    from memplan.frontends.executorch import planned_offsets
+    from memplan.executorch.executorch import planned_offsets
 
     lines = ["| model | limit s | busy loops | load | " + " | ".join(LIMIT_COLUMNS) +
              " | largest memplan / greedy |", "|---" * (len(LIMIT_COLUMNS) + 5) + "|"]

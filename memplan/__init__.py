@@ -75,7 +75,7 @@ def kernels() -> dict[str, bool]:
 
     return {"canonical": canonical.available(), "placement": compiled_place.available(),
             "search": anneal.compiled(),
-            "onnx_reader": find_spec("memplan.frontends._onnx_strip") is not None}
+            "onnx_reader": find_spec("memplan.onnx._onnx_strip") is not None}
 
 
 if not all(kernels().values()):  # once per process: the import runs once
@@ -90,7 +90,7 @@ if not all(kernels().values()):  # once per process: the import runs once
 def __getattr__(name: str):
     """``memplan.reorder``: imported on first use (the order search is not needed to plan)."""
     if name == "reorder":
-        from memplan.operator_order import reorder
+        from memplan.schedule.operator_order import reorder
 
         return reorder
     raise AttributeError(f"module 'memplan' has no attribute {name!r}")

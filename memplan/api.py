@@ -52,10 +52,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memplan import frontends, parts
+from memplan import parts
 from memplan.bounds import load_profile, lower_bound
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.formats import readers
 from memplan.heuristics.paced import PacedBudget
 from memplan.limits import (
     check_capacity,
@@ -165,16 +166,16 @@ def default_model() -> Path:
 
 
 def from_onnx(model: Any, **options: Any) -> Problem:
-    """An ONNX model (path or ``ModelProto``) as a `Problem`; see `memplan.frontends.onnx`."""
-    from memplan.frontends.onnx import from_onnx as convert
+    """An ONNX model (path or ``ModelProto``) as a `Problem`; see `memplan.onnx.onnx`."""
+    from memplan.onnx.onnx import from_onnx as convert
 
     return convert(model, **options)
 
 
 def from_tflite(model: Any, **options: Any) -> Problem:
     """A ``.tflite`` model (path or bytes) as the `Problem` TFLite-Micro plans; see
-    `memplan.frontends.tflite` (needs the ``tflite`` extra)."""
-    from memplan.frontends.tflite import from_tflite as convert
+    `memplan.tflite.tflite` (needs the ``tflite`` extra)."""
+    from memplan.tflite.tflite import from_tflite as convert
 
     return convert(model, **options)
 
@@ -182,8 +183,8 @@ def from_tflite(model: Any, **options: Any) -> Problem:
 def from_executorch(program: Any, **options: Any) -> Problem:
     """A PyTorch program lowered through ExecuTorch (``ExportedProgram``, edge or ExecuTorch
     program manager, ``.pte`` path) as the `Problem` its memory planning pass plans; see
-    `memplan.frontends.executorch` (needs the ``executorch`` extra)."""
-    from memplan.frontends.executorch import from_executorch as convert
+    `memplan.executorch.executorch` (needs the ``executorch`` extra)."""
+    from memplan.executorch.executorch import from_executorch as convert
 
     return convert(program, **options)
 
@@ -191,8 +192,8 @@ def from_executorch(program: Any, **options: Any) -> Problem:
 def from_relax(module: Any, function: str | None = "forward", **options: Any) -> Problem:
     """A TVM Relax module (``IRModule`` or TVMScript ``.py`` path) as the `Problem` of the
     tensors Relax's ``StaticPlanBlockMemory`` planned in ``function``; see
-    `memplan.frontends.relax` (needs the ``tvm`` extra)."""
-    from memplan.frontends.relax import from_relax as convert
+    `memplan.tvm.relax` (needs the ``tvm`` extra)."""
+    from memplan.tvm.relax import from_relax as convert
 
     return convert(module, function, **options)
 
@@ -215,7 +216,7 @@ def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
             options["alignment"] = alignment
         if not Path(path).exists():  # the frontend may not say which file is missing
             raise ProblemError("no such file", file=str(path))
-    problem = frontends.load(path, **options)
+    problem = readers.load(path, **options)
     return problem if is_onnx or alignment is None else with_alignment(problem, alignment)
 
 

@@ -21,12 +21,13 @@ import memplan
 from benchmarks.branchy import MODELS, breadth_first
 from benchmarks.generate import network_like
 from benchmarks.load import busy
-from memplan import operator_order, registry, validate
+from memplan import registry, validate
 from memplan.bounds import lower_bound
 from memplan.deploy import regions_exact, scratch_exact
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import analyze, infer
 from memplan.heuristics import best, presets
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_graph import analyze, infer
+from memplan.schedule import operator_order
 from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING

@@ -20,7 +20,7 @@ import memplan
 from memplan import Buffer, Problem, api, validate
 from memplan.cli import BAD_INPUT, FAILED, OK, main
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.limits import (
     MAX_BYTES,
     check_capacity,
@@ -91,7 +91,7 @@ def test_time_limits_workers_capacities_and_gaps():
 
 @pytest.mark.parametrize("bad", BAD_LIMITS)
 def test_every_library_entry_point_refuses_a_bad_time_limit(bad, tmp_path):
-    from memplan.operator_order import reorder
+    from memplan.schedule.operator_order import reorder
     from memplan.sweeps.sweep import make_tasks
 
     problem = Problem(TRICKY)

@@ -38,8 +38,8 @@ from benchmarks.executorch_models import (
 )
 from memplan import InvalidPlanError, ProblemError
 from memplan.executorch import spec_planner
+from memplan.executorch.executorch import planned_offsets
 from memplan.executorch.spec_planner import verify_result
-from memplan.frontends.executorch import planned_offsets
 
 
 def planned(model: zoo.Model, edge=None, **config):

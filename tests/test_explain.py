@@ -13,7 +13,7 @@ from memplan.cli import FAILED, OK, main
 from memplan.diagnosis.capacity_reason import subproblem
 from memplan.diagnosis.explain import explain
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 from memplan.plan import Plan
 
 from .conftest import light_models_dir
@@ -215,7 +215,7 @@ def test_cli_explain_solve_reason_and_info_default(capsys):
 def test_tflite_steps_name_the_operators():
     pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated",
                         reason="the tflite extra is not installed")
-    from memplan.frontends.tflite import from_tflite
+    from memplan.tflite.tflite import from_tflite
 
     from .test_tflite import ADD, FLOAT32, RELU, build
 

@@ -23,7 +23,7 @@ import pytest
 import memplan
 from memplan import validate
 from memplan.cli.exit_codes import INTERRUPTED
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 from .conftest import CHALLENGING
 
@@ -120,7 +120,7 @@ PROVING = """
 import sys
 import time
 from memplan.cli import main
-from memplan.proofs import onnx_arena
+from memplan.onnx import onnx_arena
 
 run_node = onnx_arena.ArenaRunner._run_node
 

@@ -20,7 +20,7 @@ from memplan import api, plan_with, validate
 from memplan.bounds import live_bytes
 from memplan.diagnosis.capacity_reason import _Checker, _load_at, _over_capacity
 from memplan.diagnosis.explain import explain
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 from memplan.heuristics import anneal
 from memplan.heuristics.units import Units
 from memplan.stopping import on_ctrl_c, watched

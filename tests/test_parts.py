@@ -126,7 +126,7 @@ def test_the_floor_is_the_time_sweep_where_the_greedy_pass_would_not_fit_the_lim
 def test_solve_says_in_one_line_when_its_limit_cannot_be_kept(tmp_path, capsys, monkeypatch):
     from memplan.cli import OK, main
     from memplan.cli import solve as solve_command
-    from memplan.frontends.memplan_json import write_problem
+    from memplan.formats.memplan_json import write_problem
 
     path = tmp_path / "chain.json"
     write_problem(path, network_like(400, 0))

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 from memplan import Alias, Buffer, Problem, ProblemError, Region, plan_with, planners, validate
 from memplan.api import SolveOptions
 from memplan.cli import BAD_INPUT, FAILED, OK, main
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.limits import MAX_BYTES
 from tests.test_onnx_frontend import to_external_data, weights_model
 

@@ -15,11 +15,11 @@ from benchmarks.generate import network_like
 from benchmarks.large import decoder_model, training_step, transformer_decoder
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import InvalidPlanError
-from memplan.frontends.onnx import from_onnx
 from memplan.groups import alias_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.time_sweep import FreeList
 from memplan.heuristics.units import Units
+from memplan.onnx.onnx import from_onnx
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.lns import improve
 

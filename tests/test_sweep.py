@@ -26,9 +26,9 @@ import memplan
 from memplan import Buffer, Problem, plan_with
 from memplan.cli import main
 from memplan.errors import ProblemError, UnknownPlannerError
-from memplan.frontends import memplan_json
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_batch import rebatch
+from memplan.formats import memplan_json
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_batch import rebatch
 from memplan.sweeps.sweep import SweepOptions, make_tasks, parse_size, sweep
 from memplan.sweeps.sweep_io import read_rows
 from memplan.sweeps.sweep_report import capacity_fit, planners_vs_optimum, smallest_fitting_capacity

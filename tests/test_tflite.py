@@ -26,10 +26,10 @@ fb = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_ge
                          reason="the tflite extra is not installed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
-from memplan.export.tflite_model import planned_model, read_planned_offsets  # noqa: E402
-from memplan.export.tflm import METADATA_NAME, read_offline_plan  # noqa: E402
-from memplan.frontends.tflite import from_tflite, read_model, tensor_ids  # noqa: E402
-from memplan.proofs.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
+from memplan.tflite.tflite import from_tflite, read_model, tensor_ids  # noqa: E402
+from memplan.tflite.tflite_model import planned_model, read_planned_offsets  # noqa: E402
+from memplan.tflite.tflm import METADATA_NAME, read_offline_plan  # noqa: E402
+from memplan.tflite.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
 
 FLOAT32, INT32, STRING = fb.TensorType.FLOAT32, fb.TensorType.INT32, fb.TensorType.STRING
 ADD, RELU, WHILE = fb.BuiltinOperator.ADD, fb.BuiltinOperator.RELU, fb.BuiltinOperator.WHILE
@@ -337,7 +337,7 @@ def test_a_tflm_childs_answer_is_read_as_arrays_never_unpickled():
     model that took over TFLM in the child could send) is refused, never loaded."""
     import pickle
 
-    from memplan.proofs.tflm_arena import TflmRun, _decoded, _encoded
+    from memplan.tflite.tflm_arena import TflmRun, _decoded, _encoded
 
     run_back = _decoded(_encoded("ok", TflmRun([np.arange(3, dtype=np.int8)], 64, 32, 96)))[1]
     assert (run_back.head, run_back.tail, run_back.total) == (64, 32, 96)

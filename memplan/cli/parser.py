@@ -5,7 +5,7 @@ Every command is one module with ``add_command(sub, shared)`` and ``run(args)``;
 
 - ``common``: ``--debug`` (every command);
 - ``model``: how a model file becomes a problem (``--dim``, ``--alignment``, the
-  ONNX flags of `memplan.frontends.onnx_options.OnnxOptions`);
+  ONNX flags of `memplan.onnx.onnx_options.OnnxOptions`);
 - ``reordering``: ``--reorder`` and its method and time limit (ONNX models);
 - ``capacity``: ``--capacity``.
 
@@ -24,10 +24,10 @@ from dataclasses import MISSING, fields
 from typing import Any, NamedTuple
 
 from memplan.cli import checks
-from memplan.frontends import READERS
-from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
-from memplan.operator_order import METHODS
+from memplan.formats.readers import READERS
+from memplan.onnx.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.options import option_help
+from memplan.schedule.operator_order import METHODS
 
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 _KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte", ".py": "Relax TVMScript",

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     one = (Path(paths[0]) if paths[0] else api.default_model()) if len(paths) == 1 else None
     reordering = getattr(args, "reordering", None)
     if one is not None and one.suffix.lower() == ".onnx":  # the plan file says how the model
-        from memplan.proofs.prove import with_model_options  # became its problem (imports onnx)
+        from memplan.onnx.prove import with_model_options  # became its problem (imports onnx)
 
         solved.plan = with_model_options(solved.plan, all_model_options(one, args))
     fitted = api.fits(solved.report.plan)  # a plan above the capacity is not written
@@ -235,7 +235,7 @@ def _summary(args: argparse.Namespace, solved: _Solved, written: dict[str, str],
     summary["order"] = order_summary(getattr(args, "reordering", None))
     summary["reason"] = capacity_line(report.problem, report.plan)
     if one is not None and one.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
-        from memplan.frontends.executorch_pte import pte_layout
+        from memplan.executorch.executorch_pte import pte_layout
 
         summary["program_plan"] = pte_layout(one, method=args.method).arena_size
     if summary["reason"] and solved.multi is None:
@@ -257,19 +257,19 @@ def _prove(args: argparse.Namespace, solved: _Solved, model: Path,
     the plan written into the original), a ``.tflite`` in TFLite-Micro (beside TFLM's)."""
     plan_file = args.output or "the plan"
     if model.suffix.lower() == ".onnx":
-        from memplan.proofs.prove import prove_plan
+        from memplan.onnx.prove import prove_plan
 
         reordering = getattr(args, "reordering", None)
         proof = prove_plan(model if reordering is None else reordering.model, solved.problem,
                            solved.plan, solved.plan.stats["model_options"],
                            seed=args.input_seed, plan_file=plan_file)
     elif model.suffix.lower() == ".pte":
-        from memplan.proofs.executorch_runtime import prove_program
+        from memplan.executorch.executorch_runtime import prove_program
 
         proof = prove_program(model, solved.plan, method=args.method, seed=args.input_seed,
                               plan_file=plan_file, program=program)
     else:
-        from memplan.proofs.tflm_arena import prove as prove_in_tflm
+        from memplan.tflite.tflm_arena import prove as prove_in_tflm
 
         tflm = prove_in_tflm(model, solved.problem, solved.plan, seed=args.input_seed,
                              bisect=False)
@@ -283,7 +283,7 @@ def _every_method(args: argparse.Namespace, paths: list[str | None]) -> list[str
     if len(paths) != 1 or paths[0] is None or args.method is not None or \
             Path(paths[0]).suffix.lower() != ".pte":
         return []
-    from memplan.frontends.executorch_pte import planned_methods, read_program
+    from memplan.executorch.executorch_pte import planned_methods, read_program
 
     methods = planned_methods(read_program(paths[0]))
     return methods if len(methods) > 1 else []
@@ -312,7 +312,7 @@ def _run_methods(args: argparse.Namespace, path: Path, methods: list[str],
     fitted = all(api.fits(s.report.plan) for s in solved.values())
     program, written = None, {}
     if (args.output and fitted) or (args.prove and not interrupted):
-        from memplan.export.pte_program import planned_program_by_method, write_program
+        from memplan.executorch.pte_program import planned_program_by_method, write_program
 
         program = planned_program_by_method(path, {m: (s.problem, s.plan)
                                                    for m, s in solved.items()})

@@ -12,7 +12,7 @@ Needs the ``executorch`` extra (``executorch`` and ``torch``)::
 or ``MemoryPlanningAlgorithmSuite(algo_list=[greedy, memplan.executorch.algorithm(10)])``
 to keep the smaller of the two. With ``banks=`` ExecuTorch's ``TargetMemoryMap`` (fast
 and slow memory), every buffer goes to one bank within its size
-(`memplan.executorch.banks`). `memplan.frontends.executorch_specs` reads the specs,
+(`memplan.executorch.banks`). `memplan.executorch.executorch_specs` reads the specs,
 `memplan.executorch.spec_planner` plans them, `memplan.executorch.planning_pass` is the
 pass and its checks.
 """

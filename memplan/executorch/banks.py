@@ -17,7 +17,7 @@ Steps (`BankedAlgorithm.__call__`):
 
 - ExecuTorch's own checks of the map against the graph (a bank's alignment
   a multiple of the graph's; CPU specs only);
-- `memplan.frontends.executorch_specs.spec_layout` reads the specs; a spec
+- `memplan.executorch.executorch_specs.spec_layout` reads the specs; a spec
   whose ``mem_id`` a pass set is *pinned*: to a declared bank it stays
   there, within the bank's capacity; to an undeclared ``mem_id`` it is laid
   out there by `memplan.solve`, unbudgeted, as ExecuTorch documents; the
@@ -85,12 +85,12 @@ from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.deploy.scratch import subproblem
 from memplan.errors import InvalidPlanError, MemplanError, ProblemError
 from memplan.executorch import spec_planner
+from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_planner import (
     GraphReport,
     MemplanAlgorithm,
     algo_result,
 )
-from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem, Region
 from memplan.validate import validate

@@ -6,7 +6,7 @@ graph_signature, extra_padding)`` and takes back a ``MemoryAlgoResult``: per
 spec its arena (``mem_id``), offset and memory object, and the size of every
 arena (``bufsizes``). `MemplanAlgorithm` answers that call:
 
-- `memplan.frontends.executorch_specs.spec_layout` turns the specs into one
+- `memplan.executorch.executorch_specs.spec_layout` turns the specs into one
   `Problem` per arena (realigned sizes, half-open lifetimes, the subgraphs'
   reserved bytes below the base; refused naming the node where it cannot);
 - `memplan.solve` plans each arena within the time left (heuristics, then
@@ -58,8 +58,8 @@ from executorch.exir.memory_planning import (
 
 from memplan.api import SolveOptions, solve
 from memplan.errors import InvalidPlanError, ProblemError
+from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
-from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.plan import Plan
 from memplan.problem import Problem
 

@@ -8,7 +8,7 @@ default or on an existing cluster (``client=`` / ``scheduler=``):
 
 - the tasks are the cross product of models (files, or folders searched for
   ``.onnx``, ``.tflite``, ``.csv``, ``.json``), dimension bindings (``dims``), batch sizes
-  (``batches``: `memplan.frontends.onnx_batch.rebatch` rewrites a model whose
+  (``batches``: `memplan.onnx.onnx_batch.rebatch` rewrites a model whose
   batch is fixed in the file), capacities and planners (a registered planner,
   ``solve`` for the whole `memplan.solve` pipeline, ``all`` for every
   heuristic and ``exact``). Bindings and batches apply to ONNX models only:

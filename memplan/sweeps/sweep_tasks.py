@@ -6,7 +6,7 @@
   ``solve``, ``all``) into frozen `Task` records, models outermost; each
   task's ``key`` identifies its row in an output file (for resuming);
 - `run_task` loads the model where it runs (ONNX models re-batched by
-  `memplan.frontends.onnx_batch.rebatch`; the last few parsed files and
+  `memplan.onnx.onnx_batch.rebatch`; the last few parsed files and
   problems are kept per process, so the planners of one model share one load),
   plans it, validates the plan with `memplan.validate`, and returns one row
   (`memplan.sweeps.sweep_io.COLUMNS`). It never raises: an error is the row's
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.frontends import READERS
+from memplan.formats.readers import READERS
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.sweeps.sweep_io import finish_row
 
@@ -195,7 +195,7 @@ def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignmen
 @lru_cache(maxsize=4)
 def _onnx_model(path: str, stamp: tuple[int, int]):
     """The ONNX file without its weights (one parse for all the shapes of a model here)."""
-    from memplan.frontends.onnx_graph import load_graph
+    from memplan.onnx.onnx_graph import load_graph
 
     return load_graph(path)
 
@@ -208,8 +208,8 @@ def _load(path: str, stamp: tuple[int, int], dims: tuple, batch: int | None,
 
     if Path(path).suffix.lower() != ".onnx":
         return load(path, alignment=alignment)
-    from memplan.frontends.onnx import from_onnx
-    from memplan.frontends.onnx_batch import rebatch
+    from memplan.onnx.onnx import from_onnx
+    from memplan.onnx.onnx_batch import rebatch
 
     model, source = _onnx_model(path, stamp)  # never changed below: rebatch copies
     symbols = {d.dim_param for value in model.graph.input

@@ -12,7 +12,7 @@ Needs the ``tvm`` extra (``apache-tvm``)::
 
 `memplan.tvm.memory_planning_pass` is the pass alone (to run right after
 ``StaticPlanBlockMemory`` in a pipeline of one's own);
-`memplan.frontends.relax` reads the problem, `memplan.tvm.rewrite` writes
+`memplan.tvm.relax` reads the problem, `memplan.tvm.rewrite` writes
 the plan back into the function.
 """
 

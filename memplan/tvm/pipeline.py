@@ -8,7 +8,7 @@ Use it wherever TVM takes a Relax pipeline::
 
 The passes are those ``tvm.compile`` (``relax.build``) runs by default for
 the target given or the current one (``relax.build`` enters its target), in
-the same order (`memplan.frontends.relax.default_passes`): on a GPU target
+the same order (`memplan.tvm.relax.default_passes`): on a GPU target
 the target's own pipeline (``relax.get_default_pipeline``: library
 dispatch, legalization and fusion, dataflow lowering, finalization), on a
 CPU the generic ``default_build_pipeline`` (no fusion, which could drop a
@@ -24,7 +24,7 @@ from typing import Any
 import tvm
 
 from memplan.errors import MemplanError, ProblemError
-from memplan.frontends.relax import default_passes
+from memplan.tvm.relax import default_passes
 from memplan.tvm.relax_pass import memory_planning_pass, rethrow, typed_errors
 
 PLANNER = "StaticPlanBlockMemory"  # memplan's pass runs right after it

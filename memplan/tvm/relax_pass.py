@@ -2,7 +2,7 @@
 
 For every Relax function of the module and every device it plans tensors on:
 
-- `memplan.frontends.relax.relax_layouts` reads the tensors Relax put in its
+- `memplan.tvm.relax.relax_layouts` reads the tensors Relax put in its
   storages (Relax's rules for what may be planned stay as they are);
 - `memplan.solve` plans them within ``time_limit`` seconds (heuristics, then
   the exact planner: status and gap say how close to the optimum), and
@@ -55,10 +55,10 @@ import tvm
 from memplan.api import SolveOptions, solve
 from memplan.bounds import lower_bound
 from memplan.errors import MemplanError, ProblemError
-from memplan.frontends.relax import RelaxLayout, relax_functions, relax_layouts
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
+from memplan.tvm.relax import RelaxLayout, relax_functions, relax_layouts
 from memplan.tvm.rewrite import rewrite_function, rewrite_shared
 from memplan.validate import check
 
