@@ -21,6 +21,7 @@ import memplan.startup  # noqa: F401  (first: a quiet Ctrl-C while the rest impo
 # isort: split
 import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
+from memplan import moved
 from memplan.api import (
     compare,
     from_executorch,
@@ -49,6 +50,8 @@ from memplan.sweeps.sweep import sweep  # memplan.sweep is this function
 from memplan.sweeps.sweep_options import SweepOptions
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
+
+moved.install()  # the old names of moved modules (`memplan.moved`), for one more release
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --version` prints it
 

@@ -257,6 +257,22 @@ def test_cli_proves_a_tflite_plan_in_tflm(tmp_path, capsys):
     assert main(["prove", str(model), str(plan_file), "--dim", "batch=1"]) == 2
 
 
+def test_the_tflm_proof_command_plans_proves_and_refuses_bad_input(tmp_path, capsys):
+    """``python -m memplan.cli.tflm_proof``: 0 with the report when proven, 2 and one line
+    naming the file for a model that is not one."""
+    from memplan.cli.exit_codes import BAD_INPUT, OK
+    from memplan.cli.tflm_proof import main as tflm_proof
+
+    model, bad = tmp_path / "chain.tflite", tmp_path / "bad.tflite"
+    model.write_bytes(chain())
+    bad.write_bytes(b"not a flatbuffer")
+    assert tflm_proof([str(model), "--time-limit", "2", "--no-bisect"]) == OK
+    assert "bit-identical" in capsys.readouterr().out
+    assert tflm_proof([str(bad)]) == BAD_INPUT
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("error: ") and "bad.tflite" in error
+
+
 def test_proof_in_tflm_chain():
     data = chain()
     report = prove(data, time_limit=5)

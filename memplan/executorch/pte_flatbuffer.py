@@ -18,7 +18,7 @@ Steps:
 - `read_program`: refuse a file whose identifier is not `FILE_IDENTIFIER`
   (another schema: the field slots below are ``program.fbs``'s of
   ExecuTorch 1.5.1, whose hash `SCHEMA_SHA256` pins); check the bytes as
-  ExecuTorch's loader does, within a work bound (`memplan.formats.readers.
+  ExecuTorch's loader does, within a work bound (`memplan.executorch.
   pte_verify`: nothing below reads outside the program); read every execution
   plan's name, values (tensors with their scalar type, sizes, dim order,
   allocation and whether they are stored constants; tensor lists; scalars, an

@@ -1,4 +1,4 @@
-"""Frontends: models and files in, `Problem` out. They know nothing of planners.
+"""Readers: models and files in, `Problem` out. They know nothing of planners.
 
 `load` picks the reader by extension: ``.onnx`` (an ONNX model), ``.tflite``
 (a TensorFlow Lite model, as TFLite-Micro plans it), ``.pte`` (an ExecuTorch
@@ -6,8 +6,9 @@ program, one arena), ``.py`` (a TVM Relax module as TVMScript, its tensors as
 Relax's ``StaticPlanBlockMemory`` plans them), ``.csv`` (MiniMalloc's CSV),
 ``.json`` (memplan's own problem format).
 
-Layer 2: may import layers 0-1 (errors, problem, plan, groups, options,
-...); never heuristics/, solver/, deploy/, export/ or the top level.
+Top layer: every compiler's reader is below it (layer 2: `memplan.onnx`,
+`memplan.tflite`, `memplan.executorch`, `memplan.tvm` hold theirs; the readers
+import layers 0-1 only, never a planner).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exports: a plan out to where it is used (firmware, TFLite-Micro, files, the ONNX model).
+"""Writers: a plan out to where it is used (firmware, TFLite-Micro, files, the ONNX model).
 
 `export` picks the writer by format name:
 
@@ -12,8 +12,8 @@
   (``OfflineMemoryAllocation`` metadata; `tflite_model`);
 - ``pte``: the ExecuTorch ``.pte`` program re-planned (`pte_program`).
 
-Layer 3: may import layers 0-2 (the vocabulary, frontends/ to write the
-formats they read); never deploy/ or the top-level modules.
+Top layer: every compiler's writer is below it (`memplan.onnx`, `memplan.tflite`,
+`memplan.executorch` hold theirs).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def describe(node: NodeProto, position: int) -> str:
 def load_model(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, str | None]:
     """``(model, source)``: parse a file or bytes whole (never external data), or take a ModelProto.
 
-    For running the model (`memplan.onnx`); planning reads `load_graph`'s
+    For running the model (`memplan.onnx.onnx_arena`); planning reads `load_graph`'s
     weightless model. The source is the file name for errors, None for an
     in-memory model.
     """

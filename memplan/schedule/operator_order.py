@@ -9,7 +9,7 @@ returns the problem of that order for any planner.
 
 Steps:
 
-- analyse the model under the file's order (`frontends.onnx`): the runtime
+- analyse the model under the file's order (`memplan.onnx.onnx`): the runtime
   steps (constant nodes are folded and stay first), which step must follow
   which (a step reads what another writes; nodes of other domains and random
   nodes keep their relative order), and the storage *blocks*: the alias

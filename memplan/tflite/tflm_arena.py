@@ -40,7 +40,6 @@ stderr, which is read through a temporary file while they run.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re
@@ -359,7 +358,7 @@ def prove(model: str | os.PathLike | bytes, problem: Problem | None = None,
     """
     data, file = tflite.model_bytes(model)
     if problem is None:
-        problem = tflite.from_tflite(data, name=Path(file).stem if file else None)
+        problem = tflite.from_tflite(model, name=Path(file).stem if file else None)  # names it
     if plan is None:
         from memplan.api import solve
 
@@ -406,30 +405,3 @@ def prove_plan_file(model: str | os.PathLike, plan_file: str | os.PathLike, *, s
     problem = tflite.from_tflite(model)
     return prove(model, problem, read_plan(plan_file, problem), seed=seed, bisect=bisect)
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m memplan.tflite.tflm_arena",
-        description="Plan a .tflite model with memplan and prove the plan in TFLite-Micro "
-                    "beside TFLM's own planner.")
-    parser.add_argument("model", help="a .tflite model")
-    parser.add_argument("--time-limit", type=float, default=10,
-                        help="seconds for memplan's exact planner")
-    parser.add_argument("--seed", type=int, default=0, help="random inputs and planners")
-    parser.add_argument("--no-bisect", action="store_true",
-                        help="skip the search for the smallest working arena sizes")
-    args = parser.parse_args(argv)
-    from memplan.cli.exit_codes import BAD_INPUT, FAILED, OK
-
-    try:
-        report = prove(args.model, seed=args.seed, bisect=not args.no_bisect,
-                       time_limit=args.time_limit)
-    except ProblemError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return BAD_INPUT
-    print(report)
-    return OK if report.ok else FAILED
-
-
-if __name__ == "__main__":
-    sys.exit(main())
