@@ -4,15 +4,20 @@ Every tensor gets an offset in one arena; the arena is as small as it can
 be, and memplan says how far from optimal each plan is.
 
 The package is a stack of layers; a module imports only layers below its own
-(tests/test_architecture.py checks it, also for imports inside functions)::
+(tests/test_architecture.py checks it, also for imports inside functions;
+docs/explanation/architecture.md draws it)::
 
-    4  api, cli, viz, explain, ... (top level)     the user's entry points
-    3  deploy/   export/                            deployments, plan writers
-    2  heuristics/   solver/   frontends/           side by side, never each other
+    5  cli/                                            the command
+    4  api, viz, diagnosis/, sweeps/, proofs, passes   the library's entry points
+    3  deploy/   schedule/   the writers               on top of any planner
+    2  heuristics/   solver/   the readers             side by side, never each other
     1  bounds, plan, groups, validate, options, registry
-    0  errors, problem                              the vocabulary
+    0  errors, limits, problem, budget                 the vocabulary
 
-This ``__init__`` is the top: it may import anything, and imports the
+A compiler's reader, writer, proof and pass sit in one folder (onnx/,
+tflite/, executorch/, tvm/); formats/ holds the files of no compiler.
+
+This ``__init__`` is at layer 4: it may import anything but cli/, and imports the
 planner packages so that the registry is full.
 """
 

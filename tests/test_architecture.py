@@ -22,12 +22,14 @@ functions.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from pathlib import Path
 
 import memplan
 
 ROOT = Path(memplan.__file__).parent
+PAGE = ROOT.parent / "docs" / "explanation" / "architecture.md"
 LAYERS = {
     "errors": 0, "limits": 0, "problem": 0, "output_files": 0, "stopping": 0, "budget": 0,
     "bounds": 1, "plan": 1, "groups": 1, "validate": 1, "options": 1, "registry": 1,
@@ -187,6 +189,30 @@ def test_the_checks_see_a_cycle_and_an_upward_arrow():
 def test_every_module_named_in_the_layers_exists():
     """A module named one by one in `LAYERS` (a folder's reader or writer) is still there."""
     assert [key for key in LAYERS if "." in key and f"memplan.{key}" not in MODULES] == []
+
+
+def page_layers(text: str) -> dict[str, int]:
+    """The layers the architecture page's table gives (its section "The layers": a row per
+    layer, the units as code in the second cell, ``onnx/onnx`` for a folder's module)."""
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    layers = {}
+    for number, units in re.findall(r"^\| (\d) \|([^|]*)\|", section, re.MULTILINE):
+        for unit in re.findall(r"`([^`]+)`", units):
+            layers[unit.rstrip("/").replace("/", ".")] = int(number)
+    return layers
+
+
+def test_the_architecture_page_draws_these_layers():
+    """docs/explanation/architecture.md lists the layers checked here: a unit added, moved or
+    removed on one side only fails."""
+    assert page_layers(PAGE.read_text()) == LAYERS
+
+
+def test_the_page_check_sees_a_unit_out_of_step():
+    text = PAGE.read_text()
+    moved = text.replace("| 3 | `deploy/`, ", "| 3 | ")
+    moved = moved.replace("| 2 | `heuristics/`, ", "| 2 | `deploy/`, `heuristics/`, ")
+    assert page_layers(moved) == {**LAYERS, "deploy": 2} != LAYERS
 
 
 def test_the_command_line_functions_are_short():
