@@ -32,7 +32,7 @@ from memplan.errors import ProblemError
 from memplan.executorch.executorch_pte import PteLayout, pte_layout
 from memplan.executorch.pte_flatbuffer import Tensor
 from memplan.executorch.pte_program import same_problem, with_offsets
-from memplan.formats.memplan_json import plan_from_dict
+from memplan.formats.memplan_json import read_plan
 from memplan.plan import Plan
 from memplan.validate import Violation, validate
 
@@ -179,9 +179,6 @@ def prove_plan_file(model: str | os.PathLike, plan_file: str | os.PathLike, *,
         return prove_program(model, plan, method=method, mem_id=mem_id, calls=calls,
                              seed=seed, plan_file=str(plan_file),
                              program=read_bytes(plan_file))
-    from memplan.onnx.prove import read_plan_file
-
-    document, _, _ = read_plan_file(plan_file)
-    plan = plan_from_dict(document, problem, source=str(plan_file))
+    plan = read_plan(plan_file, problem)
     return prove_program(model, plan, method=method, mem_id=mem_id, calls=calls, seed=seed,
                          plan_file=str(plan_file))
