@@ -77,3 +77,18 @@ def test_nothing_is_left_at_an_old_path():
             .exists() or (ROOT.parent / old.replace(".", "/") / "__init__.py").exists()]
     assert left == []
     assert all(re.fullmatch(r"memplan(\.\w+)+", name) for name in [*MOVED, *MOVED.values()])
+
+
+def test_the_package_its_tests_and_docs_use_the_new_names():
+    """Only this table and its test speak the old names (the changelog lists them): code
+    merged from before the move is caught here, not by users' warnings."""
+    names = sorted(MOVED, key=len, reverse=True)  # the longest first: the one that matches
+    old = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")(?![\w])")
+    paths = [ROOT.parent / "README.md", *(path for folder in ("memplan", "tests", "benchmarks",
+                                                                "docs", "notebooks")
+                                          for path in sorted((ROOT.parent / folder).rglob("*")))]
+    speak = [f"{path.relative_to(ROOT.parent)}: {match[1]}" for path in paths
+             if path.suffix in (".py", ".md", ".ipynb", ".c") and path.name != "changelog.md"
+             and path not in (ROOT / "moved.py", Path(__file__))
+             for match in old.finditer(path.read_text())]
+    assert speak == []
