@@ -71,7 +71,7 @@ from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
-from memplan.solver.fit_race import Joint, head_start, racing
+from memplan.solver.fit_race import Joint, head_start_seconds, racing
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spanning, split
 from memplan.validate import known_valid, validate
@@ -431,7 +431,7 @@ class _Run:
         """Fit part ``i`` under ``top``: the canonical search and CP-SAT, racing.
 
         - the canonical search runs alone on every core for a short head
-          start (`head_start`): the problems it settles, it settles fast;
+          start (`head_start_seconds`): the problems it settles, it settles fast;
         - then CP-SAT joins with its own portfolio (``strategy="none"``: the
           canonical search already is the lowest-offset search, compiled),
           the canonical search keeps one thread, and the first verdict ends
@@ -444,7 +444,7 @@ class _Run:
         """
         part, options = self.parts[i], self.options
         began = time.perf_counter()
-        head = head_start(seconds if cpu is None else cpu, options.canonical_share)
+        head = head_start_seconds(seconds if cpu is None else cpu, options.canonical_share)
         budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
             seconds is None else min(canonical.HEAD_START_NODES, int(
                 canonical.NODES_PER_SECOND * max(seconds * options.canonical_share, 1.0)))
@@ -454,7 +454,7 @@ class _Run:
         threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
         race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
-            canonical.head_start(race, head, options.stop)
+            canonical.run_head_start(race, head, options.stop)
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         cpu_left = None if cpu is None else cpu - race.cpu()
