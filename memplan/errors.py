@@ -162,3 +162,16 @@ def renamed(module: str, names: dict[str, str]):
         return getattr(importlib.import_module(where or module), new)
 
     return __getattr__
+
+
+def renamed_keyword(old: str, old_value, new: str, new_value):
+    """The value of keyword ``new``, or of its old spelling ``old`` (kept for one release,
+    with one `DeprecationWarning` line); `ProblemError` when both are given."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ProblemError(f"{old}= and {new}= are the same setting: give {new}= only")
+    import warnings
+
+    warnings.warn(f"{old}= is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value

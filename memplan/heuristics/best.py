@@ -227,7 +227,7 @@ class Run:
 
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
             lambda p, ceiling: sweep_offsets(self.units(False, uncut=ceiling), p,
-                                           None if ceiling else ends()), placement, k == 0 and
+                                             None if ceiling else ends()), placement, k == 0 and
             not self.pairwise))  # the first sweep is the ceiling where `CEILING` is not
             for k, placement in enumerate(chosen.placements if chosen.sweep else ())]
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
@@ -441,7 +441,7 @@ class Run:
                  "pairs": self.pairs, "cut_short": (bool(self.cut) or self.late) and
                  not self.at_bound()}
         ceilings = [arena for arena, name, _, stats in self.tried
-                  if name == CEILING and not stats["cut"]]
+                    if name == CEILING and not stats["cut"]]
         if ceilings:  # this plan is no larger (`memplan.solver.exact` need not run it again)
             extra["ceiling_arena"] = ceilings[0]
         if self.time_limit is not None:
