@@ -74,3 +74,12 @@ def test_explain_takes_banks_as_regions_with_a_warning(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert json.loads(out)["fast"] == "fast"
     assert "--banks is deprecated, use --regions" in err
+
+
+def test_a_region_reports_old_field_name_warns():
+    from memplan.executorch.target_regions import RegionReport
+
+    problem = Problem([Buffer("a", 8, 0, 1)])
+    report = RegionReport("graph 0", {}, {}, [0], 0.0, region_problem=problem)
+    with pytest.warns(DeprecationWarning, match="banked is deprecated: use region_problem"):
+        assert report.banked is problem
