@@ -2,7 +2,7 @@
 
 Build machines are busy (``make -j``, CI runners). memplan's adaptive choices count
 CPU time (`memplan.solver.canonical.Race.cpu`) and every planner keeps
-``greedy_by_size``'s plan as its floor, so busy processes beside it should slow it by
+``greedy_by_size``'s plan as its ceiling, so busy processes beside it should slow it by
 about the CPU share they take, and never change an answer. Steps:
 
 - **fit**: MiniMalloc's eleven problems at their capacity (benchmarks/data/minimalloc)

@@ -68,7 +68,7 @@ from memplan.limits import (
 from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import floor_planner, plan_with, planners, takes_option
+from memplan.registry import ceiling_planner, plan_with, planners, takes_option
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -399,12 +399,12 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
         max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
-    floor = floor_planner(problem, settings.time_limit)
-    if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
-        plans.update(run_heuristics(problem, [floor], time_limit=None))
+    ceiling = ceiling_planner(problem, settings.time_limit)
+    if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
+        plans.update(run_heuristics(problem, [ceiling], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
-    if floor in plans:  # the exact planner need not run it again
-        heuristic.stats.setdefault("floor_arena", plans[floor].arena_size)
+    if ceiling in plans:  # the exact planner need not run it again
+        heuristic.stats.setdefault("ceiling_arena", plans[ceiling].arena_size)
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())

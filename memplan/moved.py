@@ -60,6 +60,8 @@ MOVED = {
     "memplan.proofs.executorch_runtime": "memplan.executorch.executorch_runtime",
     "memplan.proofs.relax_vm": "memplan.tvm.relax_vm",
     "memplan.operator_order": "memplan.schedule.operator_order",
+    "memplan.executorch.banks": "memplan.executorch.target_regions",
+    "memplan.diagnosis.bank_curve": "memplan.diagnosis.region_curve",
 }
 PACKAGES = frozenset(old.rpartition(".")[0] for old in MOVED) & MOVED.keys()  # had submodules
 

@@ -30,7 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from memplan.bounds import time_overlap_count
-from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
+from memplan.errors import HintWarning, ProblemError, UnknownPlannerError, renamed
 from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -43,41 +43,41 @@ class Planner(Protocol):
 
 
 _PLANNERS: dict[str, Planner] = {}
-FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.solve` run it
-# first, uncut by any time limit, and never return a larger plan (see `floor_planner`)
-FLOOR_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
+CEILING = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.solve` run it
+# first, uncut by any time limit, and never return a larger plan (see `ceiling_planner`)
+CEILING_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
 # aliases) and more pairs overlap in time: its pair lists in Python would take minutes
 # ... or unless its work (the compiled pass meets every pair of overlapping lifetimes once,
 # O(E log n): 69 M pairs, a 60k-buffer training step, 4-5 s quiet, 8.4 CPU-s beside busy
 # processes; 556 M pairs, eight of them end to end, 67 CPU-s) would take more than
-# FLOOR_SHARE of the time limit at FLOOR_PAIRS_PER_SECOND
-FLOOR_PAIRS_PER_SECOND = 12_000_000
-FLOOR_SHARE = 0.5
-FLOOR_LEAST_WORK = 1_000_000  # pairs the floor's pass may visit whatever the limit (0.1 s)
+# CEILING_SHARE of the time limit at CEILING_PAIRS_PER_SECOND
+CEILING_PAIRS_PER_SECOND = 12_000_000
+CEILING_SHARE = 0.5
+CEILING_LEAST_WORK = 1_000_000  # pairs the ceiling's pass may visit whatever the limit (0.1 s)
 
 
-def floor_planner(problem: Problem, time_limit: float | None = None) -> str:
-    """The planner whose plan is the floor of ``problem``: `FLOOR`, or the time sweep
-    (which lists no pairs, O(n log n + n g) for g free gaps) where `FLOOR` would list more
-    than `FLOOR_PAIRS` pairs in Python (``best``'s ``max_pairs`` rule) or where its work
-    (`floor_work`) would not fit in `FLOOR_SHARE` of ``time_limit`` (seconds)."""
+def ceiling_planner(problem: Problem, time_limit: float | None = None) -> str:
+    """The planner whose plan is the ceiling of ``problem``: `CEILING`, or the time sweep
+    (which lists no pairs, O(n log n + n g) for g free gaps) where `CEILING` would list more
+    than `CEILING_PAIRS` pairs in Python (``best``'s ``max_pairs`` rule) or where its work
+    (`ceiling_fits`) would not fit in `CEILING_SHARE` of ``time_limit`` (seconds)."""
     if problem.alias_optional.any() and \
-            time_overlap_count(problem.starts, problem.ends) > FLOOR_PAIRS:
+            time_overlap_count(problem.starts, problem.ends) > CEILING_PAIRS:
         return "time_sweep"
-    return FLOOR if floor_fits(problem, time_limit) else "time_sweep"
+    return CEILING if ceiling_fits(problem, time_limit) else "time_sweep"
 
 
-def floor_fits(problem: Problem, time_limit: float | None) -> bool:
-    """Whether `FLOOR`'s compiled pass fits in `FLOOR_SHARE` of ``time_limit`` (seconds;
-    None: no limit) or is small (`FLOOR_LEAST_WORK`): its work, in pairs visited (every
+def ceiling_fits(problem: Problem, time_limit: float | None) -> bool:
+    """Whether `CEILING`'s compiled pass fits in `CEILING_SHARE` of ``time_limit`` (seconds;
+    None: no limit) or is small (`CEILING_LEAST_WORK`): its work, in pairs visited (every
     pair of overlapping lifetimes and every explicit conflict once, and each buffer), at
-    `FLOOR_PAIRS_PER_SECOND`. A count of work, so the same problem and limit get the same
-    floor on a busy machine; O(n log n)."""
+    `CEILING_PAIRS_PER_SECOND`. A count of work, so the same problem and limit get the same
+    ceiling on a busy machine; O(n log n)."""
     if time_limit is None:
         return True
     work = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts) + \
         len(problem)
-    return work <= max(FLOOR_LEAST_WORK, FLOOR_PAIRS_PER_SECOND * FLOOR_SHARE * time_limit)
+    return work <= max(CEILING_LEAST_WORK, CEILING_PAIRS_PER_SECOND * CEILING_SHARE * time_limit)
 
 
 def register(name: str) -> Callable[[Planner], Planner]:
@@ -167,3 +167,9 @@ def plan_with(name: str, problem: Problem, **options) -> Plan:
     if not plan.seconds:
         plan.seconds = time.perf_counter() - began
     return plan
+
+
+__getattr__ = renamed(__name__, {old: old.replace("FLOOR", "CEILING").replace("floor", "ceiling")
+                                 for old in ("FLOOR", "FLOOR_PAIRS", "FLOOR_PAIRS_PER_SECOND",
+                                             "FLOOR_SHARE", "FLOOR_LEAST_WORK",
+                                             "floor_planner", "floor_fits")})

@@ -470,21 +470,21 @@ def test_the_warm_start_takes_its_share_in_cpu_seconds(monkeypatch):
     assert (loaded.offsets == quiet.offsets).all()
 
 
-def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_floor():
+def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_ceiling():
     """``best``'s ``cpu`` budget decides which passes run: none is left after the first
     (cut at once) with no budget, yet the plan is validated and no larger than
     ``greedy_by_size``'s, whose pass runs uncut; a budget the passes do not use up leaves
     them all, within a time limit far off or none."""
     problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
-    floor = memplan.plan_with("greedy_by_size", problem).arena_size
+    ceiling = memplan.plan_with("greedy_by_size", problem).arena_size
     spent = memplan.plan_with("best", problem, time_limit=60, cpu=0.0)
-    assert not validate(problem, spent) and spent.arena_size <= floor
+    assert not validate(problem, spent) and spent.arena_size <= ceiling
     assert spent.stats["cut_short"] and len(spent.stats["skipped"]) >= 10
-    assert spent.stats["arenas"].get("greedy_by_size") == floor
+    assert spent.stats["arenas"].get("greedy_by_size") == ceiling
     for limit in (60, None):
         plenty = memplan.plan_with("best", problem, time_limit=limit, cpu=30.0,
                                    search_evaluations=0)
-        assert not validate(problem, plenty) and plenty.arena_size <= floor
+        assert not validate(problem, plenty) and plenty.arena_size <= ceiling
         assert plenty.stats["skipped"] == [] and plenty.stats["cut"] == {}
 
 
@@ -522,16 +522,16 @@ def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
     assert quiet_wall == pytest.approx(4.5, abs=0.3) and busy_wall == pytest.approx(2.5, abs=0.3)
 
 
-def test_the_floors_pass_runs_second_on_large_problems_within_the_limit(monkeypatch):
+def test_the_ceilings_pass_runs_second_on_large_problems_within_the_limit(monkeypatch):
     """On problems over ``breadth_first_buffers`` one greedy pass takes up to a CPU second;
-    the floor's (the one pass every call runs, never a plan above greedy_by_size's) comes
+    the ceiling's (the one pass every call runs, never a plan above greedy_by_size's) comes
     right after the first sweep, so that a machine slowed 4x spends the limit on it rather
     than run it past the limit at the end. The clock pushed past the deadline once the
-    floor is placed: the later passes are skipped, the floor's plan stands."""
+    ceiling is placed: the later passes are skipped, the ceiling's plan stands."""
     problem = network_like(2000, 3)
     placed = best.greedy_offsets
 
-    def slow(*args, **kwargs):  # the floor's pass takes the whole limit
+    def slow(*args, **kwargs):  # the ceiling's pass takes the whole limit
         found = placed(*args, **kwargs)
         moved = time.perf_counter() + 60
         monkeypatch.setattr(best.time, "perf_counter", lambda: moved)

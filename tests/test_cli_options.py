@@ -235,7 +235,7 @@ LANES = [{}, {"canonical": False}, {"lns_buffers": 1}]
 def test_the_exact_planner_stops_within_the_gap_in_every_lane(lane):
     problem = Problem(TRICKY)
     naive = memplan.plan_with("naive", problem)  # 18 bytes: gap 7/18 to the optimum 11
-    greedy = memplan.plan_with("greedy_by_size", problem)  # 14 bytes: the floor exact keeps
+    greedy = memplan.plan_with("greedy_by_size", problem)  # 14 bytes: the ceiling exact keeps
     for relative, absolute in ((0.4, 0), (0.0, 7)):
         plan = memplan.plan_with("exact", problem, hint=naive, time_limit=5, **lane,
                                  relative_gap=relative, absolute_gap=absolute)

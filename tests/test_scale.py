@@ -69,7 +69,7 @@ def test_a_pass_out_of_time_is_cut_and_says_so():
     plan = plan_with("best", problem, time_limit=0)
     assert validate(problem, plan) == []
     assert plan.stats["cut"] and plan.stats["skipped"]  # the first pass cut, the rest skipped
-    assert plan.stats["arenas"]["greedy_by_size"] >= plan.arena_size  # then the floor,
+    assert plan.stats["arenas"]["greedy_by_size"] >= plan.arena_size  # then the ceiling,
     assert plan.stats["cut_short"] or plan.status == "optimal"  # uncut
     assert plan_with("best", problem).stats["cut"] == {}
 
@@ -116,7 +116,7 @@ def test_planners_whose_pair_lists_do_not_fit_return_the_sweeps_plan(monkeypatch
     assert validate(problem, best) == []
     if cause == "memory":
         assert best.stats["fallback"] == "time_sweep"
-    else:  # the floor, greedy_by_size, lists its pairs whatever the limit
+    else:  # the ceiling, greedy_by_size, lists its pairs whatever the limit
         assert "greedy_by_size" in best.stats["arenas"] and "fallback" not in best.stats
     for name in PAIR_FREE:
         plan = plan_with(name, problem, time_limit=limit)
@@ -232,7 +232,7 @@ def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
     assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
 
 
-def test_best_validates_its_first_plan_beside_the_compiled_floor_pass(monkeypatch):
+def test_best_validates_its_first_plan_beside_the_compiled_ceiling_pass(monkeypatch):
     from memplan.heuristics import best, compiled_place
 
     if not compiled_place.available():
@@ -382,7 +382,7 @@ def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
     assert not compiled_place.fits(problem, "stack")
 
 
-def test_best_runs_the_floor_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
+def test_best_runs_the_ceiling_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
     from memplan.heuristics import compiled_place
 
     if not compiled_place.available():

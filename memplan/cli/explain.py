@@ -3,8 +3,8 @@
 `memplan.diagnosis.explain` names the steps and tensors of the peak, where a
 plan's gap to the bound lies, why a capacity cannot be met (live load, pins,
 or a CP-SAT core), and measured remedies; ``--time-limit`` bounds it all, from
-the command's start. With ``--banks fast=448KiB,slow``,
-`memplan.diagnosis.bank_curve` instead: what fills the fast bank at its peak,
+the command's start. With ``--regions fast=448KiB,slow``,
+`memplan.diagnosis.region_curve` instead: what fills the fast region at its peak,
 and what a larger one would save per KiB. ``-o FILE.json`` writes the
 explanation as JSON beside what is printed (``--quiet``: nothing printed).
 """
@@ -65,46 +65,48 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("-o", "--output", metavar="FILE.json",
                      help="write the explanation as JSON to this file")
     why.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
-    why.add_argument("--banks", type=banks, metavar="NAME=SIZE,...",
-                     help="memory banks, fastest first (the last may have no size): what "
-                          "fills the fast bank at its peak, what a larger one would save")
+    regions = why.add_argument(
+        "--regions", type=region_list, metavar="NAME=SIZE,...",
+        help="memory regions, fastest first (the last may have no size): what fills "
+             "the fast region at its peak, what a larger one would save")
+    add_deprecated(why, "--banks", regions)
     why.set_defaults(run=run)
 
 
-def banks(text: str) -> list[Region]:
+def region_list(text: str) -> list[Region]:
     """``fast=448KiB,slow[=SIZE]`` as regions costing 0, 1, 2... per byte (fastest first)."""
     regions = []
     for rank, item in enumerate(text.split(",")):
         name, _, size = item.strip().partition("=")
         try:
-            capacity = checks.size("--banks")(size) if size else None
+            capacity = checks.size("--regions")(size) if size else None
         except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"--banks: bank {name!r}: give a size such as "
-                                             f"448KiB, got {size!r}") from None
+            raise argparse.ArgumentTypeError(f"--regions: region {name!r}: give a size such "
+                                             f"as 448KiB, got {size!r}") from None
         regions.append(Region(name, capacity, float(rank)))
     if len(regions) < 2 or regions[0].capacity is None:
-        raise argparse.ArgumentTypeError("--banks: give two banks or more, the first (the "
-                                         "fast one) with a size: fast=448KiB,slow")
+        raise argparse.ArgumentTypeError("--regions: give two regions or more, the first "
+                                         "(the fast one) with a size: fast=448KiB,slow")
     return regions
 
 
-def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.Namespace):
+def explain_with_regions(problem: Problem, regions: list[Region], args: argparse.Namespace):
     """The problem over ``regions`` planned (heuristic, then exact within --time-limit),
-    every buffer read as often as its steps say; its fast bank explained."""
+    every buffer read as often as its steps say; its fast region explained."""
     from memplan.deploy.regions import plan_regions
     from memplan.deploy.regions_exact import plan_regions_exact
-    from memplan.diagnosis.bank_curve import explain_banks, step_reads
+    from memplan.diagnosis.region_curve import explain_regions, step_reads
 
-    banked = problem.replace(regions=regions)
-    weights = np.maximum(step_reads(banked), 1)
+    placed = problem.replace(regions=regions)
+    weights = np.maximum(step_reads(placed), 1)
     limit = math.inf if args.time_limit is None else args.time_limit
-    plan = plan_regions_exact(banked, time_limit=_left(limit), workers=args.threads,
-                              hint=plan_regions(banked, weights=weights), weights=weights)
+    plan = plan_regions_exact(placed, time_limit=_left(limit), workers=args.threads,
+                              hint=plan_regions(placed, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
-        raise ProblemError(f"the model does not fit the banks ({over} over): a larger bank, "
-                           f"or memplan explain --capacity on one arena says why")
-    return explain_banks(banked, plan, weights=weights)
+        raise ProblemError(f"the model does not fit the regions ({over} over): a larger "
+                           f"region, or memplan explain --capacity on one arena says why")
+    return explain_regions(placed, plan, weights=weights)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output(args.output, "-o", suffixes=(".json",))
     problem = load(args.model, args)
-    if args.banks:
-        _show(explain_with_banks(problem, args.banks, args), args)
+    if args.regions:
+        _show(explain_with_regions(problem, args.regions, args), args)
         return OK
     limit = math.inf if args.time_limit is None else args.time_limit
     wall = _left(limit) - LEAST_SHARE * limit if math.isfinite(limit) else math.inf

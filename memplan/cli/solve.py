@@ -55,7 +55,7 @@ from memplan.solver.exact_options import ORDERS, ExactOptions
 LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
 OUTPUT_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes to write, per output file (JSON:
 # about 4 us; CSV, C header and page less): kept off the solve's limit at the command's pace
-FLOOR_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes in the work every solve does
+CEILING_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes in the work every solve does
 # whatever the limit: the time sweep's pass (units, sweep) and the validation of its plan
 # (measured: 1.5 CPU-s at 480k training-step buffers, 5.4 at 1M network-like ones)
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
@@ -101,7 +101,7 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     does what writing ``outputs`` files of ``buffers`` buffers will take
     (`OUTPUT_CPU_PER_BUFFER`, on the clock at the command's pace so far: a quarter of a core
     beside busy processes makes it 4x longer); at least `LEAST_SOLVE_SHARE` stays. When
-    the reading so far, the one pass every solve runs and its check (`FLOOR_CPU_PER_BUFFER`)
+    the reading so far, the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`)
     and the writing cannot fit the limit, one line on stderr says so, with the time needed,
     before the planning starts."""
     if options.time_limit is None:
@@ -109,11 +109,11 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     spent = time.perf_counter() - startup.COMMAND_STARTED
     pace = startup.command_pace()
     writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * pace
-    floor = buffers * FLOOR_CPU_PER_BUFFER * pace
-    if spent + floor + writing > options.time_limit and \
-            floor + writing > LEAST_SOLVE_SHARE * options.time_limit:  # cannot be kept
+    ceiling_seconds = buffers * CEILING_CPU_PER_BUFFER * pace
+    if spent + ceiling_seconds + writing > options.time_limit and \
+            ceiling_seconds + writing > LEAST_SOLVE_SHARE * options.time_limit:  # cannot be kept
         print(f"memplan solve: {buffers:,} buffers: reading took {spent:.1f} s; one pass, its "
-              f"check and the outputs need about {floor + writing:.1f} s more, beyond "
+              f"check and the outputs need about {ceiling_seconds + writing:.1f} s more, beyond "
               f"--time-limit {options.time_limit:g}", file=sys.stderr)
     return replace(options, time_limit=max(options.time_limit - spent - writing,
                                            LEAST_SOLVE_SHARE * options.time_limit))

@@ -10,9 +10,9 @@ Needs the ``executorch`` extra (``executorch`` and ``torch``)::
     program = to_edge(torch.export.export(model, inputs)).to_executorch(config)
 
 or ``MemoryPlanningAlgorithmSuite(algo_list=[greedy, memplan.executorch.algorithm(10)])``
-to keep the smaller of the two. With ``banks=`` ExecuTorch's ``TargetMemoryMap`` (fast
-and slow memory), every buffer goes to one bank within its size
-(`memplan.executorch.banks`).
+to keep the smaller of the two. With ``regions=`` ExecuTorch's ``TargetMemoryMap`` (fast
+and slow memory; each of its banks is a memplan region), every buffer goes to one region
+within its size (`memplan.executorch.target_regions`).
 
 The folder holds all of memplan's ExecuTorch:
 
@@ -23,14 +23,17 @@ The folder holds all of memplan's ExecuTorch:
 - proves (top layer): `executorch_runtime` (the program run in ExecuTorch's
   runtime with its own plan and with memplan's);
 - the pass (top layer): `spec_planner` plans the specs, `spec_check` checks
-  them, `planning_pass` is the pass, `banks` its memory banks.
+  them, `planning_pass` is the pass, `target_regions` its memory regions.
 
 The pass's names below are imported on first use, so that reading a ``.pte``
 program imports neither torch nor executorch.
 """
 
+from memplan.errors import renamed
+
 PASS = {  # the pass's public names, by the module that defines them
-    "BankOverflowError": "banks", "algorithm": "banks", "format_bank_report": "banks",
+    "RegionOverflowError": "target_regions", "algorithm": "target_regions",
+    "format_region_report": "target_regions",
     "MemplanPlanningPass": "planning_pass", "memory_planning_pass": "planning_pass",
     "verify_graph": "planning_pass", "GraphReport": "spec_planner",
     "MemplanAlgorithm": "spec_planner",
@@ -38,12 +41,14 @@ PASS = {  # the pass's public names, by the module that defines them
 
 __all__ = sorted(PASS)
 
+_old_name = renamed(__name__, {  # kept for one release
+    "BankOverflowError": "RegionOverflowError", "format_bank_report": "format_region_report"})
+
 
 def __getattr__(name: str):
     """One of the pass's names (`PASS`), from its module (imports executorch and torch)."""
     if name not in PASS:
-        raise AttributeError(f"module 'memplan.executorch' has no attribute {name!r}")
-    from memplan.executorch import banks, planning_pass, spec_planner
+        return _old_name(name)
+    import importlib
 
-    modules = {"banks": banks, "planning_pass": planning_pass, "spec_planner": spec_planner}
-    return getattr(modules[PASS[name]], name)
+    return getattr(importlib.import_module(f"{__name__}.{PASS[name]}"), name)

@@ -1,6 +1,9 @@
 """``hill_climb``: improve the best greedy order by moving the buffers that set the peak.
 
-Steps (simulated annealing over placement orders, decoded by best fit):
+Steps (a hill climb over placement orders, decoded by best fit; it steps down
+now and then, by annealing's rule, so as not to stop on the first plateau: with
+``temperature=0`` it never does; `memplan.heuristics.anneal` is the full
+annealing search, compiled):
 - start from the best greedy order (`memplan.heuristics.order_search`);
 - each iteration: take a unit whose top reaches the current peak (now and
   then any unit, to leave a plateau) and swap it with a unit placed before
@@ -51,7 +54,7 @@ DEFAULTS = HillClimbOptions()
 
 def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
           start: tuple[int, np.ndarray, np.ndarray] | None = None) -> int:
-    """Run the annealing from ``start`` (arena, offsets, order: a best-fit plan already
+    """Run the climb from ``start`` (arena, offsets, order: a best-fit plan already
     decoded) or the search's best start; the search keeps the best. Accepted moves."""
     arena, offsets, order = start if start is not None else search.starts()[0]
     rng = np.random.default_rng(seed)
@@ -72,7 +75,7 @@ def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
 @register("hill_climb")
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
-    """Simulated annealing over orders (see the module doc); ``hint`` is unused."""
+    """A hill climb over orders (see the module doc); ``hint`` is unused."""
     began = time.perf_counter()
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)

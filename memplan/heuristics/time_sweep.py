@@ -60,7 +60,7 @@ _TOP = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
-class SweepOptions:
+class TimeSweepOptions:
     """Options of ``time_sweep``."""
 
     placement: str = option("best_fit", "best_fit: the smallest free gap that fits; "
@@ -249,8 +249,8 @@ def unit_sweep_plan(name: str, place, problem: Problem, time_limit: float | None
 def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
          hint: Plan | None = None, **options) -> Plan:
     """The time-sweep plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    return unit_sweep_plan("time_sweep", sweep_offsets, problem, time_limit, SweepOptions(),
+    return unit_sweep_plan("time_sweep", sweep_offsets, problem, time_limit, TimeSweepOptions(),
                            options)
 
 
-plan.options = SweepOptions()
+plan.options = TimeSweepOptions()

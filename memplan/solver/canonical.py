@@ -87,8 +87,8 @@ FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
 PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
-HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
-HEAD_START_SECONDS = 1.0  # ... CPU seconds (a thread's) before its pace counts, and the
+HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `run_head_start`)
+PACE_AFTER_SECONDS = 1.0  # ... CPU seconds (a thread's) before its pace counts, and the
 HEAD_START_PACE = 8_000  # slowest pace (nodes a CPU second) it keeps going at: tilings 2-5 k,
 # MiniMalloc's 25 k and more
 NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
@@ -186,10 +186,10 @@ class Race:
 
     def slow(self) -> bool:
         """Whether its nodes come slower than `HEAD_START_PACE` a CPU second, counted from
-        `HEAD_START_SECONDS` of CPU on (costly nodes, as on tilings the sweeps miss: CP-SAT's
+        `PACE_AFTER_SECONDS` of CPU on (costly nodes, as on tilings the sweeps miss: CP-SAT's
         ground). CPU time: a busy machine slows the clock, not the pace."""
         spent = self.cpu()
-        return spent >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * spent
+        return spent >= PACE_AFTER_SECONDS and self.nodes < HEAD_START_PACE * spent
 
     def start(self, threads: int, seconds: float | None, cpu: float | None = None):
         """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass
@@ -321,13 +321,13 @@ def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:
     return orders + sweeps if turn == 0 else orders
 
 
-def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
+def run_head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
     """Wait while ``race`` runs alone for its head start; True if ``stop`` or Ctrl-C interrupted.
 
     The head start ends when the race settles (or its wall-clock limit ends it),
     after `HEAD_START_NODES` nodes (the problems it wins, it wins within them),
     after ``most`` CPU seconds of its threads (`Race.cpu`), or after
-    `HEAD_START_SECONDS` of CPU when its pace is under `HEAD_START_PACE` (costly
+    `PACE_AFTER_SECONDS` of CPU when its pace is under `HEAD_START_PACE` (costly
     nodes: tilings the sweeps miss, where CP-SAT wins). Nodes count when a turn
     ends, so the pace measured is a floor. CPU time, not wall: on a busy machine
     the head start lasts longer, and settles the same problems.

@@ -28,10 +28,10 @@ to the optimum. Steps:
     then CP-SAT's minimisation from the best plan, for the proven bound; a
     part's floor is the global lower bound (only the largest part counts);
 - put the parts' offsets back together; the arena is the largest part's;
-- never return more than the floor: ``greedy_by_size``'s plan (by name, the
+- never return more than the ceiling: ``greedy_by_size``'s plan (by name, the
   compiled pass), computed first unless the warm start is known to be no
   larger (``best``'s, which runs it), is taken when the search, cut short by
-  the limit, found nothing smaller (``stats["floor"]``). Without a floor (a
+  the limit, found nothing smaller (``stats["ceiling"]``). Without a ceiling (a
   problem greedy_by_size does not place), the warm start is the fallback.
 
 Modes: with a capacity (and ``minimize`` unset) the question is "does it fit"
@@ -66,12 +66,12 @@ from memplan.bounds import lower_bound, time_overlap_count
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
-from memplan.registry import FLOOR, floor_planner, plan_with, register
+from memplan.registry import CEILING, ceiling_planner, plan_with, register
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
-from memplan.solver.fit_race import Joint, head_start, racing
+from memplan.solver.fit_race import Joint, head_start_seconds, racing
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spanning, split
 from memplan.validate import known_valid, validate
@@ -115,16 +115,16 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
     return hint
 
 
-def _floor(problem: Problem, hint: Plan | None, time_limit: float | None) -> Plan | None:
-    """The floor's plan of ``problem`` (`memplan.registry.floor_planner` for ``time_limit``,
+def _ceiling(problem: Problem, hint: Plan | None, time_limit: float | None) -> Plan | None:
+    """The ceiling's plan of ``problem`` (`memplan.registry.ceiling_planner` for ``time_limit``,
     uncut by it), or None when the ``hint`` is known to be no larger (that plan, ``best``'s, which
-    ran it first, or one that says so in ``stats["floor_arena"]``) or the floor does not
+    ran it first, or one that says so in ``stats["ceiling_arena"]``) or the ceiling does not
     place the problem (a `ProblemError`)."""
-    if hint is not None and (hint.planner in (FLOOR, "best") or
-                             hint.arena_size <= hint.stats.get("floor_arena", -1)):
-        return None  # `best` ran its floor first
+    if hint is not None and (hint.planner in (CEILING, "best") or
+                             hint.arena_size <= hint.stats.get("ceiling_arena", -1)):
+        return None  # `best` ran its ceiling first
     try:
-        return plan_with(floor_planner(problem, time_limit), problem)
+        return plan_with(ceiling_planner(problem, time_limit), problem)
     except ProblemError:
         return None
 
@@ -431,7 +431,7 @@ class _Run:
         """Fit part ``i`` under ``top``: the canonical search and CP-SAT, racing.
 
         - the canonical search runs alone on every core for a short head
-          start (`head_start`): the problems it settles, it settles fast;
+          start (`head_start_seconds`): the problems it settles, it settles fast;
         - then CP-SAT joins with its own portfolio (``strategy="none"``: the
           canonical search already is the lowest-offset search, compiled),
           the canonical search keeps one thread, and the first verdict ends
@@ -444,7 +444,7 @@ class _Run:
         """
         part, options = self.parts[i], self.options
         began = time.perf_counter()
-        head = head_start(seconds if cpu is None else cpu, options.canonical_share)
+        head = head_start_seconds(seconds if cpu is None else cpu, options.canonical_share)
         budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
             seconds is None else min(canonical.HEAD_START_NODES, int(
                 canonical.NODES_PER_SECOND * max(seconds * options.canonical_share, 1.0)))
@@ -454,7 +454,7 @@ class _Run:
         threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
         race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
-            canonical.head_start(race, head, options.stop)
+            canonical.run_head_start(race, head, options.stop)
         outcome = None
         left = None if seconds is None else seconds - (time.perf_counter() - began)
         cpu_left = None if cpu is None else cpu - race.cpu()
@@ -580,7 +580,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
         hint = _warm_start(working, hint, settings, stats, began)
-    floor = _floor(working, hint, settings.time_limit)
+    ceiling = _ceiling(working, hint, settings.time_limit)
     run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
@@ -604,7 +604,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     break
         except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
             stats["interrupted"] = True
-    result = _plan(problem, run, stats, time.perf_counter() - began, floor)
+    result = _plan(problem, run, stats, time.perf_counter() - began, ceiling)
     result.stats["cut_short"] = not result.stats["interrupted"] and (  # by the time limit
         result.status == "unknown" or (result.status == "feasible" and run.minimize and not
                                        settings.within_gap(result.arena_size, result.best_bound)))
@@ -648,8 +648,8 @@ def _single_region(problem: Problem) -> Problem:
 
 
 def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
-          floor: Plan | None = None) -> Plan:
-    """The plan of a finished run, with its status and statistics; the ``floor``'s
+          ceiling: Plan | None = None) -> Plan:
+    """The plan of a finished run, with its status and statistics; the ``ceiling``'s
     offsets when they make a smaller arena."""
     outcomes = run.outcomes
     pieces = []
@@ -659,7 +659,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
             offsets = part_offsets(part, run.hint.offsets)
         if offsets is None and canonical.plain(part.problem):  # no warm start was needed
             offsets = canonical.stacked(part.problem)
-        if offsets is None and floor is None:
+        if offsets is None and ceiling is None:
             raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
                               f"plan for {len(part.buffers)} buffers (give it a warm start or "
                               f"more time)")
@@ -677,11 +677,11 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
     stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
                                                  for o in outcomes])
     offsets = None if any(piece is None for piece in pieces) else \
-        assemble(problem, run.parts, pieces)  # a part without any plan: the floor's, whole
-    if floor is not None:
-        stats["floor_arena"] = floor.arena_size
-        if offsets is None or floor.arena_size < int((offsets + problem.sizes).max(initial=0)):
-            offsets, stats["floor"] = floor.offsets, FLOOR
+        assemble(problem, run.parts, pieces)  # a part without any plan: the ceiling's, whole
+    if ceiling is not None:
+        stats["ceiling_arena"] = ceiling.arena_size
+        if offsets is None or ceiling.arena_size < int((offsets + problem.sizes).max(initial=0)):
+            offsets, stats["ceiling"] = ceiling.offsets, CEILING
     result = Plan.from_offsets(problem, offsets, planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
     check_bound(result, run.unsound)

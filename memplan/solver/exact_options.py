@@ -55,7 +55,7 @@ class ExactOptions:
     canonical_share: float = option(0.25, "of a fit search's time, the share the canonical "
                                     "search has alone before CP-SAT joins (1 to 3 s; sooner "
                                     "when its nodes are slow: memplan.solver.canonical"
-                                    ".head_start)")
+                                    ".run_head_start)")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
                                   "in slices of this many CPU seconds (deterministic: CP-SAT's "
                                   "deterministic seconds), doubling every round")

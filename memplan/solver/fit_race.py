@@ -3,9 +3,9 @@
 `memplan.solver.exact` races the canonical search (`memplan.solver.canonical`)
 and CP-SAT to fit a capacity (docs/explanation/exact-lanes.md):
 
-- `head_start`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
+- `head_start_seconds`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
   the canonical search has alone (a share of the time limit, within
-  `HEAD_START_SECONDS`; `canonical.head_start` ends it sooner on a settled
+  `HEAD_START_SECONDS`; `canonical.run_head_start` ends it sooner on a settled
   question, many nodes, or slow ones): CPU time, so that a busy machine does
   not stop a search that an idle one lets settle;
 - `racing`: CP-SAT's options for the race (its own portfolio, beside the
@@ -48,10 +48,10 @@ class Joint:
         self._closed.set()
 
 
-def head_start(seconds: float | None, share: float) -> float:
+def head_start_seconds(seconds: float | None, share: float) -> float:
     """CPU seconds the canonical search may have alone: ``share`` of the race's ``seconds``
     (its CPU budget, or the time limit), within `HEAD_START_SECONDS`
-    (`memplan.solver.canonical.head_start` may end it sooner; the wall clock ends it at
+    (`memplan.solver.canonical.run_head_start` may end it sooner; the wall clock ends it at
     the limit)."""
     least, most = HEAD_START_SECONDS
     if seconds is None:

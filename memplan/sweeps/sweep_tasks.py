@@ -1,7 +1,7 @@
 """A sweep's tasks: the cross product, and one task run where it lands (a Dask worker).
 
 - `make_tasks` expands models (files, or folders searched for what `memplan.load`
-  reads), dimension bindings, batch sizes, capacities (`parse_size`: bytes or
+  reads), dimension bindings, batch sizes, capacities (`parse_capacity`: bytes or
   units, ``none``, ``file``) and planners (`planner_names`: registered ones,
   ``solve``, ``all``) into frozen `Task` records, models outermost; each
   task's ``key`` identifies its row in an output file (for resuming);
@@ -71,7 +71,7 @@ class Task:
         return f"{self.path}|{self.bindings}|{capacity}|{self.planner}|{settings}"
 
 
-def parse_size(text: str | int | None) -> int | str | None:
+def parse_capacity(text: str | int | None) -> int | str | None:
     """A capacity: bytes, or with a unit (``256KiB``, ``1MiB``, ``2MB``); ``none``; ``file``
     (the rules of `memplan.limits.check_capacity`)."""
     if isinstance(text, str) and text.strip().lower() == FROM_FILE:
@@ -157,7 +157,7 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
     time_limit = check_time_limit(time_limit, "time_limit")
     heuristic_time_limit = check_time_limit(heuristic_time_limit, "heuristic_time_limit")
     check_workers(threads, "threads", default_allowed=False)
-    sizes = [parse_size(c) for c in (capacities if capacities is not None else [FROM_FILE])]
+    sizes = [parse_capacity(c) for c in (capacities if capacities is not None else [FROM_FILE])]
     if not sizes:
         raise ProblemError("no capacity given (bytes, with a unit, 'none' or 'file')")
     dim_items = [[(name, int(v)) for v in values] for name, values in (dims or {}).items()]
@@ -318,4 +318,4 @@ def _worker_name() -> str:
 
 
 __all__ = ["ALL", "FROM_FILE", "MODEL_SUFFIXES", "SOLVE", "Task", "make_tasks", "model_files",
-           "model_names", "parse_size", "planner_names", "run_task"]
+           "model_names", "parse_capacity", "planner_names", "run_task"]

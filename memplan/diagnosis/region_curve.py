@@ -1,15 +1,15 @@
-"""Fast and slow banks: what fills the fast bank at its peak, what a larger one would save.
+"""Fast and slow regions: what fills the fast region at its peak, what a larger one would save.
 
 A hardware team sizing a part's fast memory (TCM, on-chip SRAM) asks two
 questions of a plan over memory regions (`memplan.deploy.regions`; the
-fast bank is the cheapest region, every other region is slow):
+fast region is the cheapest region, every other region is slow):
 
-- what occupies the fast bank when it is fullest (`fast_peak`): the step
+- what occupies the fast region when it is fullest (`fast_peak`): the step
   where its buffers hold the most bytes, and those buffers, largest first,
   with how often each is read when the reads are known;
 - what each extra KiB of fast memory would save (`fast_curve`): the problem
-  planned again with the fast bank larger (by default by 1/8, 1/4, 1/2, 1
-  and 2 times its size, in whole KiB), and per size the bytes in slow banks,
+  planned again with the fast region larger (by default by 1/8, 1/4, 1/2, 1
+  and 2 times its size, in whole KiB), and per size the bytes in slow regions,
   those bytes times their reads, and the slow arenas, each against the
   current size and per extra KiB::
 
@@ -20,7 +20,7 @@ fast bank is the cheapest region, every other region is slow):
 Each point of the curve is planned by the region heuristic (milliseconds;
 an upper bound on what that size allows), or by the exact region planner
 with ``time_limit`` seconds per point. Cost: one region plan per point, and
-one sweep over the fast bank's buffers for its peak.
+one sweep over the fast region's buffers for its peak.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 from memplan.bounds import live_bytes
 from memplan.deploy.regions import checked_weights, plan_gaps, plan_regions, region_plan
 from memplan.deploy.scratch import subproblem
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, renamed
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -43,24 +43,24 @@ SHOWN = 10  # tensors listed at the peak
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """The plan at one fast bank size, and what it saves against the current size."""
+    """The plan at one fast region size, and what it saves against the current size."""
 
-    fast: int  # the fast bank's size, bytes
-    slow_bytes: int  # bytes of the buffers in slow banks
+    fast: int  # the fast region's size, bytes
+    slow_bytes: int  # bytes of the buffers in slow regions
     traffic: int  # those bytes times their reads
-    slow_arena: int  # the slow banks' arenas, summed
+    slow_arena: int  # the slow regions' arenas, summed
     slow_bytes_per_kib: float = 0.0  # slow bytes saved per extra KiB of fast memory
     traffic_per_kib: float = 0.0
     slow_arena_per_kib: float = 0.0
 
 
 @dataclass
-class BankExplanation:
-    """`explain_banks`: the fast bank's peak and the curve of larger fast banks."""
+class RegionExplanation:
+    """`explain_regions`: the fast region's peak and the curve of larger fast regions."""
 
-    fast: str  # the fast bank's name
+    fast: str  # the fast region's name
     capacity: int
-    step: int  # where the fast bank holds the most
+    step: int  # where the fast region holds the most
     step_name: str
     peak: int  # the bytes it holds then
     tensors: list[tuple[str, int, int]] = field(default_factory=list)  # (id, bytes, reads)
@@ -69,18 +69,18 @@ class BankExplanation:
     within_ceiling: bool = False  # that gap among the plans within a ceiling only
 
     def lines(self) -> list[str]:
-        lines = [f"fast bank {self.fast}: {self.peak:,} of {self.capacity:,} B at its peak, "
+        lines = [f"fast region {self.fast}: {self.peak:,} of {self.capacity:,} B at its peak, "
                  f"step {self.step}{f' ({self.step_name})' if self.step_name else ''}, held by "
                  f"{len(self.tensors)} tensors:"]
         proof = "proven optimal" if self.gap == 0 else \
             f"not proven optimal: within {self.gap:.2%} of the least, proven"
         where = " among the plans within the ceiling" if self.within_ceiling else ""
-        lines.insert(0, f"fast bank contents: {proof} for bytes x reads in slow memory{where}")
+        lines.insert(0, f"fast region contents: {proof} for bytes x reads in slow memory{where}")
         for name, size, reads in self.tensors[:SHOWN]:
             lines.append(f"  {name:<32} {size:>12,} B  {reads} read{'s' * (reads != 1)}")
         if len(self.tensors) > SHOWN:
             lines.append(f"  ... and {len(self.tensors) - SHOWN} more")
-        lines.append("a larger fast bank (the region heuristic's plan at each size; saved "
+        lines.append("a larger fast region (the region heuristic's plan at each size; saved "
                      "per extra KiB against the current size):")
         lines.append(f"  {'fast KiB':>9} {'slow bytes':>14} {'saved/KiB':>10} "
                      f"{'bytes x reads':>14} {'saved/KiB':>10} {'slow arena':>12} "
@@ -101,7 +101,7 @@ class BankExplanation:
 
 def _fast(problem: Problem) -> int:
     if len(problem.regions) < 2:
-        raise ProblemError("explaining banks needs two memory regions or more (a fast and a "
+        raise ProblemError("explaining regions needs two of them or more (a fast and a "
                            "slow one)", file=problem.source)
     return int(np.argmin([r.cost for r in problem.regions]))
 
@@ -117,7 +117,7 @@ def _point(problem: Problem, plan: Plan, weights: np.ndarray) -> CurvePoint:
 
 
 def fast_peak(problem: Problem, plan: Plan, weights=None) -> tuple[int, int, list]:
-    """``(step, bytes, [(id, bytes, reads), ...])``: the fast bank's fullest step and the
+    """``(step, bytes, [(id, bytes, reads), ...])``: the fast region's fullest step and the
     buffers it holds then, largest first (reads: the weights, 0 when not given)."""
     fast = plan.regions == _fast(problem)
     if not fast.any():
@@ -133,7 +133,7 @@ def fast_peak(problem: Problem, plan: Plan, weights=None) -> tuple[int, int, lis
 
 def fast_curve(problem: Problem, plan: Plan, *, weights=None, sizes=None,
                time_limit: float | None = None) -> list[CurvePoint]:
-    """The plan at larger fast banks (``sizes`` in bytes, default `GROWTH` of the current
+    """The plan at larger fast regions (``sizes`` in bytes, default `GROWTH` of the current
     one in whole KiB): the current plan's point first, then one per size; see the module
     docstring. ``time_limit``: the exact region planner per point, else the heuristic."""
     fast = _fast(problem)
@@ -178,9 +178,9 @@ def step_reads(problem: Problem) -> np.ndarray:
     return reads
 
 
-def explain_banks(problem: Problem, plan: Plan, *, weights=None, sizes=None,
-                  time_limit: float | None = None) -> BankExplanation:
-    """The fast bank's peak (`fast_peak`) and the curve of larger ones (`fast_curve`) for a
+def explain_regions(problem: Problem, plan: Plan, *, weights=None, sizes=None,
+                    time_limit: float | None = None) -> RegionExplanation:
+    """The fast region's peak (`fast_peak`) and the curve of larger ones (`fast_curve`) for a
     plan over regions; ``weights``: how often each buffer is read."""
     fast = _fast(problem)
     step, peak, tensors = fast_peak(problem, plan, weights)
@@ -190,8 +190,12 @@ def explain_banks(problem: Problem, plan: Plan, *, weights=None, sizes=None,
         problem, plan.offsets, plan.regions, planner=plan.planner, seconds=plan.seconds,
         sizes=plan.sizes, weights=weights).stats
     ceiling = stats.get("ceiling", {}).get("cost_bound", 0.0) > stats["cost_bound"]
-    return BankExplanation(problem.regions[fast].name, problem.regions[fast].capacity, step,
-                           name, peak, tensors,
-                           fast_curve(problem, plan, weights=weights, sizes=sizes,
-                                      time_limit=time_limit),
-                           gap=plan_gaps(stats)["cost"], within_ceiling=ceiling)
+    return RegionExplanation(problem.regions[fast].name, problem.regions[fast].capacity, step,
+                             name, peak, tensors,
+                             fast_curve(problem, plan, weights=weights, sizes=sizes,
+                                        time_limit=time_limit),
+                             gap=plan_gaps(stats)["cost"], within_ceiling=ceiling)
+
+
+__getattr__ = renamed(__name__, {"BankExplanation": "RegionExplanation",
+                                 "explain_banks": "explain_regions"})

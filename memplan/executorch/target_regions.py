@@ -1,56 +1,57 @@
-"""memplan behind ExecuTorch's target memory map: every buffer in one bank, within capacity.
+"""memplan behind ExecuTorch's target memory map: every buffer in one region, within capacity.
 
 A microcontroller or NPU has a small fast memory (TCM, on-chip SRAM) beside a
 larger slow one. ExecuTorch describes them as a ``TargetMemoryMap`` of
 ``Bank(name, size, mem_id)``, fastest first
 (``executorch.exir.banked_memory_planning``), and its ``BankedGreedy`` offers
-buffers, largest first, to the fastest bank with room. `BankedAlgorithm`
-(``memplan.executorch.algorithm(..., banks=target)``, or the pass
-``memplan.executorch.memory_planning_pass(..., banks=target)``) plans the same
+buffers, largest first, to the fastest region with room. `RegionAlgorithm`
+(``memplan.executorch.algorithm(..., regions=target)``, or the pass
+``memplan.executorch.memory_planning_pass(..., regions=target)``) plans the same
 map with memplan, once per graph, as an algorithm of
 ExecuTorch's suite::
 
     fast (mem_id 1, 448 KiB) | a | c  e |         what is read most, where it fits
     slow (mem_id 2)          |    b     | d |     the rest, in as few bytes as it can
 
-Steps (`BankedAlgorithm.__call__`):
+Steps (`RegionAlgorithm.__call__`):
 
-- ExecuTorch's own checks of the map against the graph (a bank's alignment
+- ExecuTorch's own checks of the map against the graph (a region's alignment
   a multiple of the graph's; CPU specs only);
 - `memplan.executorch.executorch_specs.spec_layout` reads the specs; a spec
-  whose ``mem_id`` a pass set is *pinned*: to a declared bank it stays
-  there, within the bank's capacity; to an undeclared ``mem_id`` it is laid
+  whose ``mem_id`` a pass set is *pinned*: to a declared region it stays
+  there, within the region's capacity; to an undeclared ``mem_id`` it is laid
   out there by `memplan.solve`, unbudgeted, as ExecuTorch documents; the
   other specs are free;
-- one region `Problem` over the declared banks (`bank_problem`): a region
-  per bank, its capacity the bank's size less the bytes its control-flow
-  subgraphs reserved and the XNNPACK padding, its cost per byte the bank's
-  rank in the map (0 for the fastest); a free buffer may use every bank, a
-  pinned one its own; its alignment the least common multiple of those
-  banks'; how many nodes read it (`spec_reads`) weights its bytes;
+- one region `Problem` (`target_problem`): a `memplan.Region` per ExecuTorch
+  ``Bank`` of the map (the two words name one thing; memplan says region), its
+  capacity the bank's size less the bytes its control-flow subgraphs reserved
+  and the XNNPACK padding, its cost per byte its rank in the map (0 for the
+  fastest); a free buffer may use every region, a pinned one its own; its
+  alignment the least common multiple of those regions'; how many nodes read
+  it (`spec_reads`) weights its bytes;
 - a proof that nothing fits, before any search (`overflow`): a buffer larger
-  than every bank it may use, a step whose pinned bytes exceed their bank,
-  or a step whose live bytes exceed all the banks together; raised as
-  `BankOverflowError` naming the step's node and its largest tensors;
+  than every region it may use, a step whose pinned bytes exceed their region,
+  or a step whose live bytes exceed all the regions together; raised as
+  `RegionOverflowError` naming the step's node and its largest tensors;
 - the plan (`memplan.deploy.regions`, then `memplan.deploy.regions_exact`:
   CP-SAT), for one of `OBJECTIVES`: ``traffic`` (the default) fits, then
-  moves the fewest bytes to slower banks, each tensor's bytes times its
-  reads; ``slow_arena`` fits, then makes the slower banks' arenas as small
+  moves the fewest bytes to slower regions, each tensor's bytes times its
+  reads; ``slow_arena`` fits, then makes the slower regions' arenas as small
   as they can be, then the traffic. Where BankedGreedy's plan fits, it is
   the start and a ceiling: memplan's plan never has more slow bytes, a
   larger slow arena or a worse objective. memplan's validator checks it against
-  the region problem; no fitting plan is a `BankOverflowError` too (proven
+  the region problem; no fitting plan is a `RegionOverflowError` too (proven
   when CP-SAT proved it);
 - written back as ExecuTorch's result (`memplan.executorch.spec_planner
-  .algo_result`): offset = the bank's base + the offset, ``mem_obj_id``,
-  ``bufsizes`` with an entry for every declared bank; every bank's size is
-  checked against its capacity (`check_banks`, again by the pass after
+  .algo_result`): offset = the region's base + the offset, ``mem_obj_id``,
+  ``bufsizes`` with an entry for every declared region; every region's size is
+  checked against its capacity (`check_regions`, again by the pass after
   every graph), and ExecuTorch's Verifier runs on the result.
 
-Known limits: a bank with a larger alignment rounds the sizes of the free
-buffers up to it in every bank; optional aliases (there are none in
-ExecuTorch's specs) are not taken across banks; ``share_mutable_buffers`` is
-refused, as ExecuTorch refuses it with banks. Cost: the region planners'
+Known limits: a region with a larger alignment rounds the sizes of the free
+buffers up to it in every region; optional aliases (there are none in
+ExecuTorch's specs) are not taken across regions; ``share_mutable_buffers`` is
+refused, as ExecuTorch refuses it with regions. Cost: the region planners'
 (a heuristic pass, then CP-SAT within the time limit), plus O(nodes).
 """
 
@@ -59,6 +60,7 @@ from __future__ import annotations
 import math
 import operator
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +85,13 @@ from memplan.deploy.regions import (
 )
 from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.deploy.scratch import subproblem
-from memplan.errors import InvalidPlanError, MemplanError, ProblemError
+from memplan.errors import (
+    InvalidPlanError,
+    MemplanError,
+    ProblemError,
+    renamed,
+    renamed_keyword,
+)
 from memplan.executorch import spec_planner
 from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_planner import (
@@ -100,8 +108,8 @@ RELATIVE_GAP = 0.01  # by default the search stops once its plan is proven this 
 SHOWN = 8  # tensors named in an overflow message
 
 
-class BankOverflowError(MemplanError, BankPlacementError):
-    """The banks cannot hold the graph's buffers: at ``step`` (``node``) the ``tensors``
+class RegionOverflowError(MemplanError, BankPlacementError):
+    """The regions cannot hold the graph's buffers: at ``step`` (``node``) the ``tensors``
     need ``needed`` bytes where ``capacity`` are; ``proven`` when no placement can fit
     (the live bytes, or CP-SAT), else memplan found none in its time limit. An
     ExecuTorch ``BankPlacementError`` too, so code that catches ExecuTorch's catches it."""
@@ -115,34 +123,42 @@ class BankOverflowError(MemplanError, BankPlacementError):
 
 
 @dataclass
-class BankReport(GraphReport):
-    """A `GraphReport` of a banked graph: the region problem and plan, what went slow."""
+class RegionReport(GraphReport):
+    """A `GraphReport` of a graph planned over a target's regions: the region problem and
+    plan, what went slow."""
 
     target: TargetMemoryMap | None = None
     objective: str = "traffic"
-    banked: Problem | None = None  # the buffers of the declared banks, a region per bank
+    region_problem: Problem | None = None  # the buffers of the declared banks, a region each
     plan: Plan | None = None  # its plan over the regions
-    reads: np.ndarray | None = None  # per buffer of ``banked``, the nodes that read it
+    reads: np.ndarray | None = None  # per buffer of ``region_problem``, the nodes that read it
     _gaps: dict | None = field(default=None, repr=False)  # `gaps`, once asked
 
+    @property
+    def banked(self) -> Problem | None:
+        """The old name of `region_problem`, for one release."""
+        warnings.warn("RegionReport.banked is deprecated: use region_problem",
+                      DeprecationWarning, stacklevel=2)
+        return self.region_problem
+
     def _slow(self) -> np.ndarray:
-        return slow_regions(self.banked)[self.plan.regions]  # every bank but the fastest
+        return slow_regions(self.region_problem)[self.plan.regions]  # all but the fastest
 
     @property
     def slow_bytes(self) -> int:
-        """Bytes of the buffers in any bank but the fastest."""
-        return int(self.banked.sizes[self._slow()].sum()) if self.plan is not None else 0
+        """Bytes of the buffers in any region but the fastest."""
+        return 0 if self.plan is None else int(self.region_problem.sizes[self._slow()].sum())
 
     @property
     def traffic(self) -> int:
         """Those bytes times their reads (``bytes`` when a tensor has no reader)."""
         if self.plan is None:
             return 0
-        return int((self.banked.sizes * np.maximum(self.reads, 1))[self._slow()].sum())
+        return int((self.region_problem.sizes * np.maximum(self.reads, 1))[self._slow()].sum())
 
     @property
     def slow_arena(self) -> int:
-        """The arenas of every bank but the fastest (``bufsizes``), summed."""
+        """The arenas of every region but the fastest (``bufsizes``), summed."""
         return sum(self.bufsizes[m] for m in self.target.mem_ids()[1:] if m < len(self.bufsizes))
 
     @property
@@ -165,12 +181,12 @@ class BankReport(GraphReport):
             gaps = proven_gaps(stats)
             if gaps["traffic"] > 0 and self.objective != "traffic":
                 gaps["traffic"] = min(gaps["traffic"], _gap(stats["cost"], relaxed_bound(
-                    self.banked, weights=weights)))
+                    self.region_problem, weights=weights)))
             if gaps["slow_arena"] > 0 and self.objective != "slow_arena":
                 gaps["slow_arena"] = min(gaps["slow_arena"], _gap(
-                    stats["arena_cost"], relaxed_bound(self.banked, objective="arena")))
-            flat = self.banked.replace(regions=[Region(r.name, r.capacity, float(r.cost > 0))
-                                                for r in self.banked.regions])
+                    stats["arena_cost"], relaxed_bound(self.region_problem, objective="arena")))
+            flat = self.region_problem.replace(regions=[
+                Region(r.name, r.capacity, float(r.cost > 0)) for r in self.region_problem.regions])
             gaps["slow_bytes"] = _gap(self.slow_bytes, max(cost_bound(flat),
                                                            relaxed_bound(flat)))
             self._gaps = gaps
@@ -178,9 +194,9 @@ class BankReport(GraphReport):
 
 
 @dataclass
-class BankedAlgorithm(MemplanAlgorithm):
+class RegionAlgorithm(MemplanAlgorithm):
     """The callable ExecuTorch's suite runs with a target memory map; see the module
-    docstring. Build it with ``memplan.executorch.algorithm(..., banks=target)``."""
+    docstring. Build it with ``memplan.executorch.algorithm(..., regions=target)``."""
 
     target: TargetMemoryMap | None = None
     objective: str = "traffic"
@@ -192,7 +208,7 @@ class BankedAlgorithm(MemplanAlgorithm):
             raise ProblemError(f"relative_gap must be a share in [0, 1), got "
                                f"{self.relative_gap!r}")
         if not isinstance(self.target, TargetMemoryMap):
-            raise ProblemError(f"banks must be ExecuTorch's TargetMemoryMap, got "
+            raise ProblemError(f"regions must be ExecuTorch's TargetMemoryMap, got "
                                f"{type(self.target).__name__}")
         if self.objective not in OBJECTIVES:
             raise ProblemError(f"unknown objective {self.objective!r}; valid: "
@@ -213,24 +229,24 @@ class BankedAlgorithm(MemplanAlgorithm):
             peer = None
         call = (alignment, specs, graph_module, graph_signature, extra_padding)
 
-        def planned() -> tuple[BankReport, MemoryAlgoResult]:
+        def planned() -> tuple[RegionReport, MemoryAlgoResult]:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
-            report, result = self._plan_banks(layout, pins, alignment, graph_module,
-                                              extra_padding, began, graph, peer)
-            check_banks(self.target, result.bufsizes)
+            report, result = self._plan_target(layout, pins, alignment, graph_module,
+                                               extra_padding, began, graph, peer)
+            check_regions(self.target, result.bufsizes)
             return report, result
 
         return self._settled(graph, began, call, planned, greedy, "BankedGreedy")
 
     def _report(self, graph: str, bufsizes: list[int], seconds: float,
-                **fields: Any) -> BankReport:
-        return BankReport(graph, {}, {}, bufsizes, seconds, target=self.target,
-                          objective=self.objective, **fields)
+                **fields: Any) -> RegionReport:
+        return RegionReport(graph, {}, {}, bufsizes, seconds, target=self.target,
+                            objective=self.objective, **fields)
 
-    def _plan_banks(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
-                    extra_padding: int, began: float, graph: str,
-                    peer: MemoryAlgoResult | None) -> tuple[BankReport, MemoryAlgoResult]:
+    def _plan_target(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
+                     extra_padding: int, began: float, graph: str,
+                     peer: MemoryAlgoResult | None) -> tuple[RegionReport, MemoryAlgoResult]:
         """The region problem planned, the undeclared pins planned, both written back."""
         target = self.target
         declared = target.mem_ids()
@@ -238,15 +254,15 @@ class BankedAlgorithm(MemplanAlgorithm):
         aligns = {m: target.bank(m).alignment or alignment for m in declared}
         bases = {m: _align(reserved[m] if m < len(reserved) else 0, aligns[m])
                  for m in declared}
-        problem, specs = bank_problem(layout, pins, target, bases, aligns, extra_padding)
+        problem, specs = target_problem(layout, pins, target, bases, aligns, extra_padding)
         reads = spec_reads(graph_module, specs)
         others = _undeclared(layout, pins, declared)
         limit = self.options.time_limit
         share = None if limit is None else limit / (1 + bool(others.problems))
-        plan = plan_banks(problem, reads, self.objective, time_limit=share,
-                          seed=self.options.seed, workers=self.options.workers,
-                          guard=greedy_plan(problem, specs, peer, target, bases, reads),
-                          relative_gap=self.relative_gap) \
+        plan = plan_target(problem, reads, self.objective, time_limit=share,
+                           seed=self.options.seed, workers=self.options.workers,
+                           guard=greedy_plan(problem, specs, peer, target, bases, reads),
+                           relative_gap=self.relative_gap) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -264,7 +280,7 @@ class BankedAlgorithm(MemplanAlgorithm):
         roots.update(others.roots)
         empty: dict[int, list] = {}
         for mem_id, found in layout.empty.items():
-            for spec in found:  # a free empty spec sits at the fastest bank's base
+            for spec in found:  # a free empty spec sits at the fastest region's base
                 empty.setdefault(mem_id if spec in pins else declared[0], []).append(spec)
         written = SpecLayout(problems, roots, {**layout.bases, **bases}, layout.derived, empty,
                              layout.names)
@@ -275,32 +291,34 @@ class BankedAlgorithm(MemplanAlgorithm):
         for mem_id in declared:
             if mem_id not in plans and mem_id not in empty:
                 result.bufsizes[mem_id] = max(result.bufsizes[mem_id], bases[mem_id])
-        report = BankReport(graph, problems, plans, result.bufsizes,
-                            time.perf_counter() - began, target=target,
-                            objective=self.objective, banked=problem, plan=plan, reads=reads)
+        report = RegionReport(graph, problems, plans, result.bufsizes,
+                              time.perf_counter() - began, target=target, objective=self.objective,
+                              region_problem=problem, plan=plan, reads=reads)
         return report, result
 
-    def check_banks(self, graph_module: Any) -> None:
-        """The pass's check after every graph: each bank within its capacity."""
-        check_banks(self.target, graph_module.meta.get("non_const_buffer_sizes") or [])
+    def check_regions(self, graph_module: Any) -> None:
+        """The pass's check after every graph: each region within its capacity."""
+        check_regions(self.target, graph_module.meta.get("non_const_buffer_sizes") or [])
 
 
-def algorithm(time_limit: float | None = 10.0, *, banks: TargetMemoryMap | None = None,
+def algorithm(time_limit: float | None = 10.0, *, regions: TargetMemoryMap | None = None,
               objective: str | None = None, relative_gap: float | None = None,
-              **options: Any) -> MemplanAlgorithm:
-    """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``banks``
-    (ExecuTorch's ``TargetMemoryMap``) a `BankedAlgorithm` for ``objective`` (one of
+              banks: TargetMemoryMap | None = None, **options: Any) -> MemplanAlgorithm:
+    """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``regions``
+    (ExecuTorch's ``TargetMemoryMap``) a `RegionAlgorithm` for ``objective`` (one of
     `OBJECTIVES`, ``traffic`` by default) that stops once its plan is proven within
     ``relative_gap`` (`RELATIVE_GAP` by default; 0: the optimum or the time limit);
-    `ProblemError` for an objective or a gap without banks."""
+    `ProblemError` for an objective or a gap without regions. ``banks``: the old name of
+    ``regions``, for one release."""
+    regions = renamed_keyword("banks", banks, "regions", regions)
     single = spec_planner.algorithm(time_limit, **options)  # its options checked there
-    if banks is None:
+    if regions is None:
         if objective is not None or relative_gap is not None:
-            raise ProblemError("an objective and a relative gap are for banks: give "
-                               "banks=TargetMemoryMap(...)")
+            raise ProblemError("an objective and a relative gap are for regions: give "
+                               "regions=TargetMemoryMap(...)")
         return single
-    return BankedAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
-                           target=banks, objective=objective or "traffic",
+    return RegionAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
+                           target=regions, objective=objective or "traffic",
                            relative_gap=RELATIVE_GAP if relative_gap is None else relative_gap)
 
 
@@ -308,11 +326,11 @@ def _align(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
-                 bases: dict[int, int], aligns: dict[int, int], extra_padding: int
-                 ) -> tuple[Problem, list]:
-    """The buffers of the declared banks as one region `Problem` (module docstring), and
-    the spec of each buffer; `BankOverflowError` when free buffers have no bank with room."""
+def target_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
+                   bases: dict[int, int], aligns: dict[int, int], extra_padding: int
+                   ) -> tuple[Problem, list]:
+    """The buffers of the declared banks as one region `Problem` (module docstring), and the
+    spec of each buffer; `RegionOverflowError` when free buffers have no region with room."""
     declared = target.mem_ids()
     room = {b.mem_id: b.size - bases[b.mem_id] - extra_padding for b in target.banks}
     usable = [b for b in target.banks if room[b.mem_id] > 0]
@@ -328,20 +346,20 @@ def bank_problem(layout: SpecLayout, pins: set, target: TargetMemoryMap,
             else:
                 continue  # pinned to an undeclared arena: planned on its own
             if not allowed:
-                raise BankOverflowError(
-                    f"no bank has room for {row.id}: the subgraphs' reserved bytes and the "
-                    f"padding fill every bank ({target.describe()})", proven=True,
+                raise RegionOverflowError(
+                    f"no region has room for {row.id}: the subgraphs' reserved bytes and the "
+                    f"padding fill every region ({target.describe()})", proven=True,
                     tensors=(row.id,), needed=row.size)
             buffers.append(Buffer(row.id, _align(row.size, align), row.start, row.end, align,
                                   regions=allowed, kind=row.kind))
             specs.append(spec)
-    # a bank beyond every plan's reach (2^63 - 1, the usual "unbounded") holds as much as
+    # a region beyond every plan's reach (2^63 - 1, the usual "unbounded") holds as much as
     # the buffers stacked end to end, each at its alignment: its true size changes nothing
     reach = sum(b.size + b.alignment for b in buffers)
     regions = [Region(b.name, max(1, min(room[b.mem_id], reach)), float(rank))
                for rank, b in enumerate(target.banks)]
     steps = next(iter(layout.problems.values())).steps if layout.problems else None
-    return Problem(buffers, regions=regions, name="banks", steps=steps), specs
+    return Problem(buffers, regions=regions, name="regions", steps=steps), specs
 
 
 def _undeclared(layout: SpecLayout, pins: set, declared: list[int]) -> SpecLayout:
@@ -374,11 +392,11 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
     return np.array([reads[spec] for spec in specs], np.int64)
 
 
-def plan_banks(problem: Problem, reads: np.ndarray, objective: str, *,
-               time_limit: float | None, seed: int = 0, workers: int | None = None,
-               guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
+def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
+                time_limit: float | None, seed: int = 0, workers: int | None = None,
+                guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
-    `BankOverflowError` when no plan fits (proven, or not found in ``time_limit``).
+    `RegionOverflowError` when no plan fits (proven, or not found in ``time_limit``).
     ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
     returned has at most its slow bytes, its slow arena and its objective. It (else the
     region heuristic's plan) warm-starts the exact planner, which never returns worse
@@ -422,8 +440,8 @@ def proven_gaps(stats: dict) -> dict[str, float]:
 def greedy_plan(problem: Problem, specs: list, result: MemoryAlgoResult | None,
                 target: TargetMemoryMap, bases: dict[int, int], reads: np.ndarray
                 ) -> Plan | None:
-    """BankedGreedy's ``result`` as a plan of ``problem`` (offsets less the banks' bases),
-    when it places every buffer in a declared bank and is valid there; else None."""
+    """BankedGreedy's ``result`` as a plan of ``problem`` (offsets less the regions' bases),
+    when it places every buffer in a declared region and is valid there; else None."""
     if result is None:
         return None
     rank = {mem_id: k for k, mem_id in enumerate(target.mem_ids())}
@@ -453,23 +471,23 @@ def _named(problem: Problem, tensors: tuple[str, ...]) -> str:
     return shown + (f" and {len(tensors) - SHOWN} more" if len(tensors) > SHOWN else "")
 
 
-def overflow(problem: Problem, steps: list[str] | None = None) -> BankOverflowError | None:
-    """A proof that no placement fits the banks, or None (module docstring): the first
-    of a buffer larger than every bank it may use, a step whose pinned bytes exceed
-    their bank, a step whose live bytes exceed all the banks. O(n log n + steps)."""
+def overflow(problem: Problem, steps: list[str] | None = None) -> RegionOverflowError | None:
+    """A proof that no placement fits the regions, or None (module docstring): the first
+    of a buffer larger than every region it may use, a step whose pinned bytes exceed
+    their region, a step whose live bytes exceed all the regions. O(n log n + steps)."""
     steps = steps or []
     caps = {r.name: r.capacity for r in problem.regions}
     for i, allowed in enumerate(problem.allowed_regions):
         most = max(caps[name] for name in allowed)
         if problem.sizes[i] > most:
-            return BankOverflowError(
-                f"no bank can hold {problem.ids[i]} ({int(problem.sizes[i]):,} B): the "
+            return RegionOverflowError(
+                f"no region can hold {problem.ids[i]} ({int(problem.sizes[i]):,} B): the "
                 f"largest it may use holds {most:,} B", proven=True,
                 step=int(problem.starts[i]), node=_at(int(problem.starts[i]), steps),
                 tensors=(problem.ids[i],), needed=int(problem.sizes[i]), capacity=most)
     checks = [((np.array([a == (r.name,) for a in problem.allowed_regions])), r.capacity,
-               f"pinned to bank {r.name}") for r in problem.regions]
-    checks.append((np.ones(len(problem), bool), sum(caps.values()), "together in all banks"))
+               f"pinned to region {r.name}") for r in problem.regions]
+    checks.append((np.ones(len(problem), bool), sum(caps.values()), "together in all regions"))
     for members, capacity, what in checks:
         if not members.any():
             continue
@@ -478,16 +496,16 @@ def overflow(problem: Problem, steps: list[str] | None = None) -> BankOverflowEr
         if load[step] > capacity:
             live = members & (problem.starts <= step) & (problem.ends > step)
             tensors = _tensors(problem, live)
-            return BankOverflowError(
-                f"no placement fits the banks: at {_at(step, steps)} the tensors live "
-                f"{what} need {int(load[step]):,} B, the banks hold {capacity:,} B: "
+            return RegionOverflowError(
+                f"no placement fits the regions: at {_at(step, steps)} the tensors live "
+                f"{what} need {int(load[step]):,} B, the regions hold {capacity:,} B: "
                 f"{_named(problem, tensors)}", proven=True, step=step,
                 node=_at(step, steps), tensors=tensors, needed=int(load[step]),
                 capacity=capacity)
     return None
 
 
-def _no_plan(problem: Problem, plan: Plan, steps: list[str]) -> BankOverflowError:
+def _no_plan(problem: Problem, plan: Plan, steps: list[str]) -> RegionOverflowError:
     """No plan fits though the live bytes do: CP-SAT proved it, or ran out of time."""
     load = live_bytes(subproblem(problem, np.ones(len(problem), bool), one_arena=True))
     step = int(np.argmax(load))
@@ -495,57 +513,58 @@ def _no_plan(problem: Problem, plan: Plan, steps: list[str]) -> BankOverflowErro
     tensors = _tensors(problem, live)
     capacity = sum(r.capacity for r in problem.regions)
     proven = bool(plan.stats.get("proven_infeasible"))
-    verdict = "CP-SAT proved that no placement fits the banks" if proven else \
-        "memplan found no placement that fits the banks within its time limit (not proven " \
+    verdict = "CP-SAT proved that no placement fits the regions" if proven else \
+        "memplan found no placement that fits the regions within its time limit (not proven " \
         "impossible: a longer time limit may find one)"
-    return BankOverflowError(
+    return RegionOverflowError(
         f"{verdict} ({', '.join(plan.stats['over_capacity'])} over); the busiest step is "
         f"{_at(step, steps)}: {int(load[step]):,} B live of {capacity:,} B: "
         f"{_named(problem, tensors)}", proven=proven, step=step, node=_at(step, steps),
         tensors=tensors, needed=int(load[step]), capacity=capacity)
 
 
-def explain_report(report: BankReport, **options: Any):
-    """`memplan.diagnosis.bank_curve.explain_banks` on a banked graph's plan, its reads as
-    the weights: what fills the fast bank at its peak, what a larger one would save."""
-    from memplan.diagnosis.bank_curve import explain_banks
+def explain_report(report: RegionReport, **options: Any):
+    """`memplan.diagnosis.region_curve.explain_regions` on the plan of a graph planned over
+    a target's regions, its reads as the weights: what fills the fast region at its peak,
+    what a larger one would save."""
+    from memplan.diagnosis.region_curve import explain_regions
 
     if report.plan is None:
-        raise ProblemError(f"{report.graph} has no banked plan to explain")
-    return explain_banks(report.banked, report.plan, weights=np.maximum(report.reads, 1),
-                         **options)
+        raise ProblemError(f"{report.graph} has no region plan to explain")
+    return explain_regions(report.region_problem, report.plan,
+                           weights=np.maximum(report.reads, 1), **options)
 
 
-def check_banks(target: TargetMemoryMap, bufsizes: list[int]) -> None:
-    """`InvalidPlanError` when a declared bank's arena exceeds its size."""
-    over = [f"bank {b.name} (mem_id {b.mem_id}) needs {bufsizes[b.mem_id]:,} B of "
+def check_regions(target: TargetMemoryMap, bufsizes: list[int]) -> None:
+    """`InvalidPlanError` when a declared region's arena exceeds its size."""
+    over = [f"region {b.name} (mem_id {b.mem_id}) needs {bufsizes[b.mem_id]:,} B of "
             f"{b.size:,} B" for b in target.banks
             if b.mem_id < len(bufsizes) and bufsizes[b.mem_id] > b.size]
     if over:
         raise InvalidPlanError(over)
 
 
-def format_bank_report(report: BankReport) -> str:
-    """A per-bank summary of ``report``, in the style of ExecuTorch's
+def format_region_report(report: RegionReport) -> str:
+    """A per-region summary of ``report``, in the style of ExecuTorch's
     ``format_placement_report``, with what went slow and how far from optimal."""
     target = report.target
     counts: Counter = Counter()
     traffic: Counter = Counter()
     if report.plan is not None:
-        weights = report.banked.sizes * np.maximum(report.reads, 1)
+        weights = report.region_problem.sizes * np.maximum(report.reads, 1)
         for k, w in zip(report.plan.regions.tolist(), weights.tolist(), strict=True):
             counts[target.banks[k].mem_id] += 1
             traffic[target.banks[k].mem_id] += w
-    lines = [f"Memory bank placement (memplan, objective {report.objective}):",
-             f"  {'bank':<12}{'mem_id':>7}{'used':>12}{'size':>12}{'util':>8}{'buffers':>9}"
+    lines = [f"Memory region placement (memplan, objective {report.objective}):",
+             f"  {'region':<12}{'mem_id':>7}{'used':>12}{'size':>12}{'util':>8}{'buffers':>9}"
              f"{'bytes x reads':>15}"]
-    for bank in target.banks:
+    for bank in target.banks:  # ExecuTorch's Bank: a region
         used = report.bufsizes[bank.mem_id] if bank.mem_id < len(report.bufsizes) else 0
         lines.append(f"  {bank.name:<12}{bank.mem_id:>7}{used:>12}{bank.size:>12}"
                      f"{100.0 * used / bank.size:>7.1f}%{counts[bank.mem_id]:>9}"
                      f"{traffic[bank.mem_id]:>15}")
     total = sum(report.bufsizes[m] for m in target.mem_ids() if m < len(report.bufsizes))
-    lines.append(f"  total planned: {total} bytes over {len(target.banks)} banks")
+    lines.append(f"  total planned: {total} bytes over {len(target.banks)} regions")
     if report.plan is not None:
         stats, gaps = report.plan.stats, report.gaps
         lines.append(f"  slow bytes {report.slow_bytes} ({_said(gaps['slow_bytes'])}), "
@@ -563,3 +582,9 @@ def format_bank_report(report: BankReport) -> str:
 
 def _said(gap: float) -> str:
     return "proven optimal" if gap == 0 else f"proven gap {gap:.2%}"
+
+
+__getattr__ = renamed(__name__, {"BankOverflowError": "RegionOverflowError",
+                                 "BankReport": "RegionReport",
+                                 "BankedAlgorithm": "RegionAlgorithm",
+                                 "format_bank_report": "format_region_report"})

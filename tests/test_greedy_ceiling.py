@@ -46,12 +46,12 @@ def planned(problem: Problem, limit: float) -> dict[str, memplan.Plan]:
 @pytest.mark.parametrize("limit", [0, 0.001, 0.01])
 @pytest.mark.parametrize("problem", PROBLEMS, ids=[p.name for p in PROBLEMS])
 def test_no_plan_is_larger_than_greedy_by_size(problem, limit):
-    floor = plan_with("greedy_by_size", problem)
-    assert validate(problem, floor) == []
+    ceiling = plan_with("greedy_by_size", problem)
+    assert validate(problem, ceiling) == []
     for name, plan in planned(problem, limit).items():
         assert [v for v in validate(problem, plan) if v.kind != "capacity"] == [], name
-        assert plan.arena_size <= floor.arena_size, name
-        assert fits(plan) or problem.capacity is None or not fits(floor), name
+        assert plan.arena_size <= ceiling.arena_size, name
+        assert fits(plan) or problem.capacity is None or not fits(ceiling), name
 
 
 def test_a_search_cut_short_by_the_limit_says_so():

@@ -1,9 +1,9 @@
-"""memplan behind ExecuTorch's target memory map: banks, capacities, pins, objectives, proofs.
+"""memplan behind ExecuTorch's target memory map: regions, capacities, pins, objectives, proofs.
 
 Synthetic specs (no graph) check the contract quickly: every buffer in one declared
-bank, no bank above its size, pins kept (an undeclared arena laid out unbudgeted), the
+region, no region above its size, pins kept (an undeclared arena laid out unbudgeted), the
 objectives' choices, and a proof of why nothing fits. One small model is lowered with
-banks: its plans pass memplan's validator and ExecuTorch's Verifier, a custom pool
+regions: its plans pass memplan's validator and ExecuTorch's Verifier, a custom pool
 pass's pins stay, and it runs bit-identical to greedy's program in ExecuTorch's runtime.
 """
 
@@ -35,12 +35,12 @@ from benchmarks.executorch_models import (  # noqa: E402
     runtime_verdict,
 )
 from memplan import ProblemError  # noqa: E402
-from memplan.executorch.banks import (  # noqa: E402
-    BankOverflowError,
-    explain_report,
-    format_bank_report,
-)
 from memplan.executorch.planning_pass import MemplanPlanningPass  # noqa: E402
+from memplan.executorch.target_regions import (  # noqa: E402
+    RegionOverflowError,
+    explain_report,
+    format_region_report,
+)
 
 GRAPH = torch.fx.GraphModule({}, torch.fx.Graph())
 
@@ -53,7 +53,7 @@ def _spec(nbytes: int, first: int, last: int, mem_id: int | None = None):
 
 
 def _planned(target, specs, objective=None, padding=0):
-    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, banks=target,
+    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, regions=target,
                                              objective=objective)
     result = algorithm(16, specs, GRAPH, None, padding)
     return algorithm.reports[-1], result
@@ -64,13 +64,13 @@ def _slow(result, specs) -> set[int]:
 
 
 def _assert_fits(target, report, result) -> None:
-    """Every spec in a bank, at an offset, no bank above its size, every plan valid."""
+    """Every spec in a region, at an offset, no region above its size, every plan valid."""
     for spec, alloc in result.spec_dict.items():
         assert alloc.mem_id is not None and alloc.mem_offset is not None
         assert alloc.mem_offset + spec.allocated_memory <= result.bufsizes[alloc.mem_id]
-    for bank in target.banks:
-        assert result.bufsizes[bank.mem_id] <= bank.size
-    assert memplan.validate(report.banked, report.plan) == []
+    for region in target.banks:
+        assert result.bufsizes[region.mem_id] <= region.size
+    assert memplan.validate(report.region_problem, report.plan) == []
     for mem_id, plan in report.plans.items():
         assert memplan.validate(report.problems[mem_id], plan) == []
 
@@ -104,8 +104,8 @@ def test_each_objective_chooses_what_goes_slow():
     assert _slow(result, specs) == {0, 1, 2, 3} and report.slow_arena == 192
     assert report.slow_bytes == 368 and report.objective_gap == 0
     assert result.bufsizes == [0, 80, 192]
-    text = format_bank_report(report)
-    assert "Memory bank placement" in text and "slow arena 192 (proven optimal" in text
+    text = format_region_report(report)
+    assert "Memory region placement" in text and "slow arena 192 (proven optimal" in text
     assert report.gaps["slow_arena"] == 0 and "objective slow_arena: proven optimal" in text
     assert report.gaps["slow_bytes"] >= 0 and report.gaps["traffic"] >= 0
     greedy = BankedGreedy(target)(16, _choice(), GRAPH, None, 0)
@@ -131,7 +131,7 @@ def test_banked_greedys_slow_bytes_and_arena_are_a_ceiling():
     # within the ceiling (slow arena at most 64) a, b, c slow is the least: proven there
     assert stats["ceiling"]["cost_bound"] == 192 and report.objective_gap == 0
     assert "traffic: proven optimal among the plans within BankedGreedy's" in \
-        format_bank_report(report)
+        format_region_report(report)
 
 
 def _random_specs(seed: int) -> list:
@@ -148,16 +148,16 @@ def test_banked_greedys_placement_is_the_start_so_memplan_is_never_worse(monkeyp
                                                                          share):
     """memplan starts from BankedGreedy's placement (taken as a valid region plan) and keeps
     within it: each objective, the slow bytes and the slow arena at most greedy's."""
-    from memplan.executorch import banks
+    from memplan.executorch import target_regions
 
     starts = []
 
     def recording(*args, **kwargs):
         starts.append(kwargs["guard"])
-        return plan_banks(*args, **kwargs)
+        return plan_target(*args, **kwargs)
 
-    plan_banks = banks.plan_banks
-    monkeypatch.setattr(banks, "plan_banks", recording)
+    plan_target = target_regions.plan_target
+    monkeypatch.setattr(target_regions, "plan_target", recording)
     peak = max(sum(s.allocated_memory for s in _random_specs(seed)
                    if s.lifetime[0] <= t <= s.lifetime[1]) for t in range(26))
     target = TargetMemoryMap([Bank("fast", int(peak * share) // 16 * 16, 1),
@@ -174,7 +174,7 @@ def test_banked_greedys_placement_is_the_start_so_memplan_is_never_worse(monkeyp
         assert report.traffic <= slow_bytes  # no reads: traffic is the slow bytes
 
 
-def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
+def test_explain_names_the_fast_peak_and_what_a_larger_region_saves():
     specs = _trade()
     report, _ = _planned(TWO, specs)  # long fast (80 B), a, b, c slow (BankedGreedy's arena)
     found = explain_report(report, sizes=[144, 256])
@@ -188,15 +188,15 @@ def test_explain_names_the_fast_peak_and_what_a_larger_bank_saves():
     assert found.to_dict()["curve"][0]["fast"] == 128
     # long fast is the least traffic only beside BankedGreedy's ceiling, and proven so there
     assert found.gap == 0 and found.within_ceiling
-    assert str(found).startswith("fast bank contents: proven optimal for bytes x reads in "
+    assert str(found).startswith("fast region contents: proven optimal for bytes x reads in "
                                  "slow memory among the plans within the ceiling")
 
 
 def test_pins_stay_and_an_undeclared_arena_is_laid_out_unbudgeted():
-    """A pass pinned one buffer to the slow bank and one to mem_id 3, undeclared."""
+    """A pass pinned one buffer to the slow region and one to mem_id 3, undeclared."""
     specs = _trade()
     specs[1].mem_id = 2  # a: slow, though fast has room at node 0 once long is out
-    pinned_out = _spec(4096, 0, 2, mem_id=3)  # larger than every bank: not budgeted
+    pinned_out = _spec(4096, 0, 2, mem_id=3)  # larger than every region: not budgeted
     report, result = _planned(TWO, [*specs, pinned_out])
     _assert_fits(TWO, report, result)
     assert result.spec_dict[specs[1]].mem_id == 2
@@ -209,7 +209,7 @@ def test_capacity_is_never_exceeded_with_subgraph_bytes_and_padding():
     graph.input_mem_buffer_sizes = [0, 40]  # a subgraph reserved 40 B (48 aligned) of fast
     target = TargetMemoryMap([Bank("fast", 192, 1), Bank("slow", 1024, 2, alignment=64)])
     specs = _trade()
-    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, banks=target)
+    algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, regions=target)
     result = algorithm(16, specs, graph, None, 16)
     report = algorithm.reports[-1]
     _assert_fits(target, report, result)
@@ -220,52 +220,53 @@ def test_capacity_is_never_exceeded_with_subgraph_bytes_and_padding():
 
 
 def test_what_cannot_fit_is_explained():
-    """Too many bytes live at one node: proven by the live load; a packing that no bank
-    choice fits (three 64-byte tensors, two 112-byte banks): proven by CP-SAT."""
+    """Too many bytes live at one node: proven by the live load; a packing that no region
+    choice fits (three 64-byte tensors, two 112-byte regions): proven by CP-SAT."""
     target = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", 128, 2)])
-    with pytest.raises(BankOverflowError, match="at step 1") as caught:
+    with pytest.raises(RegionOverflowError, match="at step 1") as caught:
         _planned(target, [_spec(96, 0, 2), _spec(96, 1, 1), _spec(96, 1, 3)])
     error = caught.value
     assert isinstance(error, BankPlacementError) and error.proven
     assert error.step == 1 and error.needed == 288 and error.capacity == 256
     assert len(error.tensors) == 3
-    with pytest.raises(BankOverflowError, match="pinned to bank fast"):
+    with pytest.raises(RegionOverflowError, match="pinned to region fast"):
         _planned(target, [_spec(96, 0, 2, mem_id=1), _spec(96, 1, 1, mem_id=1)])
     packed = TargetMemoryMap([Bank("fast", 112, 1), Bank("slow", 112, 2)])
-    with pytest.raises(BankOverflowError, match="CP-SAT proved") as caught:
+    with pytest.raises(RegionOverflowError, match="CP-SAT proved") as caught:
         _planned(packed, [_spec(64, 0, 1) for _ in range(3)])
     assert caught.value.proven and caught.value.needed == 192
 
 
 @pytest.mark.parametrize("size", [2**53 + 1, 2**62, 2**63 - 1, 2**63])
-def test_a_bank_beyond_every_plan_is_planned_as_unbounded(size):
-    """A slow bank of 2^63 - 1 bytes (an "unbounded" budget) plans as BankedGreedy plans it,
-    while a real capacity still binds (the fast bank's 128 B)."""
+def test_a_region_beyond_every_plan_is_planned_as_unbounded(size):
+    """A slow region of 2^63 - 1 bytes (an "unbounded" budget) plans as BankedGreedy plans it,
+    while a real capacity still binds (the fast region's 128 B)."""
     target = TargetMemoryMap([Bank("fast", 128, 1), Bank("slow", size, 2)])
     specs = _trade()
     report, result = _planned(target, specs, "slow_arena")
     _assert_fits(target, report, result)
     assert _slow(result, specs) == {1, 2, 3} and report.slow_arena == 64
-    assert report.banked.regions[1].capacity <= sum(s.allocated_memory for s in specs) + 64
-    assert report.banked.regions[0].capacity == 128
+    reach = sum(s.allocated_memory for s in specs) + 64
+    assert report.region_problem.regions[1].capacity <= reach
+    assert report.region_problem.regions[0].capacity == 128
 
 
-def test_bad_banks_and_objectives_are_refused():
+def test_bad_regions_and_objectives_are_refused():
     with pytest.raises(ProblemError, match="objective"):
-        memplan.executorch.algorithm(banks=TWO, objective="fastest")
+        memplan.executorch.algorithm(regions=TWO, objective="fastest")
     with pytest.raises(ProblemError, match="objective"):
         memplan.executorch.algorithm(objective="traffic")
     with pytest.raises(ProblemError, match="relative gap"):
         memplan.executorch.algorithm(relative_gap=0.01)
     with pytest.raises(ProblemError, match="relative_gap"):
-        memplan.executorch.algorithm(banks=TWO, relative_gap=1.5)
-    assert memplan.executorch.algorithm(banks=TWO).relative_gap == 0.01
-    assert memplan.executorch.memory_planning_pass(banks=TWO, relative_gap=0) \
+        memplan.executorch.algorithm(regions=TWO, relative_gap=1.5)
+    assert memplan.executorch.algorithm(regions=TWO).relative_gap == 0.01
+    assert memplan.executorch.memory_planning_pass(regions=TWO, relative_gap=0) \
         .algorithm.relative_gap == 0
     with pytest.raises(ProblemError, match="TargetMemoryMap"):
-        memplan.executorch.algorithm(banks=[Bank("fast", 128, 1)])
+        memplan.executorch.algorithm(regions=[Bank("fast", 128, 1)])
     with pytest.raises(ProblemError, match="share_mutable_buffers"):
-        memplan.executorch.memory_planning_pass(banks=TWO, share_mutable_buffers=True)
+        memplan.executorch.memory_planning_pass(regions=TWO, share_mutable_buffers=True)
 
 
 class PinMatmuls(MemplanPlanningPass):
@@ -278,16 +279,16 @@ class PinMatmuls(MemplanPlanningPass):
         return super().run(graph_module, graph_signature)
 
 
-def test_a_banked_model_runs_bit_identical_with_its_pins_kept():
+def test_a_model_over_regions_runs_bit_identical_with_its_pins_kept():
     model = zoo.decoder()
     edge = export(model)
     greedy_program = lower(edge)
     fast = arena_bytes(greedy_program) // 4 // 16 * 16
     target = TargetMemoryMap([Bank("fast", fast, 1), Bank("slow", 1 << 20, 2)])
-    planning_pass = PinMatmuls(memplan.executorch.algorithm(time_limit=1, banks=target))
+    planning_pass = PinMatmuls(memplan.executorch.algorithm(time_limit=1, regions=target))
     program = lower(edge, planning_pass)
     report = planning_pass.reports[-1]
-    assert memplan.validate(report.banked, report.plan) == []
+    assert memplan.validate(report.region_problem, report.plan) == []
     sizes = program.executorch_program.execution_plan[0].non_const_buffer_sizes
     assert sizes == report.bufsizes and sizes[1] <= fast and len(sizes) == 3
     graph = program.exported_program().graph_module
