@@ -54,9 +54,9 @@ import numpy as np
 
 from memplan import frontends, parts
 from memplan.bounds import load_profile, lower_bound
+from memplan.budget import Budget
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.heuristics.paced import PacedBudget
 from memplan.limits import (
     check_capacity,
     check_seed,
@@ -68,6 +68,14 @@ from memplan.options import option, options_record
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import floor_planner, plan_with, planners, takes_option
+from memplan.shares import (
+    COMPARE_SLACK,
+    EXACT_LEAST,
+    HEURISTIC_MOST,
+    SEARCH_LEAST,
+    SEARCH_SHARE,
+    VALIDATE_MARGIN,
+)
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -77,18 +85,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
-# of the time limit, on the wall clock: the most the heuristics' own limit may be by default,
-# so that the exact planner and the validation still fit the caller's limit (enforcing it)
-HEURISTIC_MOST = 0.9
-EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
-VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
-SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
-# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit: `best`'s
-# CPU budget (its option `cpu`), on the clock at most HEURISTIC_MOST of the caller's limit
-COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
@@ -573,7 +572,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     budget (``best``, ``anneal``, ``genetic``, ``hill_climb``, ``canonical``,
     ``exact``) gets its share as one and the wall time left of the call as its
     time limit; a one-pass planner gets its share converted at the call's pace
-    (`memplan.heuristics.paced`). So a busy machine gives the same table as a
+    (`memplan.budget`). So a busy machine gives the same table as a
     quiet one, later, as long as the wall limit is not reached. Planners the
     problem's share or the wall time left leaves no room for are skipped
     (``table.attrs["skipped"]``, by problem; each problem gets one plan at
@@ -593,7 +592,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    clock = PacedBudget(None if time_limit is None else
+    clock = Budget(None if time_limit is None else
                         time_limit - (time.perf_counter() - began),
                         None if time_limit is None else began + time_limit)
     rows, interrupted, skipped = [], False, {}
@@ -617,7 +616,7 @@ class _Comparing:
     """`compare`'s run of one problem: its share of the call's CPU budget (``clock``, whose
     deadline is the call's wall limit), what its planners took and which were skipped."""
 
-    def __init__(self, problem: Problem, clock: PacedBudget, share: float | None,
+    def __init__(self, problem: Problem, clock: Budget, share: float | None,
                  slack: float, heuristic_time_limit: float | None, seed: int,
                  workers: int | None, stop: threading.Event | None, skipped: list[str]):
         self.problem, self.clock, self.slack = problem, clock, slack

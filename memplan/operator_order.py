@@ -38,7 +38,7 @@ Steps:
   windows of `WINDOW` steps around the peak (the other steps held);
   ``exact`` hands over from the fast order after `FAST_SHARE` of the limit,
   and from the whole model to the windows, in CPU seconds (per CP-SAT
-  worker; `memplan.solver.cpu_budget`), so that a busy machine slows the
+  worker; `memplan.budget`), so that a busy machine slows the
   stages without moving their hand-overs; the time limit is kept on the wall
   clock from the call;
 - write the model with its runtime nodes in the new order and build its
@@ -62,21 +62,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import CpuClock
 from memplan.errors import ProblemError, naming
 from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
-from memplan.solver.cpu_budget import CpuClock
+from memplan.shares import FAST_SHARE, STARTS_SHARE, WINDOW_SHARE
 
 if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
     from onnx import ModelProto
 
 METHODS = ("fast", "exact")
-FAST_SHARE = 0.2  # exact: of the time limit, in CPU seconds, for the fast order (the warm start)
-STARTS_SHARE = 0.25  # fast: of its CPU seconds, the most the random list schedules take
-WINDOW_SHARE = 1 / 8  # exact on large graphs: of the windows' CPU seconds, one window's most
 RANDOM_STARTS = 8  # fast: list schedules with seeded random ties after the greedy one
 WINDOW_STEPS = 200  # exact: graphs with more steps are improved one window of steps at a time
 WINDOW = 48  # exact on large graphs: steps free to move in one window

@@ -62,3 +62,10 @@ def parse_options(planner: str, defaults: Options, options: dict[str, Any]) -> O
         raise TypeError(f"planner {planner!r} has no option {', '.join(map(repr, unknown))}; "
                         f"valid options: {', '.join(valid) or 'none'}")
     return replace(defaults, **options)
+
+
+def cpu_option(what: str = "the search") -> float | None:
+    """The ``cpu`` field of a planner's options (one help text for every planner)."""
+    return option(None, f"CPU seconds of its thread {what} may take (a caller's share of "
+                        f"its own limit), within the time limit; None: the time limit "
+                        f"decides alone")

@@ -34,6 +34,7 @@ from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
 from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.shares import FLOOR_LEAST_WORK, FLOOR_PAIRS_PER_SECOND, FLOOR_SHARE
 from memplan.validate import known_valid, mark_valid, validate
 
 
@@ -48,12 +49,7 @@ FLOOR = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.so
 FLOOR_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
 # aliases) and more pairs overlap in time: its pair lists in Python would take minutes
 # ... or unless its work (the compiled pass meets every pair of overlapping lifetimes once,
-# O(E log n): 69 M pairs, a 60k-buffer training step, 4-5 s quiet, 8.4 CPU-s beside busy
-# processes; 556 M pairs, eight of them end to end, 67 CPU-s) would take more than
-# FLOOR_SHARE of the time limit at FLOOR_PAIRS_PER_SECOND
-FLOOR_PAIRS_PER_SECOND = 12_000_000
-FLOOR_SHARE = 0.5
-FLOOR_LEAST_WORK = 1_000_000  # pairs the floor's pass may visit whatever the limit (0.1 s)
+# O(E log n)) would take more than FLOOR_SHARE of the time limit (`memplan.shares`)
 
 
 def floor_planner(problem: Problem, time_limit: float | None = None) -> str:

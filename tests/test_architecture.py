@@ -3,7 +3,8 @@
 Layers, lowest first (a module imports only lower layers, or its own layer
 where no cycle forms; the packages of one layer never import each other):
 
-    0  errors, limits, problem, output_files, stopping  the vocabulary, files, Ctrl-C
+    0  errors, limits, problem, output_files, stopping  the vocabulary, files, Ctrl-C,
+       startup, shares, budget                          and time
     1  bounds, plan, groups, validate, options, registry   what every planner needs
     2  heuristics/, solver/, frontends/                 planners and readers, side by side
     3  deploy/, export/                                 deployments on top of any planner
@@ -22,7 +23,8 @@ import memplan
 
 ROOT = Path(memplan.__file__).parent
 LAYERS = {
-    "errors": 0, "limits": 0, "problem": 0, "output_files": 0, "stopping": 0,
+    "errors": 0, "limits": 0, "problem": 0, "output_files": 0, "stopping": 0, "shares": 0,
+    "budget": 0, "startup": 0,
     "bounds": 1, "plan": 1, "groups": 1, "validate": 1, "options": 1, "registry": 1,
     "heuristics": 2, "solver": 2, "frontends": 2,
     "deploy": 3, "export": 3,

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-from memplan import api, startup
+from memplan import api
+from memplan.budget import command_start
 from memplan.cli.checks import check_output_path
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
@@ -32,7 +32,6 @@ from memplan.cli.parser import (
 from memplan.output_files import write_atomically
 from memplan.viz import show_bytes
 
-LEAST_SHARE = 0.1  # of --time-limit: what the comparison keeps however long loading took
 TABLE_SUFFIXES = {".json": "json", ".csv": "csv", ".md": "markdown"}  # -o: else the table
 
 
@@ -69,12 +68,10 @@ def add_command(sub, shared: Parents) -> None:
 
 def _began(limit: float | None) -> float | None:
     """When the limit began: when memplan began to load, unless that leaves the comparison
-    less than `LEAST_SHARE` of the limit (then `LEAST_SHARE` of it from now)."""
+    less than `COMMAND_LEAST_SHARE` of the limit (then `COMMAND_LEAST_SHARE` of it from now)."""
     if limit is None:
         return None
-    spent = time.perf_counter() - startup.COMMAND_STARTED
-    return startup.COMMAND_STARTED if spent <= (1 - LEAST_SHARE) * limit else \
-        time.perf_counter() - (1 - LEAST_SHARE) * limit
+    return command_start(limit)
 
 
 def _markdown(table) -> str:

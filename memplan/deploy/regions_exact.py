@@ -75,6 +75,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.budget import wall_left
 from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
@@ -94,13 +95,13 @@ from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
+from memplan.shares import MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
-RELAX_SHARE = 0.25  # of a stage's CPU, at most, for its relaxation (`_choose`)
 
 
 def region_weights(problem: Problem) -> list[int]:

@@ -42,11 +42,13 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.budget import wall_left
 from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
+from memplan.shares import MIN_STAGE_SECONDS, STAGE_SHARE
+from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.model import build_model
 

@@ -57,9 +57,9 @@ import numpy as np
 
 from memplan.bounds import live_bytes
 from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.shares import QUICK_CHECK
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
-QUICK_CHECK = 0.5  # seconds: a CP-SAT check this short runs in the caller's thread
 
 
 @dataclass(frozen=True)

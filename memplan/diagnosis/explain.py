@@ -76,11 +76,11 @@ from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with, takes_option
+from memplan.shares import CAPACITY_SHARE
 from memplan.viz import human_bytes, plan_usage
 
 MOST_PEAKS = 3  # peak runs described in full
 MOST_REMEDIES = 3  # tensors at the peak whose changes are measured
-CAPACITY_SHARE = 0.8  # of the time limit: the most the capacity reason takes
 
 
 # ------------------------------------------------------------------ building

@@ -41,10 +41,9 @@ from memplan.bounds import time_overlap_count
 from memplan.errors import PairLimitError
 from memplan.groups import AliasUnits, alias_units
 from memplan.problem import Problem
+from memplan.shares import PAIR_SECONDS, PAIR_SHARE
 
 MAX_PAIRS = 20_000_000  # most overlapping pairs listed (~1.8 GB and ~4 s while built)
-PAIR_SECONDS = 250e-9  # listing one pair, rounded up (measured 200-230 ns, BENCHMARKS.md)
-PAIR_SHARE = 1 / 3  # of a time limit, in CPU seconds: the most listing may take (passes: the rest)
 
 
 def listing_budget(cpu_began: float, time_limit: float | None) -> float | None:

@@ -62,7 +62,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.budget import ThreadClock
 from memplan.problem import NO_OFFSET, Problem
+from memplan.shares import HEAD_START_PACE, HEAD_START_SECONDS, NODES_PER_SECOND, PROBE_SECONDS
 from memplan.solver.outcome import Outcome
 
 try:
@@ -85,13 +87,8 @@ SWEEPS = ("start", "end")  # ... and these: first in every round on a perfect pa
 # last in the first round (see `_round`)
 FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
-PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
 HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
-HEAD_START_SECONDS = 1.0  # ... CPU seconds (a thread's) before its pace counts, and the
-HEAD_START_PACE = 8_000  # slowest pace (nodes a CPU second) it keeps going at: tilings 2-5 k,
-# MiniMalloc's 25 k and more
-NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
 
 
 def available() -> bool:
@@ -275,41 +272,6 @@ class Race:
         verdict = self.verdict or Verdict("unknown", None)
         verdict.stats.update(nodes=self.nodes, turns=self.turns)
         return verdict
-
-
-class ThreadClock:
-    """The CPU time of one search thread, readable from another thread while it runs
-    (its POSIX thread CPU clock; where there is none, the wall time since it began)."""
-
-    def __init__(self):
-        self._clock: int | None = None
-        self._began: float | None = None  # wall, for the fallback
-        self._final: float | None = None  # CPU seconds, once the thread is done
-
-    def begin(self):
-        """Called by the thread itself as it starts."""
-        self._began = time.perf_counter()
-        try:
-            self._clock = time.pthread_getcpuclockid(threading.get_ident())
-        except (AttributeError, OSError):  # no per-thread CPU clock here
-            self._clock = None
-
-    def end(self):
-        """Called by the thread itself as it ends: its CPU time is final."""
-        self._final = time.thread_time() if self._clock is not None else \
-            time.perf_counter() - self._began
-
-    def seconds(self) -> float:
-        if self._final is not None:
-            return self._final
-        if self._began is None:
-            return 0.0
-        if self._clock is not None:
-            try:
-                return time.clock_gettime(self._clock)
-            except OSError:  # the thread ended between the two reads
-                return self._final if self._final is not None else 0.0
-        return time.perf_counter() - self._began
 
 
 def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:

@@ -1,39 +1,20 @@
-"""CP-SAT's parameters and the planners' time shares, in one place.
+"""CP-SAT's parameters, in one place.
 
-Every CP-SAT run of memplan gets its solver from `cp_solver` (workers, seed,
+Every CP-SAT run of memplan gets its solver from `cp_solver` (threads, seed,
 time limit, deterministic mode, log, Ctrl-C), and the exact planner's runs
 from `exact_solver`, which adds the NoOverlap2D reasoning and subsolvers of
-`ExactOptions`. The constants below say how a time limit is split between
-the stages of the exact and the deployment planners (the warm start's share
-is in `memplan.solver.exact`: it runs before CP-SAT is imported). The exact
-planner's shares are CPU seconds (`memplan.solver.cpu_budget`); the wall
-clock keeps the time limit.
+`ExactOptions`. How a time limit is split between the stages of the exact
+and the deployment planners is in `memplan.shares`; what a run gets of it,
+in `memplan.budget` (`Budget.cp_limits`).
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 from ortools.sat.python import cp_model
 
 from memplan.solver.exact_options import ExactOptions
-
-# exact planner (memplan.solver.exact, memplan.solver.cp_search)
-DESCENT_SHARE = 0.75  # minimise: of a part's CPU seconds (per thread), bisecting by fit races
-DESCENT_STEP_SECONDS = 16.0  # minimise: most CPU seconds (per thread) one fit race takes
-# (deterministic mode: CP-SAT's deterministic seconds)
-DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
-
-# deployment planners (memplan.deploy.regions_exact, memplan.deploy.scratch_exact)
-STAGE_SHARE = 0.5  # of the time limit, in CPU s per worker: stage 1 (regions, or the peak)
-MIN_STAGE_SECONDS = 0.1  # the shortest time limit one of their CP-SAT runs gets
-
-
-def wall_left(deadline: float | None) -> float | None:
-    """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
-    `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
-    return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
 
 
 def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: bool = False,

@@ -44,13 +44,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
-from memplan.solver.cp_params import (
-    DETERMINISTIC_SLICE,
-    bound_of,
-    cut_by_clock,
-    exact_solver,
-    proven_bound,
-)
+from memplan.shares import DETERMINISTIC_SLICE
+from memplan.solver.cp_params import bound_of, cut_by_clock, exact_solver, proven_bound
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model

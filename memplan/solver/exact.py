@@ -63,13 +63,14 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import CpuClock
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import FLOOR, floor_planner, plan_with, register
+from memplan.shares import WARM_START_SECONDS, WARM_START_SHARE
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
-from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.fit_race import Joint, head_start, racing
 from memplan.solver.outcome import Outcome
@@ -78,11 +79,6 @@ from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
 PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
-WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
-# (CPU seconds for `best`, its ``cpu`` budget, within the wall time left of the limit; another
-# warm-start planner's own time limit; the CPU seconds it took are what the parts' shares
-# count, `_Run.taken`)
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -350,7 +346,7 @@ class _Run:
         that proves bounds between the floor and the best peak.
 
         Clocks: the bisection's share of the part's ``cpu`` seconds and each fit
-        race's step are CPU seconds per thread of the searches (`cpu_budget
+        race's step are CPU seconds per thread of the searches (`memplan.budget
         .CpuClock`), so that a busy machine tries the same targets, later; the
         wall clock only ends the part at the time limit. Deterministic mode:
         each fit race's step is CP-SAT's deterministic seconds (and the
@@ -359,7 +355,7 @@ class _Run:
         wall = self.seconds_left()
         if cpu is not None and (cpu <= 0 or (wall is not None and wall <= 0)):  # no import
             return Outcome("unknown", hinted, floor)
-        from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
+        from memplan.shares import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
         clock = CpuClock(self.threads(), process=True).start()
         sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity

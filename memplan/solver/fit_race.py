@@ -5,7 +5,7 @@ and CP-SAT to fit a capacity (docs/explanation/exact-lanes.md):
 
 - `head_start`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
   the canonical search has alone (a share of the time limit, within
-  `HEAD_START_SECONDS`; `canonical.head_start` ends it sooner on a settled
+  `FIT_HEAD_START_SECONDS`; `canonical.head_start` ends it sooner on a settled
   question, many nodes, or slow ones): CPU time, so that a busy machine does
   not stop a search that an idle one lets settle;
 - `racing`: CP-SAT's options for the race (its own portfolio, beside the
@@ -21,11 +21,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from memplan.shares import FIT_HEAD_START_SECONDS
 from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions
-
-HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most CPU seconds the canonical search has
-# alone (each of its threads)
 
 
 class Joint:
@@ -50,10 +48,10 @@ class Joint:
 
 def head_start(seconds: float | None, share: float) -> float:
     """CPU seconds the canonical search may have alone: ``share`` of the race's ``seconds``
-    (its CPU budget, or the time limit), within `HEAD_START_SECONDS`
+    (its CPU budget, or the time limit), within `FIT_HEAD_START_SECONDS`
     (`memplan.solver.canonical.head_start` may end it sooner; the wall clock ends it at
     the limit)."""
-    least, most = HEAD_START_SECONDS
+    least, most = FIT_HEAD_START_SECONDS
     if seconds is None:
         return most
     return min(max(seconds * share, least), most, seconds)

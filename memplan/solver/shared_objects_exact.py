@@ -44,12 +44,12 @@ from memplan.options import option, parse_options
 from memplan.plan import Plan, gap_of
 from memplan.problem import NO_OFFSET, Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.shares import SHARED_OBJECTS_UNTIMED_SECONDS
 from memplan.solver.cp_import import import_within
 
 NAME = "shared_objects_exact"
 GREEDY = "shared_objects"
 MAX_PAIRS = 2_000_000  # more candidate pairs: no model (see the module doc)
-UNTIMED_SECONDS = 60.0  # the search's limit when the caller gives none
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     began = time.perf_counter()
     chosen_options = parse_options(NAME, DEFAULTS, options)
     check_single_region(problem)
-    seconds = UNTIMED_SECONDS if time_limit is None else time_limit
+    seconds = SHARED_OBJECTS_UNTIMED_SECONDS if time_limit is None else time_limit
     greedy = plan_with(GREEDY, problem, time_limit=seconds)
     units = alias_units(problem)
     start, end = spans(problem, units)
