@@ -64,7 +64,7 @@ from memplan.limits import (
     check_workers,
     parse_gap,
 )
-from memplan.options import option, options_record
+from memplan.options import old_keyword, option, options_record, renamed
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
 from memplan.registry import floor_planner, plan_with, planners, takes_option
@@ -91,6 +91,7 @@ SEARCH_WORK = 500_000  # units `best` places in its order search when the exact 
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
+@renamed(workers="threads")
 @dataclass(frozen=True)
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
@@ -101,7 +102,7 @@ class SolveOptions:
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
                                                 "half the time limit, at least 1 s")
-    workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
+    threads: int | None = option(None, "CP-SAT threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
     gap: str | float | int | None = option(None, "stop once the proven gap is this small: a "
@@ -109,7 +110,7 @@ class SolveOptions:
                                            "is then 'feasible' with its gap")
 
     def __post_init__(self):
-        check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+        check_run_options(self.time_limit, self.heuristic_time_limit, self.threads, self.seed)
         if self.gap is not None:
             parse_gap(self.gap)
         for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
@@ -117,12 +118,12 @@ class SolveOptions:
         object.__setattr__(self, "seed", check_seed(self.seed))  # np.int64(3): 3
 
 
-def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
+def check_run_options(time_limit, heuristic_time_limit, threads, seed) -> None:
     """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer
     (the rules of `memplan.limits`)."""
     check_time_limit(time_limit, "time_limit")
     check_time_limit(heuristic_time_limit, "heuristic_time_limit")
-    check_workers(workers, "workers")
+    check_workers(threads, "threads")
     check_seed(seed)
 
 
@@ -326,13 +327,13 @@ def exact_settings(settings: SolveOptions,
                    on_progress: Callable[..., Any] | None = None,
                    stop: threading.Event | None = None) -> ExactOptions:
     """The exact planner's record in the pipeline: ``exact_options`` (a record or its fields),
-    with the time limit, seed and workers of ``settings`` and the progress callback and stop
+    with the time limit, seed and threads of ``settings`` and the progress callback and stop
     event of the call."""
     record = exact_options if isinstance(exact_options, ExactOptions) else \
         ExactOptions.from_kwargs(**dict(exact_options or {}))
     extra: dict[str, Any] = {}
-    if settings.workers is not None:
-        extra["workers"] = settings.workers
+    if settings.threads is not None:
+        extra["threads"] = settings.threads
     if settings.gap is not None:
         extra["relative_gap"], extra["absolute_gap"] = parse_gap(settings.gap)
     if on_progress is not None:
@@ -488,7 +489,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
-        extra = {} if settings.workers is None else {"workers": settings.workers}
+        extra = {} if settings.threads is None else {"threads": settings.threads}
         left = None if settings.time_limit is None else \
             max(0.0, settings.time_limit - (time.perf_counter() - began))
         report.exact = report.plan = _checked(problem, exact_planner(
@@ -506,9 +507,9 @@ def solve(problem: Problem | Iterable[Buffer], options: SolveOptions | None = No
     ``problem`` is a `Problem` or a list of `Buffer`. ``options`` is a
     `SolveOptions` record, or its fields come as keywords: ``time_limit``
     (seconds, default 10), ``heuristic`` (``"best"``, a planner name or
-    ``"all"``), ``exact``, ``heuristic_time_limit``, ``workers``, ``seed``.
+    ``"all"``), ``exact``, ``heuristic_time_limit``, ``threads``, ``seed``.
     ``exact_options`` is an `ExactOptions` record (or its fields) for the
-    exact planner; its time limit, seed and workers come from ``options``.
+    exact planner; its time limit, seed and threads come from ``options``.
     ``capacity`` (bytes) turns minimising into fitting. ``on_progress`` is
     called by the exact planner with a `Progress` (``arena_size``,
     ``best_bound``, ``seconds``); setting ``stop`` (from any thread) ends its
@@ -554,8 +555,8 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
 def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
             planners: Iterable[str] | None = None, time_limit: float | None = 10.0,
             heuristic_time_limit: float | None = None, seed: int = 0,
-            workers: int | None = None, stop: threading.Event | None = None,
-            began: float | None = None) -> pd.DataFrame:
+            threads: int | None = None, stop: threading.Event | None = None,
+            began: float | None = None, workers: int | None = None) -> pd.DataFrame:
     """Every planner on every problem: one row per (problem, planner).
 
     ``planners`` defaults to every heuristic and the exact planner; the exact
@@ -582,12 +583,16 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     optimum of the problem when some plan proved it, else NaN),
     over_lower_bound and over_optimum (fractions: 0.05 is 5 % more), gap
     (`memplan.plan.gap_of` to the best bound any planner proved for the
-    problem), status, seconds. Every plan is validated.
+    problem), status, seconds. Every plan is validated. ``workers``: the old name of
+    ``threads`` (deprecated).
     """
     import pandas as pd
 
+    if workers is not None:
+        threads = old_keyword("compare(workers=...)", "threads", workers, threads)
+
     began = time.perf_counter() if began is None else began
-    check_run_options(time_limit, heuristic_time_limit, workers, seed)
+    check_run_options(time_limit, heuristic_time_limit, threads, seed)
     time_limit = check_time_limit(time_limit, "time_limit")
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
@@ -600,7 +605,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
         share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
         skipped[name] = []
         slack = 0.0 if time_limit is None else COMPARE_SLACK * time_limit / len(named)
-        run = _Comparing(problem, clock, share, slack, heuristic_time_limit, seed, workers,
+        run = _Comparing(problem, clock, share, slack, heuristic_time_limit, seed, threads,
                          stop, skipped[name])
         plans, interrupted = run.plans(chosen)
         rows += _rows(name, problem, [p for p in chosen if p in plans], plans)
@@ -618,10 +623,10 @@ class _Comparing:
 
     def __init__(self, problem: Problem, clock: Budget, share: float | None,
                  slack: float, heuristic_time_limit: float | None, seed: int,
-                 workers: int | None, stop: threading.Event | None, skipped: list[str]):
+                 threads: int | None, stop: threading.Event | None, skipped: list[str]):
         self.problem, self.clock, self.slack = problem, clock, slack
         self.end = None if share is None else clock.spent() + share  # a value of `spent`
-        self.heuristic_time_limit, self.seed, self.workers = heuristic_time_limit, seed, workers
+        self.heuristic_time_limit, self.seed, self.threads = heuristic_time_limit, seed, threads
         self.stop, self.skipped = stop, skipped
         self.check = 0.0  # CPU seconds of the longest validation so far: kept for each plan
         self.dearest = (0.0, 0.0)  # CPU and wall seconds of the dearest planner so far
@@ -680,7 +685,7 @@ class _Comparing:
         options: dict[str, Any] = {"cpu": cpu}
         if planner == EXACT:
             options.update(hint=hint, stop=self.stop,
-                           **({} if self.workers is None else {"workers": self.workers}))
+                           **({} if self.threads is None else {"threads": self.threads}))
             thread = time.thread_time()
             with watched(self.stop):
                 found = plan_with(EXACT, self.problem, time_limit=limit, seed=self.seed,

@@ -67,6 +67,7 @@ from memplan.errors import ProblemError, naming
 from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
+from memplan.options import old_keyword
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
 from memplan.shares import FAST_SHARE, STARTS_SHARE, WINDOW_SHARE
@@ -385,7 +386,7 @@ def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
 
 def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
                 hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
-                workers: int, cpu: float | None = None
+                threads: int, cpu: float | None = None
                 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """CP-SAT over positions and block offsets (`_order_model`): ``(order, offsets, stats)``.
 
@@ -414,9 +415,9 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
-    solver = cp_solver(workers=workers, seed=seed,
+    solver = cp_solver(threads=threads, seed=seed,
                        seconds=max(0.01, deadline - time.perf_counter()))
-    with CpuCap(solver, _cpu_workers(workers), budget / 2 if windowed else None) as cap:
+    with CpuCap(solver, _cpu_workers(threads), budget / 2 if windowed else None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
@@ -430,7 +431,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
         stats["peak"] = int(solver.objective_value)
     if windowed and status != cp_model.OPTIMAL and offsets is not None:
         order, offsets, more = _improve_windows(
-            deps, problem, order, offsets, stats["bound"], seed=seed, workers=workers,
+            deps, problem, order, offsets, stats["bound"], seed=seed, threads=threads,
             time_limit=deadline - time.perf_counter(), cpu=budget - cap.spent)
         stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
                      else stats["status"])
@@ -441,14 +442,14 @@ def _layout_peak(deps: Dependencies, offsets: np.ndarray) -> int:
     return int((deps.bases(offsets) + deps.extent).max())
 
 
-def _cpu_workers(workers: int) -> int:
-    """The CP-SAT workers whose CPU a budget counts (0, CP-SAT's default: one per core)."""
-    return workers or os.cpu_count() or 1
+def _cpu_workers(threads: int) -> int:
+    """The CP-SAT threads whose CPU a budget counts (0, CP-SAT's default: one per core)."""
+    return threads or os.cpu_count() or 1
 
 
 def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
                      offsets: np.ndarray, floor: int, *, time_limit: float, seed: int,
-                     workers: int, cpu: float | None = None
+                     threads: int, cpu: float | None = None
                      ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Large graphs: re-solve `WINDOW` steps around the peak at a time, the rest fixed.
 
@@ -481,9 +482,9 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
         for step in order[:low].tolist() + order[low + WINDOW:].tolist():
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
-        solver = cp_solver(workers=workers, seed=seed + windows, seconds=left)
+        solver = cp_solver(threads=threads, seed=seed + windows, seconds=left)
         window_cpu = max(1.0, WINDOW_SHARE * (time_limit if cpu is None else cpu))
-        with CpuCap(solver, _cpu_workers(workers), window_cpu):
+        with CpuCap(solver, _cpu_workers(threads), window_cpu):
             status = solver.solve(model.cp)
         windows += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value < best:
@@ -583,33 +584,37 @@ def reordered_model(model: ModelProto, positions: list[int], constant: list[int]
 
 
 def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fast",
-            time_limit: float = 10.0, seed: int = 0, workers: int = 0,
-            **onnx_options) -> Reordering:
+            time_limit: float = 10.0, seed: int = 0, threads: int = 0,
+            workers: int | None = None, **onnx_options) -> Reordering:
     """Choose the operator order of ``model`` that lowers the peak; see the module docstring.
 
     ``onnx_options`` are those of `from_onnx` (dims, alignment, inplace, ...).
     The result is never worse than the file's order: the new order is kept
-    only when its lower bound (or, exact, its proven layout) is smaller.
+    only when its lower bound (or, exact, its proven layout) is smaller. ``workers``: the
+    old name of ``threads`` (deprecated).
     """
     from memplan.frontends.onnx_graph import load_graph
+
+    if workers is not None:
+        threads = old_keyword("reorder(workers=...)", "threads", workers, threads or None)
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
-    if workers != 0:  # 0: CP-SAT's default
-        check_workers(workers, "workers")
+    if threads != 0:  # 0: CP-SAT's default
+        check_workers(threads, "threads")
     began, clock = time.perf_counter(), CpuClock().start()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
         result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, workers=workers, began=began, clock=clock)
+                          seed=seed, threads=threads, began=began, clock=clock)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, workers: int, began: float,
+             time_limit: float, seed: int, threads: int, began: float,
              clock: CpuClock) -> Reordering:
     """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
     this thread's CPU since then)."""
@@ -645,7 +650,7 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         left = max(0.01, time_limit - (time.perf_counter() - began))
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
-            workers=workers, cpu=max(0.01, time_limit - clock.spent()))
+            threads=threads, cpu=max(0.01, time_limit - clock.spent()))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]

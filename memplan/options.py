@@ -12,7 +12,10 @@ is unknown (a `TypeError`, like any bad keyword).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import MISSING, Field, field, fields, replace
+from functools import partial
 from typing import Any, TypeVar
 
 Options = TypeVar("Options")
@@ -69,3 +72,41 @@ def cpu_option(what: str = "the search") -> float | None:
     return option(None, f"CPU seconds of its thread {what} may take (a caller's share of "
                         f"its own limit), within the time limit; None: the time limit "
                         f"decides alone")
+
+
+def renamed(**names: str):
+    """Class decorator for an options record: each old field name (``workers="threads"``) is
+    still taken, and read, for one release, with a one-line `DeprecationWarning`."""
+
+    def wrap(cls):
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *args, **given):
+            for old, new in names.items():
+                if old in given:
+                    given[new] = old_keyword(f"{cls.__name__}({old}=...)", new, given.pop(old),
+                                             given.get(new))
+            init(self, *args, **given)
+
+        cls.__init__ = __init__
+        for old, new in names.items():
+            setattr(cls, old, property(partial(_read_renamed, old=f"{cls.__name__}.{old}",
+                                               new=new)))
+        return cls
+
+    return wrap
+
+
+def _read_renamed(record, *, old: str, new: str):
+    warnings.warn(f"{old} is deprecated, use {new}", DeprecationWarning, stacklevel=3)
+    return getattr(record, new)
+
+
+def old_keyword(old: str, new: str, value: Any, new_value: Any = None) -> Any:
+    """The value of ``new`` given by its old name ``old`` (one release, with a one-line
+    `DeprecationWarning`); `TypeError` when both are given."""
+    if new_value is not None:
+        raise TypeError(f"{old} is the old name of {new}: give one of them")
+    warnings.warn(f"{old} is deprecated, use {new}=", DeprecationWarning, stacklevel=3)
+    return value

@@ -32,6 +32,7 @@ import numpy as np
 from memplan.bounds import time_overlap_count
 from memplan.errors import HintWarning, ProblemError, UnknownPlannerError
 from memplan.limits import check_seed, check_time_limit, check_workers
+from memplan.options import old_keyword
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.shares import FLOOR_LEAST_WORK, FLOOR_PAIRS_PER_SECOND, FLOOR_SHARE
@@ -89,6 +90,9 @@ def register(name: str) -> Callable[[Planner], Planner]:
         def planner(problem: Problem, *args, hint: Plan | None = None, **options) -> Plan:
             if "seed" in options:  # a numpy integer as a Python int (the kernels take those)
                 options["seed"] = check_seed(options["seed"])
+            if "workers" in options:  # the old name of CP-SAT's threads, for one release
+                options["threads"] = old_keyword(f"planner {name!r}: workers=", "threads",
+                                                 options.pop("workers"), options.get("threads"))
             why = None
             if hint is not None:
                 why = rejected_hint(problem, hint, name)
@@ -156,8 +160,9 @@ def plan_with(name: str, problem: Problem, **options) -> Plan:
     planner = get_planner(name)
     if "time_limit" in options:  # one rule for every entry point (`memplan.limits`)
         options["time_limit"] = check_time_limit(options["time_limit"], "time_limit")
-    if options.get("workers"):  # 0: the planner's own default
-        check_workers(options["workers"], "workers")
+    for key in ("threads", "workers"):
+        if options.get(key):  # 0: the planner's own default
+            check_workers(options[key], key)
     began = time.perf_counter()
     plan = planner(problem, **options)
     if not plan.seconds:

@@ -119,9 +119,9 @@ def test_every_library_entry_point_refuses_bad_workers_and_capacities(tmp_path):
     problem = Problem(TRICKY)
     model = tmp_path / "m.json"
     memplan_json.write_problem(model, problem)
-    for call in (lambda: memplan.solve(problem, workers=0),
-                 lambda: memplan.plan_with("exact", problem, workers=-3),
-                 lambda: memplan.explain(problem, workers=0),
+    for call in (lambda: memplan.solve(problem, threads=0),
+                 lambda: memplan.plan_with("exact", problem, threads=-3),
+                 lambda: memplan.explain(problem, threads=0),
                  lambda: make_tasks([model], threads=0)):
         with pytest.raises(ProblemError, match="workers|threads"):
             call()

@@ -53,7 +53,7 @@ def add_command(sub, shared: Parents) -> None:
                          help="planners to run: registered names, or all of them (every "
                               "heuristic and exact; the default)")
     add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
-                          only=("time_limit", "heuristic_time_limit", "workers", "seed"))
+                          only=("time_limit", "heuristic_time_limit", "threads", "seed"))
     helps = {"--time-limit": "seconds for the whole command, counted from its start: each "
                              "model an equal share (in CPU seconds), of which the heuristics "
                              "half, the exact planner the rest ('none': no limit) "
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     planners = None if args.planners == "all" else args.planners.split(",")
     table = api.compare(problems, planners=planners, time_limit=args.time_limit,
                         heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
-                        workers=args.workers, stop=args.stop, began=_began(args.time_limit))
+                        threads=args.threads, stop=args.stop, began=_began(args.time_limit))
     if table.empty:  # Ctrl-C before the first plan
         raise KeyboardInterrupt
     for name, planners in table.attrs["skipped"].items():

@@ -92,7 +92,7 @@ def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.N
     banked = problem.replace(regions=regions)
     weights = np.maximum(step_reads(banked), 1)
     limit = math.inf if args.time_limit is None else args.time_limit
-    plan = plan_regions_exact(banked, time_limit=command_left(limit), workers=args.threads,
+    plan = plan_regions_exact(banked, time_limit=command_left(limit), threads=args.threads,
                               hint=plan_regions(banked, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         args.planner, problem, EXPLAIN_PLAN_SHARE * command_left(limit), wall, seed=args.seed)
     if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
         raise KeyboardInterrupt  # command ends
-    found = explain(problem, plan, time_limit=command_left(limit), workers=args.threads)
+    found = explain(problem, plan, time_limit=command_left(limit), threads=args.threads)
     if args.plot:
         try:
             figure = (found.plot_gap() if found.gap else found.plot()).figure

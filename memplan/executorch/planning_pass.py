@@ -44,6 +44,7 @@ from memplan.errors import InvalidPlanError, ProblemError
 from memplan.executorch.banks import algorithm
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
+from memplan.options import old_keyword
 
 
 class MemplanPlanningPass(MemoryPlanningPass):
@@ -136,7 +137,8 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
-                         verify: bool | str = True, seed: int = 0, workers: int | None = None,
+                         verify: bool | str = True, seed: int = 0, threads: int | None = None,
+                         workers: int | None = None,
                          banks: Any = None, objective: str | None = None,
                          relative_gap: float | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
@@ -150,12 +152,14 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     `memplan.executorch.banks`), stopping once proven within ``relative_gap`` (1 % by
     default; 0: the optimum, or the time limit). ``pass_options`` are ExecuTorch's
     (``alloc_graph_input``, ``alignment``...)."""
+    if workers is not None:
+        threads = old_keyword("memory_planning_pass(workers=...)", "threads", workers, threads)
     if banks is not None and pass_options.get("share_mutable_buffers"):
         raise ProblemError("share_mutable_buffers is not supported with banks (ExecuTorch "
                            "keeps arena 2 for shared state)")
     mode = check_mode(verify)
     inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
-                                         seed=seed, workers=workers, banks=banks,
+                                         seed=seed, threads=threads, banks=banks,
                                          objective=objective, relative_gap=relative_gap),
                                verify=mode, **pass_options)

@@ -60,6 +60,7 @@ from memplan.api import SolveOptions, solve
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
+from memplan.options import old_keyword
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -251,7 +252,8 @@ def verify_result(result: MemoryAlgoResult, graph_module: Any, signature: Any, *
 
 
 def algorithm(time_limit: float | None = 10.0, *, fallback: str | None = None,
-              verify: bool | str = True, seed: int = 0, workers: int | None = None
+              verify: bool | str = True, seed: int = 0, threads: int | None = None,
+              workers: int | None = None
               ) -> MemplanAlgorithm:
     """memplan as an algorithm of ``MemoryPlanningAlgorithmSuite(algo_list=[...])``:
     ``time_limit`` seconds per graph (None: until proven optimal), ``fallback="greedy"``
@@ -259,5 +261,7 @@ def algorithm(time_limit: float | None = 10.0, *, fallback: str | None = None,
     each plan as ExecuTorch's Verifier does (True: memplan's sweep; "executorch": the
     Verifier's pairwise check; False: none). A bad time limit, seed, worker count or
     check is refused here (`ProblemError`)."""
-    return MemplanAlgorithm(SolveOptions(time_limit=time_limit, seed=seed, workers=workers),
+    if workers is not None:
+        threads = old_keyword("algorithm(workers=...)", "threads", workers, threads)
+    return MemplanAlgorithm(SolveOptions(time_limit=time_limit, seed=seed, threads=threads),
                             fallback=fallback, verify=verify)

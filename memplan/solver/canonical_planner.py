@@ -58,7 +58,7 @@ MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module d
 class CanonicalOptions:
     """Options of ``canonical``."""
 
-    workers: int = option(1, "threads for the probes' turns (0: one per core)")
+    threads: int = option(1, "threads for the probes' turns (0: one per core)")
     deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
                                         "every run (as long as the clock does not cut it)")
     cpu: float | None = option(None, "CPU seconds (per thread) the descent's probes may take "
@@ -96,7 +96,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                          time_limit=max(0.0, seconds - (time.perf_counter() - began)))
         descent = seconds * (1 - CANONICAL_START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
-    threads = 1 if chosen.deterministic else chosen.workers or os.cpu_count() or 1
+    threads = 1 if chosen.deterministic else chosen.threads or os.cpu_count() or 1
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
                                 seconds - (time.perf_counter() - began),

@@ -17,12 +17,12 @@ from ortools.sat.python import cp_model
 from memplan.solver.exact_options import ExactOptions
 
 
-def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: bool = False,
+def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: bool = False,
               log: bool = False, ctrl_c: bool = True,
               wall_seconds: float | None = None) -> cp_model.CpSolver:
     """A CP-SAT solver for one run of at most ``seconds`` (None: until proven).
 
-    ``deterministic``: interleaved workers and ``seconds`` in CP-SAT's
+    ``deterministic``: interleaved threads and ``seconds`` in CP-SAT's
     deterministic time, so that a run repeats itself; ``wall_seconds``
     (default ``seconds``) caps it on the wall clock as well, because CP-SAT's
     deterministic time can stall while the clock runs (a run cut by the clock
@@ -31,7 +31,7 @@ def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: 
     """
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.num_workers = workers
+    params.num_workers = threads
     params.random_seed = seed
     params.log_search_progress = log
     # CP-SAT's detection of "x >= y_i + c_i for at least one i" (from the enforced
@@ -52,11 +52,11 @@ def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: 
     return solver
 
 
-def exact_solver(options: ExactOptions, *, workers: int, seconds: float | None,
+def exact_solver(options: ExactOptions, *, threads: int, seconds: float | None,
                  wall_seconds: float | None = None) -> cp_model.CpSolver:
     """`cp_solver` with the exact planner's options: seed, mode, log, NoOverlap2D reasoning
     (timetabling, energetic, try-edge, pairwise pairs) and named subsolvers."""
-    solver = cp_solver(workers=workers, seed=options.seed, seconds=seconds,
+    solver = cp_solver(threads=threads, seed=options.seed, seconds=seconds,
                        deterministic=options.deterministic, log=options.log, ctrl_c=False,
                        wall_seconds=wall_seconds)
     params = solver.parameters

@@ -173,7 +173,7 @@ class _Run:
         (one for the floor probe and the windows, else `threads`)."""
         neighbourhoods = self.hint is not None and \
             by_neighbourhoods(self.parts[i].problem, self.options)
-        self.clock = CpuClock((self.options.workers or 1) if neighbourhoods else self.threads(),
+        self.clock = CpuClock((self.options.threads or 1) if neighbourhoods else self.threads(),
                               process=True).start()
         try:
             return self._plan_part(i, parts_left, neighbourhoods)
@@ -223,7 +223,7 @@ class _Run:
 
         original = self.problem
         widths = original.ends[part.buffers] - original.starts[part.buffers]
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         proofs: list = []
 
         def prove(low: int, seconds: float | None, nodes: int | None, cpu: float | None):
@@ -303,7 +303,7 @@ class _Run:
         To minimise, down to the floor; to fit, until the plan fits the capacity; for
         ``cpu`` CPU seconds per worker (CP-SAT's import counts), within the wall time left.
         """
-        clock = CpuClock(self.options.workers or 1, process=True).start()
+        clock = CpuClock(self.options.threads or 1, process=True).start()
         seconds, cpu = self._limits(cpu, self.seconds_left())
         began = time.perf_counter()
         part = self.parts[i]
@@ -397,8 +397,8 @@ class _Run:
 
     def threads(self) -> int:
         """Threads a search of this run keeps busy: the canonical search's, or CP-SAT's
-        workers (one per core unless ``workers`` says)."""
-        return self.options.workers or os.cpu_count() or 1
+        threads (one per core unless ``threads`` says)."""
+        return self.options.threads or os.cpu_count() or 1
 
     def _limits(self, cpu: float | None,
                 wall: float | None) -> tuple[float | None, float | None]:
@@ -447,7 +447,7 @@ class _Run:
         original = self.problem
         race = canonical.Race(part.problem, top, node_budget=budget,
                               widths=original.ends[part.buffers] - original.starts[part.buffers])
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
             canonical.head_start(race, head, options.stop)

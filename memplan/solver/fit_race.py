@@ -62,7 +62,7 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     """CP-SAT's options beside the canonical search's one thread (of ``threads``).
 
     Its own portfolio (the canonical search is the lowest-offset one), on
-    the other cores (measured on tilings: two workers beside a canonical
+    the other cores (measured on tilings: two threads beside a canonical
     thread lose a third against one), stopped by ``stop``. ``alone``: the
     canonical search stopped (its nodes were slow: packings the sweeps miss,
     which it does not settle), so the portfolio takes every core. Deterministic
@@ -71,4 +71,4 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     if options.deterministic:
         return dataclasses.replace(options, stop=stop)
     return dataclasses.replace(options, stop=stop, strategy="none",
-                               workers=threads if alone else max(threads - 1, 1))
+                               threads=threads if alone else max(threads - 1, 1))

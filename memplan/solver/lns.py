@@ -267,10 +267,10 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     model.hint(offsets)
     cp.add_hint(peak, old_peak)
     _dedupe_hints(cp)
-    solver = cp_solver(workers=options.workers or 1, seed=options.seed, ctrl_c=False,
+    solver = cp_solver(threads=options.threads or 1, seed=options.seed, ctrl_c=False,
                        seconds=None if seconds is None else seconds - built, log=options.log)
     budget = WINDOW_CPU if cpu is None else min(WINDOW_CPU, cpu)
-    with CpuCap(solver, options.workers or 1, budget, options.stop) as cap:
+    with CpuCap(solver, options.threads or 1, budget, options.stop) as cap:
         status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
              "built": built, "cpu": cap.spent}
@@ -285,7 +285,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     """The part's plan improved window by window (see the module doc); never worse.
     ``seconds``: wall seconds (the caller's limit); ``cpu``: CPU seconds per worker of the
     whole search, windows and the work between them (a caller's share; None: none)."""
-    began, clock = time.perf_counter(), CpuClock(options.workers or 1, process=True).start()
+    began, clock = time.perf_counter(), CpuClock(options.threads or 1, process=True).start()
     hood = _Neighbourhoods(problem, offsets, options.seed)
     size = START_SIZE
     stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max()),

@@ -56,7 +56,7 @@ MAX_PAIRS = 2_000_000  # more candidate pairs: no model (see the module doc)
 class SharedObjectsExactOptions:
     """Options of ``shared_objects_exact``."""
 
-    workers: int = option(0, "CP-SAT search workers; 0 = one per core")
+    threads: int = option(0, "CP-SAT search threads; 0 = one per core")
 
 
 DEFAULTS = SharedObjectsExactOptions()
@@ -138,7 +138,7 @@ def _cliques(members: list[int], start: np.ndarray, end: np.ndarray):
 
 
 def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start: np.ndarray,
-                  end: np.ndarray, warm: Objects, *, seconds: float, workers: int,
+                  end: np.ndarray, warm: Objects, *, seconds: float, threads: int,
                   seed: int) -> tuple[Objects, int, str]:
     """The representatives model (see the module doc) from ``warm``: (assignment, proven
     bound on the total, CP-SAT's status name)."""
@@ -179,7 +179,7 @@ def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start
         for i in group:
             if i != first and i in joins[first]:
                 model.add_hint(joins[first][i], True)
-    solver = cp_solver(workers=workers, seed=seed, seconds=seconds)
+    solver = cp_solver(threads=threads, seed=seed, seconds=seconds)
     status = solver.solve(model)
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -244,7 +244,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         left = seconds - (time.perf_counter() - began)
         objects, proven, status = solve_objects(
             problem, units, chosen, start, end, warm, seconds=max(left, 0.0),
-            workers=chosen_options.workers, seed=seed)
+            threads=chosen_options.threads, seed=seed)
         bound = max(bound, proven) if claims else 0
     elif pairs > MAX_PAIRS:
         status = f"not built: {pairs:,} candidate pairs"

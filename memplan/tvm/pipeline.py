@@ -25,6 +25,7 @@ import tvm
 
 from memplan.errors import MemplanError, ProblemError
 from memplan.frontends.relax import default_passes
+from memplan.options import old_keyword
 from memplan.tvm.relax_pass import memory_planning_pass, rethrow, typed_errors
 
 PLANNER = "StaticPlanBlockMemory"  # memplan's pass runs right after it
@@ -71,11 +72,14 @@ class MemplanPipeline(_Pipeline):
 
 
 def pipeline(time_limit: float | None = 10.0, *, target: Any = None,
-             fallback: str | None = None, seed: int = 0, workers: int | None = None,
+             fallback: str | None = None, seed: int = 0, threads: int | None = None,
+             workers: int | None = None,
              **solve_options: Any) -> Any:
     """The Relax pipeline ``tvm.compile`` runs for ``target`` (default: the current target)
     with `memplan.tvm.memory_planning_pass` after ``StaticPlanBlockMemory``; the options are
     the pass's."""
+    if workers is not None:
+        threads = old_keyword("pipeline(workers=...)", "threads", workers, threads)
     planning = memory_planning_pass(time_limit, fallback=fallback, seed=seed,
-                                    workers=workers, **solve_options)
+                                    threads=threads, **solve_options)
     return MemplanPipeline(planning, target)
