@@ -11,8 +11,8 @@ margins planners cut a budget by are in one table, `memplan.shares`.
 
 - `Budget`: the deadline, the allowance, the call's pace (wall seconds per CPU
   second so far: about 1 on an idle machine, 2-4 beside busy processes) and
-  the deterministic flag; `left`, `split`, `expired`, and what CP-SAT needs
-  (`cp_limits`).
+  the deterministic flag; `left`, `expired`, `end` (the deadline of a stage
+  starting now), and what CP-SAT needs (`cp_limits`).
 - `ThreadClock`, `CpuClock`: CPU seconds of one thread, or of the process per
   CP-SAT thread, readable from another thread.
 - `wall_left`, `command_pace`, `command_left`: a stage's CP-SAT limit, and a
@@ -73,13 +73,6 @@ class Budget:
         cpu = self.spent()
         return 1.0 if cpu < PACE_CPU else max(1.0, (time.perf_counter() - self.began) / cpu)
 
-    def split(self, share: float) -> Budget:
-        """A child budget for a stage starting now: ``share`` of what is `left`, in CPU
-        seconds, within the same deadline (no limit: none)."""
-        left = self.left()
-        return Budget(None if left is None else max(0.0, share * left), self.deadline,
-                      self.deterministic)
-
     def until(self, wall: float | None, cpu: float | None) -> float | None:
         """The `time.perf_counter` deadline of a stage starting now that must end by ``wall``
         and, with ``cpu`` (a value of `spent`), once the call has taken that many CPU
@@ -114,12 +107,6 @@ def wall_left(deadline: float | None) -> float | None:
     """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
     `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
     return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
-
-
-def seconds_to(deadline: float | None) -> float | None:
-    """Wall seconds from now to ``deadline`` (None: no limit), at least 0: the time limit a
-    stage hands the next planner."""
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
 def command_pace() -> float:

@@ -35,16 +35,6 @@ def test_a_limit_is_a_deadline_and_an_allowance():
     assert Budget.of_limit(0.0).expired()
 
 
-def test_a_split_is_a_share_of_what_is_left_within_the_same_deadline():
-    parent = Budget.of_limit(60.0, cpu=2.0, deterministic=True)
-    child = parent.split(0.25)
-    assert child.deadline == parent.deadline and child.deterministic
-    assert child.cpu == pytest.approx(0.5, abs=0.01)
-    without_allowance = Budget.of_limit(10.0).split(0.5)
-    assert without_allowance.cpu == pytest.approx(5.0, abs=0.1)
-    assert Budget.of_limit(None).split(0.5).cpu is None
-
-
 def test_cp_sat_gets_the_wall_left_and_the_cpu_left(monkeypatch):
     assert Budget.of_limit(None).cp_limits() == (None, None)
     wall, cpu = Budget.of_limit(10.0, cpu=3.0).cp_limits()

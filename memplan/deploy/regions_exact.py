@@ -75,7 +75,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import wall_left
+from memplan.budget import Budget, wall_left
 from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
@@ -287,12 +287,12 @@ class RegionModel:
         """``(solver, status, CPU seconds per worker)`` of one run: at most ``cpu`` CPU
         seconds per worker, and not past ``deadline`` (a `time.perf_counter` value); it
         stops once the objective is proven within ``gap`` (a share) of its bound."""
-        solver = cp_solver(threads=threads, seed=seed, seconds=wall_left(deadline))
-        solver.parameters.relative_gap_limit = gap
+        seconds, cap_seconds = Budget(cpu, deadline).cp_limits()
         # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
         # llama: 6 s of presolve, no solution, the hint unread): none
-        solver.parameters.cp_model_probing_level = 0
-        with CpuCap(solver, threads, cpu) as cap:
+        solver = cp_solver(threads=threads, seed=seed, seconds=seconds, relative_gap=gap,
+                           probing=False)
+        with CpuCap(solver, threads, cap_seconds) as cap:
             status = solver.solve(self.cp)
         return solver, status, cap.spent
 

@@ -18,8 +18,8 @@ from memplan.solver.exact_options import ExactOptions
 
 
 def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: bool = False,
-              log: bool = False, ctrl_c: bool = True,
-              wall_seconds: float | None = None) -> cp_model.CpSolver:
+              log: bool = False, ctrl_c: bool = True, wall_seconds: float | None = None,
+              relative_gap: float = 0.0, probing: bool = True) -> cp_model.CpSolver:
     """A CP-SAT solver for one run of at most ``seconds`` (None: until proven).
 
     ``deterministic``: interleaved threads and ``seconds`` in CP-SAT's
@@ -27,7 +27,9 @@ def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: 
     (default ``seconds``) caps it on the wall clock as well, because CP-SAT's
     deterministic time can stall while the clock runs (a run cut by the clock
     does not repeat itself: `cut_by_clock` tells). ``ctrl_c=False`` when the
-    caller runs the solver in a helper thread and handles Ctrl-C itself.
+    caller runs the solver in a helper thread and handles Ctrl-C itself. ``relative_gap``:
+    stop once the objective is proven within this share of its bound; ``probing=False``:
+    no probing in presolve (it takes seconds on models of a few hundred optional boxes).
     """
     solver = cp_model.CpSolver()
     params = solver.parameters
@@ -40,6 +42,10 @@ def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: 
     params.auto_detect_greater_than_at_least_one_of = False
     if not ctrl_c:
         params.catch_sigint_signal = False
+    if relative_gap:
+        params.relative_gap_limit = relative_gap
+    if not probing:
+        params.cp_model_probing_level = 0
     if deterministic:
         params.interleave_search = True
         if seconds is not None:
