@@ -54,7 +54,7 @@ import numpy as np
 
 from memplan import frontends, parts
 from memplan.bounds import load_profile, lower_bound
-from memplan.budget import Budget
+from memplan.budget import Budget, left_of, to_deadline
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.limits import (
@@ -397,7 +397,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
-        max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
+        max(0.0, left_of(HEURISTIC_MOST * settings.time_limit, began)))
     floor = floor_planner(problem, settings.time_limit)
     if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [floor], time_limit=None))
@@ -418,7 +418,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
             # exact planner gets the rest of the limit
             check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
             left = None if settings.time_limit is None else \
-                settings.time_limit - (time.perf_counter() - began) - check
+                left_of(settings.time_limit, began) - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
@@ -491,7 +491,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.threads is None else {"threads": settings.threads}
         left = None if settings.time_limit is None else \
-            max(0.0, settings.time_limit - (time.perf_counter() - began))
+            max(0.0, left_of(settings.time_limit, began))
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
     return report
@@ -597,9 +597,8 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    clock = Budget(None if time_limit is None else
-                        time_limit - (time.perf_counter() - began),
-                        None if time_limit is None else began + time_limit)
+    clock = Budget(None if time_limit is None else left_of(time_limit, began),
+                   None if time_limit is None else began + time_limit)
     rows, interrupted, skipped = [], False, {}
     for k, (name, problem) in enumerate(named):
         share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
@@ -669,7 +668,7 @@ class _Comparing:
         clock = self.clock
         need = (2 * self.check, 2 * self.check * clock.pace()) if exact else self.dearest
         left = (None if self.end is None else self.end - clock.spent(),
-                _seconds(clock.deadline, time.perf_counter()))
+                None if clock.deadline is None else max(0.0, to_deadline(clock.deadline)))
         return any(seconds is not None and seconds + self.slack <= most
                    for seconds, most in zip(left, need, strict=True))
 

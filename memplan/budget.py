@@ -109,6 +109,40 @@ def wall_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
 
 
+def deadline_in(seconds: float | None) -> float | None:
+    """The `time.perf_counter` deadline ``seconds`` from now (None: none)."""
+    return None if seconds is None else time.perf_counter() + seconds
+
+
+def to_deadline(deadline: float) -> float:
+    """Wall seconds from now to ``deadline`` (negative once past it)."""
+    return deadline - time.perf_counter()
+
+
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (None: none) has passed: how a pass checks its deadline."""
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def ends_after(seconds: float, deadline: float | None, cpu_deadline: float | None = None
+               ) -> bool:
+    """Whether a step of ``seconds`` starting now would end past ``deadline`` (wall) or past
+    ``cpu_deadline`` (a `time.thread_time` value of this thread)."""
+    return (deadline is not None and time.perf_counter() + seconds > deadline) or \
+        (cpu_deadline is not None and time.thread_time() + seconds > cpu_deadline)
+
+
+def thread_cpu() -> float:
+    """This thread's CPU seconds (`time.thread_time`): where a CPU deadline counts from."""
+    return time.thread_time()
+
+
+def left_of(limit: float, began: float) -> float:
+    """Wall seconds left of ``limit`` counted from ``began`` (a `time.perf_counter` value;
+    negative once past it)."""
+    return limit - (time.perf_counter() - began)
+
+
 def command_pace() -> float:
     """Wall seconds per CPU second of this process since the command began, at least 1:
     about 1 on a quiet machine, 3-4 beside busy processes. Measured before the planners

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import CpuClock
+from memplan.budget import CpuClock, deadline_in, left_of, past, to_deadline
 from memplan.errors import ProblemError, naming
 from memplan.frontends.onnx_options import OnnxOptions
 from memplan.groups import group_congruence
@@ -290,19 +290,19 @@ def fast_order(deps: Dependencies, *, time_limit: float, seed: int, cpu: float |
     """The best of the list schedules (and the file's order), improved by local search: the
     random starts for `STARTS_SHARE` of ``cpu`` (CPU seconds of this thread; default
     ``time_limit``), the search for the rest, and never past ``time_limit`` (wall)."""
-    deadline = time.perf_counter() + time_limit
+    deadline = deadline_in(time_limit)
     budget = time_limit if cpu is None else cpu
     clock = CpuClock().start()
     rng = np.random.default_rng(seed)
     candidates = [np.arange(deps.n), list_schedule(deps)]
     for _ in range(RANDOM_STARTS):
-        if clock.spent() > STARTS_SHARE * budget or time.perf_counter() > deadline:
+        if clock.spent() > STARTS_SHARE * budget or past(deadline):
             break
         candidates.append(list_schedule(deps, rng))
     costs = [deps.cost(c) for c in candidates]
     order = candidates[costs.index(min(costs))]
-    order, stats = improve(deps, order, lambda: clock.spent() >= budget or
-                           time.perf_counter() >= deadline, rng, iterations)
+    order, stats = improve(deps, order, lambda: clock.spent() >= budget or past(deadline),
+                           rng, iterations)
     stats.update(starts=len(candidates), start_costs=[c[0] for c in costs])
     return order, stats
 
@@ -410,13 +410,13 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
-    deadline = time.perf_counter() + time_limit
+    deadline = deadline_in(time_limit)
     budget = time_limit if cpu is None else cpu
     windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
     solver = cp_solver(threads=threads, seed=seed,
-                       seconds=max(0.01, deadline - time.perf_counter()))
+                       seconds=max(0.01, to_deadline(deadline)))
     with CpuCap(solver, _cpu_workers(threads), budget / 2 if windowed else None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
@@ -432,7 +432,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     if windowed and status != cp_model.OPTIMAL and offsets is not None:
         order, offsets, more = _improve_windows(
             deps, problem, order, offsets, stats["bound"], seed=seed, threads=threads,
-            time_limit=deadline - time.perf_counter(), cpu=budget - cap.spent)
+            time_limit=to_deadline(deadline), cpu=budget - cap.spent)
         stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
                      else stats["status"])
     return order, offsets, stats
@@ -470,7 +470,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     best = _layout_peak(deps, offsets)
     windows = improved = 0
     while best > floor:
-        left = time_limit - (time.perf_counter() - began)
+        left = left_of(time_limit, began)
         if left <= 0.05:
             break
         load, _, _ = deps.load(order)
@@ -631,7 +631,7 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
                           time.perf_counter() - began, stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
     deps = dependencies(original, graph, optional_taken=True)
-    order, stats = fast_order(deps, time_limit=time_limit - (time.perf_counter() - began),
+    order, stats = fast_order(deps, time_limit=left_of(time_limit, began),
                               cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0),
                               seed=seed)
     best_bound = offsets = None
@@ -647,7 +647,7 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, time_limit - (time.perf_counter() - began))
+        left = max(0.01, left_of(time_limit, began))
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
             threads=threads, cpu=max(0.01, time_limit - clock.spent()))

@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
+from memplan.budget import to_deadline
 from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
@@ -177,7 +178,7 @@ def plan_in_time(planner: str, problem: Problem, seconds: float,
 
 
 def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.perf_counter())
+    return max(0.0, to_deadline(deadline))
 
 
 def _exact(value: int) -> str:

@@ -57,6 +57,7 @@ from executorch.exir.memory_planning import (
 )
 
 from memplan.api import SolveOptions, solve
+from memplan.budget import left_of
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
@@ -159,7 +160,7 @@ class MemplanAlgorithm:
         for k, (mem_id, problem) in enumerate(sorted(layout.problems.items())):
             share = None
             if limit is not None:
-                left = limit - (time.perf_counter() - began)
+                left = left_of(limit, began)
                 share = max(0.0, left / (len(layout.problems) - k))
             plans[mem_id] = solve(problem, replace(self.options, time_limit=share))
         return plans

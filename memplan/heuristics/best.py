@@ -97,7 +97,7 @@ from functools import partial
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import Budget
+from memplan.budget import Budget, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
 from memplan.heuristics import anneal, compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
@@ -335,7 +335,7 @@ class Run:
         if self.clock.cpu is not None and (self.cpu_left() <= 0 or bool(self.cut)):
             return True
         deadline = self.clock.deadline
-        return deadline is not None and (time.perf_counter() > deadline or bool(self.cut))
+        return deadline is not None and (past(deadline) or bool(self.cut))
 
     def at_bound(self) -> bool:
         """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
@@ -367,7 +367,7 @@ class Run:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
         found = planner(self.problem, time_limit=None if self.clock.deadline is None else
-                        self.clock.deadline - time.perf_counter(),
+                        to_deadline(self.clock.deadline),
                         hint=Plan.from_offsets(self.problem, offsets, planner=name),
                         cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take

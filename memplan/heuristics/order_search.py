@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import Budget
+from memplan.budget import Budget, thread_cpu
 from memplan.heuristics.order import order_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units, listing_budget
@@ -49,7 +49,7 @@ class OrderSearch:
             clock.deadline - clock.began
         self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
             problem, deadline=clock.end(),
-            cpu_deadline=listing_budget(time.thread_time(), limit)) if units is None else units
+            cpu_deadline=listing_budget(thread_cpu(), limit)) if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
         self.evaluations = 0

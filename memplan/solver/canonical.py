@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memplan.budget import ThreadClock
+from memplan.budget import ThreadClock, deadline_in, left_of, to_deadline
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import HEAD_START_PACE, HEAD_START_SECONDS, NODES_PER_SECOND, PROBE_SECONDS
 from memplan.solver.outcome import Outcome
@@ -191,7 +191,7 @@ class Race:
     def start(self, threads: int, seconds: float | None, cpu: float | None = None):
         """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass
         (wall: the caller's limit); `wait` also ends it once its `cpu` reaches ``cpu``."""
-        self._deadline = None if seconds is None else time.perf_counter() + seconds
+        self._deadline = deadline_in(seconds)
         self.cpu_limit = cpu
         for _ in range(max(threads, 0)):
             clock = ThreadClock()
@@ -220,7 +220,7 @@ class Race:
         try:
             while (turn := self._next(flag)) is not None:
                 order, limit = turn
-                left = -1.0 if self._deadline is None else self._deadline - time.perf_counter()
+                left = -1.0 if self._deadline is None else to_deadline(self._deadline)
                 if self._deadline is not None and left <= 0:
                     break
                 code, raw, nodes = _kernel_search(*self._arrays, KEYS[order], self.capacity,
@@ -316,14 +316,14 @@ def stacked(problem: Problem) -> np.ndarray:
 def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> bool:
     """Wait up to ``seconds`` for ``race`` to settle; True if ``stop`` or Ctrl-C interrupted.
     A race past its `Race.cpu_limit` is stopped (its verdict stays unknown)."""
-    end = None if seconds is None else time.perf_counter() + seconds
+    end = deadline_in(seconds)
     try:
         while not race.settled.is_set():
             if race.cpu_limit is not None and race.cpu() >= race.cpu_limit:
                 race.narrow(0)  # its threads stop at once; the last one out settles it
                 race.settled.wait(0.02)
                 continue
-            step = 0.02 if end is None else min(0.02, end - time.perf_counter())
+            step = 0.02 if end is None else min(0.02, to_deadline(end))
             if step <= 0:
                 return False
             race.settled.wait(step)
@@ -436,7 +436,7 @@ class _Descent:
         return int((offsets + self.problem.sizes).max())
 
     def wall_left(self) -> float | None:
-        return None if self.seconds is None else self.seconds - (time.perf_counter() - self.began)
+        return None if self.seconds is None else left_of(self.seconds, self.began)
 
     def left(self) -> float | None:
         """Nodes (deterministic mode) or seconds left; None without a limit. The clock caps

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import CpuClock
+from memplan.budget import CpuClock, left_of
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -93,13 +93,13 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         start = CpuClock(process=True).start()  # ``best``'s passes, on one core
         hint = plan_with("best", problem, seed=seed, search_evaluations=0,
                          cpu=seconds * CANONICAL_START_SHARE,
-                         time_limit=max(0.0, seconds - (time.perf_counter() - began)))
+                         time_limit=max(0.0, left_of(seconds, began)))
         descent = seconds * (1 - CANONICAL_START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
     threads = 1 if chosen.deterministic else chosen.threads or os.cpu_count() or 1
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
-                                seconds - (time.perf_counter() - began),
+                                left_of(seconds, began),
                                 threads=threads, deterministic=chosen.deterministic,
                                 cpu=None if chosen.deterministic else cpu)
     return Plan.from_offsets(problem, outcome.offsets, planner="canonical",

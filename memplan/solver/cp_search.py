@@ -44,6 +44,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
+from memplan.budget import left_of
 from memplan.shares import DETERMINISTIC_SLICE
 from memplan.solver.cp_params import bound_of, cut_by_clock, exact_solver, proven_bound
 from memplan.solver.cpu_budget import CpuCap
@@ -151,7 +152,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
                                       1 if race else threads, state.left(began, seconds),
                                       on_solution, on_bound,
                                       None if seconds is None else
-                                      seconds - (time.perf_counter() - began),
+                                      left_of(seconds, began),
                                       None if cpu is None else
                                       per_lane * cpu - (state.cpu if sliced else 0.0)))
             if not running:
@@ -225,12 +226,12 @@ class _State:
         """Seconds left: wall seconds, or deterministic ones in deterministic mode."""
         if seconds is None:
             return None
-        return seconds - (self.spent if self.deterministic else time.perf_counter() - began)
+        return seconds - self.spent if self.deterministic else left_of(seconds, began)
 
     def timed_out(self, began: float, seconds: float | None) -> bool:
         """No time left: deterministic or wall seconds (the clock caps deterministic mode)."""
         left = self.left(began, seconds)
-        return left is not None and (left <= 0 or time.perf_counter() - began >= seconds)
+        return left is not None and (left <= 0 or left_of(seconds, began) <= 0)
 
     def absorb(self, lane: _Lane, *, final: bool):
         """Take a finished run's plan, bound and verdict."""

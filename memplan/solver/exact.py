@@ -63,7 +63,7 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import CpuClock
+from memplan.budget import CpuClock, left_of
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
@@ -96,7 +96,7 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
             if limit is not None:  # ends by the clock
                 wall = options.time_limit
                 budget["cpu"], limit = limit, None if wall is None else \
-                    max(0.0, wall - (time.perf_counter() - began))
+                    max(0.0, left_of(wall, began))
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
                          **budget)
         stats["warm_start"] = options.warm_start
@@ -165,7 +165,7 @@ class _Run:
     def seconds_left(self) -> float | None:
         if self.options.time_limit is None:
             return None
-        return self.options.time_limit - (time.perf_counter() - self.began)
+        return left_of(self.options.time_limit, self.began)
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
         """Plan part ``i`` with its share of the CPU time left (`_share`), within the wall
@@ -320,7 +320,7 @@ class _Run:
                     self.tops[i] = new
                     self.report()
 
-            left = None if seconds is None else seconds - (time.perf_counter() - began)
+            left = None if seconds is None else left_of(seconds, began)
             hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution,
@@ -452,7 +452,7 @@ class _Run:
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
             canonical.head_start(race, head, options.stop)
         outcome = None
-        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        left = None if seconds is None else left_of(seconds, began)
         cpu_left = None if cpu is None else cpu - race.cpu()
         if race.verdict is None and not interrupted and (left is None or left > 0) and \
                 (cpu_left is None or cpu_left > 0):

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import CpuClock
+from memplan.budget import CpuClock, to_deadline
 from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.shares import WINDOW_CPU
 from memplan.solver.cp_params import cp_solver
@@ -297,7 +297,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     try:
         while int(hood.tops.max()) > floor and (seconds is not None or cpu is not None
                                                  or stalled < STALL):
-            left = deadline - time.perf_counter()
+            left = to_deadline(deadline)
             cpu_left = None if cpu is None else cpu - clock.spent()
             if left <= max(0.05, build) or (cpu_left is not None and cpu_left <= 0.05) or \
                     (options.stop is not None and options.stop.is_set()):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.bounds import ranked_live_bound, time_overlap_count
+from memplan.budget import left_of
 from memplan.groups import AliasUnits, alias_units, combine_congruences
 from memplan.options import option, parse_options
 from memplan.plan import Plan, gap_of
@@ -241,7 +242,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                                                                        end[chosen])
     objects, status = warm, "not run"
     if warm.total > bound and pairs <= MAX_PAIRS:
-        left = seconds - (time.perf_counter() - began)
+        left = left_of(seconds, began)
         objects, proven, status = solve_objects(
             problem, units, chosen, start, end, warm, seconds=max(left, 0.0),
             threads=chosen_options.threads, seed=seed)
