@@ -92,7 +92,8 @@ def renamed(**names: str):
         cls.__init__ = __init__
         for old, new in names.items():
             setattr(cls, old, property(partial(_read_renamed, old=f"{cls.__name__}.{old}",
-                                               new=new)))
+                                               new=new),
+                                       doc=f"The old name of ``{new}`` (deprecated)."))
         return cls
 
     return wrap
