@@ -208,7 +208,7 @@ class ThreadClock:
 class CpuClock:
     """CPU seconds since `start` of the calling thread (``threads`` = 1) or of the process
     per CP-SAT thread (CP-SAT with more threads searches in threads of its own;
-    ``process``: also with one, whose work runs in helper threads). With one thread, the
+    ``process``: also with one, whose work runs in other threads). With one thread, the
     calling one, the clock is the thread's POSIX CPU clock, so another thread can read it."""
 
     def __init__(self, threads: int = 1, *, process: bool = False):

@@ -35,7 +35,7 @@ VALIDATE_MARGIN = 1.5  # times a timed validation, kept to validate the next pla
 # later passes, the exact planner's plan after the heuristics')
 COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 CAPACITY_SHARE = 0.8  # explain: of the time limit, the most the capacity reason takes
-QUICK_CHECK = 0.5  # a CP-SAT check this short runs in the caller's thread (no helper thread)
+QUICK_CHECK = 0.5  # a CP-SAT check this short runs in the caller's thread (no other thread)
 
 # --- the floor (memplan.registry): the cheapest greedy, uncut, unless its work would not fit
 FLOOR_PAIRS_PER_SECOND = 12_000_000  # pairs its compiled pass visits a CPU second (69 M
