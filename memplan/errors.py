@@ -164,14 +164,16 @@ def renamed(module: str, names: dict[str, str]):
     return __getattr__
 
 
-def renamed_keyword(old: str, old_value, new: str, new_value):
+def renamed_keyword(old: str, old_value, new: str, new_value, where: str = ""):
     """The value of keyword ``new``, or of its old spelling ``old`` (kept for one release,
-    with one `DeprecationWarning` line); `ProblemError` when both are given."""
+    with one `DeprecationWarning` line); `ProblemError` when both are given. ``where``: the
+    call that takes them, for the message."""
     if old_value is None:
         return new_value
+    call = f"{where}({old}=...)" if where else f"{old}="
     if new_value is not None:
-        raise ProblemError(f"{old}= and {new}= are the same setting: give {new}= only")
+        raise ProblemError(f"{call} is the old name of {new}=: give {new}= only")
     import warnings
 
-    warnings.warn(f"{old}= is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"{call} is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
     return old_value

@@ -30,10 +30,11 @@ from typing import Protocol
 import numpy as np
 
 from memplan.bounds import time_overlap_count
-from memplan.errors import HintWarning, ProblemError, UnknownPlannerError, renamed
+from memplan.errors import HintWarning, ProblemError, UnknownPlannerError, renamed, renamed_keyword
 from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.shares import CEILING_LEAST_WORK, CEILING_PAIRS_PER_SECOND, CEILING_SHARE
 from memplan.validate import known_valid, mark_valid, validate
 
 
@@ -48,12 +49,7 @@ CEILING = "greedy_by_size"  # the cheapest greedy: `best`, `exact` and `memplan.
 CEILING_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the problem (optional
 # aliases) and more pairs overlap in time: its pair lists in Python would take minutes
 # ... or unless its work (the compiled pass meets every pair of overlapping lifetimes once,
-# O(E log n): 69 M pairs, a 60k-buffer training step, 4-5 s quiet, 8.4 CPU-s beside busy
-# processes; 556 M pairs, eight of them end to end, 67 CPU-s) would take more than
-# CEILING_SHARE of the time limit at CEILING_PAIRS_PER_SECOND
-CEILING_PAIRS_PER_SECOND = 12_000_000
-CEILING_SHARE = 0.5
-CEILING_LEAST_WORK = 1_000_000  # pairs the ceiling's pass may visit whatever the limit (0.1 s)
+# O(E log n)) would take more than CEILING_SHARE of the time limit (`memplan.shares`)
 
 
 def ceiling_planner(problem: Problem, time_limit: float | None = None) -> str:
@@ -93,6 +89,9 @@ def register(name: str) -> Callable[[Planner], Planner]:
         def planner(problem: Problem, *args, hint: Plan | None = None, **options) -> Plan:
             if "seed" in options:  # a numpy integer as a Python int (the kernels take those)
                 options["seed"] = check_seed(options["seed"])
+            if "workers" in options:  # the old name of CP-SAT's threads, for one release
+                options["threads"] = renamed_keyword("workers", options.pop("workers"), "threads",
+                                                     options.get("threads"), where=name)
             why = None
             if hint is not None:
                 why = rejected_hint(problem, hint, name)
@@ -160,8 +159,9 @@ def plan_with(name: str, problem: Problem, **options) -> Plan:
     planner = get_planner(name)
     if "time_limit" in options:  # one rule for every entry point (`memplan.limits`)
         options["time_limit"] = check_time_limit(options["time_limit"], "time_limit")
-    if options.get("workers"):  # 0: the planner's own default
-        check_workers(options["workers"], "workers")
+    for key in ("threads", "workers"):
+        if options.get(key):  # 0: the planner's own default
+            check_workers(options[key], key)
     began = time.perf_counter()
     plan = planner(problem, **options)
     if not plan.seconds:

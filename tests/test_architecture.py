@@ -7,7 +7,8 @@ folder: a compiler's folder (onnx/, tflite/, executorch/, tvm/) and formats/
 sit at the top but for their readers (layer 2) and writers (layer 3), named
 one by one; the longest name that matches a module places it:
 
-    0  errors, limits, problem, output_files, stopping, budget   the vocabulary, files, time
+    0  errors, limits, problem, output_files, stopping,  the vocabulary, files, Ctrl-C,
+       startup, shares, budget                         and time
     1  bounds, plan, groups, validate, options, registry          what every planner needs
     2  heuristics/, solver/, and every format's readers           planners and readers
     3  deploy/, schedule/, and the writers                        on top of any planner
@@ -31,7 +32,8 @@ import memplan
 ROOT = Path(memplan.__file__).parent
 PAGE = ROOT.parent / "docs" / "explanation" / "architecture.md"
 LAYERS = {
-    "errors": 0, "limits": 0, "problem": 0, "output_files": 0, "stopping": 0, "budget": 0,
+    "errors": 0, "limits": 0, "problem": 0, "output_files": 0, "stopping": 0, "shares": 0,
+    "budget": 0, "startup": 0,
     "bounds": 1, "plan": 1, "groups": 1, "validate": 1, "options": 1, "registry": 1,
     "heuristics": 2, "solver": 2,
     "formats.memplan_json": 2, "formats.minimalloc_csv": 2, "formats.c_header": 2,

@@ -126,7 +126,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     (each turn's wall time then 2-4 times its CPU time) end the turns at the same point
     of the search, and the same order settles each part."""
     problem = memplan.load(CHALLENGING / "F.1048576.csv")
-    options = ExactOptions(time_limit=30, workers=1, canonical=False, warm_start=None,
+    options = ExactOptions(time_limit=30, threads=1, canonical=False, warm_start=None,
                            slice_seconds=0.3)
     turns: list[tuple] = []
     run = cp_search._Lane._run
@@ -347,7 +347,7 @@ def test_region_choice_hands_over_in_cpu_seconds(monkeypatch):
 
     monkeypatch.setattr(regions_exact.RegionModel, "solve", measured)
     with busy(BUSY), pytest.raises(StageOver):
-        regions_exact.plan_regions_exact(problem, time_limit=8, workers=1)
+        regions_exact.plan_regions_exact(problem, time_limit=8, threads=1)
     # busy: more wall time, the same CPU (the cap counts the relaxation's in process CPU,
     # a little more than its thread's)
     assert len(spent) == 2 and sum(spent) >= 0.85 * 0.4
@@ -363,7 +363,7 @@ def test_peak_stage_of_variable_scratch_hands_over_in_cpu_seconds(monkeypatch):
     monkeypatch.setattr(scratch_exact, "STAGE_SHARE", 0.05)  # 0.4 CPU-s of an 8 s limit
     spent = _first_stage_cpu(monkeypatch, scratch_exact, "plan_with", time.process_time)
     with busy(BUSY), pytest.raises(StageOver):
-        scratch_exact.plan_scratch_exact(problem, time_limit=8, workers=1)
+        scratch_exact.plan_scratch_exact(problem, time_limit=8, threads=1)
     assert spent[0] >= 0.95 * 0.4
 
 
@@ -411,7 +411,7 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
         began = time.thread_time()
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
-                                   time_limit=30, seed=0, workers=1, cpu=1.0)
+                                   time_limit=30, seed=0, threads=1, cpu=1.0)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
 
 

@@ -37,7 +37,7 @@ def _infeasible_alone(problem: Problem, indices, capacity: int) -> bool:
     alone = subproblem(problem, indices, capacity)
     if lower_bound(alone) > capacity:
         return True
-    plan = plan_with("exact", alone, time_limit=300, workers=1)  # milliseconds when idle
+    plan = plan_with("exact", alone, time_limit=300, threads=1)  # milliseconds when idle
     return plan.status == "infeasible" and plan.best_bound > capacity
 
 
@@ -66,7 +66,7 @@ def test_a_packing_that_fits_the_live_load_but_not_the_capacity_is_shrunk_to_its
     for dropped in indices:  # minimal: without any one of them the rest fits
         rest = [i for i in indices if i != dropped]
         assert plan_with("exact", subproblem(problem, rest, 6), time_limit=300,
-                         workers=1).arena_size <= 6
+                         threads=1).arena_size <= 6
     assert explain(problem, capacity=7, time_limit=300).capacity.kind == "fits"
 
 

@@ -154,7 +154,7 @@ def test_large_graphs_are_improved_window_by_window(monkeypatch):
     start = plan_with("best", problem)  # the file's order and a layout of it
     order, offsets, stats = operator_order._improve_windows(
         deps, problem, np.arange(deps.n), start.offsets, deps.step_bound(), time_limit=5,
-        seed=0, workers=1)
+        seed=0, threads=1)
     assert stats["windows"] > 0 and stats["peak"] <= start.arena_size
     reordered = from_onnx(reordered_model(model, order.tolist(), []), inplace=False)
     ids = {name: i for i, name in enumerate(problem.ids)}

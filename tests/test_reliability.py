@@ -349,7 +349,7 @@ def test_nonsense_run_options_are_refused(capsys, tmp_path, option):
 
 
 def test_run_options_are_checked_in_the_library():
-    for bad in (dict(time_limit=-1), dict(time_limit=float("nan")), dict(workers=-3),
+    for bad in (dict(time_limit=-1), dict(time_limit=float("nan")), dict(threads=-3),
                 dict(heuristic_time_limit=float("nan")), dict(seed=1.5)):
         with pytest.raises(ProblemError):
             SolveOptions(**bad)

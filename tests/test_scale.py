@@ -130,7 +130,7 @@ def _improved(problem, start, seconds=None, **options):
     hinted = part_offsets(part, start.offsets)
     seen = []
     result = improve(part.problem, hinted, floor=lower_bound(part.problem), seconds=seconds,
-                     options=ExactOptions(workers=1, **options), on_solution=seen.append)
+                     options=ExactOptions(threads=1, **options), on_solution=seen.append)
     offsets = result.offsets * part.scale
     whole = np.zeros(len(problem), np.int64)
     whole[part.buffers] = offsets
@@ -164,17 +164,17 @@ def test_lns_keeps_aliases_conflicts_and_pinned_buffers():
 def test_exact_uses_lns_on_large_parts_and_keeps_its_word():
     problem = network_like(250, 6)
     hint = plan_with("naive", problem)  # far above the bound: the search has work to do
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100,
+    plan = plan_with("exact", problem, hint=hint, threads=1, lns_buffers=100,
                      canonical=False)  # no floor probe first: the windows until stalled
     assert validate(problem, plan) == []
     assert plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
-    probed = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100)
+    probed = plan_with("exact", problem, hint=hint, threads=1, lns_buffers=100)
     assert validate(problem, probed) == [] and probed.status == "optimal"
     assert any(s and "floor_probe" in s for s in probed.stats["parts_stats"])
     assert (plan.status == "optimal") == (plan.arena_size == plan.best_bound)
     capped = problem.replace(capacity=hint.arena_size)
-    fit = plan_with("exact", capped, hint=hint, workers=1, lns_buffers=100)
+    fit = plan_with("exact", capped, hint=hint, threads=1, lns_buffers=100)
     assert fit.status in ("feasible", "optimal") and validate(capped, fit) == []
 
 
@@ -217,7 +217,7 @@ def test_overlap_count_matches_the_pairs_and_routes_crowded_parts_to_lns():
         assert time_overlap_count(starts, ends) == len(time_overlap_pairs(starts, ends)[0])
     problem = training_step(200, 7)
     hint = plan_with("naive", problem)
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_pairs=10, canonical=False)
+    plan = plan_with("exact", problem, hint=hint, threads=1, lns_pairs=10, canonical=False)
     assert validate(problem, plan) == [] and plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
 

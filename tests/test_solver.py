@@ -18,7 +18,7 @@ import pytest
 from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.solver import Progress
 
-FAST = {"time_limit": 10.0, "workers": 2}
+FAST = {"time_limit": 10.0, "threads": 2}
 
 
 def exact(problem: Problem, **options):

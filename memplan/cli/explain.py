@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 
-from memplan import startup
+from memplan.budget import command_left
 from memplan.cli import checks
 from memplan.cli.checks import UsageError, check_figure_path
 from memplan.cli.exit_codes import FAILED, OK
@@ -29,12 +28,7 @@ from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
 from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
-
-# of the time left after loading: the CPU seconds of the plan whose gap is explained (a planner
-# that takes a ``cpu`` budget, `plan_in_time`: its plan the same on a busy machine, later), its
-# wall limit the time left less the explanation's least share
-PLAN_SHARE = 1 / 3
-LEAST_SHARE = 0.1  # of --time-limit: what the explanation keeps however long loading took
+from memplan.shares import COMMAND_LEAST_SHARE, EXPLAIN_PLAN_SHARE
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -100,7 +94,7 @@ def explain_with_regions(problem: Problem, regions: list[Region], args: argparse
     placed = problem.replace(regions=regions)
     weights = np.maximum(step_reads(placed), 1)
     limit = math.inf if args.time_limit is None else args.time_limit
-    plan = plan_regions_exact(placed, time_limit=_left(limit), workers=args.threads,
+    plan = plan_regions_exact(placed, time_limit=command_left(limit), threads=args.threads,
                               hint=plan_regions(placed, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
@@ -110,7 +104,7 @@ def explain_with_regions(problem: Problem, regions: list[Region], args: argparse
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan explain``: plan with ``--planner`` (`PLAN_SHARE` of the time left, in CPU
+    """``memplan explain``: plan with ``--planner`` (`EXPLAIN_PLAN_SHARE` of the time left, in CPU
     seconds), explain with the rest (``--time-limit`` counts from the command's start, like
     ``solve``'s); the explanation as text or JSON, the figure with ``--plot``; exit 1 when
     the capacity is not met."""
@@ -122,12 +116,12 @@ def run(args: argparse.Namespace) -> int:
         _show(explain_with_regions(problem, args.regions, args), args)
         return OK
     limit = math.inf if args.time_limit is None else args.time_limit
-    wall = _left(limit) - LEAST_SHARE * limit if math.isfinite(limit) else math.inf
+    wall = command_left(limit) - COMMAND_LEAST_SHARE * limit if math.isfinite(limit) else math.inf
     plan = None if args.planner == "none" else plan_in_time(
-        args.planner, problem, PLAN_SHARE * _left(limit), wall, seed=args.seed)
+        args.planner, problem, EXPLAIN_PLAN_SHARE * command_left(limit), wall, seed=args.seed)
     if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
         raise KeyboardInterrupt  # command ends
-    found = explain(problem, plan, time_limit=_left(limit), workers=args.threads)
+    found = explain(problem, plan, time_limit=command_left(limit), threads=args.threads)
     if args.plot:
         try:
             figure = (found.plot_gap() if found.gap else found.plot()).figure
@@ -149,7 +143,3 @@ def _show(found, args: argparse.Namespace) -> None:
         print(json.dumps(found.to_dict(), indent=1) if args.json else found)
 
 
-def _left(limit: float) -> float:
-    """What is left of ``limit`` (infinite: none) since memplan began to load, and at least
-    `LEAST_SHARE`."""
-    return max(limit - (time.perf_counter() - startup.COMMAND_STARTED), LEAST_SHARE * limit)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memplan import api, startup
+from memplan import api
+from memplan.budget import command_left, command_pace, command_spent
 from memplan.cli.checks import UsageError
 from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
 from memplan.cli.models import all_model_options, load
@@ -50,14 +50,9 @@ from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.diagnosis.explain import capacity_line
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.shares import CEILING_CPU_PER_BUFFER, COMMAND_LEAST_SHARE, OUTPUT_CPU_PER_BUFFER
 from memplan.solver.exact_options import ORDERS, ExactOptions
 
-LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
-OUTPUT_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes to write, per output file (JSON:
-# about 4 us; CSV, C header and page less): kept off the solve's limit at the command's pace
-CEILING_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes in the work every solve does
-# whatever the limit: the time sweep's pass (units, sweep) and the validation of its plan
-# (measured: 1.5 CPU-s at 480k training-step buffers, 5.4 at 1M network-like ones)
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 
 
@@ -100,23 +95,22 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     load (imports, reading and checking the models) come off the solve's limit, and so
     does what writing ``outputs`` files of ``buffers`` buffers will take
     (`OUTPUT_CPU_PER_BUFFER`, on the clock at the command's pace so far: a quarter of a core
-    beside busy processes makes it 4x longer); at least `LEAST_SOLVE_SHARE` stays. When
+    beside busy processes makes it 4x longer); at least `COMMAND_LEAST_SHARE` stays. When
     the reading so far, the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`)
     and the writing cannot fit the limit, one line on stderr says so, with the time needed,
     before the planning starts."""
     if options.time_limit is None:
         return options
-    spent = time.perf_counter() - startup.COMMAND_STARTED
-    pace = startup.command_pace()
+    spent = command_spent()
+    pace = command_pace()
     writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * pace
     ceiling_seconds = buffers * CEILING_CPU_PER_BUFFER * pace
     if spent + ceiling_seconds + writing > options.time_limit and \
-            ceiling_seconds + writing > LEAST_SOLVE_SHARE * options.time_limit:  # cannot be kept
+            ceiling_seconds + writing > COMMAND_LEAST_SHARE * options.time_limit:  # cannot be kept
         print(f"memplan solve: {buffers:,} buffers: reading took {spent:.1f} s; one pass, its "
               f"check and the outputs need about {ceiling_seconds + writing:.1f} s more, beyond "
               f"--time-limit {options.time_limit:g}", file=sys.stderr)
-    return replace(options, time_limit=max(options.time_limit - spent - writing,
-                                           LEAST_SOLVE_SHARE * options.time_limit))
+    return replace(options, time_limit=command_left(options.time_limit, writing))
 
 
 def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem]:

@@ -136,9 +136,10 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
-                         verify: bool | str = True, seed: int = 0, workers: int | None = None,
+                         verify: bool | str = True, seed: int = 0, threads: int | None = None,
                          regions: Any = None, objective: str | None = None,
                          relative_gap: float | None = None, banks: Any = None,
+                         workers: int | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
     graph; ``fallback="greedy"`` hands what memplan cannot plan (or the storage check
@@ -152,12 +153,14 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     old name of ``regions``, for one release. ``pass_options`` are ExecuTorch's
     (``alloc_graph_input``, ``alignment``...)."""
     regions = renamed_keyword("banks", banks, "regions", regions)
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="memory_planning_pass")
     if regions is not None and pass_options.get("share_mutable_buffers"):
         raise ProblemError("share_mutable_buffers is not supported with regions (ExecuTorch "
                            "keeps arena 2 for shared state)")
     mode = check_mode(verify)
     inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
-                                         seed=seed, workers=workers, regions=regions,
+                                         seed=seed, threads=threads, regions=regions,
                                          objective=objective, relative_gap=relative_gap),
                                verify=mode, **pass_options)

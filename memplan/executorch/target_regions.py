@@ -260,7 +260,7 @@ class RegionAlgorithm(MemplanAlgorithm):
         limit = self.options.time_limit
         share = None if limit is None else limit / (1 + bool(others.problems))
         plan = plan_target(problem, reads, self.objective, time_limit=share,
-                           seed=self.options.seed, workers=self.options.workers,
+                           seed=self.options.seed, threads=self.options.threads,
                            guard=greedy_plan(problem, specs, peer, target, bases, reads),
                            relative_gap=self.relative_gap) \
             if len(problem) else None
@@ -393,7 +393,7 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 
 def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
-                time_limit: float | None, seed: int = 0, workers: int | None = None,
+                time_limit: float | None, seed: int = 0, threads: int | None = None,
                 guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `RegionOverflowError` when no plan fits (proven, or not found in ``time_limit``).
@@ -414,7 +414,7 @@ def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
     done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
-        extra = {} if workers is None else {"workers": workers}
+        extra = {} if threads is None else {"threads": threads}
         plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
                                   weights=weights, objective=goal, ceiling=guard,
                                   relative_gap=relative_gap, **extra)

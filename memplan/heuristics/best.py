@@ -97,6 +97,7 @@ from functools import partial
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import Budget, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
 from memplan.heuristics import anneal, compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
@@ -104,23 +105,19 @@ from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
-from memplan.options import option, parse_options
+from memplan.options import cpu_option, option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import CEILING, ceiling_fits, planners, register
+from memplan.shares import VALIDATE_MARGIN, VALIDATE_SHARE
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
-# of a time limit, on the wall clock: kept for validating until one validation is timed. The
-# winner's validation must end within the caller's limit and a busy machine slows it as much
-# as the passes, so this reserve enforces the limit (it is no hand-over between searches);
-# the ceiling pass runs uncut whatever it leaves (never a plan larger than greedy_by_size's)
-VALIDATE_SHARE = 0.2
-VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
+# `VALIDATE_SHARE` of a limit is kept for validating until one validation is timed; the ceiling
+# pass runs uncut whatever it leaves (never a plan larger than greedy_by_size's)
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
@@ -174,7 +171,7 @@ class Run:
         # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it,
         # and of the CPU budget (`cpu_left`); the CPU the descent's probes took in threads of
         # their own is added to this thread's (``clock.elsewhere``)
-        self.clock = PacedBudget(
+        self.clock = Budget(
             None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE),
             None if time_limit is None else self.began + time_limit * (1 - VALIDATE_SHARE))
         self.tried: list = []  # (arena, name, offsets, stats)
@@ -323,7 +320,7 @@ class Run:
     def budgeted(self, wall: float | None, cpu_end: float | None = None) -> float | None:
         """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
         with a CPU budget no later than the CPU seconds left to ``cpu_end`` (default: the
-        budget's), at this call's pace so far (`PacedBudget.until`). Read as each starts, so
+        budget's), at this call's pace so far (`Budget.until`). Read as each starts, so
         that a pass slowed by load neither uses up the budget of the next ones nor is cut
         before it has taken its CPU seconds (the kernels keep wall deadlines); only ``wall``
         (the caller's limit) is lost to the load."""
@@ -338,7 +335,7 @@ class Run:
         if self.clock.cpu is not None and (self.cpu_left() <= 0 or bool(self.cut)):
             return True
         deadline = self.clock.deadline
-        return deadline is not None and (time.perf_counter() > deadline or bool(self.cut))
+        return deadline is not None and (past(deadline) or bool(self.cut))
 
     def at_bound(self) -> bool:
         """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
@@ -370,7 +367,7 @@ class Run:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
         found = planner(self.problem, time_limit=None if self.clock.deadline is None else
-                        self.clock.deadline - time.perf_counter(),
+                        to_deadline(self.clock.deadline),
                         hint=Plan.from_offsets(self.problem, offsets, planner=name),
                         cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.budget import Budget
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
-from memplan.options import option, parse_options
+from memplan.options import cpu_option, option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -80,7 +80,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, PacedBudget.of_planner(chosen.cpu, time_limit, began))
+        search = OrderSearch(problem, Budget.of_limit(time_limit, cpu=chosen.cpu, began=began))
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
         return pair_free_plan("hill_climb", problem, began, time_limit, why)
     accepted = climb(search, chosen, seed)

@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import past
 from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
@@ -171,8 +172,7 @@ def free_list_sweep(sweep: Sweep, best: bool, deadline: float | None) -> tuple[n
     by_end, ends = sweep.by_end.tolist(), sweep.ends.tolist()
     released, cut = 0, 0
     for position, unit in enumerate(order):
-        if cut or (deadline is not None and position % CLOCK_EVERY == 0
-                   and time.perf_counter() > deadline):
+        if cut or (deadline is not None and position % CLOCK_EVERY == 0 and past(deadline)):
             cut = cut or len(order) - position
             at = peak + (residue[unit] - peak) % modulus[unit]
             base[unit] = at

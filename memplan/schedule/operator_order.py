@@ -38,7 +38,7 @@ Steps:
   windows of `WINDOW` steps around the peak (the other steps held);
   ``exact`` hands over from the fast order after `FAST_SHARE` of the limit,
   and from the whole model to the windows, in CPU seconds (per CP-SAT
-  worker; `memplan.solver.cpu_budget`), so that a busy machine slows the
+  worker; `memplan.budget`), so that a busy machine slows the
   stages without moving their hand-overs; the time limit is kept on the wall
   clock from the call;
 - write the model with its runtime nodes in the new order and build its
@@ -62,21 +62,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.errors import ProblemError, naming
+from memplan.budget import CpuClock, deadline_in, left_of, past, to_deadline
+from memplan.errors import ProblemError, naming, renamed_keyword
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
 from memplan.onnx.onnx_options import OnnxOptions
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
-from memplan.solver.cpu_budget import CpuClock
+from memplan.shares import FAST_SHARE, STARTS_SHARE, WINDOW_SHARE
 
 if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
     from onnx import ModelProto
 
 METHODS = ("fast", "exact")
-FAST_SHARE = 0.2  # exact: of the time limit, in CPU seconds, for the fast order (the warm start)
-STARTS_SHARE = 0.25  # fast: of its CPU seconds, the most the random list schedules take
-WINDOW_SHARE = 1 / 8  # exact on large graphs: of the windows' CPU seconds, one window's most
 RANDOM_STARTS = 8  # fast: list schedules with seeded random ties after the greedy one
 WINDOW_STEPS = 200  # exact: graphs with more steps are improved one window of steps at a time
 WINDOW = 48  # exact on large graphs: steps free to move in one window
@@ -291,19 +289,19 @@ def fast_order(deps: Dependencies, *, time_limit: float, seed: int, cpu: float |
     """The best of the list schedules (and the file's order), improved by local search: the
     random starts for `STARTS_SHARE` of ``cpu`` (CPU seconds of this thread; default
     ``time_limit``), the search for the rest, and never past ``time_limit`` (wall)."""
-    deadline = time.perf_counter() + time_limit
+    deadline = deadline_in(time_limit)
     budget = time_limit if cpu is None else cpu
     clock = CpuClock().start()
     rng = np.random.default_rng(seed)
     candidates = [np.arange(deps.n), list_schedule(deps)]
     for _ in range(RANDOM_STARTS):
-        if clock.spent() > STARTS_SHARE * budget or time.perf_counter() > deadline:
+        if clock.spent() > STARTS_SHARE * budget or past(deadline):
             break
         candidates.append(list_schedule(deps, rng))
     costs = [deps.cost(c) for c in candidates]
     order = candidates[costs.index(min(costs))]
-    order, stats = improve(deps, order, lambda: clock.spent() >= budget or
-                           time.perf_counter() >= deadline, rng, iterations)
+    order, stats = improve(deps, order, lambda: clock.spent() >= budget or past(deadline),
+                           rng, iterations)
     stats.update(starts=len(candidates), start_costs=[c[0] for c in costs])
     return order, stats
 
@@ -387,7 +385,7 @@ def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
 
 def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
                 hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
-                workers: int, cpu: float | None = None
+                threads: int, cpu: float | None = None
                 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """CP-SAT over positions and block offsets (`_order_model`): ``(order, offsets, stats)``.
 
@@ -411,14 +409,14 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
-    deadline = time.perf_counter() + time_limit
+    deadline = deadline_in(time_limit)
     budget = time_limit if cpu is None else cpu
     windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
-    solver = cp_solver(workers=workers, seed=seed,
-                       seconds=max(0.01, deadline - time.perf_counter()))
-    with CpuCap(solver, _cpu_workers(workers), budget / 2 if windowed else None) as cap:
+    solver = cp_solver(threads=threads, seed=seed,
+                       seconds=max(0.01, to_deadline(deadline)))
+    with CpuCap(solver, _cpu_workers(threads), budget / 2 if windowed else None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
@@ -432,8 +430,8 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
         stats["peak"] = int(solver.objective_value)
     if windowed and status != cp_model.OPTIMAL and offsets is not None:
         order, offsets, more = _improve_windows(
-            deps, problem, order, offsets, stats["bound"], seed=seed, workers=workers,
-            time_limit=deadline - time.perf_counter(), cpu=budget - cap.spent)
+            deps, problem, order, offsets, stats["bound"], seed=seed, threads=threads,
+            time_limit=to_deadline(deadline), cpu=budget - cap.spent)
         stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
                      else stats["status"])
     return order, offsets, stats
@@ -443,14 +441,14 @@ def _layout_peak(deps: Dependencies, offsets: np.ndarray) -> int:
     return int((deps.bases(offsets) + deps.extent).max())
 
 
-def _cpu_workers(workers: int) -> int:
-    """The CP-SAT workers whose CPU a budget counts (0, CP-SAT's default: one per core)."""
-    return workers or os.cpu_count() or 1
+def _cpu_workers(threads: int) -> int:
+    """The CP-SAT threads whose CPU a budget counts (0, CP-SAT's default: one per core)."""
+    return threads or os.cpu_count() or 1
 
 
 def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
                      offsets: np.ndarray, floor: int, *, time_limit: float, seed: int,
-                     workers: int, cpu: float | None = None
+                     threads: int, cpu: float | None = None
                      ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Large graphs: re-solve `WINDOW` steps around the peak at a time, the rest fixed.
 
@@ -471,7 +469,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     best = _layout_peak(deps, offsets)
     windows = improved = 0
     while best > floor:
-        left = time_limit - (time.perf_counter() - began)
+        left = left_of(time_limit, began)
         if left <= 0.05:
             break
         load, _, _ = deps.load(order)
@@ -483,9 +481,9 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
         for step in order[:low].tolist() + order[low + WINDOW:].tolist():
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
-        solver = cp_solver(workers=workers, seed=seed + windows, seconds=left)
+        solver = cp_solver(threads=threads, seed=seed + windows, seconds=left)
         window_cpu = max(1.0, WINDOW_SHARE * (time_limit if cpu is None else cpu))
-        with CpuCap(solver, _cpu_workers(workers), window_cpu):
+        with CpuCap(solver, _cpu_workers(threads), window_cpu):
             status = solver.solve(model.cp)
         windows += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value < best:
@@ -585,33 +583,37 @@ def reordered_model(model: ModelProto, positions: list[int], constant: list[int]
 
 
 def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fast",
-            time_limit: float = 10.0, seed: int = 0, workers: int = 0,
-            **onnx_options) -> Reordering:
+            time_limit: float = 10.0, seed: int = 0, threads: int = 0,
+            workers: int | None = None, **onnx_options) -> Reordering:
     """Choose the operator order of ``model`` that lowers the peak; see the module docstring.
 
     ``onnx_options`` are those of `from_onnx` (dims, alignment, inplace, ...).
     The result is never worse than the file's order: the new order is kept
-    only when its lower bound (or, exact, its proven layout) is smaller.
+    only when its lower bound (or, exact, its proven layout) is smaller. ``workers``: the
+    old name of ``threads`` (deprecated).
     """
     from memplan.onnx.onnx_graph import load_graph
+
+    threads = renamed_keyword("workers", workers, "threads", threads or None,
+                              where="reorder")
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
-    if workers != 0:  # 0: CP-SAT's default
-        check_workers(workers, "workers")
+    if threads != 0:  # 0: CP-SAT's default
+        check_workers(threads, "threads")
     began, clock = time.perf_counter(), CpuClock().start()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
         result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, workers=workers, began=began, clock=clock)
+                          seed=seed, threads=threads, began=began, clock=clock)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, workers: int, began: float,
+             time_limit: float, seed: int, threads: int, began: float,
              clock: CpuClock) -> Reordering:
     """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
     this thread's CPU since then)."""
@@ -628,7 +630,7 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
                           time.perf_counter() - began, stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
     deps = dependencies(original, graph, optional_taken=True)
-    order, stats = fast_order(deps, time_limit=time_limit - (time.perf_counter() - began),
+    order, stats = fast_order(deps, time_limit=left_of(time_limit, began),
                               cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0),
                               seed=seed)
     best_bound = offsets = None
@@ -644,10 +646,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, time_limit - (time.perf_counter() - began))
+        left = max(0.01, left_of(time_limit, began))
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
-            workers=workers, cpu=max(0.01, time_limit - clock.spent()))
+            threads=threads, cpu=max(0.01, time_limit - clock.spent()))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]

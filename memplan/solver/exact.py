@@ -63,13 +63,14 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import CpuClock, left_of
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import CEILING, ceiling_planner, plan_with, register
+from memplan.shares import WARM_START_SECONDS, WARM_START_SHARE
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
-from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
 from memplan.solver.fit_race import Joint, head_start_seconds, racing
 from memplan.solver.outcome import Outcome
@@ -78,11 +79,6 @@ from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
 PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
-WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
-# (CPU seconds for `best`, its ``cpu`` budget, within the wall time left of the limit; another
-# warm-start planner's own time limit; the CPU seconds it took are what the parts' shares
-# count, `_Run.taken`)
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -100,7 +96,7 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
             if limit is not None:  # ends by the clock
                 wall = options.time_limit
                 budget["cpu"], limit = limit, None if wall is None else \
-                    max(0.0, wall - (time.perf_counter() - began))
+                    max(0.0, left_of(wall, began))
         hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
                          **budget)
         stats["warm_start"] = options.warm_start
@@ -169,7 +165,7 @@ class _Run:
     def seconds_left(self) -> float | None:
         if self.options.time_limit is None:
             return None
-        return self.options.time_limit - (time.perf_counter() - self.began)
+        return left_of(self.options.time_limit, self.began)
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
         """Plan part ``i`` with its share of the CPU time left (`_share`), within the wall
@@ -177,7 +173,7 @@ class _Run:
         (one for the floor probe and the windows, else `threads`)."""
         neighbourhoods = self.hint is not None and \
             by_neighbourhoods(self.parts[i].problem, self.options)
-        self.clock = CpuClock((self.options.workers or 1) if neighbourhoods else self.threads(),
+        self.clock = CpuClock((self.options.threads or 1) if neighbourhoods else self.threads(),
                               process=True).start()
         try:
             return self._plan_part(i, parts_left, neighbourhoods)
@@ -227,7 +223,7 @@ class _Run:
 
         original = self.problem
         widths = original.ends[part.buffers] - original.starts[part.buffers]
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         proofs: list = []
 
         def prove(low: int, seconds: float | None, nodes: int | None, cpu: float | None):
@@ -307,7 +303,7 @@ class _Run:
         To minimise, down to the floor; to fit, until the plan fits the capacity; for
         ``cpu`` CPU seconds per worker (CP-SAT's import counts), within the wall time left.
         """
-        clock = CpuClock(self.options.workers or 1, process=True).start()
+        clock = CpuClock(self.options.threads or 1, process=True).start()
         seconds, cpu = self._limits(cpu, self.seconds_left())
         began = time.perf_counter()
         part = self.parts[i]
@@ -324,7 +320,7 @@ class _Run:
                     self.tops[i] = new
                     self.report()
 
-            left = None if seconds is None else seconds - (time.perf_counter() - began)
+            left = None if seconds is None else left_of(seconds, began)
             hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution,
@@ -350,7 +346,7 @@ class _Run:
         that proves bounds between the floor and the best peak.
 
         Clocks: the bisection's share of the part's ``cpu`` seconds and each fit
-        race's step are CPU seconds per thread of the searches (`cpu_budget
+        race's step are CPU seconds per thread of the searches (`memplan.budget
         .CpuClock`), so that a busy machine tries the same targets, later; the
         wall clock only ends the part at the time limit. Deterministic mode:
         each fit race's step is CP-SAT's deterministic seconds (and the
@@ -359,7 +355,7 @@ class _Run:
         wall = self.seconds_left()
         if cpu is not None and (cpu <= 0 or (wall is not None and wall <= 0)):  # no import
             return Outcome("unknown", hinted, floor)
-        from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
+        from memplan.shares import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
         clock = CpuClock(self.threads(), process=True).start()
         sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity
@@ -401,8 +397,8 @@ class _Run:
 
     def threads(self) -> int:
         """Threads a search of this run keeps busy: the canonical search's, or CP-SAT's
-        workers (one per core unless ``workers`` says)."""
-        return self.options.workers or os.cpu_count() or 1
+        threads (one per core unless ``threads`` says)."""
+        return self.options.threads or os.cpu_count() or 1
 
     def _limits(self, cpu: float | None,
                 wall: float | None) -> tuple[float | None, float | None]:
@@ -451,12 +447,12 @@ class _Run:
         original = self.problem
         race = canonical.Race(part.problem, top, node_budget=budget,
                               widths=original.ends[part.buffers] - original.starts[part.buffers])
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
             canonical.run_head_start(race, head, options.stop)
         outcome = None
-        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        left = None if seconds is None else left_of(seconds, began)
         cpu_left = None if cpu is None else cpu - race.cpu()
         if race.verdict is None and not interrupted and (left is None or left > 0) and \
                 (cpu_left is None or cpu_left > 0):

@@ -21,11 +21,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from memplan.shares import HEAD_START_SECONDS
 from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions
-
-HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most CPU seconds the canonical search has
-# alone (each of its threads)
 
 
 class Joint:
@@ -64,7 +62,7 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     """CP-SAT's options beside the canonical search's one thread (of ``threads``).
 
     Its own portfolio (the canonical search is the lowest-offset one), on
-    the other cores (measured on tilings: two workers beside a canonical
+    the other cores (measured on tilings: two threads beside a canonical
     thread lose a third against one), stopped by ``stop``. ``alone``: the
     canonical search stopped (its nodes were slow: packings the sweeps miss,
     which it does not settle), so the portfolio takes every core. Deterministic
@@ -73,4 +71,4 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     if options.deterministic:
         return dataclasses.replace(options, stop=stop)
     return dataclasses.replace(options, stop=stop, strategy="none",
-                               workers=threads if alone else max(threads - 1, 1))
+                               threads=threads if alone else max(threads - 1, 1))

@@ -256,7 +256,7 @@ def _plan(task: Task, problem):
     settings.pop("alignment", None)
     threads = settings.pop("threads", None)
     if task.planner in (SOLVE, "exact"):  # CP-SAT threads, unless an option said otherwise
-        settings.setdefault("workers", threads)
+        settings.setdefault("threads", threads)
     if task.planner == SOLVE:
         plan = solve(problem, **settings)  # validated by solve
     else:
