@@ -68,7 +68,7 @@ from memplan.limits import (
 from memplan.options import option, options_record, renamed_fields
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import ceiling_planner, plan_with, planners, takes_option
+from memplan.registry import ceiling_planner, plan_with, planners
 from memplan.shares import (
     COMPARE_SLACK,
     EXACT_LEAST,
@@ -271,18 +271,18 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
     """Each named heuristic's validated plan, by name (``time_limit`` for each).
     ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
     amount of work (``SEARCH_WORK`` units placed) instead of until the limit; ``wall``:
-    ``best`` takes ``time_limit`` in CPU seconds (its option ``cpu``), on the clock at most
+    ``best`` takes ``time_limit`` in CPU seconds (its budget's ``cpu``), on the clock at most
     ``wall`` seconds. Ctrl-C
     (``KeyboardInterrupt``) ends the run with the plans so far, the last one marked
     ``stats["interrupted"]``; it is raised again when there is none."""
-    extra = {"best": {"cpu": time_limit, "time_limit": wall}} if wall is not None else \
+    extra = {"best": {"budget": Budget.of_limit(wall, cpu=time_limit)}} if wall is not None else \
         {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(problem))}}
     plans: dict[str, Plan] = {}
     found = None  # the last plan, before its validation
     try:
         for name in names:
-            found = name, plan_with(name, problem, **{"seed": seed, "time_limit": time_limit,
-                                                      **extra.get(name, {})})
+            timing = extra.get(name, {"time_limit": time_limit})
+            found = name, plan_with(name, problem, seed=seed, **timing)
             plans[name] = _checked(problem, found[1])
             found = None
             if plans[name].stats.get("interrupted"):
@@ -674,31 +674,29 @@ class _Comparing:
                    for seconds, most in zip(left, need, strict=True))
 
     def _run(self, planner: str, cpu: float | None, hint: Plan | None = None) -> Plan:
-        """``planner``'s validated plan: its share as a ``cpu`` budget and the call's wall
-        time left as its limit (a planner without the option: the share at the call's
-        pace); ``heuristic_time_limit``: a heuristic's wall limit instead."""
+        """``planner``'s validated plan: its share as the CPU allowance of a child budget
+        by the call's wall time left (`Budget.split`: a planner that spends no allowance
+        runs for the share at the call's pace); ``heuristic_time_limit``: a heuristic's
+        wall limit instead."""
         clock = self.clock
         began, cpu_began = time.perf_counter(), clock.spent()
         wall = None if clock.deadline is None else \
             clock.deadline - self.check * clock.pace()  # its plan's validation kept
-        limit = _seconds(wall, began)
-        options: dict[str, Any] = {"cpu": cpu}
+        budget = clock.split(cpu, wall)
         if planner == EXACT:
-            options.update(hint=hint, stop=self.stop,
-                           **({} if self.threads is None else {"threads": self.threads}))
+            options: dict[str, Any] = dict(
+                hint=hint, stop=self.stop,
+                **({} if self.threads is None else {"threads": self.threads}))
             thread = time.thread_time()
             with watched(self.stop):
-                found = plan_with(EXACT, self.problem, time_limit=limit, seed=self.seed,
+                found = plan_with(EXACT, self.problem, budget=budget, seed=self.seed,
                                   **options)
             clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
                 (time.thread_time() - thread)  # its searches' threads, not this one's alone
         else:
             if self.heuristic_time_limit is not None:
-                options, limit = {}, self.heuristic_time_limit
-            elif not takes_option(planner, "cpu"):
-                options, limit = {}, _seconds(clock.until(wall, cpu_began + cpu), began)
-            found = plan_with(planner, self.problem, seed=self.seed, time_limit=limit,
-                              **options)
+                budget = Budget.of_limit(self.heuristic_time_limit)
+            found = plan_with(planner, self.problem, seed=self.seed, budget=budget)
         checking = clock.spent()
         checked = _checked(self.problem, found, twin=hint)
         self.check = max(self.check, clock.spent() - checking)
@@ -706,11 +704,6 @@ class _Comparing:
             self.dearest, (clock.spent() - cpu_began, time.perf_counter() - began),
             strict=True))
         return checked
-
-
-def _seconds(deadline: float | None, now: float) -> float | None:
-    """The seconds from ``now`` to ``deadline`` (`time.perf_counter` values), at least 0."""
-    return None if deadline is None else max(0.0, deadline - now)
 
 
 def _rows(name: str, problem: Problem, chosen: list[str],

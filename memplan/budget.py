@@ -52,11 +52,36 @@ class Budget:
         """The budget of a ``time_limit`` in wall seconds (None: none) counted from ``began``
         (a `time.perf_counter` value; default now), with an allowance of ``cpu`` seconds."""
         start = time.perf_counter() if began is None else began
-        return cls(cpu, None if time_limit is None else start + time_limit, deterministic)
+        budget = cls(cpu, None if time_limit is None else start + time_limit, deterministic)
+        budget.limit, budget.seconds = time_limit, time_limit if cpu is None else cpu
+        return budget
 
     def __post_init__(self):
         self.began, self.cpu_began = time.perf_counter(), time.thread_time()
         self.elsewhere = 0.0  # CPU seconds taken in other threads, added by the caller
+        # ``limit``: the wall seconds it was given (a planner's work counts are of it);
+        # ``seconds``: what a planner that spends no CPU allowance runs for, from ``began``
+        self.limit = None if self.deadline is None else self.deadline - self.began
+        self.seconds = self.limit if self.cpu is None else self.cpu
+
+    def wall_end(self) -> float | None:
+        """The `time.perf_counter` value a planner that spends no CPU allowance stops by:
+        ``seconds`` after ``began`` (None: no limit)."""
+        return None if self.seconds is None else self.began + self.seconds
+
+    def split(self, cpu: float | None, deadline: float | None = None) -> Budget:
+        """A child budget for one step starting now: ``cpu`` CPU seconds of this one's
+        (None: no allowance) by ``deadline`` (a `time.perf_counter` value; default this
+        one's). A step that spends no CPU allowance runs for its ``seconds``: the allowance
+        as wall seconds at this budget's pace so far, by the deadline."""
+        wall = self.deadline if deadline is None else deadline
+        now = time.perf_counter()
+        child = Budget.of_limit(None if wall is None else max(0.0, wall - now), cpu=cpu,
+                                began=now)
+        if cpu is not None:
+            end = self.until(wall, self.spent() + cpu)
+            child.seconds = max(0.0, end - now)
+        return child
 
     def spent(self) -> float:
         """CPU seconds of the call so far: its thread's and those added (``elsewhere``)."""

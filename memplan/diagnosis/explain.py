@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import to_deadline
+from memplan.budget import Budget, to_deadline
 from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
@@ -77,7 +77,7 @@ from memplan.heuristics.best import untimed_evaluations
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.registry import plan_with, takes_option
+from memplan.registry import plan_with
 from memplan.shares import CAPACITY_SHARE
 from memplan.viz import human_bytes, plan_usage
 
@@ -166,15 +166,14 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
 
 def plan_in_time(planner: str, problem: Problem, seconds: float,
                  wall: float | None = None, seed: int = 0) -> Plan:
-    """The plan of ``planner`` that explain describes, within ``seconds``: as a CPU budget
-    (its option ``cpu``: the same plan on a busy machine, later) within ``wall`` seconds on
-    the clock (default: ``seconds``) for a planner that takes one, else as its time limit;
+    """The plan of ``planner`` that explain describes, within ``seconds``: its budget's CPU
+    allowance (the same plan on a busy machine, later) within ``wall`` seconds on the clock
+    (default: ``seconds``), or, for a planner that spends no allowance, its wall seconds;
     ``best`` with the budget of its untimed search too (the same plan as without a limit,
     when time allows)."""
-    budget = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
-    if takes_option(planner, "cpu"):
-        budget["cpu"], seconds = seconds, seconds if wall is None else wall
-    return plan_with(planner, problem, seed=seed, time_limit=seconds, **budget)
+    extra = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
+    budget = Budget.of_limit(seconds if wall is None else wall, cpu=seconds)
+    return plan_with(planner, problem, seed=seed, budget=budget, **extra)
 
 
 def _left(deadline: float) -> float:

@@ -22,7 +22,7 @@ Steps:
   reaches the lower bound (proven optimal); Ctrl-C ends the search with the
   best order so far (``stats["interrupted"]``). The best chain's plan wins.
 
-With a ``cpu`` budget (a caller's share of its own limit, e.g.
+With a CPU allowance (the budget's ``cpu``: a caller's share of its own limit, e.g.
 `memplan.api.compare`'s) the schedule counts CPU seconds of the thread
 (`memplan.budget`): the temperature falls with the CPU spent, a chain
 starts when its first decode's CPU seconds fit, and each slice ends at the
@@ -53,7 +53,7 @@ from memplan.heuristics.compiled_place import compiled_offsets, kernel_columns
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import START_ORDERS
 from memplan.heuristics.units import Units
-from memplan.options import cpu_option, option, parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -80,7 +80,6 @@ class AnnealOptions:
                                        "(t * arena)), t falling to 0")
     explore: float = option(0.1, "chance to move any unit rather than one at the peak")
     restart: int = option(3000, "evaluations without a new best: back to the best order")
-    cpu: float | None = cpu_option()
 
 
 DEFAULTS = AnnealOptions()
@@ -216,17 +215,16 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
 
 
 @register("anneal")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """Simulated annealing over orders in C (see the module doc); ``hint`` is unused."""
-    began = time.perf_counter()
     chosen = parse_options("anneal", DEFAULTS, options)
     check_single_region(problem)
     if not available(problem):
-        fallback = hill_climb.plan(problem, time_limit=time_limit, seed=seed)
+        fallback = hill_climb.plan(problem, budget=Budget.of_limit(budget.limit), seed=seed)
         fallback.planner, fallback.stats["fallback"] = "anneal", "hill_climb"
         return fallback
-    clock = Budget.of_limit(time_limit, cpu=chosen.cpu, began=began)
+    clock = budget
     units = Units.build(problem, pairs=False)
     starts = start_orders(units, clock.end())
     offsets, stats = search(units, starts, seed=seed, budget=clock, options=chosen)
@@ -234,7 +232,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         first = min(starts, key=lambda s: s.arena)
         offsets, stats["placement"] = first.offsets, first.placement
     return Plan.from_offsets(problem, offsets, planner="anneal",
-                             seconds=time.perf_counter() - began, stats=stats)
+                             seconds=time.perf_counter() - budget.began, stats=stats)
 
 
 plan.options = DEFAULTS

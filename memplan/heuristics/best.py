@@ -65,7 +65,7 @@ the winner, if another, is validated in time (``stats["validate_reserve"]``).
 When the compiled ceiling pass comes next, that first validation runs in a
 thread beside it (the pass releases the GIL).
 
-With a ``cpu`` budget (a caller's share of its own limit: the exact
+With a CPU allowance (the budget's ``cpu``: a caller's share of its own limit: the exact
 planner's warm start, the canonical planner's start plan), the decisions
 count CPU seconds of this thread (and of the descent's probes): a pass is
 skipped once the budget less the validation's reserve (timed in CPU seconds
@@ -108,7 +108,7 @@ from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
-from memplan.options import cpu_option, option, parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import CEILING, ceiling_fits, planners, register
@@ -144,7 +144,6 @@ class BestOptions:
                                  "the order search; 0: none")
     max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
                                        "no order x placement pass (pair lists too big)")
-    cpu: float | None = cpu_option("the passes and the search")
 
 
 DEFAULTS = BestOptions()
@@ -165,14 +164,14 @@ def candidates(options: BestOptions) -> list[tuple[str, GreedyOptions]]:
 class Run:
     """One call of ``best``: its deadline, the plans tried and what became of each pass."""
 
-    def __init__(self, problem: Problem, chosen: BestOptions, time_limit: float | None):
-        self.began = time.perf_counter()
+    def __init__(self, problem: Problem, chosen: BestOptions, budget: Budget):
+        self.began, time_limit, self.cpu = budget.began, budget.limit, budget.cpu
         self.problem, self.chosen, self.time_limit = problem, chosen, time_limit
         # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it,
         # and of the CPU budget (`cpu_left`); the CPU the descent's probes took in threads of
         # their own is added to this thread's (``clock.elsewhere``)
         self.clock = Budget(
-            None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE),
+            None if self.cpu is None else self.cpu * (1 - VALIDATE_SHARE),
             None if time_limit is None else self.began + time_limit * (1 - VALIDATE_SHARE))
         self.tried: list = []  # (arena, name, offsets, stats)
         self.cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
@@ -191,7 +190,7 @@ class Run:
         # met once): where it would not fit the caller's limit (the wall one; a budget is a
         # share of it: the ceiling runs whatever the budget), only the sweeps run
         self.pairwise = not chosen.sweep or ceiling_fits(
-            problem, chosen.cpu if time_limit is None else time_limit)
+            problem, self.cpu if time_limit is None else time_limit)
         self.built: dict[bool, Units] = {}
 
     def units(self, with_pairs: bool, uncut: bool = False) -> Units:
@@ -308,7 +307,7 @@ class Run:
             self.clock.deadline = self.began + self.time_limit - \
                 (VALIDATE_MARGIN * seconds if valid else 0.0)
         if self.clock.cpu is not None:
-            self.clock.cpu = self.chosen.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
+            self.clock.cpu = self.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
 
     def settle(self) -> None:
         """Wait for the validation beside the compiled pass; its time sets the reserve."""
@@ -448,12 +447,12 @@ class Run:
 
 
 @register("best")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The smallest valid plan of the fast heuristics and the search (see the module doc)."""
     chosen = parse_options("best", DEFAULTS, options)
     check_single_region(problem)
-    run = Run(problem, chosen, time_limit)
+    run = Run(problem, chosen, budget)
     try:
         for name, step in run.passes():
             run.attempt(name, step)
@@ -467,7 +466,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     finally:
         run.settle()  # no thread outlives the call
     if not run.tried and run.too_many:  # every pass needed pair lists (sweep=False)
-        return pair_free_plan("best", problem, run.began, time_limit, run.too_many[0])
+        return pair_free_plan("best", problem, run.began, budget.deadline, run.too_many[0])
     return _smallest_valid(problem, run.tried, run.began, run.checked, run.extra())
 
 

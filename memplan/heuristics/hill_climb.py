@@ -23,7 +23,6 @@ hard MiniMalloc problems it closes part of the gap, not all of it.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +31,7 @@ from memplan.budget import Budget
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
 from memplan.heuristics.presets import pair_free_plan
-from memplan.options import cpu_option, option, parse_options
+from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
@@ -46,7 +45,6 @@ class HillClimbOptions:
     temperature: float = option(0.005, "accept a worse arena with prob exp(-increase / (t * "
                                        "arena))")
     explore: float = option(0.2, "chance to move any unit rather than one at the peak")
-    cpu: float | None = cpu_option()
 
 
 DEFAULTS = HillClimbOptions()
@@ -73,16 +71,15 @@ def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
 
 
 @register("hill_climb")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """A hill climb over orders (see the module doc); ``hint`` is unused."""
-    began = time.perf_counter()
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, Budget.of_limit(time_limit, cpu=chosen.cpu, began=began))
+        search = OrderSearch(problem, budget)
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
-        return pair_free_plan("hill_climb", problem, began, time_limit, why)
+        return pair_free_plan("hill_climb", problem, budget.began, budget.deadline, why)
     accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})
 

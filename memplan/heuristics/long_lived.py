@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.budget import past
+from memplan.budget import Budget, past
 from memplan.heuristics.time_sweep import (
     CLOCK_EVERY,
     PLACEMENTS,
@@ -330,10 +330,10 @@ def band_offsets(units: Units, placement: str = "best_fit",
 
 
 @register("long_lived")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The band plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    return unit_sweep_plan("long_lived", band_offsets, problem, time_limit, LongLivedOptions(),
+    return unit_sweep_plan("long_lived", band_offsets, problem, budget, LongLivedOptions(),
                            options)
 
 

@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import past
+from memplan.budget import Budget, past
 from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
@@ -230,26 +230,25 @@ def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
-def unit_sweep_plan(name: str, place, problem: Problem, time_limit: float | None,
+def unit_sweep_plan(name: str, place, problem: Problem, budget: Budget,
                     defaults, options: dict) -> Plan:
     """The plan of a sweep planner ``name`` over alias units without pair lists:
-    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options."""
-    began = time.perf_counter()
+    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options, by
+    the budget's `Budget.wall_end`."""
     chosen = parse_options(name, defaults, options)
     check_single_region(problem)
     lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
     units = Units.build(problem, pairs=False)
-    deadline = None if time_limit is None else began + time_limit
-    offsets, stats = place(units, chosen.placement, deadline)
+    offsets, stats = place(units, chosen.placement, budget.wall_end())
     return Plan.from_offsets(problem, offsets, planner=name,
-                             seconds=time.perf_counter() - began, stats=stats)
+                             seconds=time.perf_counter() - budget.began, stats=stats)
 
 
 @register("time_sweep")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The time-sweep plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    return unit_sweep_plan("time_sweep", sweep_offsets, problem, time_limit, TimeSweepOptions(),
+    return unit_sweep_plan("time_sweep", sweep_offsets, problem, budget, TimeSweepOptions(),
                            options)
 
 

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import CpuClock, left_of
+from memplan.budget import Budget, CpuClock, left_of
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -61,8 +61,6 @@ class CanonicalOptions:
     threads: int = option(1, "threads for the probes' turns (0: one per core)")
     deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
                                         "every run (as long as the clock does not cut it)")
-    cpu: float | None = option(None, "CPU seconds (per thread) the descent's probes may take "
-                                     "within the time limit; None: no more than the limit")
 
 
 DEFAULTS = CanonicalOptions()
@@ -75,25 +73,27 @@ def takes(problem: Problem) -> bool:
 
 
 @register("canonical")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """The canonical descent from ``hint`` (see the module doc); ``seed`` goes to ``best``."""
-    began = time.perf_counter()
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
+    """The canonical descent from ``hint`` (see the module doc); ``seed`` goes to ``best``.
+    The budget's ``cpu``: CPU seconds (per thread) the descent's probes may take within
+    its limit (None: no more than the limit)."""
+    began, time_limit = budget.began, budget.limit
     chosen = parse_options("canonical", DEFAULTS, options)
     check_single_region(problem)
     seconds = CANONICAL_UNTIMED_SECONDS if time_limit is None else time_limit
     if not takes(problem):
         start = hint if hint is not None else plan_with("best", problem, seed=seed,
-                                                        time_limit=time_limit)
+                                                        budget=Budget.of_limit(time_limit))
         return Plan.from_offsets(problem, start.offsets, planner="canonical",
                                  seconds=time.perf_counter() - began,
                                  stats={"fallback": "hint" if hint is not None else "best"})
-    descent, cpu = seconds, chosen.cpu  # deterministic: a node budget from the limit
+    descent, cpu = seconds, budget.cpu  # deterministic: a node budget from the limit
     if hint is None:
         start = CpuClock(process=True).start()  # ``best``'s passes, on one core
         hint = plan_with("best", problem, seed=seed, search_evaluations=0,
-                         cpu=seconds * CANONICAL_START_SHARE,
-                         time_limit=max(0.0, left_of(seconds, began)))
+                         budget=Budget.of_limit(max(0.0, left_of(seconds, began)),
+                                                cpu=seconds * CANONICAL_START_SHARE))
         descent = seconds * (1 - CANONICAL_START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
     threads = 1 if chosen.deterministic else chosen.threads or os.cpu_count() or 1

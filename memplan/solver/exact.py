@@ -63,7 +63,7 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import CpuClock, left_of
+from memplan.budget import Budget, CpuClock, left_of
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
@@ -90,15 +90,14 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
         given = options.budget()
         limit = None if given is None else \
             max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
-        budget = {}
+        extra, cpu = {}, None
         if options.warm_start == "best":
-            budget = {"search_evaluations": 0} if options.deterministic else {}  # its search
+            extra = {"search_evaluations": 0} if options.deterministic else {}  # its search
             if limit is not None:  # ends by the clock
                 wall = options.time_limit
-                budget["cpu"], limit = limit, None if wall is None else \
-                    max(0.0, left_of(wall, began))
-        hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
-                         **budget)
+                cpu, limit = limit, None if wall is None else max(0.0, left_of(wall, began))
+        hint = plan_with(options.warm_start, problem, budget=Budget.of_limit(limit, cpu=cpu),
+                         seed=options.seed, **extra)
         stats["warm_start"] = options.warm_start
     if hint is None:
         return None
@@ -546,25 +545,28 @@ class _Run:
 
 
 @register("exact")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, options: ExactOptions | None = None, **keywords) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         options: ExactOptions | None = None, **keywords) -> Plan:
     """The exact planner (see the module doc).
 
     ``options`` is an `ExactOptions` record, which carries the time limit and
-    seed too (leave ``time_limit`` and ``seed`` unset then); without it, the
-    fields of `ExactOptions` come as keywords. `settings.time_limit` bounds
+    seed too (leave the budget and ``seed`` unset then); without it, the
+    fields of `ExactOptions` come as keywords and the budget gives its
+    ``time_limit`` (`Budget.limit`) and ``cpu``. `settings.time_limit` bounds
     the whole run on the wall clock, down to CP-SAT's ``max_time_in_seconds``
     (`memplan.solver.cp_params.cp_solver`); the stages share it in CPU
     seconds: the warm start's share, then each part's share of what is left
     (`_Run.solve_part`), so that a busy machine takes the same steps, later.
     """
-    began, before = time.perf_counter(), CpuClock(process=True).start()
+    began, before = budget.began, CpuClock(process=True).start()
+    timed = budget.limit is not None or budget.cpu is not None
     if options is None:
-        settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **keywords)
+        settings = ExactOptions.from_kwargs(time_limit=budget.limit, cpu=budget.cpu,
+                                            seed=seed, **keywords)
     elif not isinstance(options, ExactOptions):
         raise TypeError(f"planner 'exact' takes options=ExactOptions(...), "
                         f"not {type(options).__name__}")
-    elif keywords or time_limit is not None or seed != 0:
+    elif keywords or timed or seed != 0:
         raise TypeError("planner 'exact': give options=ExactOptions(...) or keyword options "
                         "(time_limit, seed, ...), not both")
     else:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.bounds import ranked_live_bound, time_overlap_count
-from memplan.budget import left_of
+from memplan.budget import Budget, left_of
 from memplan.groups import AliasUnits, alias_units, combine_congruences
 from memplan.options import option, parse_options
 from memplan.plan import Plan, gap_of
@@ -218,15 +218,15 @@ def lay_out(units: AliasUnits, objects: Objects, chosen: np.ndarray) -> np.ndarr
 
 
 @register(NAME)
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """Shared objects of least total size, proven optimal or with a proven gap (see the
     module doc); ``hint``: a valid plan whose units at one offset form a warm start."""
-    began = time.perf_counter()
+    began = budget.began  # it spends wall seconds (`Budget.wall_end`), no CPU allowance
     chosen_options = parse_options(NAME, DEFAULTS, options)
     check_single_region(problem)
-    seconds = SHARED_OBJECTS_UNTIMED_SECONDS if time_limit is None else time_limit
-    greedy = plan_with(GREEDY, problem, time_limit=seconds)
+    seconds = SHARED_OBJECTS_UNTIMED_SECONDS if budget.seconds is None else budget.seconds
+    greedy = plan_with(GREEDY, problem, budget=Budget.of_limit(seconds))
     units = alias_units(problem)
     start, end = spans(problem, units)
     free = np.flatnonzero(units.pinned_base == NO_OFFSET)
