@@ -12,15 +12,22 @@ margins planners cut a budget by are in one table, `memplan.shares`.
 - `Budget`: the deadline, the allowance, the call's pace (wall seconds per CPU
   second so far: about 1 on an idle machine, 2-4 beside busy processes) and
   the deterministic flag; `left`, `expired`, `end` (the deadline of a stage
-  starting now), and what CP-SAT needs (`cp_limits`).
+  starting now), `split` (a child budget for one planner), and what CP-SAT needs
+  (`cp_limits`).
 - `ThreadClock`, `CpuClock`: CPU seconds of one thread, or of the process per
   CP-SAT thread, readable from another thread.
 - `wall_left`, `command_pace`, `command_left`: a stage's CP-SAT limit, and a
   command's limit counted from when memplan began to load.
 
-Planners take their limit as ``time_limit=`` seconds and read their deadlines
-through the functions here (`past`, `to_deadline`, `left_of`, `ends_after`).
-Cost: two clock reads per question.
+Every registered planner takes ``budget=`` (the registry's door makes it from
+``time_limit=`` and ``cpu=`` as the planner starts; `compare` gives each a child,
+`split`): ``best``, ``hill_climb``, ``genetic``, ``anneal``, ``canonical`` and ``exact``
+read its ``deadline``, ``limit``, ``cpu`` and ``began``; the planners that spend no CPU
+allowance run to `Budget.wall_end`. Still outside it: `ExactOptions` carries
+``time_limit`` and ``cpu`` (filled from the budget), stages inside the planners read
+their deadlines through the functions here (`past`, `to_deadline`, `left_of`,
+`ends_after`), and the deployments, the operator-order search and the passes take
+``time_limit=`` seconds. Cost: two clock reads per question.
 """
 
 from __future__ import annotations

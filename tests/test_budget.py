@@ -79,3 +79,25 @@ def test_every_time_constant_of_the_package_is_in_the_table():
     lines = (ROOT / "shares.py").read_text().splitlines()
     defined = [line for line in lines if re.match(r"^[A-Z_, ]+ = ", line)]
     assert len(defined) > 30 and all("  # " in line for line in defined)
+
+
+def test_split_gives_a_child_its_allowance_by_the_deadline():
+    parent = Budget.of_limit(60.0, cpu=10.0)
+    child = parent.split(2.0)
+    assert child.cpu == 2.0 and child.deadline == pytest.approx(parent.deadline, abs=1e-6)
+    assert child.limit == pytest.approx(60.0, abs=0.5)
+    # a planner that spends no allowance runs for it at the parent's pace (1: nothing spent)
+    assert child.seconds == pytest.approx(2.0, abs=0.05)
+    assert child.wall_end() == pytest.approx(child.began + child.seconds)
+    sooner = parent.split(None, parent.deadline - 30.0)
+    assert sooner.cpu is None and sooner.seconds == sooner.limit == pytest.approx(30.0, abs=0.5)
+    open_ended = Budget.of_limit(None).split(1.0)
+    assert open_ended.deadline is None and open_ended.limit is None
+    assert open_ended.seconds == pytest.approx(1.0, abs=0.05)
+
+
+def test_a_budget_of_a_limit_keeps_the_limit_and_the_seconds_to_run():
+    assert (Budget.of_limit(5.0).limit, Budget.of_limit(5.0).seconds) == (5.0, 5.0)
+    both = Budget.of_limit(5.0, cpu=2.0)
+    assert (both.limit, both.seconds) == (5.0, 2.0)
+    assert Budget.of_limit(None).wall_end() is None
