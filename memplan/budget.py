@@ -85,6 +85,7 @@ class Budget:
         now = time.perf_counter()
         child = Budget.of_limit(None if wall is None else max(0.0, wall - now), cpu=cpu,
                                 began=now)
+        child.deadline = None if wall is None else max(wall, now)  # not rounded off
         if cpu is not None:
             end = self.until(wall, self.spent() + cpu)
             child.seconds = max(0.0, end - now)

@@ -35,6 +35,14 @@ from tests.conftest import CHALLENGING
 BUSY = 3  # processes spinning beside the planner (the machine has 2 cores)
 
 
+def _handed(options: dict) -> tuple:
+    """``(cpu, time_limit)`` a planner is given: its budget's allowance and limit, or the
+    keywords `plan_with` makes one of."""
+    budget = options.get("budget")
+    return (options.get("cpu"), options["time_limit"]) if budget is None else \
+        (budget.cpu, budget.limit)
+
+
 def verdict(problem: memplan.Problem) -> str:
     plan = memplan.solve(problem, time_limit=60)
     assert [v for v in validate(problem, plan) if v.kind != "capacity"] == []
@@ -506,7 +514,7 @@ def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
         return timed(*args)
 
     def search(name, problem, **options):
-        handed.append((options.get("cpu"), options["time_limit"]))
+        handed.append(_handed(options))
         raise StageOver
 
     monkeypatch.setattr(api, "_search_seconds", search_seconds)
@@ -599,7 +607,7 @@ def test_compare_gives_each_planner_its_share_in_cpu_seconds(monkeypatch):
     lag, clock = [0.0], time.perf_counter
 
     def spy(name, problem, **options):
-        handed.append((name, options.get("cpu"), options["time_limit"]))
+        handed.append((name, *_handed(options)))
         lag[0] = spy.jump  # once the first planner has begun
         if name == api.EXACT:  # its warm start is the plan to compare: no search needed
             return options["hint"]

@@ -35,13 +35,16 @@ def trace():
 
 def given_limits(monkeypatch) -> list[tuple[str, float | None, float, float | None, float]]:
     """(planner, time_limit, when: a `time.perf_counter` value, cpu budget, the CPU seconds
-    of the thread by then) of every plan `api.compare` asks for."""
+    of the thread by then) of every plan `api.compare` asks for (its budget's limit and
+    allowance)."""
     asked: list[tuple[str, float | None, float, float | None, float]] = []
     plan_with_ = api.plan_with
 
     def recording(name, problem, **options):
-        asked.append((name, options.get("time_limit"), time.perf_counter(),
-                      options.get("cpu"), time.thread_time()))
+        budget = options.get("budget")
+        limit, cpu = (options.get("time_limit"), options.get("cpu")) if budget is None else \
+            (budget.limit, budget.cpu)
+        asked.append((name, limit, time.perf_counter(), cpu, time.thread_time()))
         return plan_with_(name, problem, **options)
 
     monkeypatch.setattr(api, "plan_with", recording)
