@@ -281,8 +281,9 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
     found = None  # the last plan, before its validation
     try:
         for name in names:
-            timing = extra.get(name, {"time_limit": time_limit})
-            found = name, plan_with(name, problem, seed=seed, **timing)
+            options = extra.get(name, {})
+            timing = {} if "budget" in options else {"time_limit": time_limit}
+            found = name, plan_with(name, problem, seed=seed, **timing, **options)
             plans[name] = _checked(problem, found[1])
             found = None
             if plans[name].stats.get("interrupted"):
