@@ -22,7 +22,7 @@ Steps:
   reaches the lower bound (proven optimal); Ctrl-C ends the search with the
   best order so far (``stats["interrupted"]``). The best chain's plan wins.
 
-With a CPU allowance (the budget's ``cpu``: a caller's share of its own limit, e.g.
+With a CPU allowance (its budget's ``cpu``, a caller's share of its own limit, e.g.
 `memplan.api.compare`'s) the schedule counts CPU seconds of the thread
 (`memplan.budget`): the temperature falls with the CPU spent, a chain
 starts when its first decode's CPU seconds fit, and each slice ends at the

@@ -65,7 +65,7 @@ the winner, if another, is validated in time (``stats["validate_reserve"]``).
 When the compiled ceiling pass comes next, that first validation runs in a
 thread beside it (the pass releases the GIL).
 
-With a CPU allowance (the budget's ``cpu``: a caller's share of its own limit: the exact
+With a CPU allowance (its budget's ``cpu``, a caller's share of its own limit: the exact
 planner's warm start, the canonical planner's start plan), the decisions
 count CPU seconds of this thread (and of the descent's probes): a pass is
 skipped once the budget less the validation's reserve (timed in CPU seconds
