@@ -15,6 +15,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension("memplan.solver._canonical_kernel",
                              ["memplan/solver/_canonical_kernel.c"],
                              extra_compile_args=["-O3"], optional=True),
+                   Extension("memplan._validate_kernel", ["memplan/_validate_kernel.c"],
+                             extra_compile_args=["-O3"], optional=True),
                    Extension("memplan.heuristics._placement_kernel",
                              ["memplan/heuristics/_placement_kernel.c"],
                              depends=["memplan/heuristics/_interval_place.h",
