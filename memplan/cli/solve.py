@@ -55,9 +55,9 @@ from memplan.solver.exact_options import ORDERS, ExactOptions
 LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
 OUTPUT_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes to write, per output file (JSON:
 # about 4 us; CSV, C header and page less): kept off the solve's limit at the command's pace
-FLOOR_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes in the work every solve does
-# whatever the limit: the time sweep's pass (units, sweep) and the validation of its plan
-# (measured: 1.5 CPU-s at 480k training-step buffers, 5.4 at 1M network-like ones)
+FLOOR_CPU_PER_BUFFER = 3.5e-6  # CPU seconds a buffer takes in the work every solve does
+# whatever the limit: the bound, parts, units, the time sweep's pass and the validation of
+# its plan (measured at load 16: 3.2 CPU-s at 1M network-like buffers, 3.4 at 1M training)
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 
 
