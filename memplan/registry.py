@@ -58,7 +58,7 @@ FLOOR_LEAST_WORK = 1_000_000  # pairs the floor's pass may visit whatever the li
 
 def floor_planner(problem: Problem, time_limit: float | None = None) -> str:
     """The planner whose plan is the floor of ``problem``: `FLOOR`, or the time sweep
-    (which lists no pairs, O(n log n + n g) for g free gaps) where `FLOOR` would list more
+    (which lists no pairs, O(n log n)) where `FLOOR` would list more
     than `FLOOR_PAIRS` pairs in Python (``best``'s ``max_pairs`` rule) or where its work
     (`floor_work`) would not fit in `FLOOR_SHARE` of ``time_limit`` (seconds)."""
     if problem.alias_optional.any() and \
