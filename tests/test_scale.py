@@ -476,6 +476,16 @@ def test_compiled_sweep_matches_on_large_problems_with_many_gaps(placement):
 
 
 @pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
+def test_compiled_sweep_matches_the_free_list_with_a_thousand_gaps_at_once(placement):
+    # tens of thousands of units, up to a thousand gaps at once: the trees' rebalancing
+    # and the tables' deletions (runs shifted back) in play, not only their easy cases
+    problems = [_pinned_and_aligned(40_000, 15), training_step(30_000, 16)]
+    for problem in problems:
+        ((compiled, _), (python, _)), _ = _both_sweeps(problem, placement)
+        assert compiled.tolist() == python.tolist(), problem.name
+
+
+@pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
 def test_compiled_sweep_out_of_time_stacks_as_the_free_list_does(placement):
     import time
 
