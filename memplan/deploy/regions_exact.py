@@ -89,6 +89,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
@@ -124,7 +125,8 @@ class RegionModel:
         cp = self.cp = cp_model.CpModel()
         regions, ids, sizes = core.regions, core.ids, core.sizes
         ceiling = int(sizes.sum())
-        limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
+        self.limit = limit = [min(r.capacity or ceiling, core.capacity or ceiling)
+                              for r in regions]
         self.offset, self.inside, self.blocks = [], [], {}
         groups = geometry.groups
         for u, unit in enumerate(geometry.units):
@@ -452,18 +454,24 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
-        relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
-        if best is not None:
-            relaxed.hint(*best)
-        solver, status, spent = relaxed.solve(
-            deadline, None if share is None else share * RELAX_SHARE, seed, workers)
-        stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
-        stats["stage_cpu"] += spent
-        if status == cp_model.INFEASIBLE and n == 0:
-            return None  # not even the loads of every step fit the capacities
-        bound = solver.best_objective_bound if status in _SOLVED else 0.0
-        if status in _SOLVED:
-            laid = lay_out(problem, relaxed.read(solver)[1])
+        swept = sweep_relaxation(relaxed) if stage == "cost" else None
+        if swept is not None:  # the relaxation solved exactly by the sweep
+            bound, chosen = swept
+            stats[f"{stage}_relaxed"] = "swept"
+        else:
+            relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
+            if best is not None:
+                relaxed.hint(*best)
+            solver, status, spent = relaxed.solve(
+                deadline, None if share is None else share * RELAX_SHARE, seed, workers)
+            stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
+            stats["stage_cpu"] += spent
+            if status == cp_model.INFEASIBLE and n == 0:
+                return None  # not even the loads of every step fit the capacities
+            bound = solver.best_objective_bound if status in _SOLVED else 0.0
+            chosen = relaxed.read(solver)[1] if status in _SOLVED else None
+        if chosen is not None:
+            laid = lay_out(problem, chosen)
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
@@ -514,11 +522,14 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
     relaxed = RegionModel(problem, weights, packed=False)
     if objective == "arena" and not relaxed.top:
         return 0.0
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    swept = sweep_relaxation(relaxed) if objective == "cost" else None
+    if swept is not None:
+        return swept[0] / (1000 * 1000) * cost_unit
     relaxed.cp.minimize(relaxed.arena if objective == "arena" else relaxed.cost)
     solver, status, _ = relaxed.solve(None, cpu, seed, workers)
     if status not in _SOLVED:
         return 0.0
-    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \
         cost_unit
 
