@@ -19,8 +19,6 @@ Steps (`sweep_relaxation`):
 - the units by the step they start; a *state* is the region of every unit live
   at the current step, with the least cost of any choice of the earlier units
   that leads to it;
-- a unit that may use one region only is no choice: its cost is added once, its
-  bytes there lower that region's room at each step;
 - at each step where a unit starts or ends: units that ended leave the states
   (equal states merge at their least cost); each unit that starts branches
   every state over the regions it may use (its extent within the region's
@@ -68,23 +66,14 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
     ends = np.array([max(int(problem.ends[i]) for i in unit.members)
                      for unit in geometry.units], np.int64)
     boxes = geometry.boxes
-    box_start = np.array([box.start for box in boxes], np.int64)
-    box_end = np.array([box.end for box in boxes], np.int64)
-    box_bytes = np.array([box.high - box.low for box in boxes], np.int64)
-    box_unit = np.array([box.unit for box in boxes], np.int64)
-    box_starts = set(box_start.tolist())
+    box_starts = {box.start for box in boxes}
     events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
-    if not all(len(c) for c in choices):
-        return None
-    # a unit with one region is no choice: its cost and its bytes there are fixed
-    fixed = np.array([len(c) == 1 for c in choices], bool)
-    home = np.array([c[0] if len(c) == 1 else 0 for c in choices], np.int64)
-    base = sum(int(prices[u][0]) for u in np.flatnonzero(fixed).tolist())
     starting: dict[int, list[int]] = {}
     for u in np.argsort(starts, kind="stable").tolist():
-        if not fixed[u]:
-            starting.setdefault(int(starts[u]), []).append(u)
-    position = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
+        starting.setdefault(int(starts[u]), []).append(u)
+    boxes_of: dict[int, list] = {}
+    for box in boxes:
+        boxes_of.setdefault(box.unit, []).append(box)
     live: list[int] = []
     states = np.zeros((1, 0), np.int64)  # one row per state: the live units' regions
     costs = np.zeros(1, np.int64)
@@ -97,6 +86,8 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
             trail.append((parents, None, None))
         for u in starting.get(t, []):
             options = len(choices[u])
+            if options == 0:
+                return None
             parents = np.repeat(np.arange(len(states)), options)
             picked = np.tile(choices[u], len(states))
             states = np.column_stack([states[parents], picked])
@@ -106,17 +97,15 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
             if len(states) > max_states:
                 return None
         if t in box_starts and len(states):
-            position[live] = np.arange(len(live))
-            now = (box_start <= t) & (box_end > t)
-            pinned = now & fixed[box_unit]
-            room = np.array(limits, np.int64) - np.bincount(
-                home[box_unit[pinned]], box_bytes[pinned], len(limits)).astype(np.int64)
-            free = now & ~pinned
-            held = np.zeros(len(live), np.int64)  # each live unit's bytes live at t
-            np.add.at(held, position[box_unit[free]], box_bytes[free])
-            fits = np.full(len(states), bool((room >= 0).all()))
-            for k, limit in enumerate(room.tolist()):
-                fits &= ((states == k) * held).sum(axis=1) <= limit
+            held = np.zeros((len(live), len(limits)), np.int64)  # unit's bytes live at t
+            for n, u in enumerate(live):
+                for box in boxes_of.get(u, ()):
+                    if box.start <= t < box.end:
+                        held[n, :] += box.high - box.low
+            fits = np.ones(len(states), bool)
+            for k, limit in enumerate(limits):
+                load = ((states == k) * held[:, k]).sum(axis=1)
+                fits &= load <= limit
             if not fits.all():
                 kept = np.flatnonzero(fits)
                 states, costs = states[kept], costs[kept]
@@ -125,13 +114,11 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
             return None
     best = int(np.argmin(costs))
     regions = np.zeros(len(problem), np.int64)
-    for u in np.flatnonzero(fixed).tolist():
-        regions[list(geometry.units[u].members)] = home[u]
     for parents, u, picked in reversed(trail):
         if u is not None:
             regions[list(geometry.units[u].members)] = picked[best]
         best = int(parents[best])
-    return base + int(costs.min()), regions
+    return int(costs.min()), regions
 
 
 def _merged(states: np.ndarray, costs: np.ndarray
