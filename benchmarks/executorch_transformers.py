@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks import executorch_zoo as zoo
-from benchmarks.onnx_transformers import _configs
+from benchmarks.onnx_transformers import build
 
 TOKENS = 32  # sequence length of the text models
 NAMES = ("gemma2", "phi3", "mistral", "opt", "deberta-v2", "swin", "segformer", "clip-vision",
@@ -38,17 +38,7 @@ class First(torch.nn.Module):
 
 def transformer(name: str) -> zoo.Model:
     """``name`` (one of `NAMES`) built from its configuration, seed 0, with seeded inputs."""
-    from transformers import AutoModel
-
-    kind, config = _configs()[name]
-    torch.manual_seed(0)
-    model = AutoModel.from_config(config()).eval()
-    if kind == "text":
-        inputs = {"input_ids": torch.randint(1, 128, (1, TOKENS))}
-    elif kind == "image":
-        inputs = {"pixel_values": torch.randn(1, 3, 32, 32)}
-    else:
-        inputs = {"input_values": torch.randn(1, 1600)}
+    model, inputs = build(name, TOKENS)
     return zoo.Model(f"hf {name}", First(model, tuple(inputs)), [tuple(inputs.values())])
 
 
