@@ -403,6 +403,8 @@ def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
             continue
         value, regions = swept
         assert value == optimum
+        assert sweep_relaxation(model, ceiling=value)[0] == value  # a plan's cost prunes
+        assert sweep_relaxation(model, ceiling=value - 1) is None  # nothing below the optimum
         allowed = allowed_matrix(problem)
         assert allowed[np.arange(len(problem)), regions].all()
         assert model.value(np.zeros(len(problem), np.int64), regions, "cost") == value
@@ -422,4 +424,5 @@ def test_the_sweep_gives_up_past_its_states():
     problem = Problem(_chain([4, 4, 4]) + [Buffer("d", 4, 0, 3)], regions=[SRAM, DRAM])
     model = RegionModel(problem, packed=False)
     assert sweep_relaxation(model, max_states=3) is None
+    assert sweep_relaxation(model, max_work=3) is None
     assert sweep_relaxation(model)[0] == 0

@@ -454,7 +454,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
-        swept = sweep_relaxation(relaxed) if stage == "cost" else None
+        swept = None if stage != "cost" else sweep_relaxation(
+            relaxed, None if best is None else relaxed.value(*best, stage))
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"

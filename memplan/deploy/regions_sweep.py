@@ -28,10 +28,13 @@ Steps (`sweep_relaxation`):
   read back along the parents.
 
 Exact for the relaxation, so its optimum is a lower bound on every region
-plan's cost. Cost: O(events * states * live), the states at most
-``max_states``; past it the sweep gives up (None) and CP-SAT solves the
-relaxation. A model with a cap on the slow bytes or arena (`RegionModel.cap`)
-couples every step; the sweep leaves it to CP-SAT too.
+plan's cost; a state that already costs more than a plan known to fit goes
+(the optimum is at most that plan's cost). Cost: O(events * states * live),
+the states at most ``max_states`` and the entries touched at most
+``max_work`` (a count, so a busy machine gets the same verdict); past either the
+sweep gives up (None) and CP-SAT solves the relaxation. A model with a cap on the
+slow bytes or arena (`RegionModel.cap`) couples every step; the sweep leaves it to
+CP-SAT too.
 """
 
 from __future__ import annotations
@@ -41,13 +44,17 @@ import numpy as np
 from memplan.problem import NO_OFFSET
 
 MAX_STATES = 1 << 13  # states the sweep keeps at one step before it gives up
+MAX_WORK = 1 << 23  # state entries it may touch in all (states x live units, summed)
 
 
-def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarray] | None:
+def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_STATES,
+                     max_work: int = MAX_WORK) -> tuple[int, np.ndarray] | None:
     """The least cost (`RegionModel.cost`'s units) of the region choice of ``model`` (a
     `memplan.deploy.regions_exact.RegionModel`) under its per-step loads, and a choice
     reaching it (per buffer, the region index); None when a state count passes
-    ``max_states``, the model has a cap, or no choice fits (CP-SAT then proves it)."""
+    ``max_states``, the entries touched pass ``max_work``, the model has a cap, or no
+    choice fits (CP-SAT then proves it). ``ceiling``: the cost of a choice known to
+    meet the loads (a plan's): states above it go, the optimum being at most it."""
     if model.capped is not None:
         return None
     geometry, problem = model.geometry, model.problem
@@ -68,17 +75,23 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
     boxes = geometry.boxes
     box_starts = {box.start for box in boxes}
     events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
+    box_start = np.array([box.start for box in boxes], np.int64)
+    box_end = np.array([box.end for box in boxes], np.int64)
+    box_bytes = np.array([box.high - box.low for box in boxes], np.int64)
+    box_unit = np.array([box.unit for box in boxes], np.int64)
     starting: dict[int, list[int]] = {}
     for u in np.argsort(starts, kind="stable").tolist():
         starting.setdefault(int(starts[u]), []).append(u)
-    boxes_of: dict[int, list] = {}
-    for box in boxes:
-        boxes_of.setdefault(box.unit, []).append(box)
+    position = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     states = np.zeros((1, 0), np.int64)  # one row per state: the live units' regions
     costs = np.zeros(1, np.int64)
     trail: list[tuple[np.ndarray, int | None, np.ndarray | None]] = []  # parents, unit, regions
+    work = 0
     for t in events:
+        work += len(states) * (len(live) + 1)
+        if work > max_work:
+            return None
         keep = [n for n, u in enumerate(live) if ends[u] > t]
         if len(keep) < len(live):
             live = [live[n] for n in keep]
@@ -94,18 +107,21 @@ def sweep_relaxation(model, max_states: int = MAX_STATES) -> tuple[int, np.ndarr
             costs = costs[parents] + np.tile(prices[u], len(costs))
             live.append(u)
             trail.append((parents, u, picked))
+            if ceiling is not None:
+                below = np.flatnonzero(costs <= ceiling)
+                if len(below) < len(states):
+                    states, costs = states[below], costs[below]
+                    trail.append((below, None, None))
             if len(states) > max_states:
                 return None
         if t in box_starts and len(states):
-            held = np.zeros((len(live), len(limits)), np.int64)  # unit's bytes live at t
-            for n, u in enumerate(live):
-                for box in boxes_of.get(u, ()):
-                    if box.start <= t < box.end:
-                        held[n, :] += box.high - box.low
+            position[live] = np.arange(len(live))
+            now = (box_start <= t) & (box_end > t)
+            held = np.zeros(len(live), np.int64)  # each live unit's bytes live at t
+            np.add.at(held, position[box_unit[now]], box_bytes[now])
             fits = np.ones(len(states), bool)
             for k, limit in enumerate(limits):
-                load = ((states == k) * held[:, k]).sum(axis=1)
-                fits &= load <= limit
+                fits &= ((states == k) * held).sum(axis=1) <= limit
             if not fits.all():
                 kept = np.flatnonzero(fits)
                 states, costs = states[kept], costs[kept]
