@@ -441,7 +441,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
     its region choice, each region laid out by the heuristic planners (`lay_out`), is a
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
-    stage ends there; else the full model runs, its objective at least the bound.
+    stage ends there; else the full model runs, its objective at least the bound. With a
+    gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
+    after its relaxation whatever the distance (the gap reported on the cost says it).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
     none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
     seconds, deadline, gap = limits
@@ -477,7 +479,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
         value = None if best is None else relaxed.value(*best, stage)
-        if value is None or value - bound > gap * value:
+        # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
+        tie_break = gap > 0 and n > 0 and best is not None
+        if not tie_break and (value is None or value - bound > gap * value):
             if model is None:
                 model = build(True)
                 model.keep_tops(relaxed.kept)
@@ -496,8 +500,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             if status in _SOLVED:
                 best = model.read(solver)
                 bound = max(bound, solver.best_objective_bound)
-        else:
-            stats[f"{stage}_status"] = "relaxation"  # proven within the gap by its bound
+        else:  # proven within the gap by its bound, or a tie-break left at its relaxation
+            stats[f"{stage}_status"] = "relaxation"
         proven[stage] = bound
         if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
             for kept in (relaxed, model):
