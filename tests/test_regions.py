@@ -426,3 +426,20 @@ def test_the_sweep_gives_up_past_its_states():
     assert sweep_relaxation(model, max_states=3) is None
     assert sweep_relaxation(model, max_work=3) is None
     assert sweep_relaxation(model)[0] == 0
+
+
+def test_with_a_gap_the_cost_after_the_arenas_stops_at_its_relaxation(monkeypatch):
+    """The cost stage of the arena objective only breaks ties: with a gap it never runs the
+    full model, even when its relaxation proves little (here a bound of 0), and the arena
+    stays proven; without a gap (the exact optimum) it does run."""
+    import memplan.deploy.regions_exact as exact
+
+    swept = exact.sweep_relaxation
+    monkeypatch.setattr(exact, "sweep_relaxation",
+                        lambda model, ceiling=None: (0, swept(model)[1]))
+    plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01)
+    assert plan.stats["cost_status"] == "relaxation"
+    assert plan.stats["arena_optimal"]
+    check(CHAIN, plan)
+    exact_plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena")
+    assert exact_plan.stats["cost_status"] != "relaxation"
