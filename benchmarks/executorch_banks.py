@@ -1,6 +1,8 @@
 """ExecuTorch's BankedGreedy against memplan on a fast and a slow bank, run for real.
 
-For each model of `benchmarks.executorch_models`: export it and lower it with
+For each model of `benchmarks.executorch_models` and of
+`benchmarks.executorch_transformers` (``hf ...``: ten architectures from the
+``transformers`` library, random weights): export it and lower it with
 memplan's single-arena pass, whose algorithm (`Measuring`), handed the graph's
 specs, first plans one arena (the optimum the fast banks are sized from), then
 for each fast bank (25, 50 and 75 % of that optimum; 64 KiB, 256 KiB and 1 MiB
@@ -17,22 +19,28 @@ Runtime: the model lowered with BankedGreedy's pass and with memplan's (each
 objective) at ``--runtime`` banks (``all``, the default; ``mid``: the 50 % one;
 ``none``), run in ExecuTorch's runtime: memplan's outputs bit-identical to
 BankedGreedy's, BankedGreedy's to the single-arena greedy program's
-(`benchmarks.executorch_models.runtime_verdict`)::
+(`benchmarks.executorch_models.runtime_verdict`). At those banks the export is
+timed: ``to_executorch`` with memplan's default pass for each objective, right
+after BankedGreedy's (alternating, ``--rounds`` times, medians kept), on the wall
+clock and in the process's CPU seconds (a shared machine's load stretches the
+wall clock of both)::
 
     python -m benchmarks executorch-banks                 # every model
     python -m benchmarks executorch-banks llama --runtime mid
+    python -m benchmarks executorch-banks --runtime mid --rounds 3
     python -m benchmarks executorch-banks --time-limit 20
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from dataclasses import dataclass
 
+from benchmarks import executorch_models, executorch_transformers
 from benchmarks.executorch_models import (
-    MODELS,
     TIME_LIMIT,
     eager,
     export,
@@ -45,6 +53,7 @@ KIB = 1024
 PARTS = (("25 %", 0.25), ("50 %", 0.50), ("75 %", 0.75),
          ("64 KiB", 64 * KIB), ("256 KiB", 256 * KIB), ("1 MiB", 1024 * KIB))
 PLANNERS = ("BankedGreedy", "memplan traffic", "memplan slow_arena")
+MODELS = {**executorch_models.MODELS, **executorch_transformers.MODELS}
 UNBOUNDED = 1 << 40
 
 
@@ -64,6 +73,8 @@ class Row:
     runtime: str = "not run"
     export: float | None = None  # seconds of to_executorch with this planner's pass
     greedy_export: float | None = None  # BankedGreedy's, lowered just before it
+    export_cpu: float | None = None  # the same two in CPU seconds of the process
+    greedy_export_cpu: float | None = None
 
 
 class Measuring:
@@ -129,14 +140,27 @@ def measure(call, target, planner: str, time_limit: float, slow: int):
         report.seconds
 
 
-def runtime(model, edge, target, time_limit: float, reference: list
-            ) -> tuple[dict[str, str], dict[str, tuple[float, float]]]:
+def timed(edge, planning_pass) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of the process, the program or the error) of one
+    ``to_executorch`` with ``planning_pass``."""
+    began, cpu = time.perf_counter(), time.process_time()
+    try:
+        program = lower(edge, planning_pass)
+    except Exception as error:  # noqa: BLE001 (BankedGreedy's BankPlacementError, memplan's)
+        program = error
+    return time.perf_counter() - began, time.process_time() - cpu, program
+
+
+def runtime(model, edge, target, time_limit: float, reference: list, rounds: int = 1
+            ) -> tuple[dict[str, str], dict[str, tuple[float, float, float, float]]]:
     """Each planner's program at ``target`` run in ExecuTorch's runtime: BankedGreedy's
     against ``reference`` (the single-arena greedy program's outputs), memplan's against
     BankedGreedy's bit for bit (against ``reference`` where BankedGreedy's does not
     lower); every one close to eager PyTorch. Also, per memplan objective, the seconds of
     ``to_executorch`` with memplan's default pass and with BankedGreedy's, lowered just
-    before it in the same process (alternating, so both see the same load)."""
+    before it in the same process (alternating, so both see the same load), ``rounds``
+    times: the medians of (memplan wall, BankedGreedy wall, memplan CPU, BankedGreedy
+    CPU) over the rounds, the CPU of the whole process (CP-SAT's threads too)."""
     from executorch.exir.banked_memory_planning import banked_memory_planning_pass
 
     import memplan.executorch
@@ -145,24 +169,19 @@ def runtime(model, edge, target, time_limit: float, reference: list
     wanted = eager(model)
     for planner in PLANNERS:
         if planner == "BankedGreedy":
-            planning_pass = banked_memory_planning_pass(target)
+            program = timed(edge, banked_memory_planning_pass(target))[2]
         else:
-            began = time.perf_counter()
-            try:
-                lower(edge, banked_memory_planning_pass(target))
-            except Exception:  # noqa: BLE001 (over the slow bank: timed to its refusal)
-                pass
-            greedy = time.perf_counter() - began
-            planning_pass = memplan.executorch.memory_planning_pass(
-                time_limit=time_limit, regions=target, objective=planner.split()[1])
-        began = time.perf_counter()
-        try:
-            program = lower(edge, planning_pass)
-        except Exception as error:  # BankedGreedy's BankPlacementError, memplan's proof
-            verdicts[planner] = f"not lowered: {type(error).__name__}"
+            times = []
+            for _ in range(rounds):
+                greedy = timed(edge, banked_memory_planning_pass(target))
+                mine = timed(edge, memplan.executorch.memory_planning_pass(
+                    time_limit=time_limit, regions=target, objective=planner.split()[1]))
+                times.append((mine[0], greedy[0], mine[1], greedy[1]))
+            program = mine[2]
+            exports[planner] = tuple(statistics.median(t[k] for t in times) for k in range(4))
+        if isinstance(program, Exception):
+            verdicts[planner] = f"not lowered: {type(program).__name__}"
             continue
-        if planner != "BankedGreedy":
-            exports[planner] = (time.perf_counter() - began, greedy)
         outputs = run(program, model.calls)
         verdicts[planner] = runtime_verdict(peer, outputs, wanted).replace(
             "greedy", "single-arena greedy" if peer is reference else "BankedGreedy")
@@ -171,7 +190,8 @@ def runtime(model, edge, target, time_limit: float, reference: list
     return verdicts, exports
 
 
-def measure_model(name: str, time_limit: float, runtime_at: str) -> list[Row]:
+def measure_model(name: str, time_limit: float, runtime_at: str, rounds: int = 1
+                  ) -> list[Row]:
     """Every row of one model: measured inside memplan's single-arena pass, then run."""
     from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
 
@@ -188,11 +208,12 @@ def measure_model(name: str, time_limit: float, runtime_at: str) -> list[Row]:
     rows = [Row(name, *found) for found in measuring.rows]
     for bank, target in measuring.targets.items():
         if runtime_at == "all" or (runtime_at == "mid" and bank == "50 %"):
-            verdicts, exports = runtime(model, edge, target, time_limit, reference)
+            verdicts, exports = runtime(model, edge, target, time_limit, reference, rounds)
             for row in rows:
                 if row.bank == bank:
                     row.runtime = verdicts[row.planner]
-                    row.export, row.greedy_export = exports.get(row.planner, (None, None))
+                    row.export, row.greedy_export, row.export_cpu, row.greedy_export_cpu = \
+                        exports.get(row.planner, (None,) * 4)
     for row in rows:
         print(row, file=sys.stderr, flush=True)
     return rows
@@ -216,21 +237,48 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _ratios(rows: list[Row], planner: str, model: str | None = None) -> dict[str, list]:
+    """Per clock (``wall``, ``CPU``), the sorted ratios of ``planner``'s export seconds to
+    BankedGreedy's at the timed banks (where BankedGreedy's plan fits the slow bank)."""
+    greedy = {(r.model, r.bank): r.fits for r in rows if r.planner == "BankedGreedy"}
+    timed = [r for r in rows if r.planner == planner and r.export is not None
+             and greedy[(r.model, r.bank)] and model in (None, r.model)]
+    return {"wall": sorted(r.export / r.greedy_export for r in timed),
+            "CPU": sorted(r.export_cpu / r.greedy_export_cpu for r in timed)}
+
+
+def _spread(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f} / {ratios[-1]:.2f}" if ratios else "-"
+
+
 def summary(rows: list[Row]) -> list[str]:
     """Per memplan objective: at how many banks its plan is proven within 1 % (of those
-    it plans), and the largest ratio of its export seconds to BankedGreedy's (where
-    BankedGreedy's plan fits the slow bank) with their median."""
+    it plans), and the median and largest ratio of its export seconds to BankedGreedy's
+    (`_ratios`), on the wall clock and in CPU seconds."""
     lines = []
     for planner in PLANNERS[1:]:
         mine = [r for r in rows if r.planner == planner]
         proven = sum(r.fits and r.gap is not None and r.gap <= 0.01 for r in mine)
-        greedy = {(r.model, r.bank): r.fits for r in rows if r.planner == "BankedGreedy"}
-        ratios = sorted(r.export / r.greedy_export for r in mine if r.export is not None
-                        and greedy[(r.model, r.bank)])
-        shown = f"; export / BankedGreedy's: median {ratios[len(ratios) // 2]:.2f}, " \
-            f"largest {ratios[-1]:.2f} over {len(ratios)} banks" if ratios else ""
+        ratios = _ratios(rows, planner)
+        shown = "".join(f"; export / BankedGreedy's ({clock}): median / largest "
+                        f"{_spread(found)} over {len(found)} banks"
+                        for clock, found in ratios.items() if found)
         lines.append(f"{planner}: proven within 1 % at {proven} of {len(mine)} banks{shown}")
     return lines
+
+
+def export_table(rows: list[Row]) -> str:
+    """Per model and memplan objective, the median / largest ratio of the export seconds
+    to BankedGreedy's over the timed banks, wall clock and CPU."""
+    lines = ["| model | objective | banks | wall: median / largest | CPU: median / largest |",
+             "|---" * 5 + "|"]
+    for model in dict.fromkeys(r.model for r in rows):
+        for planner in PLANNERS[1:]:
+            ratios = _ratios(rows, planner, model)
+            if ratios["wall"]:
+                lines.append(f"| {model} | {planner.split()[1]} | {len(ratios['wall'])} | "
+                             f"{_spread(ratios['wall'])} | {_spread(ratios['CPU'])} |")
+    return "\n".join(lines)
 
 
 def _pair(greedy: Row, mine: Row, field: str) -> str:
@@ -292,17 +340,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT,
                         help="seconds per graph for memplan")
     parser.add_argument("--runtime", choices=("all", "mid", "none"), default="all",
-                        help="fast banks whose programs run in ExecuTorch's runtime")
+                        help="fast banks whose programs run in ExecuTorch's runtime (and "
+                             "whose exports are timed)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="exports timed per bank and objective, alternating with "
+                             "BankedGreedy's (the medians are kept)")
     args = parser.parse_args(argv)
     chosen = [n for n in MODELS if not args.models or any(a in n for a in args.models)]
     rows = []
     for name in chosen:
         began = time.perf_counter()
-        rows += measure_model(name, args.time_limit, args.runtime)
+        rows += measure_model(name, args.time_limit, args.runtime, args.rounds)
         print(f"{name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     print(table(rows))
     print()
     print(compact(rows))
+    print()
+    print(export_table(rows))
     found = verdicts(rows)
     for line in summary(rows) + found:
         print(line)

@@ -106,8 +106,9 @@ def variants(name: str) -> list[tuple[str, bool]]:
     return [(exporter, mask) for exporter in EXPORTERS for mask in masks]
 
 
-def export(name: str, exporter: str, mask: bool, path: Path) -> None:
-    """Build ``name`` (seed 0) and export it to ``path``; raises what the exporter raises."""
+def build(name: str, tokens: int = TOKENS):
+    """``name`` built from its configuration (seed 0, evaluation mode) and its seeded
+    inputs by name: ``tokens`` tokens, a 32 x 32 image or 1,600 samples of speech."""
     import torch
     from transformers import AutoModel
 
@@ -115,11 +116,19 @@ def export(name: str, exporter: str, mask: bool, path: Path) -> None:
     torch.manual_seed(0)
     model = AutoModel.from_config(config()).eval()
     if kind == "text":
-        inputs = {"input_ids": torch.randint(1, 128, (1, TOKENS))}
+        inputs = {"input_ids": torch.randint(1, 128, (1, tokens))}
     elif kind == "image":
         inputs = {"pixel_values": torch.randn(1, 3, 32, 32)}
     else:
         inputs = {"input_values": torch.randn(1, 1600)}
+    return model, inputs
+
+
+def export(name: str, exporter: str, mask: bool, path: Path) -> None:
+    """Build ``name`` (seed 0) and export it to ``path``; raises what the exporter raises."""
+    import torch
+
+    model, inputs = build(name)
     if mask:
         first = next(iter(inputs.values()))
         inputs["attention_mask"] = torch.ones(first.shape[:2], dtype=torch.long)

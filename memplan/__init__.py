@@ -72,17 +72,21 @@ __all__ = [
 
 def kernels() -> dict[str, bool]:
     """Which compiled C kernels are loaded: the exact planner's canonical search, the
-    heuristics' placement pass and their order search, the ONNX reader's field walk
-    (without them plans come slower, from Python, the order search is the Python hill
-    climb, and the ONNX reader's memory bound is not checked). The ONNX one is only
-    found, not loaded: loading it imports onnx."""
+    heuristics' placement pass and their order search, the validator's sweep, the ONNX
+    reader's field walk (without them plans come slower, from Python, the order search is
+    the Python hill climb, the validation of 10^6 buffers takes seconds more, and the ONNX
+    reader's memory bound is not checked). The ONNX one is only found, not loaded:
+    loading it imports onnx."""
+    from importlib import import_module
     from importlib.util import find_spec
 
     from memplan.heuristics import anneal, compiled_place
     from memplan.solver import canonical
 
+    checker = import_module("memplan.validate")  # memplan.validate: the function
     return {"canonical": canonical.available(), "placement": compiled_place.available(),
             "search": anneal.compiled(),
+            "validation": checker._compiled_any_overlap is not None,
             "onnx_reader": find_spec("memplan.onnx._onnx_strip") is not None}
 
 

@@ -634,8 +634,11 @@ class _Comparing:
 
     def plans(self, chosen: list[str]) -> tuple[dict[str, Plan], bool]:
         """The plans by planner; True when ``stop`` or Ctrl-C ended them early."""
-        heuristics = [p for p in chosen if p != EXACT]
         clock, end = self.clock, self.end
+        ceiling = ceiling_planner(self.problem, None if end is None else end - clock.spent())
+        # the ceiling first (as in `solve`): a plan of the cheapest greedy's size at least,
+        # however little time the planners after it leave (rows keep ``chosen``'s order)
+        heuristics = sorted((p for p in chosen if p != EXACT), key=lambda p: p != ceiling)
         part = None if end is None else \
             end - (0.0 if EXACT not in chosen else 0.5) * (end - clock.spent())
         plans: dict[str, Plan] = {}
@@ -648,7 +651,7 @@ class _Comparing:
                 if plans and self._no_room():
                     self.skipped.extend(heuristics[k:])  # the problem's time is spent
                     break
-                plans[planner] = self._run(planner, max(0.0, cpu))
+                plans[planner] = self._run(planner, max(0.0, cpu), uncut=planner == ceiling)
                 if plans[planner].stats.get("interrupted"):
                     return plans, True
             if EXACT in chosen and plans and self._no_room(exact=True):
@@ -674,11 +677,13 @@ class _Comparing:
         return any(seconds is not None and seconds + self.slack <= most
                    for seconds, most in zip(left, need, strict=True))
 
-    def _run(self, planner: str, cpu: float | None, hint: Plan | None = None) -> Plan:
+    def _run(self, planner: str, cpu: float | None, hint: Plan | None = None, *,
+             uncut: bool = False) -> Plan:
         """``planner``'s validated plan: its share as the CPU allowance of a child budget
         by the call's wall time left (`Budget.split`: a planner that spends no allowance
         runs for the share at the call's pace); ``heuristic_time_limit``: a heuristic's
-        wall limit instead."""
+        wall limit instead; ``uncut`` (the ceiling, chosen by `ceiling_planner` to fit the
+        share): no limit, as in `solve`."""
         clock = self.clock
         began, cpu_began = time.perf_counter(), clock.spent()
         wall = None if clock.deadline is None else \
@@ -695,7 +700,9 @@ class _Comparing:
             clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
                 (time.thread_time() - thread)  # its searches' threads, not this one's alone
         else:
-            if self.heuristic_time_limit is not None:
+            if uncut:
+                budget = Budget.of_limit(None)
+            elif self.heuristic_time_limit is not None:
                 budget = Budget.of_limit(self.heuristic_time_limit)
             found = plan_with(planner, self.problem, seed=self.seed, budget=budget)
         checking = clock.spent()

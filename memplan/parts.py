@@ -17,7 +17,9 @@ at least `PART_BUFFERS` buffers):
 - the parts: `memplan.solver.preprocess.components` (a sweep in start order
   cuts time where no buffer spans a point; a union-find joins the blocks an
   alias or a conflict links), grouped in time order into at most `MOST_PARTS`
-  groups (a group of several parts is still independent of the others);
+  groups (a group of several parts is still independent of the others); the
+  sweep passes over pinned buffers in no alias or conflict (their bytes are
+  fixed), and each group then keeps those live during its span (`groups`);
 - identical parts (the same columns once time is renumbered: a step or a
   request repeated) are planned once and their offsets reused;
 - the distinct parts, smallest lower bound first, each by the whole pipeline
@@ -49,20 +51,56 @@ import numpy as np
 from memplan.bounds import lower_bound
 from memplan.budget import left_of
 from memplan.plan import Plan
-from memplan.problem import Problem
+from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.preprocess import _piece, components
 
 PART_BUFFERS = 10_000  # smaller problems are planned whole (the split saves them nothing)
 MOST_PARTS = 64  # parts beyond this are grouped: each group plans its parts together
 
 
+def _lone_pins(problem: Problem) -> np.ndarray:
+    """Whether each buffer is pinned and in no alias or explicit conflict: its bytes are
+    fixed, so it may cross a cut (each part it meets in time keeps it, at its offset)."""
+    lone = problem.pinned != NO_OFFSET
+    lone[problem.alias_src] = lone[problem.alias_dst] = False
+    lone[problem.conflicts.reshape(-1)] = False
+    return lone
+
+
 def groups(problem: Problem, most: int = MOST_PARTS) -> list[np.ndarray]:
     """The independent parts of ``problem`` (buffer indices, sorted), consecutive ones
-    grouped so that there are at most about ``most``; one group when nothing splits."""
-    found = components(problem)
+    grouped so that there are at most about ``most``; one group when nothing splits.
+
+    A cut where only pinned buffers live (pinned, in no alias or conflict) is a cut too:
+    each group then also holds the pinned buffers live during its time span (a pinned
+    buffer may be in several; a pin in no group's span goes to the first), so that every
+    group's bound counts them and its plan keeps clear of their bytes."""
+    lone = _lone_pins(problem)
+    if not lone.any():
+        return _grouped(components(problem), len(problem), most)
+    rest, pins = np.flatnonzero(~lone), np.flatnonzero(lone)
+    if not len(rest):
+        return [np.arange(len(problem))]
+    found = _grouped([rest[members] for members in components(_piece(problem, rest, 1))],
+                     len(rest), most)
+    if len(found) <= 1:
+        return [np.arange(len(problem))]
+    starts, ends = problem.starts[pins], problem.ends[pins]
+    placed = np.zeros(len(pins), bool)
+    whole = []
+    for members in found:
+        meets = (starts < problem.ends[members].max()) & (ends > problem.starts[members].min())
+        placed |= meets
+        whole.append(np.sort(np.r_[members, pins[meets]]))
+    whole[0] = np.sort(np.r_[whole[0], pins[~placed]])
+    return whole
+
+
+def _grouped(found: list[np.ndarray], n: int, most: int) -> list[np.ndarray]:
+    """Consecutive parts of ``found`` (of n buffers in all) grouped: at most about ``most``."""
     if len(found) <= 1:
         return found
-    least = max(len(problem) // most, 1)
+    least = max(n // most, 1)
     grouped: list[list[np.ndarray]] = [[]]
     count = 0  # buffers in the last group
     for members in found:

@@ -60,7 +60,7 @@ CEILING_PAIRS = 8_000_000  # ... unless its compiled pass cannot take the proble
 
 def ceiling_planner(problem: Problem, time_limit: float | None = None) -> str:
     """The planner whose plan is the ceiling of ``problem``: `CEILING`, or the time sweep
-    (which lists no pairs, O(n log n + n g) for g free gaps) where `CEILING` would list more
+    (which lists no pairs, O(n log n)) where `CEILING` would list more
     than `CEILING_PAIRS` pairs in Python (``best``'s ``max_pairs`` rule) or where its work
     (`ceiling_fits`) would not fit in `CEILING_SHARE` of ``time_limit`` (seconds)."""
     if problem.alias_optional.any() and \

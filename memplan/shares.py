@@ -18,9 +18,9 @@ POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap reads its clock an
 COMMAND_LEAST_SHARE = 0.1  # of --time-limit: what the work keeps however long loading took
 OUTPUT_CPU_PER_BUFFER = 5e-6  # a buffer's writing, per output file (JSON: about 4 us; CSV,
 # C header and page less): kept off the solve's limit at the command's pace
-CEILING_CPU_PER_BUFFER = 5e-6  # a buffer's share of the work every solve does whatever the
-# limit: the time sweep's pass (units, sweep) and the validation of its plan (measured:
-# 1.5 CPU-s at 480k training-step buffers, 5.4 at 1M network-like ones)
+CEILING_CPU_PER_BUFFER = 3.5e-6  # a buffer's share of the work every solve does whatever
+# the limit: the bound, parts, units, the time sweep's pass and the validation of its plan
+# (measured at load 16: 3.2 CPU-s at 1M network-like buffers, 3.4 at 1M training)
 EXPLAIN_PLAN_SHARE = 1 / 3  # explain: of the time left after loading, the CPU seconds of the
 # plan whose gap is explained (its wall limit: the time left less COMMAND_LEAST_SHARE)
 

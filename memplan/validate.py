@@ -40,8 +40,12 @@ The overlap check has two routes to the same answer:
   overlap, proven, in O(n log n + P) for P pairs (taken when P is small
   beside the sweep's cost, which grows with the live set; at most
   `PAIR_CHECK`);
-- otherwise (too many pairs, or a pair found), the sweep over time that
-  reports each violation: O(n log n + n * a) for at most a simultaneously
+- otherwise (too many pairs, or a pair found), the sweep over time: in C
+  (``_validate_kernel.c``, its own code, shared with no planner) when it is
+  built, which only says whether there is a violation (a third of the
+  Python sweep's time at 10^6 buffers: BENCHMARKS.md), then, only if there
+  is one or the kernel is not built, in Python, which reports each
+  violation: O(n log n + n * a) for at most a simultaneously
   live buffers that overlap on purpose (aliases) or by mistake; it keeps the
   live buffers that do not overlap sorted by offset, where a new buffer can
   only touch its neighbours.
@@ -59,6 +63,11 @@ from memplan.errors import InvalidPlanError
 from memplan.limits import MAX_BYTES, problem_with
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
+
+try:
+    from memplan._validate_kernel import any_overlap as _compiled_any_overlap
+except ImportError:  # the extension is optional: the Python sweep gives the same verdict
+    _compiled_any_overlap = None
 
 PAIR_CHECK = 16_000_000  # at most this many pairs go through the numpy check, else the sweep
 PAIR_CHUNK = 1 << 21  # pairs listed at once (memory: a few dozen bytes each)
@@ -147,18 +156,39 @@ def _offsets_of(problem: Problem, plan, found: list[Violation], limit: int) -> n
     return None if missing or extra or unreadable else offsets
 
 
+def _events(problem: Problem, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sweep's events over ``members``: (whether each starts, its buffer), in time
+    order, ends before starts at one time point (lifetimes are half-open)."""
+    order = np.lexsort((np.r_[np.ones(len(members)), np.zeros(len(members))],
+                        np.r_[problem.starts[members], problem.ends[members]]))
+    return order < len(members), np.r_[members, members][order]
+
+
+def _any_overlap_compiled(problem: Problem, offsets: np.ndarray, sizes: np.ndarray,
+                          members: np.ndarray,
+                          sharing: tuple[np.ndarray, set[tuple[int, int]]]) -> bool:
+    """Whether `_overlaps` would find a violation among ``members``, by the same sweep in C
+    (see the module doc); the caller checks that the kernel is built."""
+    group, links = sharing
+    width = len(problem) + 1
+    starting, buffers = _events(problem, members)
+    column = np.ascontiguousarray
+    return _compiled_any_overlap(
+        column(offsets, np.int64), column(offsets + sizes, np.int64), column(group, np.int64),
+        column(buffers, np.int64), column(starting, np.int8),
+        np.array(sorted(a * width + b for a, b in links), np.int64), width)
+
+
 def _overlaps(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, members: np.ndarray,
               sharing: tuple[np.ndarray, set[tuple[int, int]]], found: list[Violation],
               limit: int):
     """Sweep over time for the buffers ``members`` (one region); see the module doc."""
     starts, ends, ids = problem.starts, problem.ends, problem.ids
     group, links = sharing
-    # ends before starts at one time point: lifetimes are half-open
-    order = np.lexsort((np.r_[np.ones(len(members)), np.zeros(len(members))],
-                        np.r_[starts[members], ends[members]]))
+    starting, buffers = _events(problem, members)
     # plain Python lists from here on: indexing a numpy array per event costs more
-    kinds = (order < len(members)).tolist()  # True = start, False = end
-    buffers = np.r_[members, members][order].tolist()
+    kinds = starting.tolist()  # True = start, False = end
+    buffers = buffers.tolist()
     low, high, label = offsets.tolist(), (offsets + sizes).tolist(), group.tolist()
     tidy: list[tuple[int, int]] = []  # (offset, idx): live, pairwise disjoint, sorted
     tidy_ends: list[int] = []  # offset + size, parallel to `tidy`
@@ -339,7 +369,10 @@ def validate(problem: Problem, plan: Plan | Mapping[str, int], *,
                                "explicitly conflicting buffers share bytes"))
     for r in np.unique(region_of).tolist():
         members = np.flatnonzero(region_of == r)
-        if not _no_overlap_by_pairs(problem, offsets, sizes, members, sharing):
+        if _no_overlap_by_pairs(problem, offsets, sizes, members, sharing):
+            continue
+        if _compiled_any_overlap is None or _any_overlap_compiled(problem, offsets, sizes,
+                                                                   members, sharing):
             _overlaps(problem, offsets, sizes, members, sharing, found, limit)
     return found[:limit]
 

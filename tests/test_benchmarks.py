@@ -152,3 +152,18 @@ def test_full_checks_refuses_a_check_it_does_not_have(capsys):
     with pytest.raises(SystemExit):
         full_checks.main(["--check", "no-such-check"])
     assert "explain-cores" in capsys.readouterr().err
+
+
+def test_quality_measure_names_the_stages_and_the_long_lived_part():
+    from benchmarks.quality_million import measure
+    from memplan.bounds import lower_bound
+
+    problem = network_like(3000, seed=1)
+    row = measure(problem, 3.0, long_share=0.05, alone=1.0)
+    long = int(((problem.ends - problem.starts) > 0.05 * problem.ends.max()).sum())
+    assert row["buffers"] == 3000 and row["long"] == long > 0
+    assert 0 <= row["long_share_of_bound"] <= 1
+    assert row["ratio"] >= 1.0 and row["heuristic"]["ratio"] >= row["ratio"]
+    assert min(row["heuristic"]["passes"].values()) * lower_bound(problem) >= lower_bound(problem)
+    assert row["long_alone"]["ratio"] >= 1.0
+    assert row["status"] in ("optimal", "feasible")

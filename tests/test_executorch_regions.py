@@ -301,3 +301,29 @@ def test_a_model_over_regions_runs_bit_identical_with_its_pins_kept():
                            eager(model)) == "identical"
     matmuls = [n for n in graph.graph.nodes if "mm" in str(n.target)]
     assert matmuls and all(n.meta["spec"].mem_id == 2 for n in matmuls)
+
+
+def test_the_benchmark_states_export_ratios_where_banked_greedy_fits():
+    """The banks benchmark's export table: per model and objective, the median and largest
+    ratio of memplan's export seconds to BankedGreedy's, on each clock, only at the banks
+    where BankedGreedy's plan fits (elsewhere its export is a refusal, not a peer)."""
+    from benchmarks.executorch_banks import Row, export_table, summary
+
+    def row(bank, planner, fits=True, times=(None,) * 4):
+        return Row("m", bank, 64, 128, planner, 10, 10, 10, fits, 0.0, 1.0, "identical",
+                   *times)
+
+    rows = [row("25 %", "BankedGreedy"), row("25 %", "memplan traffic", times=(3, 2, 2, 2)),
+            row("25 %", "memplan slow_arena", times=(2, 2, 1, 2)),
+            row("50 %", "BankedGreedy"), row("50 %", "memplan traffic", times=(2, 2, 3, 2)),
+            row("50 %", "memplan slow_arena", times=(4, 2, 4, 2)),
+            row("75 %", "BankedGreedy", fits=False),
+            row("75 %", "memplan traffic", times=(9, 1, 9, 1)),
+            row("75 %", "memplan slow_arena", times=(9, 1, 9, 1))]
+    lines = export_table(rows).splitlines()
+    assert lines[2:] == ["| m | traffic | 2 | 1.25 / 1.50 | 1.25 / 1.50 |",
+                         "| m | slow_arena | 2 | 1.50 / 2.00 | 1.25 / 2.00 |"]
+    assert summary(rows)[0] == ("memplan traffic: proven within 1 % at 3 of 3 banks; export "
+                                "/ BankedGreedy's (wall): median / largest 1.25 / 1.50 over 2 "
+                                "banks; export / BankedGreedy's (CPU): median / largest "
+                                "1.25 / 1.50 over 2 banks")

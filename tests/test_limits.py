@@ -23,6 +23,7 @@ from memplan.diagnosis.explain import explain
 from memplan.formats import minimalloc_csv
 from memplan.heuristics import anneal
 from memplan.heuristics.units import Units
+from memplan.registry import CEILING, ceiling_planner
 from memplan.stopping import on_ctrl_c, watched
 
 from .conftest import CHALLENGING
@@ -57,8 +58,10 @@ def test_compare_gives_every_planner_a_share_of_its_limit(monkeypatch, trace):
     asked = given_limits(monkeypatch)
     began, cpu_began = time.perf_counter(), time.thread_time()
     table = api.compare({"trace": trace}, time_limit=3.0, began=began)
-    assert asked and all(limit is not None and when + limit <= began + 3.05
-                         for _, limit, when, _, _ in asked)  # the wall clock: the limit
+    (ceiling, uncut, *_), *timed = asked  # the ceiling first, uncut as in `solve`
+    assert ceiling in (CEILING, "time_sweep") and uncut is None
+    assert timed and all(limit is not None and when + limit <= began + 3.05
+                         for _, limit, when, _, _ in timed)  # the wall clock: the limit
     # the heuristics' half in CPU seconds, each a slice of what is left of it (a planner that
     # ends early leaves its time to the next ones): none is given a budget past the half
     budgets = [(cpu, spent - cpu_began) for name, _, _, cpu, spent in asked
@@ -74,7 +77,9 @@ def test_compare_without_time_skips_all_but_one_planner_and_says_so(trace):
     table = api.compare({"trace": trace}, time_limit=0)
     assert len(table) == 1 and table.attrs["interrupted"] is False
     skipped = table.attrs["skipped"]["trace"]
-    assert [table["planner"][0], *skipped] == [*api.heuristic_names(), "exact"]
+    ceiling = ceiling_planner(trace, 0.0)  # the one plan: the ceiling, uncut (as in `solve`)
+    assert [table["planner"][0], *skipped] == \
+        [ceiling, *(p for p in api.heuristic_names() if p != ceiling), "exact"]
 
 
 def test_compare_stops_when_asked(trace):

@@ -103,6 +103,32 @@ def test_links_across_parts_keep_the_plan_valid(split_small):
     assert plan.offsets[2 * n + 4] == plan.offsets[n + 20]  # the alias honoured
 
 
+def test_a_cut_where_only_pinned_buffers_live_splits_and_each_part_keeps_them(split_small):
+    one = network_like(250, 7)
+    n, tiles = len(one), copies(one, 3)
+    horizon = int(tiles.ends.max())
+    # a pinned weight over all three copies, one over the cut between the first two only,
+    # one in a moment where nothing else lives, and an aliased pin (that one joins parts)
+    sizes = np.r_[tiles.sizes, 4096, 1024, 512]
+    starts = np.r_[tiles.starts, 0, int(one.ends.max()) - 1, horizon]
+    ends = np.r_[tiles.ends, horizon + 1, int(one.ends.max()) + 1, horizon + 1]
+    pinned = np.r_[np.full(3 * n, -1), 0, 4096, 8192]
+    whole = Problem.from_arrays(sizes, starts, ends, pinned=pinned,
+                                alignments=np.r_[tiles.alignments, 64, 64, 64])
+    found = parts_module.groups(whole)
+    assert len(found) == 3
+    assert all(3 * n in group for group in found)  # the weight in every part
+    assert sum(3 * n + 1 in group for group in found) == 2  # the crossing pin in two
+    assert sum(3 * n + 2 in group for group in found) == 1  # the lone one in one
+    assert set(np.concatenate(found).tolist()) == set(range(3 * n + 3))
+    plan = memplan.solve(whole, time_limit=3)
+    assert plan.stats["parts"] == 3 and validate(whole, plan) == []
+    assert plan.offsets[3 * n:].tolist() == [0, 4096, 8192]
+    assert lower_bound(whole) <= plan.best_bound <= plan.arena_size
+    aliased = whole.replace(aliases=[Alias(str(3 * n), "0", 0)])  # the weight a view's base
+    assert len(parts_module.groups(aliased)) == 1
+
+
 def test_small_problems_are_planned_whole():
     plan = memplan.solve(copies(network_like(100, 0), 3), time_limit=2)
     assert "parts" not in plan.stats

@@ -368,3 +368,78 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
                               objective=objective)
         assert bound <= optimum + 1e-6
+
+
+def _relaxation_by_cp_sat(model) -> int | None:
+    """The relaxation's optimum by CP-SAT (None: proven infeasible)."""
+    from ortools.sat.python import cp_model
+
+    model.cp.minimize(model.cost)
+    solver, status, _ = model.solve(None, 10.0, 0, 2)
+    if status == cp_model.INFEASIBLE:
+        return None
+    assert status == cp_model.OPTIMAL
+    return round(solver.objective_value)
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
+    """The sweep's optimum is CP-SAT's on the same relaxation (with the tops a first stage
+    kept, too; none when CP-SAT proves none); its choice meets every constraint and
+    costs that much; it never passes the exhaustive optimum."""
+    from memplan.deploy.regions_exact import RegionModel
+    from memplan.deploy.regions_sweep import sweep_relaxation
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    for kept in (False, True):
+        model = RegionModel(problem, weights, packed=False)
+        if kept and model.top:
+            model.keep_tops({k: int(problem.sizes.max()) for k in model.top})
+        swept = sweep_relaxation(model)
+        optimum = _relaxation_by_cp_sat(model)
+        assert (swept is None) == (optimum is None)  # kept tops too low: none fits
+        if swept is None:
+            continue
+        value, regions = swept
+        assert value == optimum
+        assert sweep_relaxation(model, ceiling=value)[0] == value  # a plan's cost prunes
+        assert sweep_relaxation(model, ceiling=value - 1) is None  # nothing below the optimum
+        allowed = allowed_matrix(problem)
+        assert allowed[np.arange(len(problem)), regions].all()
+        assert model.value(np.zeros(len(problem), np.int64), regions, "cost") == value
+        load = np.zeros((len(model.limit), problem.horizon + 1), np.int64)
+        for box in model.geometry.boxes:  # the units' shapes: an alias's bytes count once
+            region = regions[model.geometry.units[box.unit].members[0]]
+            load[region, box.start:box.end] += box.high - box.low
+        for k, limit in enumerate(model.limit):
+            assert load[k].max() <= min(limit, model.kept.get(k, limit))
+    assert relaxed_bound(problem, weights=weights) <= _exhaustive_cost(problem, weights) + 1e-6
+
+
+def test_the_sweep_gives_up_past_its_states():
+    from memplan.deploy.regions_exact import RegionModel
+    from memplan.deploy.regions_sweep import sweep_relaxation
+
+    problem = Problem(_chain([4, 4, 4]) + [Buffer("d", 4, 0, 3)], regions=[SRAM, DRAM])
+    model = RegionModel(problem, packed=False)
+    assert sweep_relaxation(model, max_states=3) is None
+    assert sweep_relaxation(model, max_work=3) is None
+    assert sweep_relaxation(model)[0] == 0
+
+
+def test_with_a_gap_the_cost_after_the_arenas_stops_at_its_relaxation(monkeypatch):
+    """The cost stage of the arena objective only breaks ties: with a gap it never runs the
+    full model, even when its relaxation proves little (here a bound of 0), and the arena
+    stays proven; without a gap (the exact optimum) it does run."""
+    import memplan.deploy.regions_exact as exact
+
+    swept = exact.sweep_relaxation
+    monkeypatch.setattr(exact, "sweep_relaxation",
+                        lambda model, ceiling=None: (0, swept(model)[1]))
+    plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01)
+    assert plan.stats["cost_status"] == "relaxation"
+    assert plan.stats["arena_optimal"]
+    check(CHAIN, plan)
+    exact_plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena")
+    assert exact_plan.stats["cost_status"] != "relaxation"

@@ -148,6 +148,27 @@ def test_lns_never_returns_a_worse_or_invalid_plan():
     assert seen == sorted(seen, reverse=True)  # each reported plan better than the last
 
 
+def test_lns_builds_no_sub_problem_for_a_window_it_refuses(monkeypatch):
+    """A window with too many obstacles is refused on its count of members, before its
+    sub-problem is built (at 10^6 buffers a refused window's problem cost seconds)."""
+    from memplan.solver import lns
+
+    counted, built = [], []
+    members, sub_problem = lns._Neighbourhoods.members, lns._Neighbourhoods.sub_problem
+    monkeypatch.setattr(lns._Neighbourhoods, "members",
+                        lambda self, *a: counted.append(len(found := members(self, *a)))
+                        or found)
+    monkeypatch.setattr(lns._Neighbourhoods, "sub_problem",
+                        lambda self, chosen, n_free: built.append(len(chosen))
+                        or sub_problem(self, chosen, n_free))
+    problem = network_like(2000, 3, long_lived=0.02)  # long buffers: crowded windows
+    start = plan_with("time_sweep", problem)
+    offsets, result, _ = _improved(problem, start)
+    plan = type(start).from_offsets(problem, offsets, planner="lns")
+    assert validate(problem, plan) == [] and plan.arena_size <= start.arena_size
+    assert len(built) == result.stats["windows"] and len(counted) > len(built)
+
+
 def test_lns_keeps_aliases_conflicts_and_pinned_buffers():
     model = decoder_model(2, 2, seq=4, past=16, head_dim=8)
     problem = from_onnx(model, alignment=16)
@@ -470,6 +491,16 @@ def _pinned_and_aligned(n: int, seed: int) -> Problem:
 def test_compiled_sweep_matches_on_large_problems_with_many_gaps(placement):
     problems = [_pinned_and_aligned(3000, seed) for seed in range(3)]
     problems += [training_step(3000, 11), transformer_decoder(2000, 12), network_like(2000, 13)]
+    for problem in problems:
+        ((compiled, _), (python, _)), _ = _both_sweeps(problem, placement)
+        assert compiled.tolist() == python.tolist(), problem.name
+
+
+@pytest.mark.parametrize("placement", ["best_fit", "first_fit"])
+def test_compiled_sweep_matches_the_free_list_with_a_thousand_gaps_at_once(placement):
+    # tens of thousands of units, up to a thousand gaps at once: the trees' rebalancing
+    # and the tables' deletions (runs shifted back) in play, not only their easy cases
+    problems = [_pinned_and_aligned(40_000, 15), training_step(30_000, 16)]
     for problem in problems:
         ((compiled, _), (python, _)), _ = _both_sweeps(problem, placement)
         assert compiled.tolist() == python.tolist(), problem.name

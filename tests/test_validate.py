@@ -171,20 +171,24 @@ def problems_and_offsets(draw):
     return problem, offsets
 
 
-def routes(pair_check, chunk):
-    """Set the validator's route: ``pair_check`` -1 = the sweep only; ``chunk``: pairs at once."""
+def routes(pair_check, chunk, compiled=True):
+    """Set the validator's route: ``pair_check`` -1 = the sweep only; ``chunk``: pairs at once;
+    ``compiled``: the compiled sweep's verdict first (False: the Python sweep alone)."""
     checker = importlib.import_module("memplan.validate")  # memplan.validate: the function
-    before = checker.PAIR_CHECK, checker.PAIR_CHUNK
+    before = checker.PAIR_CHECK, checker.PAIR_CHUNK, checker._compiled_any_overlap
     checker.PAIR_CHECK, checker.PAIR_CHUNK = pair_check, chunk
+    if compiled is not True:
+        checker._compiled_any_overlap = compiled or None
     return before
 
 
 @settings(max_examples=300, deadline=None)
 @given(problems_and_offsets(), st.sampled_from([(-1, 1 << 21), (1 << 30, 1 << 21),
-                                                (1 << 30, 2)]))
+                                                (1 << 30, 2), (-1, 1 << 21, False)]))
 def test_sweep_and_pair_lists_agree_with_all_pairs(case, route):
-    """The sweep alone, and the numpy pair lists first (in one chunk, or in chunks of two
-    pairs), find exactly the overlaps that all pairs do."""
+    """The sweep alone (the compiled verdict first, or Python's alone), and the numpy pair
+    lists first (in one chunk, or in chunks of two pairs), find exactly the overlaps that
+    all pairs do."""
     problem, offsets = case
     plan = dict(zip(problem.ids, offsets, strict=True))
     before = routes(*route)
@@ -192,8 +196,31 @@ def test_sweep_and_pair_lists_agree_with_all_pairs(case, route):
         found = {tuple(sorted(problem.index(id) for id in v.buffers))
                  for v in validate(problem, plan) if v.kind in ("overlap", "conflict")}
     finally:
-        routes(*before)
+        routes(*before[:2], before[2] or False)
     assert found == brute_force(problem, np.array(offsets))
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems_and_offsets(), st.booleans())
+def test_the_compiled_sweep_finds_a_fault_exactly_when_the_python_sweep_does(case, mandatory):
+    """The compiled sweep's verdict against the Python sweep's list (itself held to all
+    pairs above), aliases optional or mandatory (then a buffer and its views share bytes on
+    purpose)."""
+    checker = importlib.import_module("memplan.validate")
+    assert checker._compiled_any_overlap is not None  # the extension is built for the tests
+    problem, offsets = case
+    if mandatory:
+        try:
+            problem = problem.replace(aliases=[Alias(a.src, a.dst, a.delta)
+                                               for a in problem.aliases])
+        except ProblemError:
+            assume(False)
+    offsets, members = np.array(offsets, np.int64), np.arange(len(problem))
+    sharing = checker._sharing(problem, offsets)
+    listed = []
+    checker._overlaps(problem, offsets, problem.sizes, members, sharing, listed, 100)
+    assert checker._any_overlap_compiled(problem, offsets, problem.sizes, members,
+                                         sharing) == bool(listed)
 
 
 def test_pair_lists_prove_large_valid_plans_and_leave_faults_to_the_sweep():

@@ -90,6 +90,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
@@ -125,7 +126,8 @@ class RegionModel:
         cp = self.cp = cp_model.CpModel()
         regions, ids, sizes = core.regions, core.ids, core.sizes
         ceiling = int(sizes.sum())
-        limit = [min(r.capacity or ceiling, core.capacity or ceiling) for r in regions]
+        self.limit = limit = [min(r.capacity or ceiling, core.capacity or ceiling)
+                              for r in regions]
         self.offset, self.inside, self.blocks = [], [], {}
         groups = geometry.groups
         for u, unit in enumerate(geometry.units):
@@ -440,7 +442,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
     its region choice, each region laid out by the heuristic planners (`lay_out`), is a
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
-    stage ends there; else the full model runs, its objective at least the bound.
+    stage ends there; else the full model runs, its objective at least the bound. With a
+    gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
+    after its relaxation whatever the distance (the gap reported on the cost says it).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
     none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
     seconds, deadline, gap = limits
@@ -453,23 +457,32 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
-        relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
-        if best is not None:
-            relaxed.hint(*best)
-        solver, status, spent = relaxed.solve(
-            deadline, None if share is None else share * RELAX_SHARE, seed, threads)
-        stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
-        stats["stage_cpu"] += spent
-        if status == cp_model.INFEASIBLE and n == 0:
-            return None  # not even the loads of every step fit the capacities
-        bound = solver.best_objective_bound if status in _SOLVED else 0.0
-        if status in _SOLVED:
-            laid = lay_out(problem, relaxed.read(solver)[1])
+        swept = None if stage != "cost" else sweep_relaxation(
+            relaxed, None if best is None else relaxed.value(*best, stage))
+        if swept is not None:  # the relaxation solved exactly by the sweep
+            bound, chosen = swept
+            stats[f"{stage}_relaxed"] = "swept"
+        else:
+            relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
+            if best is not None:
+                relaxed.hint(*best)
+            solver, status, spent = relaxed.solve(
+                deadline, None if share is None else share * RELAX_SHARE, seed, threads)
+            stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
+            stats["stage_cpu"] += spent
+            if status == cp_model.INFEASIBLE and n == 0:
+                return None  # not even the loads of every step fit the capacities
+            bound = solver.best_objective_bound if status in _SOLVED else 0.0
+            chosen = relaxed.read(solver)[1] if status in _SOLVED else None
+        if chosen is not None:
+            laid = lay_out(problem, chosen)
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
         value = None if best is None else relaxed.value(*best, stage)
-        if value is None or value - bound > gap * value:
+        # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
+        tie_break = gap > 0 and n > 0 and best is not None
+        if not tie_break and (value is None or value - bound > gap * value):
             if model is None:
                 model = build(True)
                 model.keep_tops(relaxed.kept)
@@ -488,8 +501,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             if status in _SOLVED:
                 best = model.read(solver)
                 bound = max(bound, solver.best_objective_bound)
-        else:
-            stats[f"{stage}_status"] = "relaxation"  # proven within the gap by its bound
+        else:  # proven within the gap by its bound, or a tie-break left at its relaxation
+            stats[f"{stage}_status"] = "relaxation"
         proven[stage] = bound
         if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
             for kept in (relaxed, model):
@@ -515,11 +528,14 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
     relaxed = RegionModel(problem, weights, packed=False)
     if objective == "arena" and not relaxed.top:
         return 0.0
+    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
+    swept = sweep_relaxation(relaxed) if objective == "cost" else None
+    if swept is not None:
+        return swept[0] / (1000 * 1000) * cost_unit
     relaxed.cp.minimize(relaxed.arena if objective == "arena" else relaxed.cost)
     solver, status, _ = relaxed.solve(None, cpu, seed, threads)
     if status not in _SOLVED:
         return 0.0
-    cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \
         cost_unit
 

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_interval_place.h"
+#include "_free_gaps.h"
 
 /* What a pass returns to Python: (the unit bases as bytes, the units cut), or the memory
  * error of a run that returned -1, or the exception of a signal handler (INTERRUPTED: it
@@ -73,19 +74,11 @@ release:
     return result;
 }
 
-/* ---- The time sweep of memplan.heuristics.time_sweep over a free list ----
+/* ---- The time sweep of memplan.heuristics.time_sweep over its free gaps ----
  *
- *   address
- *     ^   free gaps at step t:  [..)     [.....)        [..... top (open above)
- *     |   +----+     +--+             +---+
- *     |   | a  |     |b |             | c |   units a, b, c live at t
- *     +---+----+-----+--+-------------+---+--> address ranges at step t
- *
- * The loop of time_sweep.free_list_sweep over its FreeList, the same gaps chosen with
- * the same ties:
- * - the free gaps [lo, hi) in sorted arrays: by address (first fit, merging; the last
- *   is open above: hi = TOP) and, for best fit, the finite ones by (size, lo);
- *   the pinned units' bytes are never free;
+ * The loop of time_sweep.free_list_sweep, the same gaps chosen with the same ties, over
+ * the trees of _free_gaps.h:
+ * - the pinned units' bytes are never free;
  * - per unit in sweep order: the units whose span ended by its start give their bytes
  *   back (merged with the gaps they touch); then it takes, its base aligned
  *   (base % modulus == residue), the first gap by (size, lo) from (extent, -1) on that
@@ -93,115 +86,10 @@ release:
  * - every clock_every units the clock is read; past the deadline, the units left are
  *   stacked on the peak and counted as cut.
  *
- * Cost: per unit, binary searches, a scan of the gaps (best fit: from the smallest
- * large enough, rarely more than a few; first fit: from the lowest) and memmoves: of
- * the gaps below the one taken or given (stored highest first, so few for first fit)
- * and, for best fit, of the size array: O(g) for g free gaps (hundreds to 18k on
- * 100k-buffer graphs), O(n log n + n g) in all; memory O(n).
+ * Cost: O(n log n): per unit a few tree searches, splits and merges of O(log g) for g free
+ * gaps (tens of thousands at 10^6 buffers), plus, rarely, gaps stepped over whose size
+ * fits but whose aligned base does not; memory O(n).
  */
-
-#define TOP INT64_MAX
-
-typedef struct { int64_t a, b; } Pair; /* by address: (lo, hi); by size: (hi - lo, lo) */
-
-typedef struct {
-    Pair *gap; /* by address, the highest first: GAP(f, r) is the gap of rank r */
-    Pair *fit; /* the finite gaps by (size, lo), kept for best fit only */
-    int64_t gaps, fits;
-    int sized; /* whether fit is kept */
-} FreeList;
-
-/* The gap with r gaps below it. Stored highest first, so that a gap taken or given low
- * (first fit takes the lowest that fits) moves only the few gaps below it. */
-#define GAP(f, r) ((f)->gap[(f)->gaps - 1 - (r)])
-
-/* The first of the n sorted pairs p that is not below key (Python's bisect_left). */
-static int64_t bisect(const Pair *p, int64_t n, Pair key) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (p[mid].a < key.a || (p[mid].a == key.a && p[mid].b < key.b)) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* The rank of the lowest gap starting at lo or above. */
-static int64_t at_address(const FreeList *f, int64_t lo) {
-    int64_t low = 0, high = f->gaps;
-    while (low < high) {
-        int64_t mid = low + (high - low) / 2;
-        if (GAP(f, mid).a < lo) low = mid + 1;
-        else high = mid;
-    }
-    return low;
-}
-
-static void fit_insert(FreeList *f, Pair key) {
-    int64_t k = bisect(f->fit, f->fits, key);
-    memmove(f->fit + k + 1, f->fit + k, sizeof(Pair) * (size_t)(f->fits - k));
-    f->fit[k] = key;
-    f->fits++;
-}
-
-static void fl_remove(FreeList *f, int64_t r) {
-    Pair g = GAP(f, r);
-    memmove(&GAP(f, r), &GAP(f, r) + 1, sizeof(Pair) * (size_t)r);
-    f->gaps--;
-    if (f->sized && g.b != TOP) {
-        int64_t k = bisect(f->fit, f->fits, (Pair){g.b - g.a, g.a});
-        memmove(f->fit + k, f->fit + k + 1, sizeof(Pair) * (size_t)(f->fits - k - 1));
-        f->fits--;
-    }
-}
-
-/* A gap of rank r. */
-static void fl_insert(FreeList *f, int64_t r, int64_t lo, int64_t hi) {
-    Pair *at = f->gap + f->gaps - r; /* where rank r will be */
-    memmove(at + 1, at, sizeof(Pair) * (size_t)r);
-    *at = (Pair){lo, hi};
-    f->gaps++;
-    if (f->sized && hi != TOP) fit_insert(f, (Pair){hi - lo, lo}); /* unique: lo is */
-}
-
-/* The rank of the gap to take: the smallest that fits, or the lowest. */
-static int64_t fl_chosen(const FreeList *f, int64_t extent, int64_t residue, int64_t modulus,
-                         int best) {
-    if (best) {
-        for (int64_t k = bisect(f->fit, f->fits, (Pair){extent, -1}); k < f->fits; k++) {
-            int64_t size = f->fit[k].a, lo = f->fit[k].b;
-            if (aligned(lo, residue, modulus) + extent <= lo + size) return at_address(f, lo);
-        }
-        return f->gaps - 1;
-    }
-    for (int64_t r = 0; r < f->gaps - 1; r++)
-        if (aligned(GAP(f, r).a, residue, modulus) + extent <= GAP(f, r).b) return r;
-    return f->gaps - 1; /* the top gap always fits */
-}
-
-static int64_t fl_take(FreeList *f, int64_t extent, int64_t residue, int64_t modulus,
-                       int best) {
-    int64_t r = fl_chosen(f, extent, residue, modulus, best);
-    int64_t lo = GAP(f, r).a, hi = GAP(f, r).b, base = aligned(lo, residue, modulus);
-    fl_remove(f, r);
-    if (hi > base + extent) fl_insert(f, r, base + extent, hi);
-    if (base > lo) fl_insert(f, r, lo, base);
-    return base;
-}
-
-static void fl_give(FreeList *f, int64_t lo, int64_t hi) {
-    int64_t r = at_address(f, lo);
-    if (r > 0 && GAP(f, r - 1).b == lo) {
-        r--;
-        lo = GAP(f, r).a;
-        fl_remove(f, r);
-    }
-    if (r < f->gaps && GAP(f, r).a == hi) {
-        hi = GAP(f, r).b;
-        fl_remove(f, r);
-    }
-    fl_insert(f, r, lo, hi);
-}
 
 typedef struct {
     int64_t units, m, e, r; /* units; units in sweep order; units by end; reserved ranges */
@@ -215,27 +103,15 @@ typedef struct {
 
 /* 0: done; -1: out of memory. */
 static int sweep_run(Sweep *s) {
-    size_t room = (size_t)(s->r + s->m + s->e + 2); /* a take adds a gap at most, a give too */
-    FreeList f = {malloc(sizeof(Pair) * room), malloc(sizeof(Pair) * room), 0, 0, s->best};
-    if (!f.gap || !f.fit) {
-        free(f.gap); free(f.fit);
-        return -1;
-    }
+    FreeGaps f; /* gaps lie between used blocks: at most one per live or reserved unit */
+    if (gaps_init(&f, s->r + s->m + 2, s->best)) return -1;
     int64_t reach = 0, peak = s->peak, released = 0;
-    for (int64_t k = 0; k < s->r; k++) { /* sorted by lo; the gaps listed lowest first */
+    for (int64_t k = 0; k < s->r; k++) { /* sorted by lo */
         int64_t lo = s->reserved[2 * k], hi = s->reserved[2 * k + 1];
-        if (lo > reach) {
-            f.gap[f.gaps++] = (Pair){reach, lo};
-            if (f.sized) fit_insert(&f, (Pair){lo - reach, reach});
-        }
+        if (lo > reach) gaps_insert(&f, reach, lo);
         if (hi > reach) reach = hi;
     }
-    f.gap[f.gaps++] = (Pair){reach, TOP};
-    for (int64_t a = 0, b = f.gaps - 1; a < b; a++, b--) { /* then highest first */
-        Pair swap = f.gap[a];
-        f.gap[a] = f.gap[b];
-        f.gap[b] = swap;
-    }
+    gaps_insert(&f, reach, TOP);
     double deadline = now() + s->seconds;
     s->cut = 0;
     for (int64_t c = 0; c < s->m; c++) {
@@ -249,13 +125,13 @@ static int sweep_run(Sweep *s) {
         }
         while (released < s->e && s->ends[released] <= s->starts[c]) {
             int64_t done = s->by_end[released++];
-            if (s->extent[done]) fl_give(&f, s->base[done], s->base[done] + s->extent[done]);
+            if (s->extent[done]) gaps_give(&f, s->base[done], s->base[done] + s->extent[done]);
         }
         if (!s->extent[u]) continue;
-        s->base[u] = fl_take(&f, s->extent[u], s->residue[u], s->modulus[u], s->best);
+        s->base[u] = gaps_take(&f, s->extent[u], s->residue[u], s->modulus[u], s->best);
         if (s->base[u] + s->extent[u] > peak) peak = s->base[u] + s->extent[u];
     }
-    free(f.gap); free(f.fit);
+    gaps_free(&f);
     return 0;
 }
 

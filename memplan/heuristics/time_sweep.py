@@ -27,9 +27,12 @@ The loop runs in C (`memplan.heuristics.compiled_place.compiled_sweep`) when
 the extension is built, else in Python over a `FreeList` (`free_list_sweep`);
 both give the same offsets.
 
-Cost: O(n log n) for the sort plus, per unit, a bisection (best fit) or a
-scan (first fit) of the free gaps: the holes between live units, far fewer
-than the live units themselves (tens to 18k at 100k buffers); memory O(n).
+Cost: O(n log n). The compiled loop keeps the free gaps in balanced trees
+(by (size, offset) for best fit, by offset for first fit) and their ends in
+hash tables: O(log g) a unit for g free gaps; about 0.6 CPU-s for the whole
+sweep of 10^6 generated buffers, sort included (BENCHMARKS.md).
+The Python `FreeList` keeps sorted lists, O(g) a unit in list moves: the
+plain reference the compiled loop is tested against. Memory O(n).
 Pinned units keep their bytes for the whole sweep; units in explicit
 conflict hold their bytes over the union of their lifetimes (both sound,
 maybe wasteful: large problems rarely have either). Optional aliases are

@@ -266,16 +266,17 @@ def analyze(model: ModelProto, *, source: str | None = None) -> Graph:
                    outputs=[v.name for v in graph.output], constants=set(initializers),
                    types=inferred_types(model))
     made_by: dict[str, int] = {}  # tensor -> position of the node that makes it
+    fed = set(result.inputs)  # a set: tens of thousands of KV-cache inputs on large decoders
     for position, node in enumerate(graph.node):
         for name in node.output:
             if not name:
                 continue
-            if name in made_by or name in initializers or name in result.inputs:
+            if name in made_by or name in initializers or name in fed:
                 raise ProblemError(f"{describe(node, position)} writes tensor {name!r}, which "
                                    f"already has a value: every tensor must be written once",
                                    file=source)
             made_by[name] = position
-    available = initializers | set(result.inputs)
+    available = initializers | fed
     for position, node in enumerate(graph.node):
         reads = reads_of(node)
         for name in reads:

@@ -594,8 +594,9 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     """
     from memplan.onnx.onnx_graph import load_graph
 
-    threads = renamed_keyword("workers", workers, "threads", threads or None,
-                              where="reorder")
+    if workers is not None:  # `threads` has a default (0): the old name replaces it
+        threads = renamed_keyword("workers", workers, "threads", threads or None,
+                                  where="reorder")
 
     if method not in METHODS:
         raise ValueError(f"unknown reorder method {method!r}; valid: {', '.join(METHODS)}")

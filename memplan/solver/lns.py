@@ -180,8 +180,9 @@ class _Neighbourhoods:
         free = np.flatnonzero(free_comp[self.comp])
         return free, y0
 
-    def sub_problem(self, free: np.ndarray, y0: int) -> tuple[Problem, np.ndarray, int]:
-        """(sub-problem, its buffers' indices in the part, how many of them are free first)."""
+    def members(self, free: np.ndarray, y0: int) -> np.ndarray:
+        """The window's buffers: ``free`` first, then the obstacles (O(n) numpy; counted
+        before a sub-problem is built, which costs seconds at 10^5 members)."""
         problem, tops = self.problem, self.tops
         starts, ends = problem.starts, problem.ends
         is_free = np.zeros(len(problem), bool)
@@ -196,12 +197,16 @@ class _Neighbourhoods:
         meets = (k > 0) & (f_ends[np.maximum(k - 1, 0)] > starts[cand])
         obstacles = cand[meets]
         obstacles = self._with_conflict_partners(free, obstacles, is_free)
-        members = np.concatenate([free, obstacles])
+        return np.concatenate([free, obstacles])
+
+    def sub_problem(self, members: np.ndarray, n_free: int) -> Problem:
+        """The window's sub-problem over ``members`` (`members`: the first ``n_free`` free,
+        the others pinned where they are)."""
+        problem, starts, ends = self.problem, self.problem.starts, self.problem.ends
         where = np.full(len(problem), -1)
         where[members] = np.arange(len(members))
         ids = [problem.ids[i] for i in members.tolist()]
-        pinned = np.where(np.arange(len(members)) < len(free), NO_OFFSET,
-                          self.offsets[members])
+        pinned = np.where(np.arange(len(members)) < n_free, NO_OFFSET, self.offsets[members])
         aliases = []
         if self.has_aliases:
             for s, d, delta, optional in zip(problem.alias_src.tolist(),
@@ -216,7 +221,7 @@ class _Neighbourhoods:
                                   ids=ids, alignments=problem.alignments[members],
                                   pinned=pinned, aliases=aliases, conflicts=conflicts,
                                   name=f"{problem.name}/window", pins_from_plan=True)
-        return sub, members, len(free)
+        return sub
 
     def _with_conflict_partners(self, free, obstacles, is_free) -> np.ndarray:
         """Obstacles plus the buffers in explicit conflict with a free one (anywhere)."""
@@ -309,7 +314,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 if picked is None:
                     break
                 free, y0 = picked
-                sub, members, n_free = hood.sub_problem(free, y0)
+                members = hood.members(free, y0)
                 if len(members) <= OBSTACLES * max(size >> attempt, MIN_SIZE):
                     break
             else:  # every window had too many obstacles (a model of them: gigabytes)
@@ -317,6 +322,8 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 continue
             if picked is None:
                 break
+            n_free = len(free)
+            sub = hood.sub_problem(members, n_free)
             picked_seconds = time.perf_counter() - picking  # choosing the window, its problem
             arena = int(hood.tops.max())
             window_seconds = None if seconds is None else left - picked_seconds

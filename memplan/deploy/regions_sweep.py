@@ -1,0 +1,149 @@
+"""The region choice's relaxation solved exactly by a sweep over time, when few units overlap.
+
+`memplan.deploy.regions_exact.RegionModel` without the packing (``packed=False``)
+chooses a region per unit under the per-step loads alone: at every step, the
+bytes a region holds are at most its capacity. CP-SAT bounds that model with
+its linear relaxation, which big tensors leave weak (on a ViT, a bank that holds
+one attention map of the two live: the LP splits both, CP-SAT's bound stays at
+half the optimum it has found). Yet the loads couple only the units live at one
+step, and a compiler's graph keeps few of them live at once, so a sweep solves
+it exactly::
+
+    time ->      t0    t1    t2    t3
+    unit a       [fast ......)              state at t1: (a: fast, b: slow)
+    unit b             [slow ......)        state at t2: (b: slow, c: fast)
+    unit c                   [fast ...)
+
+Steps (`sweep_relaxation`):
+
+- the units by the step they start; a *state* is the region of every unit live
+  at the current step, with the least cost of any choice of the earlier units
+  that leads to it;
+- at each step where a unit starts or ends: units that ended leave the states
+  (equal states merge at their least cost); each unit that starts branches
+  every state over the regions it may use (its extent within the region's
+  capacity, and within a kept top); the states whose loads at the step exceed
+  a capacity (or a kept top) go;
+- the cheapest state at the end is the relaxation's optimum, its choice
+  read back along the parents.
+
+Exact for the relaxation, so its optimum is a lower bound on every region
+plan's cost; a state that already costs more than a plan known to fit goes
+(the optimum is at most that plan's cost). Cost: O(events * states * live),
+the states at most ``max_states`` and the entries touched at most
+``max_work`` (a count, so a busy machine gets the same verdict); past either the
+sweep gives up (None) and CP-SAT solves the relaxation. A model with a cap on the
+slow bytes or arena (`RegionModel.cap`) couples every step; the sweep leaves it to
+CP-SAT too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memplan.problem import NO_OFFSET
+
+MAX_STATES = 1 << 13  # states the sweep keeps at one step before it gives up
+MAX_WORK = 1 << 23  # state entries it may touch in all (states x live units, summed)
+
+
+def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_STATES,
+                     max_work: int = MAX_WORK) -> tuple[int, np.ndarray] | None:
+    """The least cost (`RegionModel.cost`'s units) of the region choice of ``model`` (a
+    `memplan.deploy.regions_exact.RegionModel`) under its per-step loads, and a choice
+    reaching it (per buffer, the region index); None when a state count passes
+    ``max_states``, the entries touched pass ``max_work``, the model has a cap, or no
+    choice fits (CP-SAT then proves it). ``ceiling``: the cost of a choice known to
+    meet the loads (a plan's): states above it go, the optimum being at most it."""
+    if model.capped is not None:
+        return None
+    geometry, problem = model.geometry, model.problem
+    limits = [min(limit, model.kept.get(k, limit)) for k, limit in enumerate(model.limit)]
+    groups = geometry.groups
+    choices, prices = [], []
+    for u, unit in enumerate(geometry.units):
+        lowest = int(groups.pinned_base[u]) if groups.pinned_base[u] != NO_OFFSET else \
+            int(groups.residue[u]) if groups.modulus[u] > 1 else 0
+        allowed = [k for k in model.inside[u] if lowest + unit.extent <= limits[k]]
+        choices.append(np.array(allowed, np.int64))
+        prices.append(np.array([model.unit_bytes[u] * model.weight[k] for k in allowed],
+                               np.int64))
+    starts = np.array([min(int(problem.starts[i]) for i in unit.members)
+                       for unit in geometry.units], np.int64)
+    ends = np.array([max(int(problem.ends[i]) for i in unit.members)
+                     for unit in geometry.units], np.int64)
+    boxes = geometry.boxes
+    box_starts = {box.start for box in boxes}
+    events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
+    box_start = np.array([box.start for box in boxes], np.int64)
+    box_end = np.array([box.end for box in boxes], np.int64)
+    box_bytes = np.array([box.high - box.low for box in boxes], np.int64)
+    box_unit = np.array([box.unit for box in boxes], np.int64)
+    starting: dict[int, list[int]] = {}
+    for u in np.argsort(starts, kind="stable").tolist():
+        starting.setdefault(int(starts[u]), []).append(u)
+    position = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
+    live: list[int] = []
+    states = np.zeros((1, 0), np.int64)  # one row per state: the live units' regions
+    costs = np.zeros(1, np.int64)
+    trail: list[tuple[np.ndarray, int | None, np.ndarray | None]] = []  # parents, unit, regions
+    work = 0
+    for t in events:
+        work += len(states) * (len(live) + 1)
+        if work > max_work:
+            return None
+        keep = [n for n, u in enumerate(live) if ends[u] > t]
+        if len(keep) < len(live):
+            live = [live[n] for n in keep]
+            states, costs, parents = _merged(states[:, keep], costs)
+            trail.append((parents, None, None))
+        for u in starting.get(t, []):
+            options = len(choices[u])
+            if options == 0:
+                return None
+            parents = np.repeat(np.arange(len(states)), options)
+            picked = np.tile(choices[u], len(states))
+            states = np.column_stack([states[parents], picked])
+            costs = costs[parents] + np.tile(prices[u], len(costs))
+            live.append(u)
+            trail.append((parents, u, picked))
+            if ceiling is not None:
+                below = np.flatnonzero(costs <= ceiling)
+                if len(below) < len(states):
+                    states, costs = states[below], costs[below]
+                    trail.append((below, None, None))
+            if len(states) > max_states:
+                return None
+        if t in box_starts and len(states):
+            position[live] = np.arange(len(live))
+            now = (box_start <= t) & (box_end > t)
+            held = np.zeros(len(live), np.int64)  # each live unit's bytes live at t
+            np.add.at(held, position[box_unit[now]], box_bytes[now])
+            fits = np.ones(len(states), bool)
+            for k, limit in enumerate(limits):
+                fits &= ((states == k) * held).sum(axis=1) <= limit
+            if not fits.all():
+                kept = np.flatnonzero(fits)
+                states, costs = states[kept], costs[kept]
+                trail.append((kept, None, None))
+        if not len(states):
+            return None
+    best = int(np.argmin(costs))
+    regions = np.zeros(len(problem), np.int64)
+    for parents, u, picked in reversed(trail):
+        if u is not None:
+            regions[list(geometry.units[u].members)] = picked[best]
+        best = int(parents[best])
+    return int(costs.min()), regions
+
+
+def _merged(states: np.ndarray, costs: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal rows merged at their least cost: the rows, costs and each one's source row."""
+    order = np.lexsort((costs, *states.T[::-1])) if states.shape[1] else np.argsort(costs)
+    rows = states[order]
+    first = np.ones(len(rows), bool)
+    if len(rows) > 1:
+        first[1:] = (rows[1:] != rows[:-1]).any(axis=1) if rows.shape[1] else False
+    chosen = order[first]
+    return states[chosen], costs[chosen], chosen
