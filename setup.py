@@ -4,7 +4,7 @@ The canonical search of the exact planner (`memplan.solver.canonical`), the
 heuristics' order x placement pass and time sweep
 (`memplan.heuristics.compiled_place`) and their order search
 (`memplan.heuristics.anneal`) and the ONNX reader's field walk
-(`memplan.frontends.onnx_weightless`) run in C. The extensions are optional:
+(`memplan.onnx.onnx_weightless`) run in C. The extensions are optional:
 without a C compiler the package still installs, the exact planner uses CP-SAT
 alone, the heuristics place in numpy and sweep in Python, and the ONNX reader
 walks fields in Python.
@@ -26,6 +26,6 @@ setup(ext_modules=[Extension("memplan.solver._canonical_kernel",
                              ["memplan/heuristics/_search_kernel.c"],
                              depends=["memplan/heuristics/_interval_place.h"],
                              extra_compile_args=["-O3"], optional=True),
-                   Extension("memplan.frontends._onnx_strip",
-                             ["memplan/frontends/_onnx_strip.c"],
+                   Extension("memplan.onnx._onnx_strip",
+                             ["memplan/onnx/_onnx_strip.c"],
                              extra_compile_args=["-O3"], optional=True)])

@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="fit (keep the capacity), minimise (drop it), or fit,minimise")
     run.add_argument("--seed", type=int, default=0, help="passed to every planner")
     run.add_argument("--option", type=_option, action="append", default=[],
-                     help="planner option key=value (JSON value), e.g. workers=1; repeatable")
+                     help="planner option key=value (JSON value), e.g. threads=1; repeatable")
     run.add_argument("--hard-timeout", type=float,
                      help="kill a run after this many seconds (default 3 x limit + 60, or 600)")
     run.add_argument("--import", dest="imports", action="append", default=[],

@@ -36,7 +36,7 @@ from benchmarks.generate import network_like
 from benchmarks.load import busy
 from benchmarks.suites import REPO
 from benchmarks.traces import training_step_trace
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 PROBLEMS = {"train30k": lambda: training_step_trace(30000, 2),
             "net50k": lambda: network_like(50000, 5)}

@@ -35,7 +35,7 @@ from memplan.deploy.regions import plan_regions
 from memplan.deploy.regions_exact import plan_regions_exact
 from memplan.deploy.scratch import plan_scratch
 from memplan.deploy.scratch_exact import plan_scratch_exact
-from memplan.frontends.onnx import from_onnx
+from memplan.onnx.onnx import from_onnx
 from memplan.problem import Buffer, Problem, Region
 from memplan.validate import check
 

@@ -12,7 +12,7 @@ the same specs: ExecuTorch's ``BankedGreedy`` (its slow arena measured with an
 unbounded slow bank: it fills the fast bank first, the slow bank's size never
 changes its choices), memplan's default objective (``traffic``) and memplan's
 ``slow_arena``. Each row: the slow arena, the bytes in the slow bank, those
-bytes times their reads (`memplan.executorch.banks.spec_reads`), whether the
+bytes times their reads (`memplan.executorch.target_regions.spec_reads`), whether the
 plan fits the slow bank, seconds, and memplan's proven gap on its objective.
 
 Runtime: the model lowered with BankedGreedy's pass and with memplan's (each
@@ -114,7 +114,7 @@ def measure(call, target, planner: str, time_limit: float, slow: int):
     from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
 
     import memplan.executorch
-    from memplan.executorch.banks import BankOverflowError, spec_reads
+    from memplan.executorch.target_regions import RegionOverflowError, spec_reads
 
     alignment, specs, graph_module, signature, padding = call
     began = time.perf_counter()
@@ -129,11 +129,11 @@ def measure(call, target, planner: str, time_limit: float, slow: int):
         arena = result.bufsizes[2]
         return arena, int(sizes.sum()), int((sizes * reads).sum()), arena <= slow, None, \
             seconds
-    algorithm = memplan.executorch.algorithm(time_limit, banks=target, verify=False,
+    algorithm = memplan.executorch.algorithm(time_limit, regions=target, verify=False,
                                              objective=planner.split()[1])
     try:
         algorithm(alignment, specs, graph_module, signature, padding)
-    except BankOverflowError:
+    except RegionOverflowError:
         return None, None, None, False, None, time.perf_counter() - began
     report = algorithm.reports[-1]
     return report.slow_arena, report.slow_bytes, report.traffic, True, report.objective_gap, \
@@ -175,7 +175,7 @@ def runtime(model, edge, target, time_limit: float, reference: list, rounds: int
             for _ in range(rounds):
                 greedy = timed(edge, banked_memory_planning_pass(target))
                 mine = timed(edge, memplan.executorch.memory_planning_pass(
-                    time_limit=time_limit, banks=target, objective=planner.split()[1]))
+                    time_limit=time_limit, regions=target, objective=planner.split()[1]))
                 times.append((mine[0], greedy[0], mine[1], greedy[1]))
             program = mine[2]
             exports[planner] = tuple(statistics.median(t[k] for t in times) for k in range(4))

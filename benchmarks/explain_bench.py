@@ -89,10 +89,10 @@ def cores(args) -> None:
         problem = chain_problem(size)
         assert memplan.live_bytes(problem).max() <= CAPACITY
         began = time.perf_counter()
-        found = memplan.explain(problem, time_limit=args.time_limit, workers=args.threads)
+        found = memplan.explain(problem, time_limit=args.time_limit, threads=args.threads)
         seconds = time.perf_counter() - began
         began = time.perf_counter()
-        exact = plan_with("exact", problem, time_limit=args.time_limit, workers=args.threads)
+        exact = plan_with("exact", problem, time_limit=args.time_limit, threads=args.threads)
         proof = time.perf_counter() - began
         reason = found.capacity
         named = {t.id for t in reason.tensors}

@@ -19,7 +19,7 @@ import time
 
 from benchmarks.suites import MINIMALLOC_DIR
 from memplan.bounds import lower_bound
-from memplan.frontends.minimalloc_csv import read_problem
+from memplan.formats.minimalloc_csv import read_problem
 from memplan.solver import canonical, floors
 from memplan.solver.preprocess import split
 

@@ -132,7 +132,7 @@ def _load_pte(path: str) -> None:
 
 def _load_memplan(path: str) -> None:
     import memplan
-    from memplan.frontends import memplan_json
+    from memplan.formats import memplan_json
     from memplan.validate import validate
 
     problem = memplan.load(path)

@@ -83,7 +83,7 @@ def _csv_seeds(folder: Path) -> None:
 
 def _json_seeds(folder: Path) -> None:
     from memplan import Alias, Buffer, Problem, Region, plan_with
-    from memplan.frontends import memplan_json
+    from memplan.formats import memplan_json
 
     problem = Problem([Buffer("a", 12, 0, 2), Buffer("b", 5, 0, 1, alignment=4),
                        Buffer("c", 6, 1, 3, regions=("fast", "slow")),

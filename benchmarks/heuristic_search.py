@@ -37,7 +37,7 @@ from benchmarks.peers import judge, variant
 from benchmarks.suites import REPO, cases
 from benchmarks.traces import TRACES
 from memplan.bounds import lower_bound
-from memplan.frontends.minimalloc_csv import write_csv
+from memplan.formats.minimalloc_csv import write_csv
 
 
 def problems(suite: str, variants: tuple[str, ...], only: tuple[str, ...]):

@@ -153,7 +153,7 @@ def decoder_model(layers: int, heads: int, *, seq: int = 16, past: int = 512, he
 
 def transformer_decoder(n_buffers: int, seed: int = 0) -> Problem:
     """A decoder step (`decoder_model`) of about ``n_buffers`` buffers, as memplan reads it."""
-    from memplan.frontends.onnx import from_onnx
+    from memplan.onnx.onnx import from_onnx
 
     layers, heads = _decoder_shape(n_buffers)
     model = decoder_model(layers, heads, seed=seed)

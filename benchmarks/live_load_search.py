@@ -38,7 +38,7 @@ from ortools.sat.python import cp_model
 
 from benchmarks.suites import MINIMALLOC_DIR
 from memplan import Plan, Problem, plan_with, validate
-from memplan.frontends.minimalloc_csv import read_problem
+from memplan.formats.minimalloc_csv import read_problem
 from memplan.solver import canonical, floors
 from memplan.solver.canonical import FOUND, NOT_FOUND
 
@@ -203,7 +203,7 @@ def main(argv=None) -> None:
     if args.method == "restarts":
         found = restarts(problem, height, args.seconds, args.per, args.seed)
     else:
-        start = plan_with("exact", problem, time_limit=args.start_seconds, workers=1).offsets
+        start = plan_with("exact", problem, time_limit=args.start_seconds, threads=1).offsets
         print(f"start: peak {int((start + problem.sizes).max())} units", flush=True)
         found = packed(problem, height, start, args.seconds, args.seed,
                        on_step=lambda t, missing, out: print(

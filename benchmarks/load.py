@@ -2,7 +2,7 @@
 
 Build machines are busy (``make -j``, CI runners). memplan's adaptive choices count
 CPU time (`memplan.solver.canonical.Race.cpu`) and every planner keeps
-``greedy_by_size``'s plan as its floor, so busy processes beside it should slow it by
+``greedy_by_size``'s plan as its ceiling, so busy processes beside it should slow it by
 about the CPU share they take, and never change an answer. Steps:
 
 - **fit**: MiniMalloc's eleven problems at their capacity (benchmarks/data/minimalloc)
@@ -127,7 +127,7 @@ def limit_rows(models: list[str], limits: tuple[float, ...], processes: int) -> 
     doc); then, per model and limit, the largest memplan / greedy ratio of each run."""
     import memplan
     from benchmarks import executorch_models as em
-    from memplan.frontends.executorch import planned_offsets
+    from memplan.executorch.executorch import planned_offsets
 
     lines = ["| model | limit s | busy loops | load | " + " | ".join(LIMIT_COLUMNS) +
              " | largest memplan / greedy |", "|---" * (len(LIMIT_COLUMNS) + 5) + "|"]

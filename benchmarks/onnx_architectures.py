@@ -177,9 +177,9 @@ def row(name: str, path: Path, time_limit: float) -> str:
 
     from benchmarks.onnx_scale import measure
     from memplan import lower_bound, plan_with, solve, validate
-    from memplan.frontends import onnx_graph
-    from memplan.frontends.memplan_json import problem_to_dict
-    from memplan.frontends.onnx import from_onnx
+    from memplan.formats.memplan_json import problem_to_dict
+    from memplan.onnx import onnx_graph
+    from memplan.onnx.onnx import from_onnx
 
     command = "import sys; from memplan.cli import main; sys.exit(main())"
     rss, seconds, _ = measure([sys.executable, "-P", "-c", command, "solve", str(path),

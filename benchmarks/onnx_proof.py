@@ -7,7 +7,7 @@ For every light model of the onnx package (random inputs, seed 0), every
 setting (the frontend's defaults; Concat in place; 64-byte alignment without
 in place; weights in a region of their own) and every planner named, make a
 plan, check it with the validator and run it in the arena
-(`memplan.proofs.prove.prove_plan`, onnxruntime). Prints one row per model and
+(`memplan.onnx.prove.prove_plan`, onnxruntime). Prints one row per model and
 setting: plans proven, plans with a mismatch (there should be none: a
 mismatch is a bug in the frontend or a planner), the optional aliases taken,
 the nodes whose output shares bytes with an input (run as an in-place kernel
@@ -38,10 +38,10 @@ import onnx
 from onnx import TensorProto, helper
 
 from memplan.deploy.regions import plan_regions
-from memplan.frontends.onnx import from_onnx
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_arena import ArenaRunner
+from memplan.onnx.prove import Proof, model_options
 from memplan.problem import Alias
-from memplan.proofs.onnx_arena import ArenaRunner
-from memplan.proofs.prove import Proof, model_options
 from memplan.registry import plan_with
 from memplan.validate import validate
 

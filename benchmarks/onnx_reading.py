@@ -8,7 +8,7 @@ of 100k Relu nodes (no weights); a transformer stack of 0.1 GB of inline
 weights (`onnx_scale.write_transformer`). Per file: the CPU seconds (user +
 system, the least of ``--repeat`` runs, so that other load matters little) of
 ``onnx.load(path, load_external_data=False)`` and of memplan's reader
-(`memplan.frontends.onnx_graph.load_graph`: the walk, the checks, protobuf's
+(`memplan.onnx.onnx_graph.load_graph`: the walk, the checks, protobuf's
 parse, the shape constants), each in a process of its own after its imports;
 and the reader's peak memory growth over the process's resident memory after
 imports (Linux: the peak reset through ``/proc/self/clear_refs``, read as ``VmHWM``). The
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from memplan.frontends.onnx_weightless import encode_varint
+from memplan.onnx.onnx_weightless import encode_varint
 
 # Python run in a child after its imports: ``growth()`` is the peak memory since, in bytes.
 PEAK = """
@@ -51,7 +51,7 @@ if mode == "onnx":
     import onnx
     read = lambda: onnx.load(path, load_external_data=False)
 else:
-    from memplan.frontends.onnx_graph import load_graph
+    from memplan.onnx.onnx_graph import load_graph
     read = lambda: load_graph(path)
 """ + PEAK + """
 best = float("inf")

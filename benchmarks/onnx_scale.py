@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper
 
-from memplan.frontends.onnx_weightless import encode_varint
+from memplan.onnx.onnx_weightless import encode_varint
 
 INLINE_UP_TO = 0.5e9  # bytes of weights a model keeps inline; larger ones use external data
 CHUNK = 1 << 24  # float32 values generated and written at once (64 MB)
@@ -177,7 +177,7 @@ def _solve(code: Path, model: Path, time_limit: float) -> tuple[float, float, in
 
 def graph_kilobytes(model: Path) -> float:
     """The weightless graph's serialised size."""
-    from memplan.frontends.onnx_graph import load_graph
+    from memplan.onnx.onnx_graph import load_graph
 
     return len(load_graph(model)[0].SerializeToString()) / 1e3
 

@@ -215,9 +215,9 @@ def corpus_row(name: str, exporter: str, mask: bool, folder: Path, *,
     import onnxruntime as ort
 
     from memplan import ProblemError, lower_bound, plan_with, solve, validate
-    from memplan.frontends.onnx import from_onnx
-    from memplan.proofs.onnx_arena import random_inputs
-    from memplan.proofs.prove import prove_plan, with_model_options
+    from memplan.onnx.onnx import from_onnx
+    from memplan.onnx.onnx_arena import random_inputs
+    from memplan.onnx.prove import prove_plan, with_model_options
 
     row = Row(name, exporter, mask)
     path = folder / f"{name}-{exporter}{'-mask' if mask else ''}.onnx"

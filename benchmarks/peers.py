@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.suites import REPO, cases
-from memplan.frontends.minimalloc_csv import write_csv
+from memplan.formats.minimalloc_csv import write_csv
 from memplan.problem import Problem
 
 PEERS = ("memplan", "minimalloc", "supermalloc", "tabu")

@@ -4,13 +4,13 @@ Exports small PyTorch models built in code (random weights, nothing
 downloaded) with ``torch.export`` -> ``executorch.exir.to_edge`` ->
 ``to_executorch`` (ExecuTorch's greedy memory planner), then for each program:
 
-- reads it back (`memplan.frontends.executorch_pte`): planned tensors, views
+- reads it back (`memplan.executorch.executorch_pte`): planned tensors, views
   (aliases), the live-load lower bound, ExecuTorch's own arena size;
 - plans it with memplan (``memplan.solve``: heuristics, then CP-SAT,
   ``--time-limit`` seconds) and writes the re-planned program;
 - runs the original and the re-planned program in ExecuTorch's runtime on
   seeded inputs, three calls for stateful programs
-  (`memplan.proofs.executorch_runtime`): outputs bit-identical.
+  (`memplan.executorch.executorch_runtime`): outputs bit-identical.
 
 The models: ``mlp`` (three linear layers), ``conv_net`` (convolutions, batch
 norm in eval mode, a residual add, pooling), ``decoder`` (two
@@ -182,8 +182,8 @@ def measure(name: str, time_limit: float, save: str | None = None) -> dict:
     """One row: ExecuTorch's arena, memplan's, the bound, status, seconds (export, read,
     plan, prove), the runtime's verdict."""
     import memplan
-    from memplan.frontends.executorch_pte import pte_layout
-    from memplan.proofs.executorch_runtime import prove_program
+    from memplan.executorch.executorch_pte import pte_layout
+    from memplan.executorch.executorch_runtime import prove_program
 
     started = time.perf_counter()
     data = export_pte(name)

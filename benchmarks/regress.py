@@ -125,7 +125,7 @@ def _onnx_light() -> list[Row]:
 
 def _tflite() -> list[Row]:
     from benchmarks.tflite_models import model_file
-    from memplan.frontends.tflite import from_tflite
+    from memplan.tflite.tflite import from_tflite
 
     out = REPO / "build" / "tflite_models"
     return [Row(f"tflite/{name}", _then(partial(model_file, out, name, "int8"), from_tflite),

@@ -20,9 +20,9 @@ import onnx
 
 from benchmarks.branchy import MODELS, breadth_first
 from memplan import lower_bound, validate
-from memplan.frontends.onnx import from_onnx
-from memplan.operator_order import reorder
+from memplan.onnx.onnx import from_onnx
 from memplan.plan import Plan
+from memplan.schedule.operator_order import reorder
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 

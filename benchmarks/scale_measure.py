@@ -40,7 +40,7 @@ from benchmarks.suites import REPO, cases
 PEER = """
 import json, sys, time
 import numpy as np
-from memplan.frontends.memplan_json import read_problem
+from memplan.formats.memplan_json import read_problem
 from memplan.plan import Plan
 from memplan.validate import validate
 from omnimalloc import Allocation, allocate
@@ -61,7 +61,7 @@ print(json.dumps(dict(arena=plan.arena_size, seconds=seconds, violations=kinds))
 
 
 def _problem_file(work: Path, name: str) -> Path:
-    from memplan.frontends.memplan_json import write_problem
+    from memplan.formats.memplan_json import write_problem
 
     path = work / f"{name}.json"
     if not path.exists():

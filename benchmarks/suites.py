@@ -7,7 +7,7 @@ data folder or a slow generator only touches the runs that need it.
 
 Suites:
 - ``onnx-light``: the nine light models shipped inside the onnx package, read
-  by `memplan.frontends.onnx.from_onnx`;
+  by `memplan.onnx.onnx.from_onnx`;
 - ``minimalloc``: MiniMalloc's eleven challenging problems, shipped in
   ``benchmarks/data/minimalloc/`` (Apache-2.0; licence and source beside them),
   capacity 1048576 (``fit`` mode) or none (``minimise`` mode);
@@ -72,7 +72,7 @@ def onnx_light_dir() -> Path:
 
 
 def _from_onnx(path: Path) -> Problem:
-    from memplan.frontends.onnx import from_onnx  # being written; imported only when run
+    from memplan.onnx.onnx import from_onnx  # being written; imported only when run
 
     return from_onnx(path)
 
@@ -83,7 +83,7 @@ def _onnx_light() -> list[Case]:
 
 
 def _minimalloc() -> list[Case]:
-    from memplan.frontends.minimalloc_csv import read_problem
+    from memplan.formats.minimalloc_csv import read_problem
 
     paths = sorted(p for p in MINIMALLOC_DIR.glob("*.csv") if not p.name.startswith("example"))
     return [Case("minimalloc", path.name.split(".")[0], partial(read_problem, path), True)

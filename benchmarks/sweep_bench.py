@@ -34,9 +34,9 @@ from pathlib import Path
 import onnx
 
 import memplan
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_batch import rebatch
-from memplan.frontends.onnx_graph import load_graph
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_batch import rebatch
+from memplan.onnx.onnx_graph import load_graph
 from memplan.sweeps.sweep import make_tasks, run_task, sweep
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -5,13 +5,13 @@ nothing is downloaded), converts each to ``.tflite`` as float32 and as int8
 (post-training quantisation, random representative data, int8 input and
 output), and for each model:
 
-- reads it as TFLM plans it (`memplan.frontends.tflite`): tensors, planned
+- reads it as TFLM plans it (`memplan.tflite.tflite`): tensors, planned
   buffers, memplan's lower bound;
 - plans it with ``best`` (the fast heuristics) and with ``exact`` (CP-SAT,
   warm-started by ``best``, ``--time-limit`` seconds): arena, status, proven
   gap, seconds; both plans pass the validator;
 - runs it in TFLM's interpreter with TFLM's greedy planner and with the
-  exact plan written into the model (`memplan.proofs.tflm_arena.prove`): outputs
+  exact plan written into the model (`memplan.tflite.tflm_arena.prove`): outputs
   bit-identical on random inputs, TFLM's reported head with each, and the
   smallest ``arena_size`` TFLM runs with under each (bisection).
 
@@ -168,9 +168,9 @@ def model_file(out: Path, name: str, kind: str) -> Path:
 
 def measure(path: Path, time_limit: float, seed: int = 0) -> dict:
     """One model: memplan's best and exact plans, and both planners inside TFLM."""
-    from memplan.frontends.tflite import from_tflite
-    from memplan.proofs.tflm_arena import prove
     from memplan.registry import plan_with
+    from memplan.tflite.tflite import from_tflite
+    from memplan.tflite.tflm_arena import prove
     from memplan.validate import check
 
     problem = from_tflite(path)

@@ -32,7 +32,7 @@ from benchmarks.suites import REPO
 RUN = """
 import json, resource, sys, time
 from memplan import plan_with, validate
-from memplan.frontends.memplan_json import read_problem
+from memplan.formats.memplan_json import read_problem
 problem = read_problem(sys.argv[1])
 began = time.perf_counter()
 plan = plan_with(sys.argv[2], problem, time_limit=float(sys.argv[3]))

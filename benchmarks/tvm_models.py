@@ -6,7 +6,7 @@ weight transforms where the row says so), build it for ``llvm`` twice
 and report per function Relax's bytes (its storages together), memplan's,
 the live-load bound, memplan's status and planning seconds; then run both
 builds in ``relax.VirtualMachine`` on seeded inputs (symbolic lengths at
-several values, `memplan.proofs.relax_vm`): outputs bit-identical; and time
+several values, `memplan.tvm.relax_vm`): outputs bit-identical; and time
 ``forward`` with both plans, alternating runs, as a ratio of medians. The
 d-2048 decoder's kernels are scheduled for CPU first (`tvm_zoo.cpu_schedule`,
 the same module for both builds): unscheduled, one forward at 16 tokens takes
@@ -34,7 +34,7 @@ import tvm
 
 import memplan.tvm
 from benchmarks import tvm_zoo as zoo
-from memplan.proofs.relax_vm import call_inputs, prove_relax
+from memplan.tvm.relax_vm import call_inputs, prove_relax
 
 TIME_LIMIT = 10.0
 RUNS = 7  # timed calls of forward per build, alternating

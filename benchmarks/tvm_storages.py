@@ -30,7 +30,7 @@ import tvm
 import memplan.tvm
 from benchmarks import tvm_models
 from benchmarks import tvm_zoo as zoo
-from memplan.proofs.relax_vm import prove_relax
+from memplan.tvm.relax_vm import prove_relax
 
 TARGETS = ("vulkan", "webgpu")
 TIME_LIMIT = 10.0

@@ -2,8 +2,8 @@
 
 `memplan.solve` keeps its limit only if what must run whatever the limit fits
 inside it: the lower bound, the split into parts (`memplan.parts`), the alias
-units, the floor plan (the time sweep where `greedy_by_size` would not fit:
-`memplan.registry.floor_fits`) and the validation of the plan returned. This
+units, the ceiling plan (the time sweep where `greedy_by_size` would not fit:
+`memplan.registry.ceiling_fits`) and the validation of the plan returned. This
 times each pass in CPU seconds (the figure a busy machine does not inflate
 much) on the ``huge`` suite's generated problems, then ``memplan.solve`` at
 the given limits (wall and CPU), and prints a markdown table with the load::
@@ -43,8 +43,8 @@ def measure(name: str, limits: list[float]) -> list[str]:
     bound, bound_s = _cpu(lambda: lower_bound(problem))
     parts, parts_s = _cpu(lambda: groups(problem))
     _, units_s = _cpu(lambda: Units.build(problem, pairs=False))
-    floor, sweep_s = _cpu(lambda: time_sweep.plan(problem))
-    found, validate_s = _cpu(lambda: validate(problem, floor))
+    ceiling, sweep_s = _cpu(lambda: time_sweep.plan(problem))
+    found, validate_s = _cpu(lambda: validate(problem, ceiling))
     assert not found, found[:3]
     passes = bound_s + parts_s + units_s + sweep_s + validate_s
     rows = []

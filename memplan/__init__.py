@@ -4,15 +4,20 @@ Every tensor gets an offset in one arena; the arena is as small as it can
 be, and memplan says how far from optimal each plan is.
 
 The package is a stack of layers; a module imports only layers below its own
-(tests/test_architecture.py checks it, also for imports inside functions)::
+(tests/test_architecture.py checks it, also for imports inside functions;
+docs/explanation/architecture.md draws it)::
 
-    4  api, cli, viz, explain, ... (top level)     the user's entry points
-    3  deploy/   export/                            deployments, plan writers
-    2  heuristics/   solver/   frontends/           side by side, never each other
+    5  cli/                                            the command
+    4  api, viz, diagnosis/, sweeps/, proofs, passes   the library's entry points
+    3  deploy/   schedule/   the writers               on top of any planner
+    2  heuristics/   solver/   the readers             side by side, never each other
     1  bounds, plan, groups, validate, options, registry
-    0  errors, problem                              the vocabulary
+    0  errors, limits, problem, budget                 the vocabulary
 
-This ``__init__`` is the top: it may import anything, and imports the
+A compiler's reader, writer, proof and pass sit in one folder (onnx/,
+tflite/, executorch/, tvm/); formats/ holds the files of no compiler.
+
+This ``__init__`` is at layer 4: it may import anything but cli/, and imports the
 planner packages so that the registry is full.
 """
 
@@ -21,6 +26,7 @@ import memplan.startup  # noqa: F401  (first: a quiet Ctrl-C while the rest impo
 # isort: split
 import memplan.heuristics  # noqa: F401  (fills the registry)
 import memplan.solver  # noqa: F401
+from memplan import moved
 from memplan.api import (
     compare,
     from_executorch,
@@ -49,6 +55,8 @@ from memplan.sweeps.sweep import sweep  # memplan.sweep is this function
 from memplan.sweeps.sweep_options import SweepOptions
 from memplan.validate import Violation, check, validate
 from memplan.viz import plot_comparison, plot_layout, plot_memory
+
+moved.install()  # the old names of moved modules (`memplan.moved`), for one more release
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it, `memplan --version` prints it
 
@@ -79,7 +87,7 @@ def kernels() -> dict[str, bool]:
     return {"canonical": canonical.available(), "placement": compiled_place.available(),
             "search": anneal.compiled(),
             "validation": checker._compiled_any_overlap is not None,
-            "onnx_reader": find_spec("memplan.frontends._onnx_strip") is not None}
+            "onnx_reader": find_spec("memplan.onnx._onnx_strip") is not None}
 
 
 if not all(kernels().values()):  # once per process: the import runs once
@@ -94,7 +102,7 @@ if not all(kernels().values()):  # once per process: the import runs once
 def __getattr__(name: str):
     """``memplan.reorder``: imported on first use (the order search is not needed to plan)."""
     if name == "reorder":
-        from memplan.operator_order import reorder
+        from memplan.schedule.operator_order import reorder
 
         return reorder
     raise AttributeError(f"module 'memplan' has no attribute {name!r}")

@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memplan import frontends, parts
+from memplan import parts
 from memplan.bounds import load_profile, lower_bound
+from memplan.budget import Budget, left_of, to_deadline
 from memplan.deploy.multimodel import MultiModel, combine, stack
-from memplan.errors import InvalidPlanError, ProblemError
-from memplan.heuristics.paced import PacedBudget
+from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
+from memplan.formats import readers
 from memplan.limits import (
     check_capacity,
     check_seed,
@@ -64,10 +65,18 @@ from memplan.limits import (
     check_workers,
     parse_gap,
 )
-from memplan.options import option, options_record
+from memplan.options import option, options_record, renamed_fields
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import floor_planner, plan_with, planners, takes_option
+from memplan.registry import ceiling_planner, plan_with, planners
+from memplan.shares import (
+    COMPARE_SLACK,
+    EXACT_LEAST,
+    HEURISTIC_MOST,
+    SEARCH_LEAST,
+    SEARCH_SHARE,
+    VALIDATE_MARGIN,
+)
 from memplan.solver.exact import by_neighbourhoods, canonical_first
 from memplan.solver.exact_options import ExactOptions
 from memplan.stopping import stopped, watched
@@ -77,21 +86,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXACT = "exact"  # the registered name of the exact planner
-# of the time limit, on the wall clock: the most the heuristics' own limit may be by default,
-# so that the exact planner and the validation still fit the caller's limit (enforcing it)
-HEURISTIC_MOST = 0.9
-EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
-VALIDATE_MARGIN = 1.5  # times the heuristic plan's validation: kept to validate the exact's
 NAIVE_PLAN_BUFFERS = 5000  # up to this many buffers the naive figure is the naive planner's
 FIT_FIRST_HEURISTIC = "best_fit"  # fit mode, canonical search: one pass instead of `best`
 SEARCH_WORK = 500_000  # units `best` places in its order search when the exact planner follows
-SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # ... on large problems: a timed search of this many
-# seconds (at most HEURISTIC_MOST of the limit), or this share of a longer limit: `best`'s
-# CPU budget (its option `cpu`), on the clock at most HEURISTIC_MOST of the caller's limit
-COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
+@renamed_fields(workers="threads")
 @dataclass(frozen=True)
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
@@ -102,7 +103,7 @@ class SolveOptions:
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
                                                 "half the time limit, at least 1 s")
-    workers: int | None = option(None, "CP-SAT worker threads (default: the exact planner's "
+    threads: int | None = option(None, "CP-SAT threads (default: the exact planner's "
                                        "choice)")
     seed: int = option(0, "random seed of every planner: same seed, same plan")
     gap: str | float | int | None = option(None, "stop once the proven gap is this small: a "
@@ -110,7 +111,7 @@ class SolveOptions:
                                            "is then 'feasible' with its gap")
 
     def __post_init__(self):
-        check_run_options(self.time_limit, self.heuristic_time_limit, self.workers, self.seed)
+        check_run_options(self.time_limit, self.heuristic_time_limit, self.threads, self.seed)
         if self.gap is not None:
             parse_gap(self.gap)
         for name in ("time_limit", "heuristic_time_limit"):  # infinity: no limit (None)
@@ -118,12 +119,12 @@ class SolveOptions:
         object.__setattr__(self, "seed", check_seed(self.seed))  # np.int64(3): 3
 
 
-def check_run_options(time_limit, heuristic_time_limit, workers, seed) -> None:
+def check_run_options(time_limit, heuristic_time_limit, threads, seed) -> None:
     """Refuse a negative or NaN time limit, fewer than one worker, a seed that is no integer
     (the rules of `memplan.limits`)."""
     check_time_limit(time_limit, "time_limit")
     check_time_limit(heuristic_time_limit, "heuristic_time_limit")
-    check_workers(workers, "workers")
+    check_workers(threads, "threads")
     check_seed(seed)
 
 
@@ -165,16 +166,16 @@ def default_model() -> Path:
 
 
 def from_onnx(model: Any, **options: Any) -> Problem:
-    """An ONNX model (path or ``ModelProto``) as a `Problem`; see `memplan.frontends.onnx`."""
-    from memplan.frontends.onnx import from_onnx as convert
+    """An ONNX model (path or ``ModelProto``) as a `Problem`; see `memplan.onnx.onnx`."""
+    from memplan.onnx.onnx import from_onnx as convert
 
     return convert(model, **options)
 
 
 def from_tflite(model: Any, **options: Any) -> Problem:
     """A ``.tflite`` model (path or bytes) as the `Problem` TFLite-Micro plans; see
-    `memplan.frontends.tflite` (needs the ``tflite`` extra)."""
-    from memplan.frontends.tflite import from_tflite as convert
+    `memplan.tflite.tflite` (needs the ``tflite`` extra)."""
+    from memplan.tflite.tflite import from_tflite as convert
 
     return convert(model, **options)
 
@@ -182,8 +183,8 @@ def from_tflite(model: Any, **options: Any) -> Problem:
 def from_executorch(program: Any, **options: Any) -> Problem:
     """A PyTorch program lowered through ExecuTorch (``ExportedProgram``, edge or ExecuTorch
     program manager, ``.pte`` path) as the `Problem` its memory planning pass plans; see
-    `memplan.frontends.executorch` (needs the ``executorch`` extra)."""
-    from memplan.frontends.executorch import from_executorch as convert
+    `memplan.executorch.executorch` (needs the ``executorch`` extra)."""
+    from memplan.executorch.executorch import from_executorch as convert
 
     return convert(program, **options)
 
@@ -191,8 +192,8 @@ def from_executorch(program: Any, **options: Any) -> Problem:
 def from_relax(module: Any, function: str | None = "forward", **options: Any) -> Problem:
     """A TVM Relax module (``IRModule`` or TVMScript ``.py`` path) as the `Problem` of the
     tensors Relax's ``StaticPlanBlockMemory`` planned in ``function``; see
-    `memplan.frontends.relax` (needs the ``tvm`` extra)."""
-    from memplan.frontends.relax import from_relax as convert
+    `memplan.tvm.relax` (needs the ``tvm`` extra)."""
+    from memplan.tvm.relax import from_relax as convert
 
     return convert(module, function, **options)
 
@@ -215,7 +216,7 @@ def load(path: str | os.PathLike, *, dims: Mapping[str, int] | None = None,
             options["alignment"] = alignment
         if not Path(path).exists():  # the frontend may not say which file is missing
             raise ProblemError("no such file", file=str(path))
-    problem = frontends.load(path, **options)
+    problem = readers.load(path, **options)
     return problem if is_onnx or alignment is None else with_alignment(problem, alignment)
 
 
@@ -270,18 +271,19 @@ def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
     """Each named heuristic's validated plan, by name (``time_limit`` for each).
     ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
     amount of work (``SEARCH_WORK`` units placed) instead of until the limit; ``wall``:
-    ``best`` takes ``time_limit`` in CPU seconds (its option ``cpu``), on the clock at most
+    ``best`` takes ``time_limit`` in CPU seconds (its budget's ``cpu``), on the clock at most
     ``wall`` seconds. Ctrl-C
     (``KeyboardInterrupt``) ends the run with the plans so far, the last one marked
     ``stats["interrupted"]``; it is raised again when there is none."""
-    extra = {"best": {"cpu": time_limit, "time_limit": wall}} if wall is not None else \
+    extra = {"best": {"budget": Budget.of_limit(wall, cpu=time_limit)}} if wall is not None else \
         {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(problem))}}
     plans: dict[str, Plan] = {}
     found = None  # the last plan, before its validation
     try:
         for name in names:
-            found = name, plan_with(name, problem, **{"seed": seed, "time_limit": time_limit,
-                                                      **extra.get(name, {})})
+            options = extra.get(name, {})
+            timing = {} if "budget" in options else {"time_limit": time_limit}
+            found = name, plan_with(name, problem, seed=seed, **timing, **options)
             plans[name] = _checked(problem, found[1])
             found = None
             if plans[name].stats.get("interrupted"):
@@ -327,13 +329,13 @@ def exact_settings(settings: SolveOptions,
                    on_progress: Callable[..., Any] | None = None,
                    stop: threading.Event | None = None) -> ExactOptions:
     """The exact planner's record in the pipeline: ``exact_options`` (a record or its fields),
-    with the time limit, seed and workers of ``settings`` and the progress callback and stop
+    with the time limit, seed and threads of ``settings`` and the progress callback and stop
     event of the call."""
     record = exact_options if isinstance(exact_options, ExactOptions) else \
         ExactOptions.from_kwargs(**dict(exact_options or {}))
     extra: dict[str, Any] = {}
-    if settings.workers is not None:
-        extra["workers"] = settings.workers
+    if settings.threads is not None:
+        extra["threads"] = settings.threads
     if settings.gap is not None:
         extra["relative_gap"], extra["absolute_gap"] = parse_gap(settings.gap)
     if on_progress is not None:
@@ -397,13 +399,13 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
-        max(0.0, HEURISTIC_MOST * settings.time_limit - (time.perf_counter() - began)))
-    floor = floor_planner(problem, settings.time_limit)
-    if "best" not in plans and floor not in plans:  # no plan of `solve` is larger
-        plans.update(run_heuristics(problem, [floor], time_limit=None))
+        max(0.0, left_of(HEURISTIC_MOST * settings.time_limit, began)))
+    ceiling = ceiling_planner(problem, settings.time_limit)
+    if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
+        plans.update(run_heuristics(problem, [ceiling], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
-    if floor in plans:  # the exact planner need not run it again
-        heuristic.stats.setdefault("floor_arena", plans[floor].arena_size)
+    if ceiling in plans:  # the exact planner need not run it again
+        heuristic.stats.setdefault("ceiling_arena", plans[ceiling].arena_size)
     naive = plans["naive"].arena_size if "naive" in plans else naive_arena(problem)
     report = SolveReport(problem, heuristic, naive, plans, heuristic, None)
     report.interrupted = any(plan.stats.get("interrupted") for plan in plans.values())
@@ -418,7 +420,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
             # exact planner gets the rest of the limit
             check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
             left = None if settings.time_limit is None else \
-                settings.time_limit - (time.perf_counter() - began) - check
+                left_of(settings.time_limit, began) - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
@@ -489,9 +491,9 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
-        extra = {} if settings.workers is None else {"workers": settings.workers}
+        extra = {} if settings.threads is None else {"threads": settings.threads}
         left = None if settings.time_limit is None else \
-            max(0.0, settings.time_limit - (time.perf_counter() - began))
+            max(0.0, left_of(settings.time_limit, began))
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
     return report
@@ -507,9 +509,9 @@ def solve(problem: Problem | Iterable[Buffer], options: SolveOptions | None = No
     ``problem`` is a `Problem` or a list of `Buffer`. ``options`` is a
     `SolveOptions` record, or its fields come as keywords: ``time_limit``
     (seconds, default 10), ``heuristic`` (``"best"``, a planner name or
-    ``"all"``), ``exact``, ``heuristic_time_limit``, ``workers``, ``seed``.
+    ``"all"``), ``exact``, ``heuristic_time_limit``, ``threads``, ``seed``.
     ``exact_options`` is an `ExactOptions` record (or its fields) for the
-    exact planner; its time limit, seed and workers come from ``options``.
+    exact planner; its time limit, seed and threads come from ``options``.
     ``capacity`` (bytes) turns minimising into fitting. ``on_progress`` is
     called by the exact planner with a `Progress` (``arena_size``,
     ``best_bound``, ``seconds``); setting ``stop`` (from any thread) ends its
@@ -555,8 +557,8 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
 def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
             planners: Iterable[str] | None = None, time_limit: float | None = 10.0,
             heuristic_time_limit: float | None = None, seed: int = 0,
-            workers: int | None = None, stop: threading.Event | None = None,
-            began: float | None = None) -> pd.DataFrame:
+            threads: int | None = None, stop: threading.Event | None = None,
+            began: float | None = None, workers: int | None = None) -> pd.DataFrame:
     """Every planner on every problem: one row per (problem, planner).
 
     ``planners`` defaults to every heuristic and the exact planner; the exact
@@ -573,7 +575,7 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     budget (``best``, ``anneal``, ``genetic``, ``hill_climb``, ``canonical``,
     ``exact``) gets its share as one and the wall time left of the call as its
     time limit; a one-pass planner gets its share converted at the call's pace
-    (`memplan.heuristics.paced`). So a busy machine gives the same table as a
+    (`memplan.budget`). So a busy machine gives the same table as a
     quiet one, later, as long as the wall limit is not reached. Planners the
     problem's share or the wall time left leaves no room for are skipped
     (``table.attrs["skipped"]``, by problem; each problem gets one plan at
@@ -583,25 +585,28 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     optimum of the problem when some plan proved it, else NaN),
     over_lower_bound and over_optimum (fractions: 0.05 is 5 % more), gap
     (`memplan.plan.gap_of` to the best bound any planner proved for the
-    problem), status, seconds. Every plan is validated.
+    problem), status, seconds. Every plan is validated. ``workers``: the old name of
+    ``threads`` (deprecated).
     """
     import pandas as pd
 
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="compare")
+
     began = time.perf_counter() if began is None else began
-    check_run_options(time_limit, heuristic_time_limit, workers, seed)
+    check_run_options(time_limit, heuristic_time_limit, threads, seed)
     time_limit = check_time_limit(time_limit, "time_limit")
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    clock = PacedBudget(None if time_limit is None else
-                        time_limit - (time.perf_counter() - began),
-                        None if time_limit is None else began + time_limit)
+    clock = Budget(None if time_limit is None else left_of(time_limit, began),
+                   None if time_limit is None else began + time_limit)
     rows, interrupted, skipped = [], False, {}
     for k, (name, problem) in enumerate(named):
         share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
         skipped[name] = []
         slack = 0.0 if time_limit is None else COMPARE_SLACK * time_limit / len(named)
-        run = _Comparing(problem, clock, share, slack, heuristic_time_limit, seed, workers,
+        run = _Comparing(problem, clock, share, slack, heuristic_time_limit, seed, threads,
                          stop, skipped[name])
         plans, interrupted = run.plans(chosen)
         rows += _rows(name, problem, [p for p in chosen if p in plans], plans)
@@ -617,12 +622,12 @@ class _Comparing:
     """`compare`'s run of one problem: its share of the call's CPU budget (``clock``, whose
     deadline is the call's wall limit), what its planners took and which were skipped."""
 
-    def __init__(self, problem: Problem, clock: PacedBudget, share: float | None,
+    def __init__(self, problem: Problem, clock: Budget, share: float | None,
                  slack: float, heuristic_time_limit: float | None, seed: int,
-                 workers: int | None, stop: threading.Event | None, skipped: list[str]):
+                 threads: int | None, stop: threading.Event | None, skipped: list[str]):
         self.problem, self.clock, self.slack = problem, clock, slack
         self.end = None if share is None else clock.spent() + share  # a value of `spent`
-        self.heuristic_time_limit, self.seed, self.workers = heuristic_time_limit, seed, workers
+        self.heuristic_time_limit, self.seed, self.threads = heuristic_time_limit, seed, threads
         self.stop, self.skipped = stop, skipped
         self.check = 0.0  # CPU seconds of the longest validation so far: kept for each plan
         self.dearest = (0.0, 0.0)  # CPU and wall seconds of the dearest planner so far
@@ -630,10 +635,10 @@ class _Comparing:
     def plans(self, chosen: list[str]) -> tuple[dict[str, Plan], bool]:
         """The plans by planner; True when ``stop`` or Ctrl-C ended them early."""
         clock, end = self.clock, self.end
-        floor = floor_planner(self.problem, None if end is None else end - clock.spent())
-        # the floor first (as in `solve`): a plan of the cheapest greedy's size at least,
+        ceiling = ceiling_planner(self.problem, None if end is None else end - clock.spent())
+        # the ceiling first (as in `solve`): a plan of the cheapest greedy's size at least,
         # however little time the planners after it leave (rows keep ``chosen``'s order)
-        heuristics = sorted((p for p in chosen if p != EXACT), key=lambda p: p != floor)
+        heuristics = sorted((p for p in chosen if p != EXACT), key=lambda p: p != ceiling)
         part = None if end is None else \
             end - (0.0 if EXACT not in chosen else 0.5) * (end - clock.spent())
         plans: dict[str, Plan] = {}
@@ -646,7 +651,7 @@ class _Comparing:
                 if plans and self._no_room():
                     self.skipped.extend(heuristics[k:])  # the problem's time is spent
                     break
-                plans[planner] = self._run(planner, max(0.0, cpu), uncut=planner == floor)
+                plans[planner] = self._run(planner, max(0.0, cpu), uncut=planner == ceiling)
                 if plans[planner].stats.get("interrupted"):
                     return plans, True
             if EXACT in chosen and plans and self._no_room(exact=True):
@@ -668,40 +673,38 @@ class _Comparing:
         clock = self.clock
         need = (2 * self.check, 2 * self.check * clock.pace()) if exact else self.dearest
         left = (None if self.end is None else self.end - clock.spent(),
-                _seconds(clock.deadline, time.perf_counter()))
+                None if clock.deadline is None else max(0.0, to_deadline(clock.deadline)))
         return any(seconds is not None and seconds + self.slack <= most
                    for seconds, most in zip(left, need, strict=True))
 
     def _run(self, planner: str, cpu: float | None, hint: Plan | None = None, *,
              uncut: bool = False) -> Plan:
-        """``planner``'s validated plan: its share as a ``cpu`` budget and the call's wall
-        time left as its limit (a planner without the option: the share at the call's
-        pace); ``heuristic_time_limit``: a heuristic's wall limit instead; ``uncut`` (the
-        floor, chosen by `floor_planner` to fit the share): no limit, as in `solve`."""
+        """``planner``'s validated plan: its share as the CPU allowance of a child budget
+        by the call's wall time left (`Budget.split`: a planner that spends no allowance
+        runs for the share at the call's pace); ``heuristic_time_limit``: a heuristic's
+        wall limit instead; ``uncut`` (the ceiling, chosen by `ceiling_planner` to fit the
+        share): no limit, as in `solve`."""
         clock = self.clock
         began, cpu_began = time.perf_counter(), clock.spent()
         wall = None if clock.deadline is None else \
             clock.deadline - self.check * clock.pace()  # its plan's validation kept
-        limit = _seconds(wall, began)
-        options: dict[str, Any] = {"cpu": cpu}
+        budget = clock.split(cpu, wall)
         if planner == EXACT:
-            options.update(hint=hint, stop=self.stop,
-                           **({} if self.workers is None else {"workers": self.workers}))
+            options: dict[str, Any] = dict(
+                hint=hint, stop=self.stop,
+                **({} if self.threads is None else {"threads": self.threads}))
             thread = time.thread_time()
             with watched(self.stop):
-                found = plan_with(EXACT, self.problem, time_limit=limit, seed=self.seed,
+                found = plan_with(EXACT, self.problem, budget=budget, seed=self.seed,
                                   **options)
             clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
                 (time.thread_time() - thread)  # its searches' threads, not this one's alone
         else:
             if uncut:
-                options, limit = {}, None
+                budget = Budget.of_limit(None)
             elif self.heuristic_time_limit is not None:
-                options, limit = {}, self.heuristic_time_limit
-            elif not takes_option(planner, "cpu"):
-                options, limit = {}, _seconds(clock.until(wall, cpu_began + cpu), began)
-            found = plan_with(planner, self.problem, seed=self.seed, time_limit=limit,
-                              **options)
+                budget = Budget.of_limit(self.heuristic_time_limit)
+            found = plan_with(planner, self.problem, seed=self.seed, budget=budget)
         checking = clock.spent()
         checked = _checked(self.problem, found, twin=hint)
         self.check = max(self.check, clock.spent() - checking)
@@ -709,11 +712,6 @@ class _Comparing:
             self.dearest, (clock.spent() - cpu_began, time.perf_counter() - began),
             strict=True))
         return checked
-
-
-def _seconds(deadline: float | None, now: float) -> float | None:
-    """The seconds from ``now`` to ``deadline`` (`time.perf_counter` values), at least 0."""
-    return None if deadline is None else max(0.0, deadline - now)
 
 
 def _rows(name: str, problem: Problem, chosen: list[str],

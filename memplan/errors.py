@@ -13,7 +13,8 @@ user can find it without a traceback::
     └── MissingExtraError (ImportError)  an optional dependency that is not installed
 
 and one warning, `HintWarning`: a planner's hint that is no valid layout of its problem
-was set aside (the plan is made as without one).
+was set aside (the plan is made as without one). `renamed` keeps an old public name
+working for one release, with a `DeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -143,3 +144,36 @@ def require(module: str, extra: str, purpose: str):
     except ImportError:
         raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not "
                                 f"installed: pip install 'memplan[{extra}]'") from None
+
+
+def renamed(module: str, names: dict[str, str]):
+    """A module's ``__getattr__`` that keeps its old ``names`` working for one release:
+    each old name gives the object its new one names (``"new"`` in ``module``, or
+    ``"package.module.new"``) with one `DeprecationWarning` line."""
+    import importlib
+    import warnings
+
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        where, _, new = names[name].rpartition(".")
+        warnings.warn(f"{module}.{name} is deprecated: use {names[name] if where else new}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(where or module), new)
+
+    return __getattr__
+
+
+def renamed_keyword(old: str, old_value, new: str, new_value, where: str = ""):
+    """The value of keyword ``new``, or of its old spelling ``old`` (kept for one release,
+    with one `DeprecationWarning` line); `ProblemError` when both are given. ``where``: the
+    call that takes them, for the message."""
+    if old_value is None:
+        return new_value
+    call = f"{where}({old}=...)" if where else f"{old}="
+    if new_value is not None:
+        raise ProblemError(f"{call} is the old name of {new}=: give {new}= only")
+    import warnings
+
+    warnings.warn(f"{call} is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value

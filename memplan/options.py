@@ -12,8 +12,13 @@ is unknown (a `TypeError`, like any bad keyword).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import MISSING, Field, field, fields, replace
+from functools import partial
 from typing import Any, TypeVar
+
+from memplan.errors import renamed_keyword
 
 Options = TypeVar("Options")
 
@@ -62,3 +67,42 @@ def parse_options(planner: str, defaults: Options, options: dict[str, Any]) -> O
         raise TypeError(f"planner {planner!r} has no option {', '.join(map(repr, unknown))}; "
                         f"valid options: {', '.join(valid) or 'none'}")
     return replace(defaults, **options)
+
+
+def cpu_option(what: str = "the search") -> float | None:
+    """The ``cpu`` field of a planner's options (one help text for every planner)."""
+    return option(None, f"CPU seconds of its thread {what} may take (a caller's share of "
+                        f"its own limit), within the time limit; None: the time limit "
+                        f"decides alone")
+
+
+def renamed_fields(**names: str):
+    """Class decorator for an options record: each old field name (``workers="threads"``) is
+    still taken, and read, for one release, with a one-line `DeprecationWarning`."""
+
+    def wrap(cls):
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *args, **given):
+            for old, new in names.items():
+                if old in given:
+                    given[new] = renamed_keyword(old, given.pop(old), new, given.get(new),
+                                                 where=cls.__name__)
+            init(self, *args, **given)
+
+        cls.__init__ = __init__
+        for old, new in names.items():
+            setattr(cls, old, property(partial(_read_renamed, old=f"{cls.__name__}.{old}",
+                                               new=new),
+                                       doc=f"The old name of ``{new}`` (deprecated)."))
+        return cls
+
+    return wrap
+
+
+def _read_renamed(record, *, old: str, new: str):
+    warnings.warn(f"{old} is deprecated, use {new}", DeprecationWarning, stacklevel=3)
+    return getattr(record, new)
+
+

@@ -49,6 +49,7 @@ from dataclasses import replace
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import left_of
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.preprocess import _piece, components
@@ -141,7 +142,7 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
         chosen = replace(settings, gap=settings.gap if settings.gap is not None or
                          bounds[k] >= whole_bound else f"{whole_bound - bounds[k]}B")
         if limit is not None:
-            share = max(0.0, limit - (time.perf_counter() - began)) * len(piece) / left
+            share = max(0.0, left_of(limit, began)) * len(piece) / left
             chosen = replace(chosen, time_limit=share, heuristic_time_limit=None if
                              settings.heuristic_time_limit is None else
                              min(settings.heuristic_time_limit, share))

@@ -8,8 +8,7 @@ one line and exits with 130; the command's ``main`` restores Python's default
 handler once everything is imported. A library import changes nothing. It
 also notes when memplan began to load (`STARTED`): a command's
 ``--time-limit`` counts from there, imports and reading included
-(`COMMAND_STARTED`, set by `command_began`), and the command's pace so far
-(`command_pace`) what its outputs will take. The
+(`COMMAND_STARTED`, set by `command_began`; `memplan.budget.command_left`). The
 handler is set through the interpreter's built-in ``_signal`` (already loaded
 at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
 20 ms in which a Ctrl-C would still end in a traceback.
@@ -32,15 +31,6 @@ def command_began() -> float:
     COMMAND_STARTED, COMMAND_CPU = (STARTED, STARTED_CPU) if _launched_as_command() else \
         (time.perf_counter(), time.process_time())
     return COMMAND_STARTED
-
-
-def command_pace() -> float:
-    """Wall seconds per CPU second of this process since the command began, at least 1:
-    about 1 on a quiet machine, 3-4 beside busy processes. Measured before the planners
-    run (imports and reading take one thread), it tells what the command's last steps
-    (writing the outputs) will take on the clock."""
-    cpu = time.process_time() - COMMAND_CPU
-    return 1.0 if cpu <= 0.01 else max(1.0, (time.perf_counter() - COMMAND_STARTED) / cpu)
 
 
 def _launched_as_command() -> bool:

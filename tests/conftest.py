@@ -26,7 +26,7 @@ def challenging() -> Path:
 def tricky(tmp_path) -> str:
     """A memplan JSON file of the small problem where greedy orders miss the optimum."""
     from memplan import Problem
-    from memplan.frontends import memplan_json
+    from memplan.formats import memplan_json
 
     from .test_api import TRICKY
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from benchmarks.traces import inference_trace, training_step_trace
 from memplan import Buffer, Problem, ProblemError, lower_bound, plan_with, validate
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 from memplan.heuristics import anneal
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units

@@ -9,7 +9,7 @@ import pytest
 
 import memplan
 from memplan import Alias, Buffer, Problem, ProblemError, api, validate
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 from .conftest import CHALLENGING
 

@@ -7,7 +7,7 @@ import pytest
 from memplan import Alias, Buffer, Problem
 from memplan.bounds import _alias_components, clique_bound, live_bytes, load_profile, lower_bound
 from memplan.errors import ProblemError
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 
 PUBLISHED = {"A": 1048576, "B": 1048576, "C": 1039360, "D": 986112, "E": 1048576,
              "F": 1048576, "G": 1048576, "H": 1048576, "I": 1048576, "J": 989184,

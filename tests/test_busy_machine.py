@@ -21,17 +21,26 @@ import memplan
 from benchmarks.branchy import MODELS, breadth_first
 from benchmarks.generate import network_like
 from benchmarks.load import busy
-from memplan import operator_order, registry, validate
+from memplan import registry, validate
 from memplan.bounds import lower_bound
 from memplan.deploy import regions_exact, scratch_exact
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import analyze, infer
 from memplan.heuristics import best, presets
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_graph import analyze, infer
+from memplan.schedule import operator_order
 from memplan.solver import canonical, canonical_planner, cp_search, exact, lns
 from memplan.solver.exact_options import ExactOptions
 from tests.conftest import CHALLENGING
 
 BUSY = 3  # processes spinning beside the planner (the machine has 2 cores)
+
+
+def _handed(options: dict) -> tuple:
+    """``(cpu, time_limit)`` a planner is given: its budget's allowance and limit, or the
+    keywords `plan_with` makes one of."""
+    budget = options.get("budget")
+    return (options.get("cpu"), options["time_limit"]) if budget is None else \
+        (budget.cpu, budget.limit)
 
 
 def verdict(problem: memplan.Problem) -> str:
@@ -125,7 +134,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     (each turn's wall time then 2-4 times its CPU time) end the turns at the same point
     of the search, and the same order settles each part."""
     problem = memplan.load(CHALLENGING / "F.1048576.csv")
-    options = ExactOptions(time_limit=30, workers=1, canonical=False, warm_start=None,
+    options = ExactOptions(time_limit=30, threads=1, canonical=False, warm_start=None,
                            slice_seconds=0.3)
     turns: list[tuple] = []
     run = cp_search._Lane._run
@@ -346,7 +355,7 @@ def test_region_choice_hands_over_in_cpu_seconds(monkeypatch):
 
     monkeypatch.setattr(regions_exact.RegionModel, "solve", measured)
     with busy(BUSY), pytest.raises(StageOver):
-        regions_exact.plan_regions_exact(problem, time_limit=8, workers=1)
+        regions_exact.plan_regions_exact(problem, time_limit=8, threads=1)
     # busy: more wall time, the same CPU (the cap counts the relaxation's in process CPU,
     # a little more than its thread's)
     assert len(spent) == 2 and sum(spent) >= 0.85 * 0.4
@@ -362,7 +371,7 @@ def test_peak_stage_of_variable_scratch_hands_over_in_cpu_seconds(monkeypatch):
     monkeypatch.setattr(scratch_exact, "STAGE_SHARE", 0.05)  # 0.4 CPU-s of an 8 s limit
     spent = _first_stage_cpu(monkeypatch, scratch_exact, "plan_with", time.process_time)
     with busy(BUSY), pytest.raises(StageOver):
-        scratch_exact.plan_scratch_exact(problem, time_limit=8, workers=1)
+        scratch_exact.plan_scratch_exact(problem, time_limit=8, threads=1)
     assert spent[0] >= 0.95 * 0.4
 
 
@@ -410,7 +419,7 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
         began = time.thread_time()
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
-                                   time_limit=30, seed=0, workers=1, cpu=1.0)
+                                   time_limit=30, seed=0, threads=1, cpu=1.0)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
 
 
@@ -469,21 +478,21 @@ def test_the_warm_start_takes_its_share_in_cpu_seconds(monkeypatch):
     assert (loaded.offsets == quiet.offsets).all()
 
 
-def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_floor():
+def test_best_within_a_cpu_budget_skips_by_cpu_seconds_and_keeps_the_ceiling():
     """``best``'s ``cpu`` budget decides which passes run: none is left after the first
     (cut at once) with no budget, yet the plan is validated and no larger than
     ``greedy_by_size``'s, whose pass runs uncut; a budget the passes do not use up leaves
     them all, within a time limit far off or none."""
     problem = memplan.load(CHALLENGING / "C.1048576.csv").replace(capacity=None)
-    floor = memplan.plan_with("greedy_by_size", problem).arena_size
+    ceiling = memplan.plan_with("greedy_by_size", problem).arena_size
     spent = memplan.plan_with("best", problem, time_limit=60, cpu=0.0)
-    assert not validate(problem, spent) and spent.arena_size <= floor
+    assert not validate(problem, spent) and spent.arena_size <= ceiling
     assert spent.stats["cut_short"] and len(spent.stats["skipped"]) >= 10
-    assert spent.stats["arenas"].get("greedy_by_size") == floor
+    assert spent.stats["arenas"].get("greedy_by_size") == ceiling
     for limit in (60, None):
         plenty = memplan.plan_with("best", problem, time_limit=limit, cpu=30.0,
                                    search_evaluations=0)
-        assert not validate(problem, plenty) and plenty.arena_size <= floor
+        assert not validate(problem, plenty) and plenty.arena_size <= ceiling
         assert plenty.stats["skipped"] == [] and plenty.stats["cut"] == {}
 
 
@@ -505,7 +514,7 @@ def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
         return timed(*args)
 
     def search(name, problem, **options):
-        handed.append((options.get("cpu"), options["time_limit"]))
+        handed.append(_handed(options))
         raise StageOver
 
     monkeypatch.setattr(api, "_search_seconds", search_seconds)
@@ -521,16 +530,16 @@ def test_the_order_search_before_the_exact_planner_is_a_cpu_budget(monkeypatch):
     assert quiet_wall == pytest.approx(4.5, abs=0.3) and busy_wall == pytest.approx(2.5, abs=0.3)
 
 
-def test_the_floors_pass_runs_second_on_large_problems_within_the_limit(monkeypatch):
+def test_the_ceilings_pass_runs_second_on_large_problems_within_the_limit(monkeypatch):
     """On problems over ``breadth_first_buffers`` one greedy pass takes up to a CPU second;
-    the floor's (the one pass every call runs, never a plan above greedy_by_size's) comes
+    the ceiling's (the one pass every call runs, never a plan above greedy_by_size's) comes
     right after the first sweep, so that a machine slowed 4x spends the limit on it rather
     than run it past the limit at the end. The clock pushed past the deadline once the
-    floor is placed: the later passes are skipped, the floor's plan stands."""
+    ceiling is placed: the later passes are skipped, the ceiling's plan stands."""
     problem = network_like(2000, 3)
     placed = best.greedy_offsets
 
-    def slow(*args, **kwargs):  # the floor's pass takes the whole limit
+    def slow(*args, **kwargs):  # the ceiling's pass takes the whole limit
         found = placed(*args, **kwargs)
         moved = time.perf_counter() + 60
         monkeypatch.setattr(best.time, "perf_counter", lambda: moved)
@@ -598,7 +607,7 @@ def test_compare_gives_each_planner_its_share_in_cpu_seconds(monkeypatch):
     lag, clock = [0.0], time.perf_counter
 
     def spy(name, problem, **options):
-        handed.append((name, options.get("cpu"), options["time_limit"]))
+        handed.append((name, *_handed(options)))
         lag[0] = spy.jump  # once the first planner has begun
         if name == api.EXACT:  # its warm start is the plan to compare: no search needed
             return options["hint"]

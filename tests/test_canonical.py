@@ -199,7 +199,7 @@ def test_fitting_a_csv_from_the_command_line_never_imports_cp_sat(tmp_path):
     import subprocess
     import sys
 
-    from memplan.frontends.minimalloc_csv import write_csv
+    from memplan.formats.minimalloc_csv import write_csv
 
     problem = random_problem(5, 6)
     optimum = exhaustive_optimum(problem)

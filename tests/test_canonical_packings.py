@@ -138,12 +138,12 @@ def test_nested_pinwheels_settle_in_the_first_sweep(reverse):
 def test_a_race_is_slow_only_after_its_first_cpu_second_under_its_pace():
     race = canonical.Race(tiling(1, 6), 24)
     assert race.cpu() == 0 and not race.slow()  # not started
-    spent = [2 * canonical.HEAD_START_SECONDS]  # CPU seconds of its threads, not wall time
+    spent = [2 * canonical.PACE_AFTER_SECONDS]  # CPU seconds of its threads, not wall time
     race.cpu = lambda: spent[0]
     assert race.slow()
-    race.nodes = 4 * canonical.HEAD_START_PACE * canonical.HEAD_START_SECONDS
+    race.nodes = 4 * canonical.HEAD_START_PACE * canonical.PACE_AFTER_SECONDS
     assert not race.slow()
-    spent[0], race.nodes = 0.5 * canonical.HEAD_START_SECONDS, 0
+    spent[0], race.nodes = 0.5 * canonical.PACE_AFTER_SECONDS, 0
     assert not race.slow()  # under a CPU second: too soon to judge
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 from memplan.solver import canonical
 from tests.conftest import CHALLENGING
 

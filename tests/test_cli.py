@@ -15,7 +15,7 @@ import pytest
 from memplan import Problem, api, validate
 from memplan.cli import BAD_INPUT, FAILED, OK, main
 from memplan.cli.exit_codes import INTERRUPTED
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 from .conftest import CHALLENGING
 from .test_api import OPTIMUM, TRICKY

@@ -18,9 +18,10 @@ import pytest
 
 import memplan
 from memplan import Buffer, Problem, api, validate
+from memplan.budget import command_pace
 from memplan.cli import BAD_INPUT, FAILED, OK, main
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.limits import (
     MAX_BYTES,
     check_capacity,
@@ -31,6 +32,7 @@ from memplan.limits import (
 )
 from memplan.plan import gap_of
 from memplan.problem import Alias, Region
+from memplan.shares import COMMAND_LEAST_SHARE
 from memplan.solver.exact_options import ExactOptions
 
 from .test_api import OPTIMUM, TRICKY
@@ -91,7 +93,7 @@ def test_time_limits_workers_capacities_and_gaps():
 
 @pytest.mark.parametrize("bad", BAD_LIMITS)
 def test_every_library_entry_point_refuses_a_bad_time_limit(bad, tmp_path):
-    from memplan.operator_order import reorder
+    from memplan.schedule.operator_order import reorder
     from memplan.sweeps.sweep import make_tasks
 
     problem = Problem(TRICKY)
@@ -117,9 +119,9 @@ def test_every_library_entry_point_refuses_bad_workers_and_capacities(tmp_path):
     problem = Problem(TRICKY)
     model = tmp_path / "m.json"
     memplan_json.write_problem(model, problem)
-    for call in (lambda: memplan.solve(problem, workers=0),
-                 lambda: memplan.plan_with("exact", problem, workers=-3),
-                 lambda: memplan.explain(problem, workers=0),
+    for call in (lambda: memplan.solve(problem, threads=0),
+                 lambda: memplan.plan_with("exact", problem, threads=-3),
+                 lambda: memplan.explain(problem, threads=0),
                  lambda: make_tasks([model], threads=0)):
         with pytest.raises(ProblemError, match="workers|threads"):
             call()
@@ -235,7 +237,7 @@ LANES = [{}, {"canonical": False}, {"lns_buffers": 1}]
 def test_the_exact_planner_stops_within_the_gap_in_every_lane(lane):
     problem = Problem(TRICKY)
     naive = memplan.plan_with("naive", problem)  # 18 bytes: gap 7/18 to the optimum 11
-    greedy = memplan.plan_with("greedy_by_size", problem)  # 14 bytes: the floor exact keeps
+    greedy = memplan.plan_with("greedy_by_size", problem)  # 14 bytes: the ceiling exact keeps
     for relative, absolute in ((0.4, 0), (0.0, 7)):
         plan = memplan.plan_with("exact", problem, hint=naive, time_limit=5, **lane,
                                  relative_gap=relative, absolute_gap=absolute)
@@ -442,7 +444,7 @@ def test_the_time_limit_counts_from_the_start_of_the_command(monkeypatch):
     monkeypatch.setattr(startup, "COMMAND_STARTED", time.perf_counter() - 3.0)  # loaded in 3 s
     monkeypatch.setattr(startup, "COMMAND_CPU", time.process_time() - 3.0)  # on a whole core
     assert 6.0 < solve._from_start(api.SolveOptions(time_limit=10), 10, 1).time_limit <= 7.0
-    least = solve.LEAST_SOLVE_SHARE * 2
+    least = COMMAND_LEAST_SHARE * 2
     assert solve._from_start(api.SolveOptions(time_limit=2), 10, 1).time_limit == \
         pytest.approx(least)
     assert solve._from_start(api.SolveOptions(time_limit=None), 10, 1).time_limit is None
@@ -457,7 +459,7 @@ def test_the_time_limit_keeps_the_writing_of_the_outputs_at_the_commands_pace(mo
     # 4 s on the clock for 1 s of CPU: beside busy processes, a quarter of a core
     monkeypatch.setattr(startup, "COMMAND_STARTED", time.perf_counter() - 4.0)
     monkeypatch.setattr(startup, "COMMAND_CPU", time.process_time() - 1.0)
-    assert startup.command_pace() == pytest.approx(4.0, rel=0.05)
+    assert command_pace() == pytest.approx(4.0, rel=0.05)
     writing = 4.0 * 2 * 50_000 * solve.OUTPUT_CPU_PER_BUFFER  # two files of 50k buffers
     left = solve._from_start(api.SolveOptions(time_limit=20), 50_000, 2).time_limit
     assert left == pytest.approx(20 - 4.0 - writing, abs=0.1)

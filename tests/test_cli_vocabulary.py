@@ -51,7 +51,7 @@ def test_cp_sat_threads_are_threads_and_workers_are_processes():
             assert command == "sweep" and "process" in _help(options["--workers"]), command
         for flag, action in options.items():
             if action.dest in ("workers", "threads") and command != "sweep":
-                assert flag == "--threads", (command, flag)  # SolveOptions.workers: threads
+                assert flag == "--threads", (command, flag)  # SolveOptions.threads
     assert {c for c in COMMANDS if "--threads" in _options(c)} == {"solve", "compare",
                                                                    "explain", "sweep"}
 

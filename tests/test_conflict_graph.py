@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.generate import conflict_graph
 from memplan.bounds import clique_bound, live_load_bound, lower_bound
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 from memplan.problem import Problem
 from memplan.registry import plan_with, planners
 from memplan.validate import check

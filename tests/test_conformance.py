@@ -23,7 +23,7 @@ from memplan import (
     planners,
     validate,
 )
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 from tests.conftest import CHALLENGING
 
 SLOW_OPTIONS = {"time_limit": 2.0}  # keeps searching planners short in CI

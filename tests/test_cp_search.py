@@ -34,7 +34,7 @@ def run(problem: Problem, *, minimize: bool, **options):
     model = build_model(problem, lower_bound=lower_bound(problem), upper_bound=None,
                         minimize=minimize)
     seen, bounds = [], []
-    outcome = search(model, ExactOptions(**{"workers": 2, **options}), seconds=30.0,
+    outcome = search(model, ExactOptions(**{"threads": 2, **options}), seconds=30.0,
                      on_solution=seen.append, on_bound=bounds.append)
     if outcome.offsets is not None:
         plan = dict(zip(problem.ids, outcome.offsets.tolist(), strict=True))
@@ -52,23 +52,23 @@ def test_unit_order_sorts_by_each_key_heaviest_first():
     assert unit_order(model, "total") == [0, 2, 1, 3]  # 14 bytes live at step 0; then area
 
 
-@pytest.mark.parametrize("workers,deterministic", [(2, False), (1, False), (2, True)])
-def test_a_fit_race_finds_a_plan_at_a_feasible_capacity(workers, deterministic):
+@pytest.mark.parametrize("threads,deterministic", [(2, False), (1, False), (2, True)])
+def test_a_fit_race_finds_a_plan_at_a_feasible_capacity(threads, deterministic):
     problem = fragmenting()
     optimum = exhaustive_optimum(problem)
-    outcome, seen, _ = run(problem.replace(capacity=optimum), minimize=False, workers=workers,
+    outcome, seen, _ = run(problem.replace(capacity=optimum), minimize=False, threads=threads,
                            deterministic=deterministic)
     assert outcome.status == "feasible" and not outcome.interrupted
     assert int((outcome.offsets + problem.sizes).max()) <= optimum
     assert seen and outcome.stats["runs"] >= 1 and "settled_by" in outcome.stats
 
 
-@pytest.mark.parametrize("workers,deterministic", [(2, False), (1, False), (2, True)])
-def test_a_fit_race_proves_an_infeasible_capacity(workers, deterministic):
+@pytest.mark.parametrize("threads,deterministic", [(2, False), (1, False), (2, True)])
+def test_a_fit_race_proves_an_infeasible_capacity(threads, deterministic):
     problem = fragmenting()
     optimum = exhaustive_optimum(problem)
     outcome, seen, _ = run(problem.replace(capacity=optimum - 1), minimize=False,
-                           workers=workers, deterministic=deterministic)
+                           threads=threads, deterministic=deterministic)
     assert outcome.status == "infeasible" and outcome.offsets is None and seen == []
 
 

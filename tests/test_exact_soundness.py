@@ -43,7 +43,7 @@ def test_same_optimum_at_every_magnitude(monkeypatch, aliases):
         optimum = exhaustive_optimum(problem)
         for power in MAGNITUDES:
             scaled = random_problem(seed, scale=2 ** power, aliases=aliases)
-            plan = _valid(scaled, plan_with("exact", scaled, time_limit=10, workers=2,
+            plan = _valid(scaled, plan_with("exact", scaled, time_limit=10, threads=2,
                                             warm_start=None))
             found = (plan.status, plan.arena_size, plan.best_bound)
             assert found == ("optimal", optimum << power, optimum << power), (seed, power)
@@ -60,7 +60,7 @@ def test_bound_at_six_times_two_to_the_forty(monkeypatch):
                                Alias("b3", "b1", 0),
                                Alias("b0", "b3", 1 << 40, optional=True)],
                       conflicts=[("b0", "b3")])
-    plan = _valid(problem, plan_with("exact", problem, time_limit=10, workers=2,
+    plan = _valid(problem, plan_with("exact", problem, time_limit=10, threads=2,
                                      warm_start=None))
     assert (plan.status, plan.arena_size, plan.best_bound) == ("optimal", 6 << 40, 6 << 40)
 
@@ -101,7 +101,7 @@ def test_large_sizes_never_prove_a_bound_above_a_valid_plan():
                              planner="given")
     assert validate(problem, known) == [] and known.arena_size == 117647744172032
     for seed, canonical in ((1, True), (2, True), (2, False), (3, False)):
-        plan = _valid(problem, plan_with("exact", problem, time_limit=3, workers=2, seed=seed,
+        plan = _valid(problem, plan_with("exact", problem, time_limit=3, threads=2, seed=seed,
                                          canonical=canonical))
         assert plan.best_bound <= known.arena_size, (seed, canonical)
         assert plan.status != "optimal" or plan.arena_size <= known.arena_size
@@ -111,7 +111,7 @@ def test_cp_sat_proves_no_wrong_optimum_on_large_sizes():
     """The model alone, minimised by CP-SAT with memplan's parameters on one worker."""
     part = split(large_problem())[0]
     model = build_model(part.problem, lower_bound=0, upper_bound=None, minimize=True)
-    solver = cp_solver(workers=1, seed=0, seconds=20)
+    solver = cp_solver(threads=1, seed=0, seconds=20)
     status = solver.solve(model.cp)
     assert status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     assert proven_bound(solver, model.cp) * part.scale <= 117647744172032

@@ -38,8 +38,8 @@ from benchmarks.executorch_models import (
 )
 from memplan import InvalidPlanError, ProblemError
 from memplan.executorch import spec_planner
+from memplan.executorch.executorch import planned_offsets
 from memplan.executorch.spec_planner import verify_result
-from memplan.frontends.executorch import planned_offsets
 
 
 def planned(model: zoo.Model, edge=None, **config):
@@ -89,8 +89,8 @@ def test_no_limit_leaves_a_plan_larger_than_greedy_by_size(decoder, limit):
     assert_valid(planning_pass)
     for report in planning_pass.reports:
         for mem_id, plan in report.plans.items():
-            floor = memplan.plan_with("greedy_by_size", report.problems[mem_id])
-            assert plan.arena_size <= floor.arena_size
+            ceiling = memplan.plan_with("greedy_by_size", report.problems[mem_id])
+            assert plan.arena_size <= ceiling.arena_size
 
 
 def test_one_algorithm_of_a_suite_beside_greedy(decoder):

@@ -22,13 +22,13 @@ from benchmarks.pte_models import export_pte
 from memplan import api, validate
 from memplan.cli import BAD_INPUT, FAILED, OK, main
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.export.pte_program import planned_program, with_offsets
-from memplan.frontends import load
-from memplan.frontends.executorch_chain import Access, _schema, _schema_texts, lifetimes
-from memplan.frontends.executorch_pte import pte_layout, read_program, read_pte
-from memplan.frontends.pte_flatbuffer import FILE_IDENTIFIER, SCHEMA_SHA256
+from memplan.executorch.executorch_chain import Access, _schema, _schema_texts, lifetimes
+from memplan.executorch.executorch_pte import pte_layout, read_program, read_pte
+from memplan.executorch.executorch_runtime import prove_program
+from memplan.executorch.pte_flatbuffer import FILE_IDENTIFIER, SCHEMA_SHA256
+from memplan.executorch.pte_program import planned_program, with_offsets
+from memplan.formats.readers import load
 from memplan.plan import Plan
-from memplan.proofs.executorch_runtime import prove_program
 
 
 @pytest.fixture(scope="module")

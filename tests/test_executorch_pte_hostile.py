@@ -22,8 +22,8 @@ import pytest
 from benchmarks.pte_models import export_pte
 from memplan.cli import BAD_INPUT, OK, main
 from memplan.errors import ProblemError
-from memplan.frontends.executorch_pte import read_pte
-from memplan.frontends.pte_flatbuffer import (
+from memplan.executorch.executorch_pte import read_pte
+from memplan.executorch.pte_flatbuffer import (
     ExecutionPlan,
     Instruction,
     Tensor,
@@ -32,7 +32,7 @@ from memplan.frontends.pte_flatbuffer import (
     read_program,
     shown,
 )
-from memplan.frontends.pte_verify import WORK_PER_BYTE, verify
+from memplan.executorch.pte_verify import WORK_PER_BYTE, verify
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +238,8 @@ def test_exported_programs_need_a_fraction_of_the_work_bound(programs):
 
 RUNTIME = """
 import json, sys
-from memplan.frontends.executorch_pte import pte_layout
-from memplan.proofs.executorch_runtime import run, seeded_inputs
+from memplan.executorch.executorch_pte import pte_layout
+from memplan.executorch.executorch_runtime import run, seeded_inputs
 
 def behaviour(path, inputs):
     try:

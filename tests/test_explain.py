@@ -13,7 +13,7 @@ from memplan.cli import FAILED, OK, main
 from memplan.diagnosis.capacity_reason import subproblem
 from memplan.diagnosis.explain import explain
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 from memplan.plan import Plan
 
 from .conftest import light_models_dir
@@ -37,7 +37,7 @@ def _infeasible_alone(problem: Problem, indices, capacity: int) -> bool:
     alone = subproblem(problem, indices, capacity)
     if lower_bound(alone) > capacity:
         return True
-    plan = plan_with("exact", alone, time_limit=300, workers=1)  # milliseconds when idle
+    plan = plan_with("exact", alone, time_limit=300, threads=1)  # milliseconds when idle
     return plan.status == "infeasible" and plan.best_bound > capacity
 
 
@@ -66,7 +66,7 @@ def test_a_packing_that_fits_the_live_load_but_not_the_capacity_is_shrunk_to_its
     for dropped in indices:  # minimal: without any one of them the rest fits
         rest = [i for i in indices if i != dropped]
         assert plan_with("exact", subproblem(problem, rest, 6), time_limit=300,
-                         workers=1).arena_size <= 6
+                         threads=1).arena_size <= 6
     assert explain(problem, capacity=7, time_limit=300).capacity.kind == "fits"
 
 
@@ -215,7 +215,7 @@ def test_cli_explain_solve_reason_and_info_default(capsys):
 def test_tflite_steps_name_the_operators():
     pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated",
                         reason="the tflite extra is not installed")
-    from memplan.frontends.tflite import from_tflite
+    from memplan.tflite.tflite import from_tflite
 
     from .test_tflite import ADD, FLOAT32, RELU, build
 
@@ -238,8 +238,8 @@ def test_a_capacity_is_explained_on_a_problem_with_regions_too():
     assert found.kind == "packing" and {t.id for t in found.tensors} == {r[0] for r in FRAGMENTED}
 
 
-def test_explain_with_banks_names_the_fast_peak_and_the_curve(capsys, tmp_path):
-    """``--banks``: the fast bank's fullest step and its tensors, then a larger bank's
+def test_explain_with_regions_names_the_fast_peak_and_the_curve(capsys, tmp_path):
+    """``--regions``: the fast region's fullest step and its tensors, then a larger region's
     savings per KiB (reads from the steps weight the bytes)."""
     steps = [Step("mm", "MatMul", (), ("a",)), Step("add", "Add", ("a",), ("b",)),
              Step("out", "Add", ("a", "b"), ("c",))]
@@ -247,15 +247,15 @@ def test_explain_with_banks_names_the_fast_peak_and_the_curve(capsys, tmp_path):
                        Buffer("c", 2048, 2, 3)], steps=steps)
     path = tmp_path / "three.json"
     path.write_text(json.dumps(memplan_json.problem_to_dict(problem)))
-    assert main(["explain", str(path), "--banks", "fast=6KiB,slow", "--time-limit", "2",
+    assert main(["explain", str(path), "--regions", "fast=6KiB,slow", "--time-limit", "2",
                  "--json"]) == OK
     found = json.loads(capsys.readouterr().out)
     assert found["fast"] == "fast" and found["capacity"] == 6144
     assert found["tensors"][0] == ["a", 4096, 2]  # read by add and out: kept fast
     here, *larger = found["curve"]
     assert here["slow_bytes"] == 4096 and larger[-1]["slow_bytes"] == 0
-    assert main(["explain", str(path), "--banks", "fast=6KiB"]) == 2  # one bank: usage
-    assert "two banks or more" in capsys.readouterr().err
+    assert main(["explain", str(path), "--regions", "fast=6KiB"]) == 2  # one region: usage
+    assert "two regions or more" in capsys.readouterr().err
 
 
 # A weight transposed and converted at every run (t, then c), a slice of a constant by a size

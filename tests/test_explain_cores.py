@@ -19,7 +19,7 @@ from memplan.diagnosis.explain import explain
 
 from .test_fuzz import brute_force_violations
 
-EXACT = dict(time_limit=120, workers=1)  # milliseconds when idle; the machine may be loaded
+EXACT = dict(time_limit=120, threads=1)  # milliseconds when idle; the machine may be loaded
 
 
 def random_problem(rng: np.random.Generator) -> Problem | None:

@@ -13,10 +13,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from memplan.errors import ProblemError
-from memplan.export import FORMATS, c_header, export, offline_plan, read_offline_plan
-from memplan.export.c_header import buffer_names
-from memplan.export.onnx_metadata import annotate, read_plan
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
+from memplan.formats.c_header import buffer_names
+from memplan.formats.writers import FORMATS, c_header, export, offline_plan, read_offline_plan
+from memplan.onnx.onnx_metadata import annotate, read_plan
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem, Region
 from memplan.validate import check

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, Region
-from memplan.frontends import load, memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
+from memplan.formats.readers import load
 
 
 def rich_problem():

@@ -165,7 +165,7 @@ def check_plans(problem: Problem, plans: dict[str, object]) -> None:
 
 
 def problem_repr(problem: Problem) -> str:
-    from memplan.frontends.memplan_json import problem_to_dict
+    from memplan.formats.memplan_json import problem_to_dict
 
     return json.dumps(problem_to_dict(problem))
 

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 import memplan
 from memplan import Alias, Buffer, Problem, validate
 from memplan.cli import main
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 from .test_fuzz import brute_force_violations
 from .test_refusals import float_input, onnx_model

@@ -166,7 +166,7 @@ def test_searches_stop_at_once_at_the_lower_bound():
 
 
 def test_searches_improve_a_hard_problem(challenging):
-    from memplan.frontends.minimalloc_csv import read_problem
+    from memplan.formats.minimalloc_csv import read_problem
 
     problem = read_problem(challenging / "A.1048576.csv").replace(capacity=None)
     start = run("greedy_by_size", problem).arena_size

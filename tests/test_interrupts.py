@@ -23,7 +23,7 @@ import pytest
 import memplan
 from memplan import validate
 from memplan.cli.exit_codes import INTERRUPTED
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 
 from .conftest import CHALLENGING
 
@@ -120,7 +120,7 @@ PROVING = """
 import sys
 import time
 from memplan.cli import main
-from memplan.proofs import onnx_arena
+from memplan.onnx import onnx_arena
 
 run_node = onnx_arena.ArenaRunner._run_node
 
@@ -182,7 +182,7 @@ def test_ctrl_c_ends_a_compiled_pass_at_once_and_best_keeps_its_plans(monkeypatc
 
     placed = best.greedy_offsets
 
-    def interrupted_floor(*args, **kwargs):  # Ctrl-C in the floor's pass (the second)
+    def interrupted_ceiling(*args, **kwargs):  # Ctrl-C in the ceiling's pass (the second)
         ctrl_c_after(0.05)
         return placed(*args, **kwargs)
 
@@ -192,7 +192,7 @@ def test_ctrl_c_ends_a_compiled_pass_at_once_and_best_keeps_its_plans(monkeypatc
         with pytest.raises(KeyboardInterrupt):
             compiled_place.compiled_offsets(units, order, "best_fit")
         assert clock.seconds() - signalled[0] < 0.1  # the pass takes ~0.9 CPU-s to its end
-        monkeypatch.setattr(best, "greedy_offsets", interrupted_floor)
+        monkeypatch.setattr(best, "greedy_offsets", interrupted_ceiling)
         plan = memplan.plan_with("best", problem, time_limit=60)
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -20,10 +20,10 @@ from memplan import api, plan_with, validate
 from memplan.bounds import live_bytes
 from memplan.diagnosis.capacity_reason import _Checker, _load_at, _over_capacity
 from memplan.diagnosis.explain import explain
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 from memplan.heuristics import anneal
 from memplan.heuristics.units import Units
-from memplan.registry import FLOOR, floor_planner
+from memplan.registry import CEILING, ceiling_planner
 from memplan.stopping import on_ctrl_c, watched
 
 from .conftest import CHALLENGING
@@ -36,13 +36,16 @@ def trace():
 
 def given_limits(monkeypatch) -> list[tuple[str, float | None, float, float | None, float]]:
     """(planner, time_limit, when: a `time.perf_counter` value, cpu budget, the CPU seconds
-    of the thread by then) of every plan `api.compare` asks for."""
+    of the thread by then) of every plan `api.compare` asks for (its budget's limit and
+    allowance)."""
     asked: list[tuple[str, float | None, float, float | None, float]] = []
     plan_with_ = api.plan_with
 
     def recording(name, problem, **options):
-        asked.append((name, options.get("time_limit"), time.perf_counter(),
-                      options.get("cpu"), time.thread_time()))
+        budget = options.get("budget")
+        limit, cpu = (options.get("time_limit"), options.get("cpu")) if budget is None else \
+            (budget.limit, budget.cpu)
+        asked.append((name, limit, time.perf_counter(), cpu, time.thread_time()))
         return plan_with_(name, problem, **options)
 
     monkeypatch.setattr(api, "plan_with", recording)
@@ -55,8 +58,8 @@ def test_compare_gives_every_planner_a_share_of_its_limit(monkeypatch, trace):
     asked = given_limits(monkeypatch)
     began, cpu_began = time.perf_counter(), time.thread_time()
     table = api.compare({"trace": trace}, time_limit=3.0, began=began)
-    (floor, uncut, *_), *timed = asked  # the floor first, uncut as in `solve`
-    assert floor in (FLOOR, "time_sweep") and uncut is None
+    (ceiling, uncut, *_), *timed = asked  # the ceiling first, uncut as in `solve`
+    assert ceiling in (CEILING, "time_sweep") and uncut is None
     assert timed and all(limit is not None and when + limit <= began + 3.05
                          for _, limit, when, _, _ in timed)  # the wall clock: the limit
     # the heuristics' half in CPU seconds, each a slice of what is left of it (a planner that
@@ -74,9 +77,9 @@ def test_compare_without_time_skips_all_but_one_planner_and_says_so(trace):
     table = api.compare({"trace": trace}, time_limit=0)
     assert len(table) == 1 and table.attrs["interrupted"] is False
     skipped = table.attrs["skipped"]["trace"]
-    floor = floor_planner(trace, 0.0)  # the one plan: the floor, uncut (as in `solve`)
+    ceiling = ceiling_planner(trace, 0.0)  # the one plan: the ceiling, uncut (as in `solve`)
     assert [table["planner"][0], *skipped] == \
-        [floor, *(p for p in api.heuristic_names() if p != floor), "exact"]
+        [ceiling, *(p for p in api.heuristic_names() if p != ceiling), "exact"]
 
 
 def test_compare_stops_when_asked(trace):

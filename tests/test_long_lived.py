@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.large import decoder_model
 from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
-from memplan.frontends.onnx import from_onnx
+from memplan.onnx.onnx import from_onnx
 
 
 def caches() -> Problem:

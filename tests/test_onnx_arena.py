@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, plan_with, planners, validate
-from memplan.frontends.onnx import from_onnx
-from memplan.proofs.onnx_arena import ArenaRunner, check_plan_on_model
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_arena import ArenaRunner, check_plan_on_model
 from tests.conftest import light_models_dir
 from tests.test_onnx_frontend import if_model, loop_model, to_external_data
 

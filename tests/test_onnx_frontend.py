@@ -9,9 +9,9 @@ from onnx import TensorProto, helper
 from memplan import ProblemError, lower_bound, plan_with, validate
 from memplan.bounds import live_bytes
 from memplan.deploy.regions import plan_regions
-from memplan.frontends import load
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_types import ELEMENT_BITS, tensor_bytes
+from memplan.formats.readers import load
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_types import ELEMENT_BITS, tensor_bytes
 from tests.conftest import REPO, light_models_dir
 
 F = TensorProto.FLOAT

@@ -23,10 +23,10 @@ from onnx import TensorProto, helper, numpy_helper
 from benchmarks.onnx_reading import PEAK
 from memplan import ProblemError
 from memplan.cli import main
-from memplan.frontends import onnx_weightless
-from memplan.frontends.memplan_json import problem_to_dict
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import load_graph
+from memplan.formats.memplan_json import problem_to_dict
+from memplan.onnx import onnx_weightless
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_graph import load_graph
 from tests.conftest import light_models_dir
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -382,8 +382,8 @@ def test_text_that_is_not_utf8_is_refused_naming_the_field(monkeypatch, where, k
 GROWTH = """
 import json, sys
 from memplan.errors import ProblemError
-from memplan.frontends import onnx_weightless
-from memplan.frontends.onnx_graph import load_graph
+from memplan.onnx import onnx_weightless
+from memplan.onnx.onnx_graph import load_graph
 onnx_weightless.PARSED_EXTRA = 0  # the bound without its constant: k x the file only
 """ + PEAK + """
 try:

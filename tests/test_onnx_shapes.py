@@ -11,10 +11,10 @@ from onnx import TensorProto, helper, numpy_helper, save
 
 from memplan import ProblemError, plan_with
 from memplan.cli import OK, main
-from memplan.frontends import onnx_shapes
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import infer, load_graph
-from memplan.frontends.onnx_shapes import unknown_tensors
+from memplan.onnx import onnx_shapes
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_graph import infer, load_graph
+from memplan.onnx.onnx_shapes import unknown_tensors
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 D = 256  # the projection's weight: 256 KiB, read without its values

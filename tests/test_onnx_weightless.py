@@ -11,12 +11,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from memplan import ProblemError, plan_with, validate
 from memplan.deploy.regions import plan_regions
-from memplan.export.onnx_metadata import ARENA_KEY, PLAN_KEY, read_plan, write_annotated
-from memplan.frontends import onnx_graph, onnx_weightless
-from memplan.frontends.memplan_json import problem_to_dict
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import load_graph
-from memplan.operator_order import reordered_model
+from memplan.formats.memplan_json import problem_to_dict
+from memplan.onnx import onnx_graph, onnx_weightless
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_graph import load_graph
+from memplan.onnx.onnx_metadata import ARENA_KEY, PLAN_KEY, read_plan, write_annotated
+from memplan.schedule.operator_order import reordered_model
 from tests.conftest import light_models_dir
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64

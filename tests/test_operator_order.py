@@ -14,11 +14,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks.branchy import MODELS, breadth_first
 from memplan import lower_bound, plan_with, validate
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_graph import analyze
-from memplan.operator_order import reorder, reordered_model
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_arena import ArenaRunner
+from memplan.onnx.onnx_graph import analyze
 from memplan.plan import Plan
-from memplan.proofs.onnx_arena import ArenaRunner
+from memplan.schedule.operator_order import reorder, reordered_model
 
 
 def _random_model(seed: int, nodes: int) -> onnx.ModelProto:
@@ -125,7 +125,7 @@ def test_the_exact_order_equals_an_exhaustive_search(seed):
 
 def test_solve_reorder_writes_the_reordered_model_with_its_plan(tmp_path, capsys):
     from memplan.cli import main
-    from memplan.export.onnx_metadata import read_plan
+    from memplan.onnx.onnx_metadata import read_plan
 
     source, written = tmp_path / "inception.onnx", tmp_path / "planned.onnx"
     onnx.save(breadth_first(MODELS["inception"]()), source)
@@ -143,8 +143,8 @@ def test_solve_reorder_writes_the_reordered_model_with_its_plan(tmp_path, capsys
 
 def test_large_graphs_are_improved_window_by_window(monkeypatch):
     """Windows of a few steps, the rest held: a valid layout, never above the warm start."""
-    import memplan.operator_order as operator_order
-    from memplan.frontends.onnx_graph import infer
+    import memplan.schedule.operator_order as operator_order
+    from memplan.onnx.onnx_graph import infer
 
     monkeypatch.setattr(operator_order, "WINDOW", 8)
     model = breadth_first(MODELS["inception"]())
@@ -154,7 +154,7 @@ def test_large_graphs_are_improved_window_by_window(monkeypatch):
     start = plan_with("best", problem)  # the file's order and a layout of it
     order, offsets, stats = operator_order._improve_windows(
         deps, problem, np.arange(deps.n), start.offsets, deps.step_bound(), time_limit=5,
-        seed=0, workers=1)
+        seed=0, threads=1)
     assert stats["windows"] > 0 and stats["peak"] <= start.arena_size
     reordered = from_onnx(reordered_model(model, order.tolist(), []), inplace=False)
     ids = {name: i for i, name in enumerate(problem.ids)}

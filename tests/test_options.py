@@ -10,6 +10,7 @@ import pytest
 
 from memplan import Buffer, Problem, plan_with, validate
 from memplan.api import SolveOptions, exact_settings, solve, solve_report
+from memplan.errors import ProblemError
 from memplan.heuristics.greedy import GreedyOptions
 from memplan.options import option_help
 from memplan.registry import planners
@@ -40,10 +41,10 @@ def test_a_heuristic_takes_its_record_or_keywords_not_both():
 
 
 def test_the_exact_planner_takes_its_record_with_time_limit_and_seed_inside():
-    record = ExactOptions(time_limit=10.0, workers=1, deterministic=True, warm_start=None)
+    record = ExactOptions(time_limit=10.0, threads=1, deterministic=True, warm_start=None)
     plan = plan_with("exact", PROBLEM, options=record)
     assert plan.status == "optimal" and validate(PROBLEM, plan) == []
-    same = plan_with("exact", PROBLEM, time_limit=10.0, workers=1, deterministic=True,
+    same = plan_with("exact", PROBLEM, time_limit=10.0, threads=1, deterministic=True,
                      warm_start=None)
     assert same.offsets.tolist() == plan.offsets.tolist()
     with pytest.raises(TypeError, match="not both"):
@@ -51,10 +52,10 @@ def test_the_exact_planner_takes_its_record_with_time_limit_and_seed_inside():
 
 
 def test_solve_takes_a_solve_options_record_or_its_fields():
-    settings = SolveOptions(time_limit=10.0, heuristic="best", workers=1)
+    settings = SolveOptions(time_limit=10.0, heuristic="best", threads=1)
     plan = solve(PROBLEM, settings)
     assert validate(PROBLEM, plan) == [] and plan.status == "optimal"
-    assert solve(PROBLEM, time_limit=10.0, workers=1).arena_size == plan.arena_size
+    assert solve(PROBLEM, time_limit=10.0, threads=1).arena_size == plan.arena_size
     with pytest.raises(TypeError, match="not both"):
         solve(PROBLEM, settings, seed=3)
     with pytest.raises(TypeError):
@@ -63,21 +64,40 @@ def test_solve_takes_a_solve_options_record_or_its_fields():
 
 def test_the_time_limit_goes_from_solve_options_into_the_exact_record():
     stop = threading.Event()
-    record = exact_settings(SolveOptions(time_limit=3.5, seed=7, workers=1),
+    record = exact_settings(SolveOptions(time_limit=3.5, seed=7, threads=1),
                             {"deterministic": True}, stop=stop)
-    assert (record.time_limit, record.seed, record.workers) == (3.5, 7, 1)
+    assert (record.time_limit, record.seed, record.threads) == (3.5, 7, 1)
     assert record.deterministic and record.stop is stop
     kept = exact_settings(SolveOptions(time_limit=None), ExactOptions(orders=("area",)))
-    assert kept.time_limit is None and kept.orders == ("area",) and kept.workers == 0
+    assert kept.time_limit is None and kept.orders == ("area",) and kept.threads == 0
 
 
 def test_the_report_runs_the_exact_planner_with_the_record():
     seen = []
     fragmenting = Problem([Buffer("a", 3, 0, 2, alignment=4),
                            Buffer("b", 3, 1, 3, alignment=4), Buffer("c", 2, 0, 3)])
-    report = solve_report(fragmenting, SolveOptions(time_limit=10.0, workers=1),
+    report = solve_report(fragmenting, SolveOptions(time_limit=10.0, threads=1),
                           exact_options=ExactOptions(orders=("area",)), on_progress=seen.append)
     assert report.heuristic.status == "feasible"  # above the lower bound: the exact planner runs
     assert report.exact is not None and report.exact.status == "optimal"
     assert seen and seen[-1].best_bound == report.exact.arena_size  # the callback came along
     assert validate(fragmenting, report.plan) == []
+
+
+def test_workers_is_the_old_name_of_threads_for_one_release():
+    """CP-SAT's threads are ``threads`` everywhere; ``workers`` still works, with a warning."""
+    import memplan
+
+    with pytest.warns(DeprecationWarning, match="use threads"):
+        assert SolveOptions(workers=2).threads == 2
+    with pytest.warns(DeprecationWarning, match="use threads"):
+        assert ExactOptions(workers=3).threads == 3
+    with pytest.warns(DeprecationWarning, match="use threads"):
+        assert ExactOptions(threads=3).workers == 3
+    with pytest.raises(ProblemError, match="old name"):
+        SolveOptions(workers=2, threads=1)
+    with pytest.warns(DeprecationWarning, match="workers="):
+        plan = plan_with("exact", PROBLEM, time_limit=10.0, workers=1)
+    assert plan.status == "optimal" and not validate(PROBLEM, plan)
+    with pytest.warns(DeprecationWarning, match="workers="):
+        assert memplan.explain(PROBLEM, time_limit=10.0, workers=1).peaks

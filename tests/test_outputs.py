@@ -13,10 +13,10 @@ import pytest
 from memplan import Buffer, Problem, plan_with
 from memplan.cli import BAD_INPUT, FAILED, main
 from memplan.errors import ProblemError
-from memplan.export import export
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
+from memplan.formats.writers import export
+from memplan.onnx.prove import model_options
 from memplan.output_files import check_output, open_replacing, replacing
-from memplan.proofs.prove import model_options
 
 KEEP = "KEEP ME\n"
 

@@ -58,7 +58,7 @@ def test_a_missing_extra_is_one_line_with_its_install_command(monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     from onnx import TensorProto, helper
 
-    from memplan.proofs.onnx_arena import ArenaRunner
+    from memplan.onnx.onnx_arena import ArenaRunner
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])

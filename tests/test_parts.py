@@ -1,4 +1,4 @@
-"""Independent parts planned apart (`memplan.parts`) and the floor sized to the limit.
+"""Independent parts planned apart (`memplan.parts`) and the ceiling sized to the limit.
 
 Correctness only: every stitched plan through the validator on the whole problem,
 the bound the largest part's, links across parts keeping them together; how much
@@ -13,7 +13,7 @@ from benchmarks.generate import network_like
 from benchmarks.traces import tiled, training_step_trace
 from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
 from memplan import parts as parts_module
-from memplan.registry import FLOOR, floor_fits, floor_planner
+from memplan.registry import CEILING, ceiling_fits, ceiling_planner
 
 
 def copies(problem: Problem, count: int, *, aliases=(), conflicts=(), pinned=None) -> Problem:
@@ -61,7 +61,7 @@ def test_identical_parts_are_planned_once_and_the_whole_is_valid(split_small):
     assert validate(whole, plan) == []
     assert (plan.stats["parts"], plan.stats["distinct_parts"]) == (5, 1)
     assert plan.best_bound >= lower_bound(whole) == lower_bound(one)
-    assert plan.arena_size <= plan_with(FLOOR, whole).arena_size
+    assert plan.arena_size <= plan_with(CEILING, whole).arena_size
     n = len(one)  # every copy laid out as the first
     assert all(np.array_equal(plan.offsets[:n], plan.offsets[k * n:(k + 1) * n])
                for k in range(1, 5))
@@ -134,17 +134,17 @@ def test_small_problems_are_planned_whole():
     assert "parts" not in plan.stats
 
 
-def test_the_floor_is_the_time_sweep_where_the_greedy_pass_would_not_fit_the_limit():
+def test_the_ceiling_is_the_time_sweep_where_the_greedy_pass_would_not_fit_the_limit():
     crowded = Problem([Buffer(f"w{i}", 64, 0, 4000) for i in range(300)] +
                       [Buffer(f"a{i}", 64 * (1 + i % 5), i, i + 3) for i in range(4000)])
-    assert floor_planner(crowded) == FLOOR and floor_fits(crowded, None)
-    assert floor_planner(crowded, 60) == FLOOR
-    assert floor_planner(network_like(300, 0), 0) == FLOOR  # small: always the greedy
+    assert ceiling_planner(crowded) == CEILING and ceiling_fits(crowded, None)
+    assert ceiling_planner(crowded, 60) == CEILING
+    assert ceiling_planner(network_like(300, 0), 0) == CEILING  # small: always the greedy
     many = tiled(training_step_trace(10_000, 0), 2)  # 20k buffers, 20 M+ overlapping pairs
-    assert floor_planner(many, 1.0) == "time_sweep"
+    assert ceiling_planner(many, 1.0) == "time_sweep"
     plan = plan_with("best", many, time_limit=1.0)
     assert validate(many, plan) == []
-    assert FLOOR in plan.stats["skipped"]  # the sweep, uncut, is the floor
+    assert CEILING in plan.stats["skipped"]  # the sweep, uncut, is the ceiling
     sweep = plan_with("time_sweep", many)
     assert plan.arena_size <= sweep.arena_size
 
@@ -152,13 +152,13 @@ def test_the_floor_is_the_time_sweep_where_the_greedy_pass_would_not_fit_the_lim
 def test_solve_says_in_one_line_when_its_limit_cannot_be_kept(tmp_path, capsys, monkeypatch):
     from memplan.cli import OK, main
     from memplan.cli import solve as solve_command
-    from memplan.frontends.memplan_json import write_problem
+    from memplan.formats.memplan_json import write_problem
 
     path = tmp_path / "chain.json"
     write_problem(path, network_like(400, 0))
     assert main(["solve", str(path), "--time-limit", "2", "--quiet"]) == OK
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(solve_command, "FLOOR_CPU_PER_BUFFER", 0.01)  # 4 s of work
+    monkeypatch.setattr(solve_command, "CEILING_CPU_PER_BUFFER", 0.01)  # 4 s of work
     assert main(["solve", str(path), "--time-limit", "2", "--quiet"]) == OK
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1 and "400 buffers" in said[0] and "--time-limit 2" in said[0]

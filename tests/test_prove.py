@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper, save
 
 from memplan import ProblemError
 from memplan.cli import BAD_INPUT, FAILED, OK, main
-from memplan.proofs.prove import model_options, prove, read_plan_file
+from memplan.onnx.prove import model_options, prove, read_plan_file
 
 F = TensorProto.FLOAT
 

@@ -97,7 +97,7 @@ def test_shape_inference_errors_are_one_line(tmp_path):
         assert code == 2
         one_line_error(err, str(path), "shape inference failed", "Cast", "Reshape", "--no-strict")
     with pytest.raises(ProblemError) as error:
-        from memplan.frontends.onnx import from_onnx
+        from memplan.onnx.onnx import from_onnx
 
         from_onnx(path)
     assert "\n" not in str(error.value)
@@ -198,9 +198,9 @@ def test_models_sharing_a_stem_are_told_apart_in_rows_keys_and_report(tmp_path):
 def test_rebatching_refuses_an_input_without_a_leading_batch_dimension(tmp_path):
     from onnx import helper
 
-    from memplan.frontends.onnx import from_onnx
-    from memplan.frontends.onnx_batch import rebatch
-    from memplan.frontends.onnx_graph import load_model
+    from memplan.onnx.onnx import from_onnx
+    from memplan.onnx.onnx_batch import rebatch
+    from memplan.onnx.onnx_graph import load_model
 
     def model(shape):
         nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])]
@@ -230,7 +230,7 @@ def test_csv_numbers_are_ascii_digits_only(cell, tmp_path):
     one_line_error(err, f"{path}:2: size must be an integer in ASCII digits, got {cell!r}")
     path.write_text("id,lower,upper,size\na,0,1, 1000 \n")
     assert run_cli("info", path)[0] == 0
-    from memplan.frontends.minimalloc_csv import capacity_from_name
+    from memplan.formats.minimalloc_csv import capacity_from_name
 
     assert capacity_from_name("A.1048576.csv") == 1048576
     assert capacity_from_name("A.\u0661\u0662.csv") is None and capacity_from_name("A.1_0.csv") \

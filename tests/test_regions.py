@@ -11,7 +11,7 @@ import pytest
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, Region
 from memplan.registry import planners

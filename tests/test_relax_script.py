@@ -16,7 +16,7 @@ import tvm
 from benchmarks import tvm_zoo as zoo
 from memplan import ProblemError
 from memplan.cli import main
-from memplan.frontends.relax import read_tvmscript
+from memplan.tvm.relax import read_tvmscript
 
 SYMBOLIC = '''# from tvm.script import ir as I
 # from tvm.script import tirx as T

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 from memplan import Alias, Buffer, Problem, ProblemError, Region, plan_with, planners, validate
 from memplan.api import SolveOptions
 from memplan.cli import BAD_INPUT, FAILED, OK, main
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.limits import MAX_BYTES
 from tests.test_onnx_frontend import to_external_data, weights_model
 
@@ -349,7 +349,7 @@ def test_nonsense_run_options_are_refused(capsys, tmp_path, option):
 
 
 def test_run_options_are_checked_in_the_library():
-    for bad in (dict(time_limit=-1), dict(time_limit=float("nan")), dict(workers=-3),
+    for bad in (dict(time_limit=-1), dict(time_limit=float("nan")), dict(threads=-3),
                 dict(heuristic_time_limit=float("nan")), dict(seed=1.5)):
         with pytest.raises(ProblemError):
             SolveOptions(**bad)

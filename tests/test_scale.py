@@ -15,11 +15,11 @@ from benchmarks.generate import network_like
 from benchmarks.large import decoder_model, training_step, transformer_decoder
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import InvalidPlanError
-from memplan.frontends.onnx import from_onnx
 from memplan.groups import alias_units
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.time_sweep import FreeList
 from memplan.heuristics.units import Units
+from memplan.onnx.onnx import from_onnx
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.lns import improve
 
@@ -69,7 +69,7 @@ def test_a_pass_out_of_time_is_cut_and_says_so():
     plan = plan_with("best", problem, time_limit=0)
     assert validate(problem, plan) == []
     assert plan.stats["cut"] and plan.stats["skipped"]  # the first pass cut, the rest skipped
-    assert plan.stats["arenas"]["greedy_by_size"] >= plan.arena_size  # then the floor,
+    assert plan.stats["arenas"]["greedy_by_size"] >= plan.arena_size  # then the ceiling,
     assert plan.stats["cut_short"] or plan.status == "optimal"  # uncut
     assert plan_with("best", problem).stats["cut"] == {}
 
@@ -116,7 +116,7 @@ def test_planners_whose_pair_lists_do_not_fit_return_the_sweeps_plan(monkeypatch
     assert validate(problem, best) == []
     if cause == "memory":
         assert best.stats["fallback"] == "time_sweep"
-    else:  # the floor, greedy_by_size, lists its pairs whatever the limit
+    else:  # the ceiling, greedy_by_size, lists its pairs whatever the limit
         assert "greedy_by_size" in best.stats["arenas"] and "fallback" not in best.stats
     for name in PAIR_FREE:
         plan = plan_with(name, problem, time_limit=limit)
@@ -130,7 +130,7 @@ def _improved(problem, start, seconds=None, **options):
     hinted = part_offsets(part, start.offsets)
     seen = []
     result = improve(part.problem, hinted, floor=lower_bound(part.problem), seconds=seconds,
-                     options=ExactOptions(workers=1, **options), on_solution=seen.append)
+                     options=ExactOptions(threads=1, **options), on_solution=seen.append)
     offsets = result.offsets * part.scale
     whole = np.zeros(len(problem), np.int64)
     whole[part.buffers] = offsets
@@ -185,17 +185,17 @@ def test_lns_keeps_aliases_conflicts_and_pinned_buffers():
 def test_exact_uses_lns_on_large_parts_and_keeps_its_word():
     problem = network_like(250, 6)
     hint = plan_with("naive", problem)  # far above the bound: the search has work to do
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100,
+    plan = plan_with("exact", problem, hint=hint, threads=1, lns_buffers=100,
                      canonical=False)  # no floor probe first: the windows until stalled
     assert validate(problem, plan) == []
     assert plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
-    probed = plan_with("exact", problem, hint=hint, workers=1, lns_buffers=100)
+    probed = plan_with("exact", problem, hint=hint, threads=1, lns_buffers=100)
     assert validate(problem, probed) == [] and probed.status == "optimal"
     assert any(s and "floor_probe" in s for s in probed.stats["parts_stats"])
     assert (plan.status == "optimal") == (plan.arena_size == plan.best_bound)
     capped = problem.replace(capacity=hint.arena_size)
-    fit = plan_with("exact", capped, hint=hint, workers=1, lns_buffers=100)
+    fit = plan_with("exact", capped, hint=hint, threads=1, lns_buffers=100)
     assert fit.status in ("feasible", "optimal") and validate(capped, fit) == []
 
 
@@ -238,7 +238,7 @@ def test_overlap_count_matches_the_pairs_and_routes_crowded_parts_to_lns():
         assert time_overlap_count(starts, ends) == len(time_overlap_pairs(starts, ends)[0])
     problem = training_step(200, 7)
     hint = plan_with("naive", problem)
-    plan = plan_with("exact", problem, hint=hint, workers=1, lns_pairs=10, canonical=False)
+    plan = plan_with("exact", problem, hint=hint, threads=1, lns_pairs=10, canonical=False)
     assert validate(problem, plan) == [] and plan.arena_size < hint.arena_size
     assert any(s and "lns" in s for s in plan.stats["parts_stats"])
 
@@ -253,7 +253,7 @@ def test_best_validates_its_first_plan_at_once_and_keeps_time_for_the_winner():
     assert validate(problem, untimed) == [] and "validate_reserve" not in untimed.stats
 
 
-def test_best_validates_its_first_plan_beside_the_compiled_floor_pass(monkeypatch):
+def test_best_validates_its_first_plan_beside_the_compiled_ceiling_pass(monkeypatch):
     from memplan.heuristics import best, compiled_place
 
     if not compiled_place.available():
@@ -403,7 +403,7 @@ def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
     assert not compiled_place.fits(problem, "stack")
 
 
-def test_best_runs_the_floor_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
+def test_best_runs_the_ceiling_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
     from memplan.heuristics import compiled_place
 
     if not compiled_place.available():

@@ -67,7 +67,7 @@ def test_meets_the_exhaustive_optimum_and_the_bound_stays_below(problem, conflic
     optimum = exhaustive(problem, conflicts)
     assert live_load_bound(problem) <= ranked_live_bound(problem.sizes, problem.starts,
                                                          problem.ends) <= optimum
-    plan = plan_with("shared_objects_exact", problem, time_limit=10, workers=1)
+    plan = plan_with("shared_objects_exact", problem, time_limit=10, threads=1)
     assert validate(problem, plan) == []
     assert plan.stats["object_total"] == optimum
     assert plan.stats["objects_status"] == "optimal" and plan.stats["objects_gap"] == 0

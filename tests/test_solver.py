@@ -18,7 +18,7 @@ import pytest
 from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.solver import Progress
 
-FAST = {"time_limit": 10.0, "workers": 2}
+FAST = {"time_limit": 10.0, "threads": 2}
 
 
 def exact(problem: Problem, **options):
@@ -271,7 +271,7 @@ def test_search_settings_all_give_the_optimum():
 _CTRL_C_SCRIPT = """
 import json, os, signal, sys, threading, time
 from memplan import plan_with
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 
 problem = minimalloc_csv.read_problem(sys.argv[1]).replace(capacity=None)
 timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))

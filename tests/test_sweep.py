@@ -26,10 +26,10 @@ import memplan
 from memplan import Buffer, Problem, plan_with
 from memplan.cli import main
 from memplan.errors import ProblemError, UnknownPlannerError
-from memplan.frontends import memplan_json
-from memplan.frontends.onnx import from_onnx
-from memplan.frontends.onnx_batch import rebatch
-from memplan.sweeps.sweep import SweepOptions, make_tasks, parse_size, sweep
+from memplan.formats import memplan_json
+from memplan.onnx.onnx import from_onnx
+from memplan.onnx.onnx_batch import rebatch
+from memplan.sweeps.sweep import SweepOptions, make_tasks, parse_capacity, sweep
 from memplan.sweeps.sweep_io import read_rows
 from memplan.sweeps.sweep_report import capacity_fit, planners_vs_optimum, smallest_fitting_capacity
 
@@ -97,10 +97,10 @@ def assert_planned_on_workers(table) -> None:
 
 # ------------------------------------------------------------------ no cluster
 def test_sizes_tasks_and_bad_input(zoo):
-    assert [parse_size(t) for t in ("256KiB", "1MiB", "2MB", "512", "none", "file")] == \
+    assert [parse_capacity(t) for t in ("256KiB", "1MiB", "2MB", "512", "none", "file")] == \
         [262144, 1048576, 2_000_000, 512, None, "file"]
     with pytest.raises(ProblemError, match="not a memory size"):
-        parse_size("12XB")
+        parse_capacity("12XB")
     tasks = make_tasks([zoo], batches=[1, 2, 4], capacities=["none", "1KiB"],
                        planners=["best", "exact"])
     by_model = {m: sum(t.model == m for t in tasks) for m in ("tiny", "frag", "chain")}

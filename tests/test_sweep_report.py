@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from memplan import Buffer, Plan, Problem, load, validate
-from memplan.frontends import memplan_json
+from memplan.formats import memplan_json
 from memplan.sweeps.sweep_io import COLUMNS
 from memplan.sweeps.sweep_plans import plan_file
 from memplan.sweeps.sweep_report import report_html, write_report

@@ -26,10 +26,10 @@ fb = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_ge
                          reason="the tflite extra is not installed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
-from memplan.export.tflite_model import planned_model, read_planned_offsets  # noqa: E402
-from memplan.export.tflm import METADATA_NAME, read_offline_plan  # noqa: E402
-from memplan.frontends.tflite import from_tflite, read_model, tensor_ids  # noqa: E402
-from memplan.proofs.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
+from memplan.tflite.tflite import from_tflite, read_model, tensor_ids  # noqa: E402
+from memplan.tflite.tflite_model import planned_model, read_planned_offsets  # noqa: E402
+from memplan.tflite.tflm import METADATA_NAME, read_offline_plan  # noqa: E402
+from memplan.tflite.tflm_arena import prove, random_inputs, run, smallest_arena, works  # noqa: E402
 
 FLOAT32, INT32, STRING = fb.TensorType.FLOAT32, fb.TensorType.INT32, fb.TensorType.STRING
 ADD, RELU, WHILE = fb.BuiltinOperator.ADD, fb.BuiltinOperator.RELU, fb.BuiltinOperator.WHILE
@@ -257,6 +257,22 @@ def test_cli_proves_a_tflite_plan_in_tflm(tmp_path, capsys):
     assert main(["prove", str(model), str(plan_file), "--dim", "batch=1"]) == 2
 
 
+def test_the_tflm_proof_command_plans_proves_and_refuses_bad_input(tmp_path, capsys):
+    """``python -m memplan.cli.tflm_proof``: 0 with the report when proven, 2 and one line
+    naming the file for a model that is not one."""
+    from memplan.cli.exit_codes import BAD_INPUT, OK
+    from memplan.cli.tflm_proof import main as tflm_proof
+
+    model, bad = tmp_path / "chain.tflite", tmp_path / "bad.tflite"
+    model.write_bytes(chain())
+    bad.write_bytes(b"not a flatbuffer")
+    assert tflm_proof([str(model), "--time-limit", "2", "--no-bisect"]) == OK
+    assert "bit-identical" in capsys.readouterr().out
+    assert tflm_proof([str(bad)]) == BAD_INPUT
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("error: ") and "bad.tflite" in error
+
+
 def test_proof_in_tflm_chain():
     data = chain()
     report = prove(data, time_limit=5)
@@ -337,7 +353,7 @@ def test_a_tflm_childs_answer_is_read_as_arrays_never_unpickled():
     model that took over TFLM in the child could send) is refused, never loaded."""
     import pickle
 
-    from memplan.proofs.tflm_arena import TflmRun, _decoded, _encoded
+    from memplan.tflite.tflm_arena import TflmRun, _decoded, _encoded
 
     run_back = _decoded(_encoded("ok", TflmRun([np.arange(3, dtype=np.int8)], 64, 32, 96)))[1]
     assert (run_back.head, run_back.tail, run_back.total) == (64, 32, 96)

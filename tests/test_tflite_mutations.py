@@ -22,8 +22,8 @@ fb = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_ge
                          reason="the tflite extra is not installed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
-from memplan.frontends import tflite  # noqa: E402
-from memplan.frontends.tflite import from_tflite, read_model  # noqa: E402
+from memplan.tflite import tflite  # noqa: E402
+from memplan.tflite.tflite import from_tflite, read_model  # noqa: E402
 
 from .test_tflite import FLOAT32, RELU, build  # noqa: E402
 from .test_tflite_refusals import _models, pack  # noqa: E402

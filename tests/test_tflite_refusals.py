@@ -21,8 +21,8 @@ fb = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_ge
                          reason="the tflite extra is not installed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
-from memplan.frontends.tflite import from_tflite, read_model  # noqa: E402
-from memplan.proofs.tflm_arena import MAX_ARENA, prove  # noqa: E402
+from memplan.tflite.tflite import from_tflite, read_model  # noqa: E402
+from memplan.tflite.tflm_arena import MAX_ARENA, prove  # noqa: E402
 
 from .test_tflite import (  # noqa: E402
     FLOAT32,

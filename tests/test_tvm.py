@@ -26,14 +26,14 @@ import memplan.tvm
 from benchmarks import tvm_zoo as zoo
 from memplan import InvalidPlanError, ProblemError
 from memplan.cli import main
-from memplan.frontends.relax import (
+from memplan.plan import Plan
+from memplan.tvm.relax import (
     default_passes,
     lower_to_planned,
     relax_functions,
     relax_layouts,
 )
-from memplan.plan import Plan
-from memplan.proofs.relax_vm import prove_relax
+from memplan.tvm.relax_vm import prove_relax
 from memplan.tvm.rewrite import rewrite_function
 from memplan.validate import check
 

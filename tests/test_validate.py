@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memplan import Alias, Buffer, Plan, Problem, ProblemError, Region, validate
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
 
 
 def kinds(problem, plan):

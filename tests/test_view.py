@@ -16,7 +16,7 @@ import pytest
 
 from memplan import Alias, Buffer, Plan, Problem, plan_with, validate, viz
 from memplan.bounds import live_bytes
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.problem import Step
 from memplan.viz_html import page_data, plan_usage, to_html
 

@@ -15,9 +15,10 @@
                                    (a .tflite model: in TFLite-Micro, beside TFLM's planner)
     memplan sweep MODEL...         models x shapes x capacities x planners on Dask
 
-Top layer: may import everything below. One module per command (`solve`,
-`prove`, `compare`, `validate`, `info`, `convert`, `explain`, `view`, `sweep`),
-each with ``add_command(sub, shared)`` and ``run(args)``; beside them:
+The very top (layer 5): may import everything; nothing imports it. One module
+per command (`solve`, `prove`, `compare`, `validate`, `info`, `convert`,
+`explain`, `view`, `sweep`), each with ``add_command(sub, shared)`` and
+``run(args)``; beside them:
 
 - `parser`: the options several commands share, and options built from the
   options dataclasses (one option per field, its metadata help the help text);
@@ -26,6 +27,8 @@ each with ``add_command(sub, shared)`` and ``run(args)``; beside them:
 - `models`: reading a model with the model options; `outputs`: what
   ``solve`` writes; `summary`: what it prints; `progress`: the live line and
   Ctrl-C;
+- `tflm_proof`: ``python -m memplan.cli.tflm_proof``, a ``.tflite`` model
+  planned and proven in TFLite-Micro (no ``memplan`` command);
 - `exit_codes`: 0 success; 1 infeasible, undecided in the time limit (a
   capacity neither met nor ruled out) or invalid plan; 2 bad usage or bad
   input, with one line naming the file and what is wrong (``--debug`` shows

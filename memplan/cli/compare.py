@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-from memplan import api, startup
+from memplan import api
+from memplan.budget import command_start
 from memplan.cli.checks import check_output_path
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
@@ -32,7 +32,6 @@ from memplan.cli.parser import (
 from memplan.output_files import write_atomically
 from memplan.viz import show_bytes
 
-LEAST_SHARE = 0.1  # of --time-limit: what the comparison keeps however long loading took
 TABLE_SUFFIXES = {".json": "json", ".csv": "csv", ".md": "markdown"}  # -o: else the table
 
 
@@ -54,7 +53,7 @@ def add_command(sub, shared: Parents) -> None:
                          help="planners to run: registered names, or all of them (every "
                               "heuristic and exact; the default)")
     add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
-                          only=("time_limit", "heuristic_time_limit", "workers", "seed"))
+                          only=("time_limit", "heuristic_time_limit", "threads", "seed"))
     helps = {"--time-limit": "seconds for the whole command, counted from its start: each "
                              "model an equal share (in CPU seconds), of which the heuristics "
                              "half, the exact planner the rest ('none': no limit) "
@@ -69,12 +68,10 @@ def add_command(sub, shared: Parents) -> None:
 
 def _began(limit: float | None) -> float | None:
     """When the limit began: when memplan began to load, unless that leaves the comparison
-    less than `LEAST_SHARE` of the limit (then `LEAST_SHARE` of it from now)."""
+    less than `COMMAND_LEAST_SHARE` of the limit (then `COMMAND_LEAST_SHARE` of it from now)."""
     if limit is None:
         return None
-    spent = time.perf_counter() - startup.COMMAND_STARTED
-    return startup.COMMAND_STARTED if spent <= (1 - LEAST_SHARE) * limit else \
-        time.perf_counter() - (1 - LEAST_SHARE) * limit
+    return command_start(limit)
 
 
 def _markdown(table) -> str:
@@ -97,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     planners = None if args.planners == "all" else args.planners.split(",")
     table = api.compare(problems, planners=planners, time_limit=args.time_limit,
                         heuristic_time_limit=args.heuristic_time_limit, seed=args.seed,
-                        workers=args.workers, stop=args.stop, began=_began(args.time_limit))
+                        threads=args.threads, stop=args.stop, began=_began(args.time_limit))
     if table.empty:  # Ctrl-C before the first plan
         raise KeyboardInterrupt
     for name, planners in table.attrs["skipped"].items():

@@ -14,7 +14,7 @@ from memplan.cli.checks import UsageError, check_output_path
 from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 
 
 def add_command(sub, shared: Parents) -> None:

@@ -3,8 +3,8 @@
 `memplan.diagnosis.explain` names the steps and tensors of the peak, where a
 plan's gap to the bound lies, why a capacity cannot be met (live load, pins,
 or a CP-SAT core), and measured remedies; ``--time-limit`` bounds it all, from
-the command's start. With ``--banks fast=448KiB,slow``,
-`memplan.diagnosis.bank_curve` instead: what fills the fast bank at its peak,
+the command's start. With ``--regions fast=448KiB,slow``,
+`memplan.diagnosis.region_curve` instead: what fills the fast region at its peak,
 and what a larger one would save per KiB. ``-o FILE.json`` writes the
 explanation as JSON beside what is printed (``--quiet``: nothing printed).
 """
@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 
-from memplan import startup
+from memplan.budget import command_left
 from memplan.cli import checks
 from memplan.cli.checks import UsageError, check_figure_path
 from memplan.cli.exit_codes import FAILED, OK
@@ -29,12 +28,7 @@ from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
 from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
-
-# of the time left after loading: the CPU seconds of the plan whose gap is explained (a planner
-# that takes a ``cpu`` budget, `plan_in_time`: its plan the same on a busy machine, later), its
-# wall limit the time left less the explanation's least share
-PLAN_SHARE = 1 / 3
-LEAST_SHARE = 0.1  # of --time-limit: what the explanation keeps however long loading took
+from memplan.shares import COMMAND_LEAST_SHARE, EXPLAIN_PLAN_SHARE
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -65,50 +59,52 @@ def add_command(sub, shared: Parents) -> None:
     why.add_argument("-o", "--output", metavar="FILE.json",
                      help="write the explanation as JSON to this file")
     why.add_argument("--quiet", action="store_true", help="print nothing (exit code only)")
-    why.add_argument("--banks", type=banks, metavar="NAME=SIZE,...",
-                     help="memory banks, fastest first (the last may have no size): what "
-                          "fills the fast bank at its peak, what a larger one would save")
+    regions = why.add_argument(
+        "--regions", type=region_list, metavar="NAME=SIZE,...",
+        help="memory regions, fastest first (the last may have no size): what fills "
+             "the fast region at its peak, what a larger one would save")
+    add_deprecated(why, "--banks", regions)
     why.set_defaults(run=run)
 
 
-def banks(text: str) -> list[Region]:
+def region_list(text: str) -> list[Region]:
     """``fast=448KiB,slow[=SIZE]`` as regions costing 0, 1, 2... per byte (fastest first)."""
     regions = []
     for rank, item in enumerate(text.split(",")):
         name, _, size = item.strip().partition("=")
         try:
-            capacity = checks.size("--banks")(size) if size else None
+            capacity = checks.size("--regions")(size) if size else None
         except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"--banks: bank {name!r}: give a size such as "
-                                             f"448KiB, got {size!r}") from None
+            raise argparse.ArgumentTypeError(f"--regions: region {name!r}: give a size such "
+                                             f"as 448KiB, got {size!r}") from None
         regions.append(Region(name, capacity, float(rank)))
     if len(regions) < 2 or regions[0].capacity is None:
-        raise argparse.ArgumentTypeError("--banks: give two banks or more, the first (the "
-                                         "fast one) with a size: fast=448KiB,slow")
+        raise argparse.ArgumentTypeError("--regions: give two regions or more, the first "
+                                         "(the fast one) with a size: fast=448KiB,slow")
     return regions
 
 
-def explain_with_banks(problem: Problem, regions: list[Region], args: argparse.Namespace):
+def explain_with_regions(problem: Problem, regions: list[Region], args: argparse.Namespace):
     """The problem over ``regions`` planned (heuristic, then exact within --time-limit),
-    every buffer read as often as its steps say; its fast bank explained."""
+    every buffer read as often as its steps say; its fast region explained."""
     from memplan.deploy.regions import plan_regions
     from memplan.deploy.regions_exact import plan_regions_exact
-    from memplan.diagnosis.bank_curve import explain_banks, step_reads
+    from memplan.diagnosis.region_curve import explain_regions, step_reads
 
-    banked = problem.replace(regions=regions)
-    weights = np.maximum(step_reads(banked), 1)
+    placed = problem.replace(regions=regions)
+    weights = np.maximum(step_reads(placed), 1)
     limit = math.inf if args.time_limit is None else args.time_limit
-    plan = plan_regions_exact(banked, time_limit=_left(limit), workers=args.threads,
-                              hint=plan_regions(banked, weights=weights), weights=weights)
+    plan = plan_regions_exact(placed, time_limit=command_left(limit), threads=args.threads,
+                              hint=plan_regions(placed, weights=weights), weights=weights)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
-        raise ProblemError(f"the model does not fit the banks ({over} over): a larger bank, "
-                           f"or memplan explain --capacity on one arena says why")
-    return explain_banks(banked, plan, weights=weights)
+        raise ProblemError(f"the model does not fit the regions ({over} over): a larger "
+                           f"region, or memplan explain --capacity on one arena says why")
+    return explain_regions(placed, plan, weights=weights)
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan explain``: plan with ``--planner`` (`PLAN_SHARE` of the time left, in CPU
+    """``memplan explain``: plan with ``--planner`` (`EXPLAIN_PLAN_SHARE` of the time left, in CPU
     seconds), explain with the rest (``--time-limit`` counts from the command's start, like
     ``solve``'s); the explanation as text or JSON, the figure with ``--plot``; exit 1 when
     the capacity is not met."""
@@ -116,16 +112,16 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output(args.output, "-o", suffixes=(".json",))
     problem = load(args.model, args)
-    if args.banks:
-        _show(explain_with_banks(problem, args.banks, args), args)
+    if args.regions:
+        _show(explain_with_regions(problem, args.regions, args), args)
         return OK
     limit = math.inf if args.time_limit is None else args.time_limit
-    wall = _left(limit) - LEAST_SHARE * limit if math.isfinite(limit) else math.inf
+    wall = command_left(limit) - COMMAND_LEAST_SHARE * limit if math.isfinite(limit) else math.inf
     plan = None if args.planner == "none" else plan_in_time(
-        args.planner, problem, PLAN_SHARE * _left(limit), wall, seed=args.seed)
+        args.planner, problem, EXPLAIN_PLAN_SHARE * command_left(limit), wall, seed=args.seed)
     if args.stop.is_set():  # Ctrl-C while planning: the planner kept its plan, the
         raise KeyboardInterrupt  # command ends
-    found = explain(problem, plan, time_limit=_left(limit), workers=args.threads)
+    found = explain(problem, plan, time_limit=command_left(limit), threads=args.threads)
     if args.plot:
         try:
             figure = (found.plot_gap() if found.gap else found.plot()).figure
@@ -147,7 +143,3 @@ def _show(found, args: argparse.Namespace) -> None:
         print(json.dumps(found.to_dict(), indent=1) if args.json else found)
 
 
-def _left(limit: float) -> float:
-    """What is left of ``limit`` (infinite: none) since memplan began to load, and at least
-    `LEAST_SHARE`."""
-    return max(limit - (time.perf_counter() - startup.COMMAND_STARTED), LEAST_SHARE * limit)

@@ -19,9 +19,9 @@ from memplan import api
 from memplan.cli.checks import UsageError
 from memplan.cli.parser import ONNX_FLAGS, changed
 from memplan.errors import ProblemError
-from memplan.frontends.onnx_options import OnnxOptions
-from memplan.operator_order import Reordering, reorder
+from memplan.onnx.onnx_options import OnnxOptions
 from memplan.problem import Problem
+from memplan.schedule.operator_order import Reordering, reorder
 
 _DIMS_HINT = re.compile(r"""dims=\{(['"])(.*?)\1: \.\.\.\}""")
 
@@ -89,7 +89,7 @@ def _reorder(path: Path, args: argparse.Namespace) -> Reordering:
 def all_model_options(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The model options of the command line, all of them (defaults filled), as a plan file
     stores them."""
-    from memplan.proofs.prove import model_options
+    from memplan.onnx.prove import model_options
 
     return model_options(dims=dims(args.dim), alignment=args.alignment,
                          **onnx_options(path, args))

@@ -21,8 +21,8 @@ from pathlib import Path
 from memplan import api
 from memplan.cli.checks import UsageError, check_figure_path, check_html_path
 from memplan.errors import ProblemError
-from memplan.export import FORMATS
-from memplan.frontends import minimalloc_csv
+from memplan.formats import minimalloc_csv
+from memplan.formats.writers import FORMATS
 from memplan.output_files import check_output, write_atomically
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -96,7 +96,7 @@ def write_outputs(args: argparse.Namespace, problem: Problem, plan: Plan,
     ``tflite`` exports write the plan into it (the ``onnx`` export in the operator
     order of ``reordered``, a `Reordering`, after ``--reorder``), ``tflm`` takes a
     TFLite model's tensor order from it."""
-    from memplan.export import export
+    from memplan.formats.writers import export
 
     written = {}
     if args.output:

@@ -5,7 +5,7 @@ Every command is one module with ``add_command(sub, shared)`` and ``run(args)``;
 
 - ``common``: ``--debug`` (every command);
 - ``model``: how a model file becomes a problem (``--dim``, ``--alignment``, the
-  ONNX flags of `memplan.frontends.onnx_options.OnnxOptions`);
+  ONNX flags of `memplan.onnx.onnx_options.OnnxOptions`);
 - ``reordering``: ``--reorder`` and its method and time limit (ONNX models);
 - ``capacity``: ``--capacity``.
 
@@ -24,10 +24,10 @@ from dataclasses import MISSING, fields
 from typing import Any, NamedTuple
 
 from memplan.cli import checks
-from memplan.frontends import READERS
-from memplan.frontends.onnx_options import WEIGHT_MODES, OnnxOptions
-from memplan.operator_order import METHODS
+from memplan.formats.readers import READERS
+from memplan.onnx.onnx_options import WEIGHT_MODES, OnnxOptions
 from memplan.options import option_help
+from memplan.schedule.operator_order import METHODS
 
 ONNX_FLAGS = ("inplace", "concat_inplace", "weights", "strict")  # OnnxOptions on the CLI
 _KINDS = {".onnx": "ONNX", ".tflite": "TFLite", ".pte": "ExecuTorch .pte", ".py": "Relax TVMScript",
@@ -39,8 +39,8 @@ FIELD_TYPES = {"time_limit": checks.seconds, "heuristic_time_limit": checks.seco
                "alignment": checks.size}  # by field name: memplan.limits' rules
 
 
-SOLVE_FLAGS = {"workers": "--threads", "heuristic": "--planner"}  # SolveOptions' options
-SOLVE_RENAMED = {"workers": "--workers", "heuristic": "--heuristic"}  # their old spellings
+SOLVE_FLAGS = {"heuristic": "--planner"}  # SolveOptions' options
+SOLVE_RENAMED = {"threads": "--workers", "heuristic": "--heuristic"}  # their old spellings
 
 
 class Parents(NamedTuple):
@@ -79,7 +79,7 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
     A bool field that defaults to True becomes ``--no-NAME``, one that
     defaults to False ``--NAME``; ``X | None`` fields accept ``none``. ``flags``
     names a field's option where the command line's word differs from the
-    library's (``{"workers": "--threads"}``: one name per concept across
+    library's (``{"heuristic": "--planner"}``: one name per concept across
     commands; a tuple for several, ``("-o", "--output")``); ``renamed`` keeps a
     field's old option for one release (`add_deprecated`); ``types`` parses a field's
     text where its type alone does not say how (``"1,2,4"``: a tuple of ints).

@@ -1,16 +1,16 @@
 """``memplan prove MODEL PLAN.json``: run the model in one arena at the plan's offsets.
 
 - an ONNX model runs node by node in one arena at the plan file's offsets
-  (`memplan.proofs.prove`, onnxruntime or the reference backend), its outputs
+  (`memplan.onnx.prove`, onnxruntime or the reference backend), its outputs
   compared bit for bit with a normal run; the model options the plan file
   stores apply;
 - a ``.tflite`` model runs in TFLite-Micro with the plan and with TFLM's own
-  planner (`memplan.proofs.tflm_arena`);
+  planner (`memplan.tflite.tflm_arena`);
 - a ``.pte`` program runs in ExecuTorch with its own plan and with the plan
-  file's (`memplan.proofs.executorch_runtime`);
+  file's (`memplan.executorch.executorch_runtime`);
 - a TVM Relax module saved as TVMScript (``.py``, no plan file) is built with
   Relax's default pipeline and with memplan's, and both run in TVM's VM
-  (`memplan.proofs.relax_vm`).
+  (`memplan.tvm.relax_vm`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from memplan.cli.checks import UsageError
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import dims, onnx_options
 from memplan.cli.parser import Parents, add_deprecated, add_input_seed
-from memplan.proofs import BACKENDS
+from memplan.onnx import BACKENDS
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -50,7 +50,7 @@ def add_command(sub, shared: Parents) -> None:
 
 def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
     """``memplan prove model.tflite plan.json``: both planners inside TFLite-Micro."""
-    from memplan.proofs.tflm_arena import prove_plan_file
+    from memplan.tflite.tflm_arena import prove_plan_file
 
     onnx_options(path, args)  # refuses ONNX-only flags
     if args.dim or args.alignment is not None:
@@ -71,8 +71,8 @@ def _prove_tflite(path: Path, args: argparse.Namespace) -> int:
 
 def _prove_relax(path: Path, args: argparse.Namespace) -> int:
     """``memplan prove module.py``: Relax's build against memplan's, in TVM's VM."""
-    from memplan.frontends.relax import read_tvmscript
-    from memplan.proofs.relax_vm import prove_relax
+    from memplan.tvm.relax import read_tvmscript
+    from memplan.tvm.relax_vm import prove_relax
 
     if args.plan is not None:
         raise UsageError(f"{path}: a Relax module is proven with memplan's pipeline; give no "
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.method is not None and path.suffix.lower() != ".pte":
         raise UsageError(f"{path}: --method: for ExecuTorch .pte programs only")
     if path.suffix.lower() == ".pte":
-        from memplan.proofs.executorch_runtime import prove_plan_file
+        from memplan.executorch.executorch_runtime import prove_plan_file
 
         onnx_options(path, args)  # refuses ONNX-only flags
         if args.dim or args.alignment is not None:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     given = onnx_options(path, args)
     given.update({"dims": dims(args.dim)} if args.dim else {})
     given.update({"alignment": args.alignment} if args.alignment is not None else {})
-    from memplan.proofs.prove import prove  # imports onnx: only for ONNX models
+    from memplan.onnx.prove import prove  # imports onnx: only for ONNX models
 
     proof = prove(path, args.plan, options=given, backend=args.backend,
                   seed=args.input_seed)

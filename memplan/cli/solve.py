@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memplan import api, startup
+from memplan import api
+from memplan.budget import command_left, command_pace, command_spent
 from memplan.cli.checks import UsageError
 from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
 from memplan.cli.models import all_model_options, load
@@ -50,14 +50,9 @@ from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.diagnosis.explain import capacity_line
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.shares import CEILING_CPU_PER_BUFFER, COMMAND_LEAST_SHARE, OUTPUT_CPU_PER_BUFFER
 from memplan.solver.exact_options import ORDERS, ExactOptions
 
-LEAST_SOLVE_SHARE = 0.1  # of --time-limit, what the solve keeps however long loading took
-OUTPUT_CPU_PER_BUFFER = 5e-6  # CPU seconds a buffer takes to write, per output file (JSON:
-# about 4 us; CSV, C header and page less): kept off the solve's limit at the command's pace
-FLOOR_CPU_PER_BUFFER = 3.5e-6  # CPU seconds a buffer takes in the work every solve does
-# whatever the limit: the bound, parts, units, the time sweep's pass and the validation of
-# its plan (measured at load 16: 3.2 CPU-s at 1M network-like buffers, 3.4 at 1M training)
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
 
 
@@ -100,23 +95,22 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     load (imports, reading and checking the models) come off the solve's limit, and so
     does what writing ``outputs`` files of ``buffers`` buffers will take
     (`OUTPUT_CPU_PER_BUFFER`, on the clock at the command's pace so far: a quarter of a core
-    beside busy processes makes it 4x longer); at least `LEAST_SOLVE_SHARE` stays. When
-    the reading so far, the one pass every solve runs and its check (`FLOOR_CPU_PER_BUFFER`)
+    beside busy processes makes it 4x longer); at least `COMMAND_LEAST_SHARE` stays. When
+    the reading so far, the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`)
     and the writing cannot fit the limit, one line on stderr says so, with the time needed,
     before the planning starts."""
     if options.time_limit is None:
         return options
-    spent = time.perf_counter() - startup.COMMAND_STARTED
-    pace = startup.command_pace()
+    spent = command_spent()
+    pace = command_pace()
     writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * pace
-    floor = buffers * FLOOR_CPU_PER_BUFFER * pace
-    if spent + floor + writing > options.time_limit and \
-            floor + writing > LEAST_SOLVE_SHARE * options.time_limit:  # cannot be kept
+    ceiling_seconds = buffers * CEILING_CPU_PER_BUFFER * pace
+    if spent + ceiling_seconds + writing > options.time_limit and \
+            ceiling_seconds + writing > COMMAND_LEAST_SHARE * options.time_limit:  # cannot be kept
         print(f"memplan solve: {buffers:,} buffers: reading took {spent:.1f} s; one pass, its "
-              f"check and the outputs need about {floor + writing:.1f} s more, beyond "
+              f"check and the outputs need about {ceiling_seconds + writing:.1f} s more, beyond "
               f"--time-limit {options.time_limit:g}", file=sys.stderr)
-    return replace(options, time_limit=max(options.time_limit - spent - writing,
-                                           LEAST_SOLVE_SHARE * options.time_limit))
+    return replace(options, time_limit=command_left(options.time_limit, writing))
 
 
 def _model_names(paths: list[str], problems: list[Problem]) -> dict[str, Problem]:
@@ -143,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     one = (Path(paths[0]) if paths[0] else api.default_model()) if len(paths) == 1 else None
     reordering = getattr(args, "reordering", None)
     if one is not None and one.suffix.lower() == ".onnx":  # the plan file says how the model
-        from memplan.proofs.prove import with_model_options  # became its problem (imports onnx)
+        from memplan.onnx.prove import with_model_options  # became its problem (imports onnx)
 
         solved.plan = with_model_options(solved.plan, all_model_options(one, args))
     fitted = api.fits(solved.report.plan)  # a plan above the capacity is not written
@@ -235,7 +229,7 @@ def _summary(args: argparse.Namespace, solved: _Solved, written: dict[str, str],
     summary["order"] = order_summary(getattr(args, "reordering", None))
     summary["reason"] = capacity_line(report.problem, report.plan)
     if one is not None and one.suffix.lower() == ".pte":  # ExecuTorch's own arena beside
-        from memplan.frontends.executorch_pte import pte_layout
+        from memplan.executorch.executorch_pte import pte_layout
 
         summary["program_plan"] = pte_layout(one, method=args.method).arena_size
     if summary["reason"] and solved.multi is None:
@@ -257,19 +251,19 @@ def _prove(args: argparse.Namespace, solved: _Solved, model: Path,
     the plan written into the original), a ``.tflite`` in TFLite-Micro (beside TFLM's)."""
     plan_file = args.output or "the plan"
     if model.suffix.lower() == ".onnx":
-        from memplan.proofs.prove import prove_plan
+        from memplan.onnx.prove import prove_plan
 
         reordering = getattr(args, "reordering", None)
         proof = prove_plan(model if reordering is None else reordering.model, solved.problem,
                            solved.plan, solved.plan.stats["model_options"],
                            seed=args.input_seed, plan_file=plan_file)
     elif model.suffix.lower() == ".pte":
-        from memplan.proofs.executorch_runtime import prove_program
+        from memplan.executorch.executorch_runtime import prove_program
 
         proof = prove_program(model, solved.plan, method=args.method, seed=args.input_seed,
                               plan_file=plan_file, program=program)
     else:
-        from memplan.proofs.tflm_arena import prove as prove_in_tflm
+        from memplan.tflite.tflm_arena import prove as prove_in_tflm
 
         tflm = prove_in_tflm(model, solved.problem, solved.plan, seed=args.input_seed,
                              bisect=False)
@@ -283,7 +277,7 @@ def _every_method(args: argparse.Namespace, paths: list[str | None]) -> list[str
     if len(paths) != 1 or paths[0] is None or args.method is not None or \
             Path(paths[0]).suffix.lower() != ".pte":
         return []
-    from memplan.frontends.executorch_pte import planned_methods, read_program
+    from memplan.executorch.executorch_pte import planned_methods, read_program
 
     methods = planned_methods(read_program(paths[0]))
     return methods if len(methods) > 1 else []
@@ -312,7 +306,7 @@ def _run_methods(args: argparse.Namespace, path: Path, methods: list[str],
     fitted = all(api.fits(s.report.plan) for s in solved.values())
     program, written = None, {}
     if (args.output and fitted) or (args.prove and not interrupted):
-        from memplan.export.pte_program import planned_program_by_method, write_program
+        from memplan.executorch.pte_program import planned_program_by_method, write_program
 
         program = planned_program_by_method(path, {m: (s.problem, s.plan)
                                                    for m, s in solved.items()})

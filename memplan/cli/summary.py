@@ -12,8 +12,8 @@ from typing import Any
 from memplan import api
 from memplan.deploy.multimodel import MultiModel
 from memplan.deploy.multimodel import report as model_report
-from memplan.operator_order import Reordering
 from memplan.plan import Plan, gap_of
+from memplan.schedule.operator_order import Reordering
 from memplan.viz import human_bytes, show_bytes
 
 

@@ -26,7 +26,7 @@ from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
 from memplan.cli.parser import Parents, add_dataclass_options, options_of
 from memplan.errors import ProblemError
 from memplan.sweeps.sweep_options import SweepOptions
-from memplan.sweeps.sweep_tasks import parse_size
+from memplan.sweeps.sweep_tasks import parse_capacity
 
 
 def _ints(text: str) -> list[int]:
@@ -49,7 +49,7 @@ def _dim(text: str) -> tuple[str, list[int]]:
 
 def _sizes(text: str) -> list:
     try:
-        sizes = [parse_size(v) for v in text.split(",") if v.strip()]
+        sizes = [parse_capacity(v) for v in text.split(",") if v.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     if not sizes:

@@ -17,7 +17,7 @@ from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents
 from memplan.cli.summary import gap_text
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.validate import validate

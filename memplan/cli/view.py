@@ -31,7 +31,7 @@ from memplan.cli.checks import check_html_path
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.parser import Parents
 from memplan.errors import ProblemError
-from memplan.frontends import memplan_json, minimalloc_csv
+from memplan.formats import memplan_json, minimalloc_csv
 from memplan.output_files import open_replacing
 from memplan.plan import Plan, fits
 from memplan.problem import Problem

@@ -3,7 +3,7 @@ workspaces, several models in one arena, and the runtime's allocation events.
 
 Layer 3: may import the vocabulary and its layer (problem, plan, bounds,
 validate, groups, registry), the planners (heuristics/, solver/) and
-frontends/; never api or cli. Modules: `regions` (heuristic region choice),
+the readers; never api or cli. Modules: `regions` (heuristic region choice),
 `regions_exact` (CP-SAT region choice), `scratch` and `scratch_exact`
 (scratch buffers in a plan's free space), `multimodel` (several models),
 `replay` (allocation and release events per step).

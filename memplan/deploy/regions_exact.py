@@ -75,6 +75,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.budget import Budget, wall_left
 from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
@@ -95,13 +96,13 @@ from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
+from memplan.shares import MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
-RELAX_SHARE = 0.25  # of a stage's CPU, at most, for its relaxation (`_choose`)
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -283,17 +284,17 @@ class RegionModel:
             for k, literal in inside.items():
                 cp.add_hint(literal, int(regions[first]) == k)
 
-    def solve(self, deadline: float | None, cpu: float | None, seed: int, workers: int,
+    def solve(self, deadline: float | None, cpu: float | None, seed: int, threads: int,
               gap: float = 0.0):
         """``(solver, status, CPU seconds per worker)`` of one run: at most ``cpu`` CPU
         seconds per worker, and not past ``deadline`` (a `time.perf_counter` value); it
         stops once the objective is proven within ``gap`` (a share) of its bound."""
-        solver = cp_solver(workers=workers, seed=seed, seconds=wall_left(deadline))
-        solver.parameters.relative_gap_limit = gap
+        seconds, cap_seconds = Budget(cpu, deadline).cp_limits()
         # probing optional boxes takes seconds on a few hundred buffers (ExecuTorch's
         # llama: 6 s of presolve, no solution, the hint unread): none
-        solver.parameters.cp_model_probing_level = 0
-        with CpuCap(solver, workers, cpu) as cap:
+        solver = cp_solver(threads=threads, seed=seed, seconds=seconds, relative_gap=gap,
+                           probing=False)
+        with CpuCap(solver, threads, cap_seconds) as cap:
             status = solver.solve(self.cp)
         return solver, status, cap.spent
 
@@ -347,7 +348,7 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
-                       hint: Plan | None = None, workers: int = 2, weights=None,
+                       hint: Plan | None = None, threads: int = 2, weights=None,
                        objective: str = "cost", ceiling: Plan | None = None,
                        relative_gap: float = 0.0) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
@@ -373,7 +374,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
-                     heuristic, objective, (share, deadline, relative_gap), seed, workers,
+                     heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
         return _infeasible(problem, heuristic, began, stats, weights)
@@ -393,7 +394,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, workers, stats["ceiling"])
+                         (left, deadline, relative_gap), seed, threads, stats["ceiling"])
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -411,7 +412,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         cpu = None if time_limit is None else \
             max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
         plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
-                                  hint=start, workers=workers, relative_gap=relative_gap)
+                                  hint=start, threads=threads, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
@@ -430,7 +431,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
-            limits: tuple[float | None, float | None, float], seed: int, workers: int,
+            limits: tuple[float | None, float | None, float], seed: int, threads: int,
             stats: dict) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
@@ -466,7 +467,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             if best is not None:
                 relaxed.hint(*best)
             solver, status, spent = relaxed.solve(
-                deadline, None if share is None else share * RELAX_SHARE, seed, workers)
+                deadline, None if share is None else share * RELAX_SHARE, seed, threads)
             stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
@@ -492,7 +493,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 model.hint(*best)
             left = None if share is None else max(MIN_STAGE_SECONDS,
                                                   share - (stats["stage_cpu"] - began))
-            solver, status, spent = model.solve(deadline, left, seed, workers, gap)
+            solver, status, spent = model.solve(deadline, left, seed, threads, gap)
             stats[f"{stage}_status"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
@@ -517,7 +518,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
 
 
 def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
-                  cpu: float = 1.0, seed: int = 0, workers: int = 2) -> float:
+                  cpu: float = 1.0, seed: int = 0, threads: int = 2) -> float:
     """A lower bound on ``objective`` (`OBJECTIVES`; in the units of
     `memplan.deploy.regions.region_cost` and `arena_cost`) from the relaxation without
     the packing (`RegionModel`), solved for at most ``cpu`` CPU seconds per worker; 0
@@ -532,7 +533,7 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
     if swept is not None:
         return swept[0] / (1000 * 1000) * cost_unit
     relaxed.cp.minimize(relaxed.arena if objective == "arena" else relaxed.cost)
-    solver, status, _ = relaxed.solve(None, cpu, seed, workers)
+    solver, status, _ = relaxed.solve(None, cpu, seed, threads)
     if status not in _SOLVED:
         return 0.0
     return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \

@@ -42,11 +42,13 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.budget import wall_left
 from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
-from memplan.solver.cp_params import MIN_STAGE_SECONDS, STAGE_SHARE, cp_solver, wall_left
+from memplan.shares import MIN_STAGE_SECONDS, STAGE_SHARE
+from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.model import build_model
 
@@ -63,7 +65,7 @@ def growable(problem: Problem) -> np.ndarray:
 
 def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak: int, *,
                  time_limit: float | None = None, cpu: float | None = None, seed: int = 0,
-                 workers: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
+                 threads: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
     """Stage 2: re-place the buffers under ``peak`` to grant the most variable scratch.
 
     ``offsets`` and ``sizes`` are a valid plan within ``peak`` (the hint); at most
@@ -105,9 +107,9 @@ def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak:
     model.hint(offsets)
     for variable, value in hints:
         cp.add_hint(variable, value)
-    solver = cp_solver(workers=workers, seed=seed, seconds=None if time_limit is None
+    solver = cp_solver(threads=threads, seed=seed, seconds=None if time_limit is None
                        else max(MIN_STAGE_SECONDS, time_limit))
-    with CpuCap(solver, workers, cpu) as cap:
+    with CpuCap(solver, threads, cpu) as cap:
         status = solver.solve(cp)
     if status not in _STATUS:
         return offsets, sizes, {"scratch_status": "unknown", "scratch_cpu": cap.spent}
@@ -126,7 +128,7 @@ def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
 
 
 def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
-                       hint: Plan | None = None, workers: int = 2,
+                       hint: Plan | None = None, threads: int = 2,
                        cpu: float | None = None, relative_gap: float = 0.0) -> Plan:
     """The lexicographic exact plan (see the module doc); ``hint`` replaces the heuristic's;
     ``cpu``: the CPU seconds per worker of both stages (default: ``time_limit``);
@@ -138,9 +140,9 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     heuristic_sizes = problem.sizes if heuristic.sizes is None else heuristic.sizes
     start = Plan.from_offsets(problem, heuristic.offsets, planner="hint")
     stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
-    with CpuCap(stop, workers, None if budget is None else budget * STAGE_SHARE) as cap:
+    with CpuCap(stop, threads, None if budget is None else budget * STAGE_SHARE) as cap:
         peak_plan = plan_with("exact", problem, time_limit=wall_left(deadline), seed=seed,
-                              hint=start, minimize=True, workers=workers, stop=stop,
+                              hint=start, minimize=True, threads=threads, stop=stop,
                               relative_gap=relative_gap)
     if heuristic.arena_size <= peak_plan.arena_size:
         offsets, sizes, peak = heuristic.offsets, heuristic_sizes, heuristic.arena_size
@@ -149,7 +151,7 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     offsets, sizes, stats = grow_scratch(
         problem, offsets, sizes.copy(), peak, time_limit=wall_left(deadline), seed=seed,
         cpu=None if budget is None else max(MIN_STAGE_SECONDS, budget - cap.spent),
-        workers=workers)
+        threads=threads)
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):
         offsets, sizes = heuristic.offsets, heuristic_sizes  # never worse than the heuristic
         stats["kept"] = "heuristic"

@@ -56,10 +56,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from memplan.bounds import live_bytes
+from memplan.budget import deadline_in, to_deadline
 from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.shares import QUICK_CHECK
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
-QUICK_CHECK = 0.5  # seconds: a CP-SAT check this short runs in the caller's thread
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def subproblem(problem: Problem, members, capacity: int | None) -> Problem:
 
 
 def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
-                     workers: int = 1) -> Reason | None:
+                     threads: int = 1) -> Reason | None:
     """The most loaded step above ``capacity`` and a small set of its live buffers, or None.
 
     The set is shrunk by the load at the step, then checked buffer by buffer
@@ -137,7 +138,7 @@ def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.
         return None
     step = int(np.argmax(load))
     live = np.flatnonzero((problem.starts <= step) & (problem.ends > step))
-    checker = _Checker(problem, capacity, time_limit, workers)
+    checker = _Checker(problem, capacity, time_limit, threads)
     kept = _over_capacity(checker, live, step)
     kept, minimal = _minimal_by_buffer(checker, kept, kept)
     if _load_at(problem, kept, step) <= capacity:  # CP-SAT, not the load, proved the rest
@@ -238,8 +239,8 @@ def pinned_reason(problem: Problem, capacity: int) -> Reason | None:
 class _Checker:
     """CP-SAT checks of 'these alias groups fit under the capacity', within one time budget."""
 
-    def __init__(self, problem: Problem, capacity: int, time_limit: float, workers: int):
-        self.problem, self.capacity, self.workers = problem, capacity, workers
+    def __init__(self, problem: Problem, capacity: int, time_limit: float, threads: int):
+        self.problem, self.capacity, self.threads = problem, capacity, threads
         root = problem.alias_groups[0]
         groups: dict[int, list[int]] = {}
         for idx, r in enumerate(root.tolist()):
@@ -248,11 +249,11 @@ class _Checker:
         self.group_of = {idx: g for g, members in enumerate(self.groups) for idx in members}
         self.pinned = {g for g, members in enumerate(self.groups)
                        if (problem.pinned[members] != NO_OFFSET).any()}
-        self.deadline = time.monotonic() + time_limit
+        self.deadline = deadline_in(time_limit)
         self.checks = 0
 
     def left(self) -> float:
-        return self.deadline - time.monotonic()
+        return to_deadline(self.deadline)
 
     def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
@@ -284,7 +285,7 @@ class _Checker:
             cp.add(model.base[u] + unit.extent <= self.capacity).only_enforce_if(literal)
             fits.append(literal)
         cp.add_assumptions(fits)
-        solver = cp_solver(workers=self.workers, seed=0, ctrl_c=False,
+        solver = cp_solver(threads=self.threads, seed=0, ctrl_c=False,
                            seconds=max(0.01, min(self.left(), seconds or 1e9)))
         status = _solve(solver, cp)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -338,14 +339,14 @@ def _solve(solver, cp) -> int:
 
 
 def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
-                   workers: int = 1) -> Reason:
+                   threads: int = 1) -> Reason:
     """A small set of buffers CP-SAT proves cannot fit ``capacity`` (see the module docstring).
 
     Call it when every step's live load fits. Returns kind ``fits`` when CP-SAT
     finds a layout of the whole problem, ``undecided`` when time runs out first.
     """
     began = time.monotonic()
-    checker = _Checker(problem, capacity, time_limit, workers)
+    checker = _Checker(problem, capacity, time_limit, threads)
     every = set(range(len(checker.groups)))
     status, core = _windowed(checker, every, time_limit)
     if status != "infeasible":

@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
+from memplan.budget import Budget, to_deadline
 from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
@@ -71,16 +72,17 @@ from memplan.diagnosis.what_if import (
     producers_and_readers,
     remedies,
 )
+from memplan.errors import renamed_keyword
 from memplan.heuristics.best import untimed_evaluations
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.registry import plan_with, takes_option
+from memplan.registry import plan_with
+from memplan.shares import CAPACITY_SHARE
 from memplan.viz import human_bytes, plan_usage
 
 MOST_PEAKS = 3  # peak runs described in full
 MOST_REMEDIES = 3  # tensors at the peak whose changes are measured
-CAPACITY_SHARE = 0.8  # of the time limit: the most the capacity reason takes
 
 
 # ------------------------------------------------------------------ building
@@ -144,18 +146,18 @@ def _gap(d: _Describer, plan: Plan, bound: int, live: np.ndarray) -> Gap | None:
 
 
 def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
-              workers: int) -> CapacityExplanation:
+              threads: int) -> CapacityExplanation:
     """Why ``capacity`` is (not) met, each step within what is left until ``deadline``."""
     problem = d.problem
     reason = pinned_reason(problem, capacity) or live_load_reason(
-        problem, capacity, time_limit=_left(deadline), workers=workers)
+        problem, capacity, time_limit=_left(deadline), threads=threads)
     if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
         plan = plan_in_time("best", subproblem(problem, range(len(problem)), None),
                             _left(deadline) / 2)
     if reason is None and plan.arena_size <= capacity and plan.regions is None:
         reason = Reason(FITS, capacity)
     if reason is None:
-        reason = packing_reason(problem, capacity, time_limit=_left(deadline), workers=workers)
+        reason = packing_reason(problem, capacity, time_limit=_left(deadline), threads=threads)
     tensors = tuple(sorted((d.tensor(i) for i in reason.buffers), key=lambda t: (-t.size, t.id)))
     return CapacityExplanation(reason.kind, capacity, _reason_text(d, reason), reason.step,
                                reason.window, reason.live_bytes, reason.proven, reason.minimal,
@@ -164,19 +166,18 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
 
 def plan_in_time(planner: str, problem: Problem, seconds: float,
                  wall: float | None = None, seed: int = 0) -> Plan:
-    """The plan of ``planner`` that explain describes, within ``seconds``: as a CPU budget
-    (its option ``cpu``: the same plan on a busy machine, later) within ``wall`` seconds on
-    the clock (default: ``seconds``) for a planner that takes one, else as its time limit;
+    """The plan of ``planner`` that explain describes, within ``seconds``: its budget's CPU
+    allowance (the same plan on a busy machine, later) within ``wall`` seconds on the clock
+    (default: ``seconds``), or, for a planner that spends no allowance, its wall seconds;
     ``best`` with the budget of its untimed search too (the same plan as without a limit,
     when time allows)."""
-    budget = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
-    if takes_option(planner, "cpu"):
-        budget["cpu"], seconds = seconds, seconds if wall is None else wall
-    return plan_with(planner, problem, seed=seed, time_limit=seconds, **budget)
+    extra = {"search_evaluations": untimed_evaluations(problem)} if planner == "best" else {}
+    budget = Budget.of_limit(seconds if wall is None else wall, cpu=seconds)
+    return plan_with(planner, problem, seed=seed, budget=budget, **extra)
 
 
 def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.perf_counter())
+    return max(0.0, to_deadline(deadline))
 
 
 def _exact(value: int) -> str:
@@ -217,7 +218,8 @@ def _reason_text(d: _Describer, reason: Reason) -> str:
 
 
 def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None = None,
-            time_limit: float | None = 10.0, workers: int = 1) -> Explanation:
+            time_limit: float | None = 10.0, threads: int = 1,
+            workers: int | None = None) -> Explanation:
     """Where the peak comes from, where ``plan``'s extra bytes are, why ``capacity`` (default:
     the problem's) cannot be met, and what would help; see the module docstring.
 
@@ -225,13 +227,16 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     (its CP-SAT checks) may take `CAPACITY_SHARE` of it, the remedies what is
     left; what the limit cuts short is named in ``unmeasured``. The limit is
     kept up to one lower bound or one greedy plan of the problem; None (or
-    infinity) sets none, as in `memplan.solve`.
+    infinity) sets none, as in `memplan.solve`. ``workers``: the old name of ``threads``
+    (deprecated).
     """
     began = time.perf_counter()
+    if workers is not None:  # `threads` has a default: the old name replaces it
+        threads = renamed_keyword("workers", workers, "threads", None, where="explain")
     capacity = problem.capacity if capacity is None else check_capacity(capacity)
     limit = check_time_limit(time_limit, "time_limit")
     time_limit = math.inf if limit is None else limit  # None or inf: no limit
-    workers = check_workers(workers, "workers", default_allowed=False)
+    threads = check_workers(threads, "threads", default_allowed=False)
     if plan is not None and len(plan.offsets) != len(problem):
         raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
     deadline = began + time_limit
@@ -240,7 +245,7 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     bound = lower_bound(problem)
     peak_steps, peaks = _peaks(d, live)
     reason = None if capacity is None else \
-        _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, workers)
+        _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, threads)
     cut = ["capacity reason"] if reason is not None and reason.kind == UNDECIDED else []
     first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
     helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut)

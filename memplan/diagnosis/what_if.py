@@ -27,12 +27,12 @@ Cost: one lower bound (O(n log n) plus the alias groups) per change.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
+from memplan.budget import past
 from memplan.plan import Plan
 from memplan.problem import Alias, Buffer, Problem, alias_components
 
@@ -121,7 +121,7 @@ def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None,
             tried.append(("split", change, f"two halves of {half} B, produced and read one "
                                            f"after the other"))
         for name, change, detail in tried:
-            if deadline is not None and time.perf_counter() >= deadline:
+            if past(deadline):
                 if cut is not None:
                     cut.append("remedies")
                 return found
@@ -164,7 +164,7 @@ def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200,
     live_roots = set(root[(chosen.starts <= peak) & (chosen.ends > peak)].tolist())
     found = []
     for k in untaken[:most]:
-        if deadline is not None and time.perf_counter() >= deadline:
+        if past(deadline):
             if cut is not None:
                 cut.append("in-place aliases")
             break

@@ -40,10 +40,10 @@ from executorch.exir.memory_planning import (
 )
 from executorch.exir.passes import MemoryPlanningPass
 
-from memplan.errors import InvalidPlanError, ProblemError
-from memplan.executorch.banks import algorithm
+from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
+from memplan.executorch.target_regions import algorithm
 
 
 class MemplanPlanningPass(MemoryPlanningPass):
@@ -73,9 +73,9 @@ class MemplanPlanningPass(MemoryPlanningPass):
                      and not self.share_mutable_buffers,
                      allow_overlap=self.allow_lifetime_and_storage_overlap,
                      storage=None if self.algorithm.verify else self.verify)
-        check_banks = getattr(self.algorithm, "check_banks", None)
-        if check_banks is not None:  # a target memory map: every bank within its size
-            check_banks(graph_module)
+        check_regions = getattr(self.algorithm, "check_regions", None)
+        if check_regions is not None:  # a target memory map: every region within its size
+            check_regions(graph_module)
         if self.reports:  # the graph's own report comes after its subgraphs'; added to
             # the algorithm's own check of its plan, when it ran one
             self.reports[-1].verify_seconds += time.perf_counter() - began
@@ -136,26 +136,31 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
-                         verify: bool | str = True, seed: int = 0, workers: int | None = None,
-                         banks: Any = None, objective: str | None = None,
-                         relative_gap: float | None = None,
+                         verify: bool | str = True, seed: int = 0, threads: int | None = None,
+                         regions: Any = None, objective: str | None = None,
+                         relative_gap: float | None = None, banks: Any = None,
+                         workers: int | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
     graph; ``fallback="greedy"`` hands what memplan cannot plan (or the storage check
     rejects: it then runs inside the algorithm) to ExecuTorch's greedy with a warning
     (default: refused). ``verify``: the checks after each graph, True (or "memplan")
     with memplan's sweep, "executorch" with ExecuTorch's pairwise Verifier, False none.
-    ``banks``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks,
-    planned for ``objective`` (``"traffic"``, the default, or ``"slow_arena"``: see
-    `memplan.executorch.banks`), stopping once proven within ``relative_gap`` (1 % by
-    default; 0: the optimum, or the time limit). ``pass_options`` are ExecuTorch's
+    ``regions``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks (a
+    region each), planned for ``objective`` (``"traffic"``, the default, or
+    ``"slow_arena"``: see `memplan.executorch.target_regions`), stopping once proven within
+    ``relative_gap`` (1 % by default; 0: the optimum, or the time limit). ``banks``: the
+    old name of ``regions``, for one release. ``pass_options`` are ExecuTorch's
     (``alloc_graph_input``, ``alignment``...)."""
-    if banks is not None and pass_options.get("share_mutable_buffers"):
-        raise ProblemError("share_mutable_buffers is not supported with banks (ExecuTorch "
+    regions = renamed_keyword("banks", banks, "regions", regions)
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="memory_planning_pass")
+    if regions is not None and pass_options.get("share_mutable_buffers"):
+        raise ProblemError("share_mutable_buffers is not supported with regions (ExecuTorch "
                            "keeps arena 2 for shared state)")
     mode = check_mode(verify)
     inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
-                                         seed=seed, workers=workers, banks=banks,
+                                         seed=seed, threads=threads, regions=regions,
                                          objective=objective, relative_gap=relative_gap),
                                verify=mode, **pass_options)

@@ -76,7 +76,7 @@ def spec_namer(graph_module: Any) -> Callable[[Any], str]:
 
     def name(spec: Any) -> str:
         if not names:
-            from memplan.frontends.executorch_specs import spec_names
+            from memplan.executorch.executorch_specs import spec_names
 
             names.update(spec_names(graph_module) or {None: ""})
         return repr(names[spec]) if spec in names else "a tensor"

@@ -6,7 +6,7 @@ graph_signature, extra_padding)`` and takes back a ``MemoryAlgoResult``: per
 spec its arena (``mem_id``), offset and memory object, and the size of every
 arena (``bufsizes``). `MemplanAlgorithm` answers that call:
 
-- `memplan.frontends.executorch_specs.spec_layout` turns the specs into one
+- `memplan.executorch.executorch_specs.spec_layout` turns the specs into one
   `Problem` per arena (realigned sizes, half-open lifetimes, the subgraphs'
   reserved bytes below the base; refused naming the node where it cannot);
 - `memplan.solve` plans each arena within the time left (heuristics, then
@@ -57,9 +57,10 @@ from executorch.exir.memory_planning import (
 )
 
 from memplan.api import SolveOptions, solve
-from memplan.errors import InvalidPlanError, ProblemError
+from memplan.budget import left_of
+from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
+from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
-from memplan.frontends.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -158,7 +159,7 @@ class MemplanAlgorithm:
         for k, (mem_id, problem) in enumerate(sorted(layout.problems.items())):
             share = None
             if limit is not None:
-                left = limit - (time.perf_counter() - began)
+                left = left_of(limit, began)
                 share = max(0.0, left / (len(layout.problems) - k))
             plans[mem_id] = solve(problem, replace(self.options, time_limit=share))
         return plans
@@ -251,7 +252,8 @@ def verify_result(result: MemoryAlgoResult, graph_module: Any, signature: Any, *
 
 
 def algorithm(time_limit: float | None = 10.0, *, fallback: str | None = None,
-              verify: bool | str = True, seed: int = 0, workers: int | None = None
+              verify: bool | str = True, seed: int = 0, threads: int | None = None,
+              workers: int | None = None
               ) -> MemplanAlgorithm:
     """memplan as an algorithm of ``MemoryPlanningAlgorithmSuite(algo_list=[...])``:
     ``time_limit`` seconds per graph (None: until proven optimal), ``fallback="greedy"``
@@ -259,5 +261,7 @@ def algorithm(time_limit: float | None = 10.0, *, fallback: str | None = None,
     each plan as ExecuTorch's Verifier does (True: memplan's sweep; "executorch": the
     Verifier's pairwise check; False: none). A bad time limit, seed, worker count or
     check is refused here (`ProblemError`)."""
-    return MemplanAlgorithm(SolveOptions(time_limit=time_limit, seed=seed, workers=workers),
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="algorithm")
+    return MemplanAlgorithm(SolveOptions(time_limit=time_limit, seed=seed, threads=threads),
                             fallback=fallback, verify=verify)

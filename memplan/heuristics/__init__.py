@@ -4,8 +4,8 @@
 parts; the planner modules compose them and register themselves on import.
 
 Layer 2: may import layers 0-1 (errors, problem, bounds, plan, groups,
-validate, options, registry); never solver/, frontends/, deploy/, export/
-or the top-level modules.
+validate, options, registry); never solver/, the readers, deploy/ or the
+top-level modules (docs/explanation/architecture.md).
 """
 
 from memplan.heuristics import (  # noqa: F401  (each module registers its planners)

@@ -22,9 +22,9 @@ Steps:
   reaches the lower bound (proven optimal); Ctrl-C ends the search with the
   best order so far (``stats["interrupted"]``). The best chain's plan wins.
 
-With a ``cpu`` budget (a caller's share of its own limit, e.g.
+With a CPU allowance (its budget's ``cpu``, a caller's share of its own limit, e.g.
 `memplan.api.compare`'s) the schedule counts CPU seconds of the thread
-(`memplan.heuristics.paced`): the temperature falls with the CPU spent, a chain
+(`memplan.budget`): the temperature falls with the CPU spent, a chain
 starts when its first decode's CPU seconds fit, and each slice ends at the
 call's pace (wall seconds per CPU second), so that a busy machine runs the
 same schedule, later; the time limit (wall) still ends the search.
@@ -47,16 +47,17 @@ from typing import NamedTuple
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import Budget
 from memplan.heuristics import compiled_place, hill_climb
 from memplan.heuristics.compiled_place import compiled_offsets, kernel_columns
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import START_ORDERS
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import register
+from memplan.shares import SLICE_SECONDS
 
 try:
     import memplan.heuristics._search_kernel as _search_kernel
@@ -64,7 +65,6 @@ except ImportError:  # no C compiler at install time: `hill_climb` in Python
     _search_kernel = None
 
 PLACEMENTS = ("best_fit", "first_fit")
-SLICE_SECONDS = 0.05  # search between two looks for Ctrl-C
 SLICE_EVALUATIONS = 400  # the same with an evaluation budget (deterministic)
 UNTIMED_EVALUATIONS = 20_000  # no time limit and no budget: at most this many orders ...
 UNTIMED_WORK = 2_000_000  # ... and about this many units placed
@@ -80,7 +80,6 @@ class AnnealOptions:
                                        "(t * arena)), t falling to 0")
     explore: float = option(0.1, "chance to move any unit rather than one at the peak")
     restart: int = option(3000, "evaluations without a new best: back to the best order")
-    cpu: float | None = cpu_option()
 
 
 DEFAULTS = AnnealOptions()
@@ -124,7 +123,7 @@ def start_orders(units: Units, deadline: float | None) -> list[Start]:
     return found
 
 
-def _chains(units: Units, starts: list, bound: int, seed: int, clock: PacedBudget) -> list:
+def _chains(units: Units, starts: list, bound: int, seed: int, clock: Budget) -> list:
     """``(chain, placement)`` per start, while the budget leaves time for the chain's first
     decode (a whole pass: seconds on a training step of 30k buffers). A start's ``cpu``
     (`Start`), else the last chain's, tells what a decode takes in CPU seconds."""
@@ -142,7 +141,7 @@ def _chains(units: Units, starts: list, bound: int, seed: int, clock: PacedBudge
     return chains
 
 
-def _schedule(clock: PacedBudget, began: tuple[float, float],
+def _schedule(clock: Budget, began: tuple[float, float],
               now: float) -> tuple[float, tuple[float, float]]:
     """A slice starting at ``now``: its wall seconds (`SLICE_SECONDS`, or to the budget's
     end) and the search's progress at its start and end, 0 to 1: in CPU seconds of the
@@ -158,7 +157,7 @@ def _schedule(clock: PacedBudget, began: tuple[float, float],
 
 
 def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None = None,
-           budget: PacedBudget | None = None,
+           budget: Budget | None = None,
            options: AnnealOptions = DEFAULTS) -> tuple[np.ndarray | None, dict]:
     """Buffer offsets of the best order the chains from ``starts`` (`Start`, or ``(arena,
     order, placement)``) find, and stats (see the module doc); ``deadline``: a
@@ -168,7 +167,7 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
     checks `available` first."""
     problem = units.problem
     bound = lower_bound(problem)
-    clock = PacedBudget(None, deadline) if budget is None else budget
+    clock = Budget(None, deadline) if budget is None else budget
     chains = _chains(units, starts, bound, seed, clock)
     stats = {"evaluations": 0, "start_arenas": [start[0] for start in starts], "cut": 0}
     if not chains:
@@ -187,7 +186,7 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
             k = turn % len(chains)
             now = time.perf_counter()
             done = sum(evaluations)
-            if (evaluation_budget is not None and done >= evaluation_budget) or clock.over() \
+            if (evaluation_budget is not None and done >= evaluation_budget) or clock.expired() \
                     or movable < 2:
                 break  # (one free unit or none: no order to change)
             if evaluation_budget is not None:
@@ -216,17 +215,16 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
 
 
 @register("anneal")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """Simulated annealing over orders in C (see the module doc); ``hint`` is unused."""
-    began = time.perf_counter()
     chosen = parse_options("anneal", DEFAULTS, options)
     check_single_region(problem)
     if not available(problem):
-        fallback = hill_climb.plan(problem, time_limit=time_limit, seed=seed)
+        fallback = hill_climb.plan(problem, budget=Budget.of_limit(budget.limit), seed=seed)
         fallback.planner, fallback.stats["fallback"] = "anneal", "hill_climb"
         return fallback
-    clock = PacedBudget.of_planner(chosen.cpu, time_limit, began)
+    clock = budget
     units = Units.build(problem, pairs=False)
     starts = start_orders(units, clock.end())
     offsets, stats = search(units, starts, seed=seed, budget=clock, options=chosen)
@@ -234,7 +232,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         first = min(starts, key=lambda s: s.arena)
         offsets, stats["placement"] = first.offsets, first.placement
     return Plan.from_offsets(problem, offsets, planner="anneal",
-                             seconds=time.perf_counter() - began, stats=stats)
+                             seconds=time.perf_counter() - budget.began, stats=stats)
 
 
 plan.options = DEFAULTS

@@ -4,9 +4,9 @@ XLA's ChooseBestHeap, then a search. Steps:
 - first the time sweep (`memplan.heuristics.time_sweep`, both placements):
   O(n log n), so a plan exists early whatever the size; on problems over
   ``breadth_first_buffers`` that the compiled pass places
-  (`memplan.heuristics.compiled_place`), the floor's pass (below) comes
+  (`memplan.heuristics.compiled_place`), the ceiling's pass (below) comes
   right after the first sweep, uncut, then the breadth pass (all in C; the
-  sweep first, so that a plan exists early; the floor second, so that the
+  sweep first, so that a plan exists early; the ceiling second, so that the
   one pass every call runs, up to a CPU second at 30k buffers, is within
   the limit, busy machine or not); then the band of long-lived units
   (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
@@ -36,7 +36,7 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
 - once a plan meets the lower bound (optimal), no further pass runs
   after the first two;
-- the floor: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
+- the ceiling: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
   compiled) run again, uncut, if the limit cut or skipped it, so that no
   limit (0 s, a busy machine) leaves a plan larger than the cheapest
   greedy's (milliseconds on networks; on problems over
@@ -44,8 +44,8 @@ XLA's ChooseBestHeap, then a search. Steps:
   of about 0 s left it out); without the compiled pass and over
   ``max_pairs`` pairs, or where its work (every overlapping pair met once:
   560 M pairs, a minute, on eight training steps end to end) would not fit
-  half the limit (`memplan.registry.floor_fits`), the time sweep's plan is
-  the floor, and no order x placement pass runs (each costs as much);
+  half the limit (`memplan.registry.ceiling_fits`), the time sweep's plan is
+  the ceiling, and no order x placement pass runs (each costs as much);
 - a pass under way when the time runs out is cut (its remaining units
   stacked, still a valid plan) and named in ``stats["cut"]``; passes not
   started are named in ``stats["skipped"]``; Ctrl-C ends the passes or the
@@ -62,10 +62,10 @@ machine): with a limit, the first plan (the time sweep's, within
 what one validation of this problem costs here; the later passes and the
 search end that long (times ``VALIDATE_MARGIN``) before the limit, so that
 the winner, if another, is validated in time (``stats["validate_reserve"]``).
-When the compiled floor pass comes next, that first validation runs in a
+When the compiled ceiling pass comes next, that first validation runs in a
 thread beside it (the pass releases the GIL).
 
-With a ``cpu`` budget (a caller's share of its own limit: the exact
+With a CPU allowance (its budget's ``cpu``, a caller's share of its own limit: the exact
 planner's warm start, the canonical planner's start plan), the decisions
 count CPU seconds of this thread (and of the descent's probes): a pass is
 skipped once the budget less the validation's reserve (timed in CPU seconds
@@ -97,6 +97,7 @@ from functools import partial
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import Budget, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
 from memplan.heuristics import anneal, compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
@@ -104,23 +105,19 @@ from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
-from memplan.registry import FLOOR, floor_fits, planners, register
+from memplan.registry import CEILING, ceiling_fits, planners, register
+from memplan.shares import VALIDATE_MARGIN, VALIDATE_SHARE
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
-# of a time limit, on the wall clock: kept for validating until one validation is timed. The
-# winner's validation must end within the caller's limit and a busy machine slows it as much
-# as the passes, so this reserve enforces the limit (it is no hand-over between searches);
-# the floor pass runs uncut whatever it leaves (never a plan larger than greedy_by_size's)
-VALIDATE_SHARE = 0.2
-VALIDATE_MARGIN = 1.5  # the later passes keep this many times the timed validation
+# `VALIDATE_SHARE` of a limit is kept for validating until one validation is timed; the ceiling
+# pass runs uncut whatever it leaves (never a plan larger than greedy_by_size's)
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
@@ -147,7 +144,6 @@ class BestOptions:
                                  "the order search; 0: none")
     max_pairs: int = option(8_000_000, "without the compiled pass, more overlapping pairs: "
                                        "no order x placement pass (pair lists too big)")
-    cpu: float | None = cpu_option("the passes and the search")
 
 
 DEFAULTS = BestOptions()
@@ -168,14 +164,14 @@ def candidates(options: BestOptions) -> list[tuple[str, GreedyOptions]]:
 class Run:
     """One call of ``best``: its deadline, the plans tried and what became of each pass."""
 
-    def __init__(self, problem: Problem, chosen: BestOptions, time_limit: float | None):
-        self.began = time.perf_counter()
+    def __init__(self, problem: Problem, chosen: BestOptions, budget: Budget):
+        self.began, time_limit, self.cpu = budget.began, budget.limit, budget.cpu
         self.problem, self.chosen, self.time_limit = problem, chosen, time_limit
         # until one validation is timed, the passes leave VALIDATE_SHARE of the limit for it,
         # and of the CPU budget (`cpu_left`); the CPU the descent's probes took in threads of
         # their own is added to this thread's (``clock.elsewhere``)
-        self.clock = PacedBudget(
-            None if chosen.cpu is None else chosen.cpu * (1 - VALIDATE_SHARE),
+        self.clock = Budget(
+            None if self.cpu is None else self.cpu * (1 - VALIDATE_SHARE),
             None if time_limit is None else self.began + time_limit * (1 - VALIDATE_SHARE))
         self.tried: list = []  # (arena, name, offsets, stats)
         self.cut: dict[str, int] = {}  # passes cut by the deadline: units they stacked
@@ -190,11 +186,11 @@ class Run:
         self.attempts = 0
         self.pairs = time_overlap_count(problem.starts, problem.ends) + len(problem.conflicts)
         self.compiled = compiled_place.fits(problem, "best_fit")
-        # the order x placement passes cost what the floor's does (every overlapping pair
+        # the order x placement passes cost what the ceiling's does (every overlapping pair
         # met once): where it would not fit the caller's limit (the wall one; a budget is a
-        # share of it: the floor runs whatever the budget), only the sweeps run
-        self.pairwise = not chosen.sweep or floor_fits(
-            problem, chosen.cpu if time_limit is None else time_limit)
+        # share of it: the ceiling runs whatever the budget), only the sweeps run
+        self.pairwise = not chosen.sweep or ceiling_fits(
+            problem, self.cpu if time_limit is None else time_limit)
         self.built: dict[bool, Units] = {}
 
     def units(self, with_pairs: bool, uncut: bool = False) -> Units:
@@ -226,9 +222,9 @@ class Run:
             return self.budgeted(wall, cpu_end)
 
         sweeps = [(f"time_sweep(placement={placement!r})", partial(
-            lambda p, floor: sweep_offsets(self.units(False, uncut=floor), p,
-                                           None if floor else ends()), placement, k == 0 and
-            not self.pairwise))  # the first sweep is the floor where `FLOOR` is not
+            lambda p, ceiling: sweep_offsets(self.units(False, uncut=ceiling), p,
+                                             None if ceiling else ends()), placement, k == 0 and
+            not self.pairwise))  # the first sweep is the ceiling where `CEILING` is not
             for k, placement in enumerate(chosen.placements if chosen.sweep else ())]
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
             sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
@@ -237,10 +233,10 @@ class Run:
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
         if self.compiled and greedy and len(self.problem) > chosen.breadth_first_buffers:
-            self.overlap = chosen.sweep  # the first sweep validated beside the floor's pass
-            floor = [(FLOOR, self.floor_pass)] if any(n == FLOOR for n, _ in greedy) else []
-            greedy = [(name, step) for name, step in greedy if name != FLOOR]
-            return sweeps[:1] + floor + greedy[:1] + sweeps[1:] + greedy[1:]
+            self.overlap = chosen.sweep  # the first sweep validated beside the ceiling's pass
+            ceiling = [(CEILING, self.ceiling_pass)] if any(n == CEILING for n, _ in greedy) else []
+            greedy = [(name, step) for name, step in greedy if name != CEILING]
+            return sweeps[:1] + ceiling + greedy[:1] + sweeps[1:] + greedy[1:]
         return sweeps + greedy
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
@@ -264,23 +260,23 @@ class Run:
             return
         self.keep(name, offsets, stats)
 
-    def floor(self) -> None:
-        """`FLOOR`'s pass, uncut, unless it ran to its end already (or its pair lists in
+    def ceiling(self) -> None:
+        """`CEILING`'s pass, uncut, unless it ran to its end already (or its pair lists in
         Python would be too many, or do not fit in memory, or its work does not fit the
-        limit, `floor_fits`: then the time sweep is the floor)."""
-        if any(name == FLOOR and not stats["cut"] for _, name, _, stats in self.tried) or \
+        limit, `ceiling_fits`: then the time sweep is the ceiling)."""
+        if any(name == CEILING and not stats["cut"] for _, name, _, stats in self.tried) or \
                 not self.pairwise or (not self.compiled and self.pairs > self.chosen.max_pairs):
             return
         try:
-            offsets, stats = self.floor_pass()
-        except PairLimitError:  # too many for memory: the time sweep is the floor
+            offsets, stats = self.ceiling_pass()
+        except PairLimitError:  # too many for memory: the time sweep is the ceiling
             return
-        self.tried = [tried for tried in self.tried if tried[1] != FLOOR]  # a cut one
-        self.keep(FLOOR, offsets, stats)
+        self.tried = [tried for tried in self.tried if tried[1] != CEILING]  # a cut one
+        self.keep(CEILING, offsets, stats)
 
-    def floor_pass(self) -> tuple[np.ndarray, dict]:
-        """`FLOOR`'s pass, with no deadline."""
-        return greedy_offsets(self.units(not self.compiled, uncut=True), PRESETS[FLOOR],
+    def ceiling_pass(self) -> tuple[np.ndarray, dict]:
+        """`CEILING`'s pass, with no deadline."""
+        return greedy_offsets(self.units(not self.compiled, uncut=True), PRESETS[CEILING],
                               compiled=self.compiled)
 
     def keep(self, name: str, offsets: np.ndarray, stats: dict) -> None:
@@ -311,7 +307,7 @@ class Run:
             self.clock.deadline = self.began + self.time_limit - \
                 (VALIDATE_MARGIN * seconds if valid else 0.0)
         if self.clock.cpu is not None:
-            self.clock.cpu = self.chosen.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
+            self.clock.cpu = self.cpu - (VALIDATE_MARGIN * self.check_cpu if valid else 0.0)
 
     def settle(self) -> None:
         """Wait for the validation beside the compiled pass; its time sets the reserve."""
@@ -323,7 +319,7 @@ class Run:
     def budgeted(self, wall: float | None, cpu_end: float | None = None) -> float | None:
         """The `time.perf_counter` deadline of a pass or a search starting now: ``wall``, and
         with a CPU budget no later than the CPU seconds left to ``cpu_end`` (default: the
-        budget's), at this call's pace so far (`PacedBudget.until`). Read as each starts, so
+        budget's), at this call's pace so far (`Budget.until`). Read as each starts, so
         that a pass slowed by load neither uses up the budget of the next ones nor is cut
         before it has taken its CPU seconds (the kernels keep wall deadlines); only ``wall``
         (the caller's limit) is lost to the load."""
@@ -338,7 +334,7 @@ class Run:
         if self.clock.cpu is not None and (self.cpu_left() <= 0 or bool(self.cut)):
             return True
         deadline = self.clock.deadline
-        return deadline is not None and (time.perf_counter() > deadline or bool(self.cut))
+        return deadline is not None and (past(deadline) or bool(self.cut))
 
     def at_bound(self) -> bool:
         """Whether a plan tried meets the lower bound (optimal: nothing left to gain)."""
@@ -370,7 +366,7 @@ class Run:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
         found = planner(self.problem, time_limit=None if self.clock.deadline is None else
-                        self.clock.deadline - time.perf_counter(),
+                        to_deadline(self.clock.deadline),
                         hint=Plan.from_offsets(self.problem, offsets, planner=name),
                         cpu=self.cpu_left() * self.chosen.descent)
         if "fallback" in found.stats:  # a problem the canonical search does not take
@@ -440,10 +436,10 @@ class Run:
         extra = {"cut": self.cut, "skipped": self.skipped, "interrupted": self.interrupted,
                  "pairs": self.pairs, "cut_short": (bool(self.cut) or self.late) and
                  not self.at_bound()}
-        floors = [arena for arena, name, _, stats in self.tried
-                  if name == FLOOR and not stats["cut"]]
-        if floors:  # this plan is no larger (`memplan.solver.exact` need not run it again)
-            extra["floor_arena"] = floors[0]
+        ceilings = [arena for arena, name, _, stats in self.tried
+                    if name == CEILING and not stats["cut"]]
+        if ceilings:  # this plan is no larger (`memplan.solver.exact` need not run it again)
+            extra["ceiling_arena"] = ceilings[0]
         if self.time_limit is not None:
             extra["validate_reserve"] = max(0.0, self.began + self.time_limit -
                                             self.clock.deadline)
@@ -451,18 +447,18 @@ class Run:
 
 
 @register("best")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The smallest valid plan of the fast heuristics and the search (see the module doc)."""
     chosen = parse_options("best", DEFAULTS, options)
     check_single_region(problem)
-    run = Run(problem, chosen, time_limit)
+    run = Run(problem, chosen, budget)
     try:
         for name, step in run.passes():
             run.attempt(name, step)
         run.settle()
         run.search(seed)
-        run.floor()
+        run.ceiling()
     except KeyboardInterrupt:  # Ctrl-C: the plans so far, the best of them validated
         if not run.tried:
             raise
@@ -470,7 +466,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     finally:
         run.settle()  # no thread outlives the call
     if not run.tried and run.too_many:  # every pass needed pair lists (sweep=False)
-        return pair_free_plan("best", problem, run.began, time_limit, run.too_many[0])
+        return pair_free_plan("best", problem, run.began, budget.deadline, run.too_many[0])
     return _smallest_valid(problem, run.tried, run.began, run.checked, run.extra())
 
 

@@ -36,10 +36,9 @@ buffers, more than a 1 s limit allows. Cost: O(n log n + n g) for g free gaps
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from memplan.budget import to_deadline
 from memplan.heuristics.units import Units
 from memplan.problem import Problem
 
@@ -80,7 +79,7 @@ def compiled_offsets(units: Units, order: np.ndarray, placement: str,
                      deadline: float | None = None) -> tuple[np.ndarray, int]:
     """Buffer offsets of ``order`` placed by the kernel, and the units cut by ``deadline``
     (a `time.perf_counter` value). The caller checks `fits` first."""
-    seconds = 0.0 if deadline is None else deadline - time.perf_counter()
+    seconds = 0.0 if deadline is None else to_deadline(deadline)
     bases, cut = _kernel_place(*kernel_columns(units), np.ascontiguousarray(order, np.int64),
                                int(placement == "best_fit"), int(deadline is not None),
                                float(seconds))
@@ -94,7 +93,7 @@ def compiled_sweep(sweep, best: bool, deadline: float | None,
     `memplan.heuristics.time_sweep.free_list_sweep` for the same ``sweep`` (a
     `time_sweep.Sweep`). The caller checks `available` first."""
     column = np.ascontiguousarray
-    seconds = 0.0 if deadline is None else deadline - time.perf_counter()
+    seconds = 0.0 if deadline is None else to_deadline(deadline)
     bases, cut = _kernel_sweep(
         column(sweep.extent, np.int64), column(sweep.residue, np.int64),
         column(sweep.modulus, np.int64), column(sweep.order, np.int64),

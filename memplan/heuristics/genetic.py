@@ -18,14 +18,13 @@ limits, same plan (unless the time limit cuts the run).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.budget import Budget
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -42,7 +41,6 @@ class GeneticOptions:
     elite: int = option(2, "best orders carried over unchanged")
     tournament: int = option(3, "orders drawn to pick each parent")
     mutation: float = option(0.5, "chance a child gets a peak swap")
-    cpu: float | None = cpu_option()
 
 
 DEFAULTS = GeneticOptions()
@@ -56,18 +54,17 @@ def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -
 
 
 @register("genetic")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """A genetic search over orders (see the module doc); ``hint`` is unused."""
-    began = time.perf_counter()
     chosen = parse_options("genetic", DEFAULTS, options)
     if chosen.population < 2 or not 0 <= chosen.elite < chosen.population:
         raise ValueError("genetic needs population >= 2 and 0 <= elite < population")
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, PacedBudget.of_planner(chosen.cpu, time_limit, began))
+        search = OrderSearch(problem, budget)
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
-        return pair_free_plan("genetic", problem, began, time_limit, why)
+        return pair_free_plan("genetic", problem, budget.began, budget.deadline, why)
     rng = np.random.default_rng(seed)
     population = search.starts()  # (arena, offsets, order), best first
     if len(population[0][2]) < 2:

@@ -1,6 +1,9 @@
 """``hill_climb``: improve the best greedy order by moving the buffers that set the peak.
 
-Steps (simulated annealing over placement orders, decoded by best fit):
+Steps (a hill climb over placement orders, decoded by best fit; it steps down
+now and then, by annealing's rule, so as not to stop on the first plateau: with
+``temperature=0`` it never does; `memplan.heuristics.anneal` is the full
+annealing search, compiled):
 - start from the best greedy order (`memplan.heuristics.order_search`);
 - each iteration: take a unit whose top reaches the current peak (now and
   then any unit, to leave a plateau) and swap it with a unit placed before
@@ -20,14 +23,13 @@ hard MiniMalloc problems it closes part of the gap, not all of it.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.budget import Budget
 from memplan.errors import PairLimitError
 from memplan.heuristics.order_search import OrderSearch
-from memplan.heuristics.paced import PacedBudget, cpu_option
 from memplan.heuristics.presets import pair_free_plan
 from memplan.options import option, parse_options
 from memplan.plan import Plan
@@ -43,7 +45,6 @@ class HillClimbOptions:
     temperature: float = option(0.005, "accept a worse arena with prob exp(-increase / (t * "
                                        "arena))")
     explore: float = option(0.2, "chance to move any unit rather than one at the peak")
-    cpu: float | None = cpu_option()
 
 
 DEFAULTS = HillClimbOptions()
@@ -51,7 +52,7 @@ DEFAULTS = HillClimbOptions()
 
 def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
           start: tuple[int, np.ndarray, np.ndarray] | None = None) -> int:
-    """Run the annealing from ``start`` (arena, offsets, order: a best-fit plan already
+    """Run the climb from ``start`` (arena, offsets, order: a best-fit plan already
     decoded) or the search's best start; the search keeps the best. Accepted moves."""
     arena, offsets, order = start if start is not None else search.starts()[0]
     rng = np.random.default_rng(seed)
@@ -70,16 +71,15 @@ def climb(search: OrderSearch, options: HillClimbOptions, seed: int,
 
 
 @register("hill_climb")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """Simulated annealing over orders (see the module doc); ``hint`` is unused."""
-    began = time.perf_counter()
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
+    """A hill climb over orders (see the module doc); ``hint`` is unused."""
     chosen = parse_options("hill_climb", DEFAULTS, options)
     check_single_region(problem)
     try:
-        search = OrderSearch(problem, PacedBudget.of_planner(chosen.cpu, time_limit, began))
+        search = OrderSearch(problem, budget)
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
-        return pair_free_plan("hill_climb", problem, began, time_limit, why)
+        return pair_free_plan("hill_climb", problem, budget.began, budget.deadline, why)
     accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})
 

@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import bisect
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.budget import Budget, past
 from memplan.heuristics.time_sweep import (
     CLOCK_EVERY,
     PLACEMENTS,
@@ -292,8 +292,7 @@ def band_offsets(units: Units, placement: str = "best_fit",
     released, cut, in_gap = 0, 0, 0
     inplace = _InPlace(units, start, end)
     for position, unit in enumerate(order.tolist()):
-        if cut or (deadline is not None and position % CLOCK_EVERY == 0
-                   and time.perf_counter() > deadline):
+        if cut or (deadline is not None and position % CLOCK_EVERY == 0 and past(deadline)):
             cut = cut or len(order) - position
             if not is_band[unit]:
                 at = peak + (residue[unit] - peak) % modulus[unit]
@@ -331,10 +330,10 @@ def band_offsets(units: Units, placement: str = "best_fit",
 
 
 @register("long_lived")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The band plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    return unit_sweep_plan("long_lived", band_offsets, problem, time_limit, LongLivedOptions(),
+    return unit_sweep_plan("long_lived", band_offsets, problem, budget, LongLivedOptions(),
                            options)
 
 

@@ -31,12 +31,12 @@ to last member end), which can waste room inside a long alias group.
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.budget import past
 from memplan.groups import combine_congruences
 from memplan.heuristics.placement import Placer, choose_gap
 from memplan.heuristics.units import Units
@@ -131,7 +131,7 @@ def assign_objects(units: Units, order: np.ndarray, prefer: str,
 
     order = order.tolist()
     for count, unit in enumerate(order):
-        if deadline is not None and time.perf_counter() > deadline:  # every unit: one may
+        if past(deadline):  # every unit: one may
             # try hundreds of objects (~1 ms), and a clock read costs ~60 ns
             assignment.own = np.array(order[count:], np.int64)
             break

@@ -10,7 +10,7 @@ whose arena size is the order's cost. `OrderSearch`:
 - evaluates orders, counting them and remembering the best;
 - says stop at the time limit, at the iteration limit the planner counts,
   and at once when the best arena reaches the lower bound (proven optimal);
-  with a ``cpu`` budget (`memplan.heuristics.paced`), also once the thread has
+  with a ``cpu`` budget (`memplan.budget`), also once the thread has
   taken it, each decode's deadline set at the call's pace: a busy machine
   runs the same generations or steps, later, within the time limit.
 
@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import Budget, thread_cpu
 from memplan.heuristics.order import order_units
-from memplan.heuristics.paced import PacedBudget
 from memplan.heuristics.placement import Placer
 from memplan.heuristics.units import Units, listing_budget
 from memplan.plan import Plan
@@ -41,7 +41,7 @@ START_ORDERS = ("size", "spatial", "breadth", "start", "temporal")
 class OrderSearch:
     """Decoder, best-so-far and stopping rule of one search run."""
 
-    def __init__(self, problem: Problem, clock: PacedBudget, units: Units | None = None):
+    def __init__(self, problem: Problem, clock: Budget, units: Units | None = None):
         """``clock``: the time limit (its deadline) and the CPU budget of the search,
         counted from its start."""
         self.problem, self.clock, self.began = problem, clock, clock.began
@@ -49,7 +49,7 @@ class OrderSearch:
             clock.deadline - clock.began
         self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
             problem, deadline=clock.end(),
-            cpu_deadline=listing_budget(time.thread_time(), limit)) if units is None else units
+            cpu_deadline=listing_budget(thread_cpu(), limit)) if units is None else units
         self.placer = Placer(self.units)
         self.bound = lower_bound(problem)
         self.evaluations = 0
@@ -99,7 +99,7 @@ class OrderSearch:
         return self.best_arena <= self.bound
 
     def should_stop(self) -> bool:
-        return self.solved or self.clock.over()
+        return self.solved or self.clock.expired()
 
     def peak_swap(self, order: np.ndarray, offsets: np.ndarray, arena: int,
                   rng: np.random.Generator, explore: float = 0.0) -> tuple[np.ndarray, int]:

@@ -42,11 +42,11 @@ everything placed (O(1) each), so the pass still returns a valid plan, and
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 import numpy as np
 
+from memplan.budget import past
 from memplan.errors import ProblemError
 from memplan.heuristics.units import Units
 
@@ -189,8 +189,7 @@ class Placer:
             if self.cut:
                 peak = put(unit, units.aligned(unit, peak))
                 continue
-            if deadline is not None and count % CLOCK_EVERY == 0 \
-                    and time.perf_counter() > deadline:
+            if deadline is not None and count % CLOCK_EVERY == 0 and past(deadline):
                 self.cut = len(order) - count
                 peak = put(unit, units.aligned(unit, peak))
                 continue

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import Budget
 from memplan.errors import PairLimitError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.time_sweep import sweep_offsets
@@ -56,11 +57,11 @@ def _needs_pairs(problem: Problem, chosen) -> bool:
         time_overlap_count(problem.starts, problem.ends) <= STACK_PAIRS
 
 
-def pair_free_plan(name: str, problem: Problem, began: float, time_limit: float | None,
+def pair_free_plan(name: str, problem: Problem, began: float, deadline: float | None,
                    why: PairLimitError) -> Plan:
     """The plan of planner ``name`` (started at ``began``) when its pair lists do not fit
-    (``why``): the time sweep's, which lists no pairs, marked ``stats["fallback"]``."""
-    deadline = None if time_limit is None else began + time_limit
+    (``why``): the time sweep's, which lists no pairs, marked ``stats["fallback"]``, by
+    ``deadline`` (a `time.perf_counter` value; None: none)."""
     offsets, stats = sweep_offsets(Units.build(problem, pairs=False), "best_fit", deadline)
     return Plan.from_offsets(problem, offsets, planner=name,
                              seconds=time.perf_counter() - began,
@@ -72,28 +73,27 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
 
     The algorithm takes ``(units, options, deadline)`` (a `time.perf_counter`
     value or None) and keeps the deadline (cutting its pass, saying so in its
-    stats), so the planner keeps its ``time_limit``.
+    stats), so the planner keeps its budget (wall seconds: `Budget.wall_end`).
     """
 
-    def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-             hint: Plan | None = None, **options) -> Plan:
-        began, cpu_began = time.perf_counter(), time.thread_time()
+    def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+             **options) -> Plan:
         chosen = parse_options(name, defaults, options)
         check_single_region(problem)
         lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
-        deadline = None if time_limit is None else began + time_limit
+        deadline = budget.wall_end()
         try:
             units = Units.build(problem, pairs=_needs_pairs(problem, chosen),
                                 deadline=deadline,
-                                cpu_deadline=listing_budget(cpu_began, time_limit))
+                                cpu_deadline=listing_budget(budget.cpu_began, budget.seconds))
             offsets, stats = algorithm(units, chosen, deadline)
         except PairLimitError as why:
-            return pair_free_plan(name, problem, began, time_limit, why)
+            return pair_free_plan(name, problem, budget.began, deadline, why)
         return Plan.from_offsets(problem, offsets, planner=name,
-                                 seconds=time.perf_counter() - began, stats=stats)
+                                 seconds=time.perf_counter() - budget.began, stats=stats)
 
     plan.__name__ = name
     plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: seed and hint are unused; "
-                    f"past time_limit the units left are stacked (stats['cut']).")
+                    f"past its budget the units left are stacked (stats['cut']).")
     plan.options = defaults
     return register(name)(plan)

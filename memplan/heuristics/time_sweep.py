@@ -50,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from memplan.bounds import lower_bound
+from memplan.budget import Budget, past
 from memplan.heuristics import compiled_place
 from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
@@ -63,7 +64,7 @@ _TOP = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
-class SweepOptions:
+class TimeSweepOptions:
     """Options of ``time_sweep``."""
 
     placement: str = option("best_fit", "best_fit: the smallest free gap that fits; "
@@ -174,8 +175,7 @@ def free_list_sweep(sweep: Sweep, best: bool, deadline: float | None) -> tuple[n
     by_end, ends = sweep.by_end.tolist(), sweep.ends.tolist()
     released, cut = 0, 0
     for position, unit in enumerate(order):
-        if cut or (deadline is not None and position % CLOCK_EVERY == 0
-                   and time.perf_counter() > deadline):
+        if cut or (deadline is not None and position % CLOCK_EVERY == 0 and past(deadline)):
             cut = cut or len(order) - position
             at = peak + (residue[unit] - peak) % modulus[unit]
             base[unit] = at
@@ -233,27 +233,26 @@ def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
-def unit_sweep_plan(name: str, place, problem: Problem, time_limit: float | None,
+def unit_sweep_plan(name: str, place, problem: Problem, budget: Budget,
                     defaults, options: dict) -> Plan:
     """The plan of a sweep planner ``name`` over alias units without pair lists:
-    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options."""
-    began = time.perf_counter()
+    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options, by
+    the budget's `Budget.wall_end`."""
     chosen = parse_options(name, defaults, options)
     check_single_region(problem)
     lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
     units = Units.build(problem, pairs=False)
-    deadline = None if time_limit is None else began + time_limit
-    offsets, stats = place(units, chosen.placement, deadline)
+    offsets, stats = place(units, chosen.placement, budget.wall_end())
     return Plan.from_offsets(problem, offsets, planner=name,
-                             seconds=time.perf_counter() - began, stats=stats)
+                             seconds=time.perf_counter() - budget.began, stats=stats)
 
 
 @register("time_sweep")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """The time-sweep plan (see the module doc); ``seed`` and ``hint`` are not used."""
-    return unit_sweep_plan("time_sweep", sweep_offsets, problem, time_limit, SweepOptions(),
+    return unit_sweep_plan("time_sweep", sweep_offsets, problem, budget, TimeSweepOptions(),
                            options)
 
 
-plan.options = SweepOptions()
+plan.options = TimeSweepOptions()

@@ -32,19 +32,18 @@ busy machine does not turn a listing into a pair-free plan).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from memplan.bounds import time_overlap_count
+from memplan.budget import ends_after
 from memplan.errors import PairLimitError
 from memplan.groups import AliasUnits, alias_units
 from memplan.problem import Problem
+from memplan.shares import PAIR_SECONDS, PAIR_SHARE
 
 MAX_PAIRS = 20_000_000  # most overlapping pairs listed (~1.8 GB and ~4 s while built)
-PAIR_SECONDS = 250e-9  # listing one pair, rounded up (measured 200-230 ns, BENCHMARKS.md)
-PAIR_SHARE = 1 / 3  # of a time limit, in CPU seconds: the most listing may take (passes: the rest)
 
 
 def listing_budget(cpu_began: float, time_limit: float | None) -> float | None:
@@ -65,8 +64,7 @@ def check_pairs(problem: Problem, deadline: float | None = None,
         raise PairLimitError(f"{count} pairs of buffers overlap in time: more than the "
                              f"{MAX_PAIRS} memplan lists (about 90 bytes each)")
     listing = count * PAIR_SECONDS
-    if (deadline is not None and time.perf_counter() + listing > deadline) or \
-            (cpu_deadline is not None and time.thread_time() + listing > cpu_deadline):
+    if ends_after(listing, deadline, cpu_deadline):
         raise PairLimitError(f"{count} pairs of buffers overlap in time: listing them "
                              f"(about {count * PAIR_SECONDS:.1f} s) would pass the time limit")
     return count

@@ -10,7 +10,7 @@ without CP-SAT (``best`` runs it by name).
 
 Layer 2: may import layers 0-1 (errors, problem, bounds, plan, groups,
 validate, options, registry); never heuristics/ (its warm start comes by
-name through the registry), frontends/, deploy/, export/ or the top level.
+name through the registry), the readers, deploy/ or the top level.
 """
 
 from memplan.solver import (  # noqa: F401  (each registers its planner)

@@ -62,7 +62,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.budget import ThreadClock, deadline_in, left_of, to_deadline
 from memplan.problem import NO_OFFSET, Problem
+from memplan.shares import HEAD_START_PACE, NODES_PER_SECOND, PACE_AFTER_SECONDS, PROBE_SECONDS
 from memplan.solver.outcome import Outcome
 
 try:
@@ -85,13 +87,8 @@ SWEEPS = ("start", "end")  # ... and these: first in every round on a perfect pa
 # last in the first round (see `_round`)
 FIRST_NODES = 2  # the first round's node limit, times the number of buffers
 MAX_BUFFERS = 20_000  # beyond this, overlaps and sections cost more than they save
-PROBE_SECONDS = 1.0  # minimise: the first probes' time; doubled when all are given up
 PROBE_NODES = 50_000  # deterministic mode: a first probe's nodes (PROBE_SECONDS' worth)
-HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `head_start`)
-HEAD_START_SECONDS = 1.0  # ... CPU seconds (a thread's) before its pace counts, and the
-HEAD_START_PACE = 8_000  # slowest pace (nodes a CPU second) it keeps going at: tilings 2-5 k,
-# MiniMalloc's 25 k and more
-NODES_PER_SECOND = 50_000  # deterministic mode: nodes counted as one second (about one, idle)
+HEAD_START_NODES = 300_000  # racing CP-SAT: nodes the search has alone (see `run_head_start`)
 
 
 def available() -> bool:
@@ -186,15 +183,15 @@ class Race:
 
     def slow(self) -> bool:
         """Whether its nodes come slower than `HEAD_START_PACE` a CPU second, counted from
-        `HEAD_START_SECONDS` of CPU on (costly nodes, as on tilings the sweeps miss: CP-SAT's
+        `PACE_AFTER_SECONDS` of CPU on (costly nodes, as on tilings the sweeps miss: CP-SAT's
         ground). CPU time: a busy machine slows the clock, not the pace."""
         spent = self.cpu()
-        return spent >= HEAD_START_SECONDS and self.nodes < HEAD_START_PACE * spent
+        return spent >= PACE_AFTER_SECONDS and self.nodes < HEAD_START_PACE * spent
 
     def start(self, threads: int, seconds: float | None, cpu: float | None = None):
         """Run turns on ``threads`` more threads until settled, cancelled or ``seconds`` pass
         (wall: the caller's limit); `wait` also ends it once its `cpu` reaches ``cpu``."""
-        self._deadline = None if seconds is None else time.perf_counter() + seconds
+        self._deadline = deadline_in(seconds)
         self.cpu_limit = cpu
         for _ in range(max(threads, 0)):
             clock = ThreadClock()
@@ -223,7 +220,7 @@ class Race:
         try:
             while (turn := self._next(flag)) is not None:
                 order, limit = turn
-                left = -1.0 if self._deadline is None else self._deadline - time.perf_counter()
+                left = -1.0 if self._deadline is None else to_deadline(self._deadline)
                 if self._deadline is not None and left <= 0:
                     break
                 code, raw, nodes = _kernel_search(*self._arrays, KEYS[order], self.capacity,
@@ -277,41 +274,6 @@ class Race:
         return verdict
 
 
-class ThreadClock:
-    """The CPU time of one search thread, readable from another thread while it runs
-    (its POSIX thread CPU clock; where there is none, the wall time since it began)."""
-
-    def __init__(self):
-        self._clock: int | None = None
-        self._began: float | None = None  # wall, for the fallback
-        self._final: float | None = None  # CPU seconds, once the thread is done
-
-    def begin(self):
-        """Called by the thread itself as it starts."""
-        self._began = time.perf_counter()
-        try:
-            self._clock = time.pthread_getcpuclockid(threading.get_ident())
-        except (AttributeError, OSError):  # no per-thread CPU clock here
-            self._clock = None
-
-    def end(self):
-        """Called by the thread itself as it ends: its CPU time is final."""
-        self._final = time.thread_time() if self._clock is not None else \
-            time.perf_counter() - self._began
-
-    def seconds(self) -> float:
-        if self._final is not None:
-            return self._final
-        if self._began is None:
-            return 0.0
-        if self._clock is not None:
-            try:
-                return time.clock_gettime(self._clock)
-            except OSError:  # the thread ended between the two reads
-                return self._final if self._final is not None else 0.0
-        return time.perf_counter() - self._began
-
-
 def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:
     """The orders of round ``turn``: the sweeps first in every round of a perfect packing,
     last in the first round of any other problem (measured: on MiniMalloc's problems they
@@ -321,13 +283,13 @@ def _round(orders: tuple, sweeps: tuple, perfect: bool, turn: int) -> tuple:
     return orders + sweeps if turn == 0 else orders
 
 
-def head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
+def run_head_start(race: Race, most: float, stop: threading.Event | None) -> bool:
     """Wait while ``race`` runs alone for its head start; True if ``stop`` or Ctrl-C interrupted.
 
     The head start ends when the race settles (or its wall-clock limit ends it),
     after `HEAD_START_NODES` nodes (the problems it wins, it wins within them),
     after ``most`` CPU seconds of its threads (`Race.cpu`), or after
-    `HEAD_START_SECONDS` of CPU when its pace is under `HEAD_START_PACE` (costly
+    `PACE_AFTER_SECONDS` of CPU when its pace is under `HEAD_START_PACE` (costly
     nodes: tilings the sweeps miss, where CP-SAT wins). Nodes count when a turn
     ends, so the pace measured is a floor. CPU time, not wall: on a busy machine
     the head start lasts longer, and settles the same problems.
@@ -354,14 +316,14 @@ def stacked(problem: Problem) -> np.ndarray:
 def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> bool:
     """Wait up to ``seconds`` for ``race`` to settle; True if ``stop`` or Ctrl-C interrupted.
     A race past its `Race.cpu_limit` is stopped (its verdict stays unknown)."""
-    end = None if seconds is None else time.perf_counter() + seconds
+    end = deadline_in(seconds)
     try:
         while not race.settled.is_set():
             if race.cpu_limit is not None and race.cpu() >= race.cpu_limit:
                 race.narrow(0)  # its threads stop at once; the last one out settles it
                 race.settled.wait(0.02)
                 continue
-            step = 0.02 if end is None else min(0.02, end - time.perf_counter())
+            step = 0.02 if end is None else min(0.02, to_deadline(end))
             if step <= 0:
                 return False
             race.settled.wait(step)
@@ -474,7 +436,7 @@ class _Descent:
         return int((offsets + self.problem.sizes).max())
 
     def wall_left(self) -> float | None:
-        return None if self.seconds is None else self.seconds - (time.perf_counter() - self.began)
+        return None if self.seconds is None else left_of(self.seconds, self.began)
 
     def left(self) -> float | None:
         """Nodes (deterministic mode) or seconds left; None without a limit. The clock caps

@@ -17,7 +17,7 @@ Steps:
   and 0.5 GB a probe, and such probes rarely settle): the ``hint`` as it is,
   or ``best``'s plan without a hint;
 - the start: the ``hint``, else ``best``'s passes (no search) within
-  `START_SHARE` of the limit in CPU seconds (the canonical search's own
+  `CANONICAL_START_SHARE` of the limit in CPU seconds (the canonical search's own
   first dive is a poor start on large problems: 96 times the bound on a
   network of 10k buffers, 2 times on a training step);
 - the descent until the limit, or until its probes have taken ``cpu``
@@ -43,16 +43,14 @@ import time
 from dataclasses import dataclass
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import Budget, CpuClock, left_of
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.shares import CANONICAL_START_SHARE, CANONICAL_UNTIMED_SECONDS
 from memplan.solver import canonical
-from memplan.solver.cpu_budget import CpuClock
 
-UNTIMED_SECONDS = 10.0  # no time limit: the descent stops after this long
-START_SHARE = 0.25  # of the limit, at most, for the start plan without a hint (``best``'s CPU
-# budget, within the wall time left); the descent's CPU budget counts what it took in CPU seconds
 MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module doc)
 
 
@@ -60,11 +58,9 @@ MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module d
 class CanonicalOptions:
     """Options of ``canonical``."""
 
-    workers: int = option(1, "threads for the probes' turns (0: one per core)")
+    threads: int = option(1, "threads for the probes' turns (0: one per core)")
     deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
                                         "every run (as long as the clock does not cut it)")
-    cpu: float | None = option(None, "CPU seconds (per thread) the descent's probes may take "
-                                     "within the time limit; None: no more than the limit")
 
 
 DEFAULTS = CanonicalOptions()
@@ -77,31 +73,33 @@ def takes(problem: Problem) -> bool:
 
 
 @register("canonical")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
-    """The canonical descent from ``hint`` (see the module doc); ``seed`` goes to ``best``."""
-    began = time.perf_counter()
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
+    """The canonical descent from ``hint`` (see the module doc); ``seed`` goes to ``best``.
+    The budget's ``cpu``: CPU seconds (per thread) the descent's probes may take within
+    its limit (None: no more than the limit)."""
+    began, time_limit = budget.began, budget.limit
     chosen = parse_options("canonical", DEFAULTS, options)
     check_single_region(problem)
-    seconds = UNTIMED_SECONDS if time_limit is None else time_limit
+    seconds = CANONICAL_UNTIMED_SECONDS if time_limit is None else time_limit
     if not takes(problem):
         start = hint if hint is not None else plan_with("best", problem, seed=seed,
-                                                        time_limit=time_limit)
+                                                        budget=Budget.of_limit(time_limit))
         return Plan.from_offsets(problem, start.offsets, planner="canonical",
                                  seconds=time.perf_counter() - began,
                                  stats={"fallback": "hint" if hint is not None else "best"})
-    descent, cpu = seconds, chosen.cpu  # deterministic: a node budget from the limit
+    descent, cpu = seconds, budget.cpu  # deterministic: a node budget from the limit
     if hint is None:
         start = CpuClock(process=True).start()  # ``best``'s passes, on one core
         hint = plan_with("best", problem, seed=seed, search_evaluations=0,
-                         cpu=seconds * START_SHARE,
-                         time_limit=max(0.0, seconds - (time.perf_counter() - began)))
-        descent = seconds * (1 - START_SHARE)
+                         budget=Budget.of_limit(max(0.0, left_of(seconds, began)),
+                                                cpu=seconds * CANONICAL_START_SHARE))
+        descent = seconds * (1 - CANONICAL_START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
-    threads = 1 if chosen.deterministic else chosen.workers or os.cpu_count() or 1
+    threads = 1 if chosen.deterministic else chosen.threads or os.cpu_count() or 1
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
-                                seconds - (time.perf_counter() - began),
+                                left_of(seconds, began),
                                 threads=threads, deterministic=chosen.deterministic,
                                 cpu=None if chosen.deterministic else cpu)
     return Plan.from_offsets(problem, outcome.offsets, planner="canonical",

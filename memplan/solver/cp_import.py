@@ -7,7 +7,7 @@ modules that need CP-SAT only when a search needs them, and through
 `import_within`, which waits for the import no longer than the time left:
 
 - a module already imported is returned at once;
-- with less than `LEAST_SECONDS` given, no import starts (None): it could not
+- with less than `CP_IMPORT_SECONDS` given, no import starts (None): it could not
   finish, and a thread importing in the background would slow the caller's
   last steps (it holds the interpreter most of the time);
 - otherwise one daemon thread per module imports it (a second call joins the
@@ -26,7 +26,8 @@ import sys
 import threading
 from types import ModuleType
 
-LEAST_SECONDS = 0.4  # CP-SAT's import takes longer even on a quiet machine
+from memplan.shares import CP_IMPORT_SECONDS
+
 _imports: dict[str, tuple[threading.Thread, list]] = {}  # module -> (thread, [error])
 _lock = threading.Lock()
 
@@ -37,7 +38,7 @@ def import_within(module: str, seconds: float | None) -> ModuleType | None:
         return sys.modules[module]
     with _lock:
         if module not in _imports:
-            if seconds is not None and seconds < LEAST_SECONDS:
+            if seconds is not None and seconds < CP_IMPORT_SECONDS:
                 return None
             failure: list = []
 

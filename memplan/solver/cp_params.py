@@ -1,56 +1,39 @@
-"""CP-SAT's parameters and the planners' time shares, in one place.
+"""CP-SAT's parameters, in one place.
 
-Every CP-SAT run of memplan gets its solver from `cp_solver` (workers, seed,
+Every CP-SAT run of memplan gets its solver from `cp_solver` (threads, seed,
 time limit, deterministic mode, log, Ctrl-C), and the exact planner's runs
 from `exact_solver`, which adds the NoOverlap2D reasoning and subsolvers of
-`ExactOptions`. The constants below say how a time limit is split between
-the stages of the exact and the deployment planners (the warm start's share
-is in `memplan.solver.exact`: it runs before CP-SAT is imported). The exact
-planner's shares are CPU seconds (`memplan.solver.cpu_budget`); the wall
-clock keeps the time limit.
+`ExactOptions`. How a time limit is split between the stages of the exact
+and the deployment planners is in `memplan.shares`; what a run gets of it,
+in `memplan.budget` (`Budget.cp_limits`).
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 from ortools.sat.python import cp_model
 
 from memplan.solver.exact_options import ExactOptions
 
-# exact planner (memplan.solver.exact, memplan.solver.cp_search)
-DESCENT_SHARE = 0.75  # minimise: of a part's CPU seconds (per thread), bisecting by fit races
-DESCENT_STEP_SECONDS = 16.0  # minimise: most CPU seconds (per thread) one fit race takes
-# (deterministic mode: CP-SAT's deterministic seconds)
-DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 
-# deployment planners (memplan.deploy.regions_exact, memplan.deploy.scratch_exact)
-STAGE_SHARE = 0.5  # of the time limit, in CPU s per worker: stage 1 (regions, or the peak)
-MIN_STAGE_SECONDS = 0.1  # the shortest time limit one of their CP-SAT runs gets
-
-
-def wall_left(deadline: float | None) -> float | None:
-    """Wall seconds to ``deadline`` (a `time.perf_counter` value; None: no limit), at least
-    `MIN_STAGE_SECONDS`: the limit a stage's CP-SAT run gets."""
-    return None if deadline is None else max(MIN_STAGE_SECONDS, deadline - time.perf_counter())
-
-
-def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: bool = False,
-              log: bool = False, ctrl_c: bool = True,
-              wall_seconds: float | None = None) -> cp_model.CpSolver:
+def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: bool = False,
+              log: bool = False, ctrl_c: bool = True, wall_seconds: float | None = None,
+              relative_gap: float = 0.0, probing: bool = True) -> cp_model.CpSolver:
     """A CP-SAT solver for one run of at most ``seconds`` (None: until proven).
 
-    ``deterministic``: interleaved workers and ``seconds`` in CP-SAT's
+    ``deterministic``: interleaved threads and ``seconds`` in CP-SAT's
     deterministic time, so that a run repeats itself; ``wall_seconds``
     (default ``seconds``) caps it on the wall clock as well, because CP-SAT's
     deterministic time can stall while the clock runs (a run cut by the clock
     does not repeat itself: `cut_by_clock` tells). ``ctrl_c=False`` when the
-    caller runs the solver in a helper thread and handles Ctrl-C itself.
+    caller runs the solver in a helper thread and handles Ctrl-C itself. ``relative_gap``:
+    stop once the objective is proven within this share of its bound; ``probing=False``:
+    no probing in presolve (it takes seconds on models of a few hundred optional boxes).
     """
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.num_workers = workers
+    params.num_workers = threads
     params.random_seed = seed
     params.log_search_progress = log
     # CP-SAT's detection of "x >= y_i + c_i for at least one i" (from the enforced
@@ -59,6 +42,10 @@ def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: 
     params.auto_detect_greater_than_at_least_one_of = False
     if not ctrl_c:
         params.catch_sigint_signal = False
+    if relative_gap:
+        params.relative_gap_limit = relative_gap
+    if not probing:
+        params.cp_model_probing_level = 0
     if deterministic:
         params.interleave_search = True
         if seconds is not None:
@@ -71,11 +58,11 @@ def cp_solver(*, workers: int, seed: int, seconds: float | None, deterministic: 
     return solver
 
 
-def exact_solver(options: ExactOptions, *, workers: int, seconds: float | None,
+def exact_solver(options: ExactOptions, *, threads: int, seconds: float | None,
                  wall_seconds: float | None = None) -> cp_model.CpSolver:
     """`cp_solver` with the exact planner's options: seed, mode, log, NoOverlap2D reasoning
     (timetabling, energetic, try-edge, pairwise pairs) and named subsolvers."""
-    solver = cp_solver(workers=workers, seed=options.seed, seconds=seconds,
+    solver = cp_solver(threads=threads, seed=options.seed, seconds=seconds,
                        deterministic=options.deterministic, log=options.log, ctrl_c=False,
                        wall_seconds=wall_seconds)
     params = solver.parameters

@@ -2,7 +2,7 @@
 
 Steps of `search`:
 
-- set CP-SAT's parameters from the options (`memplan.solver.cp_params`: workers,
+- set CP-SAT's parameters from the options (`memplan.solver.cp_params`: threads,
   seed, time limit or deterministic time, NoOverlap2D reasoning, subsolvers);
 - with the ``lowest_offset`` strategy, add a decision strategy that takes the
   unit with the lowest possible offset (ties: the order's first) and puts it
@@ -28,7 +28,7 @@ Clocks: the wall clock only keeps the caller's limit (CP-SAT's own time
 limit is the time left of it); slices and the caller's ``cpu`` budget count
 CPU seconds per worker. Cost: what CP-SAT spends, bounded by the time limit;
 O(u log u) to order u units; one watcher thread per run polling its CPU clock.
-Deterministic mode uses one lane, interleaved workers and deterministic time,
+Deterministic mode uses one lane, interleaved threads and deterministic time,
 so a search repeats itself.
 """
 
@@ -44,13 +44,9 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
-from memplan.solver.cp_params import (
-    DETERMINISTIC_SLICE,
-    bound_of,
-    cut_by_clock,
-    exact_solver,
-    proven_bound,
-)
+from memplan.budget import left_of
+from memplan.shares import DETERMINISTIC_SLICE
+from memplan.solver.cp_params import bound_of, cut_by_clock, exact_solver, proven_bound
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import Model
@@ -130,19 +126,19 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
            on_bound: Callable[[int], None], cpu: float | None = None) -> Outcome:
     """Search ``model`` for at most ``seconds`` (wall; deterministic mode: CP-SAT's
     deterministic seconds, the clock capping them) and ``cpu`` CPU seconds per worker
-    (None: no CPU budget; turns share it, racing lanes share ``workers`` x ``cpu``, so
+    (None: no CPU budget; turns share it, racing lanes share ``threads`` x ``cpu``, so
     that the race takes about ``cpu`` wall seconds on an idle machine); see the module doc."""
     began = time.perf_counter()
     minimize = model.peak is not None
-    workers = options.workers or os.cpu_count() or 1
+    threads = options.threads or os.cpu_count() or 1
     orders = options.orders if options.strategy == "lowest_offset" else (None,)
-    if minimize:  # one run, all the workers: CP-SAT's portfolio proves the bound
+    if minimize:  # one run, all the threads: CP-SAT's portfolio proves the bound
         orders = orders[:1]
-    race = len(orders) > 1 and workers > 1 and not options.deterministic
+    race = len(orders) > 1 and threads > 1 and not options.deterministic
     width = len(orders) if race else 1  # lanes, each with one worker when racing
     first = DETERMINISTIC_SLICE if options.deterministic else options.slice_seconds
     sliced = width < len(orders)  # orders take turns in a lane: round robin, slices doubling
-    per_lane = min(1.0, workers / width) if race else 1.0  # of the cpu budget, more lanes
+    per_lane = min(1.0, threads / width) if race else 1.0  # of the cpu budget, more lanes
     tasks = ((order, first * 2 ** turn if sliced else None)
              for turn in itertools.count() for order in orders)
     state = _State(model, minimize, options.deterministic)
@@ -153,10 +149,10 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
             while len(running) < width and not state.timed_out(began, seconds) and \
                     (cpu is None or state.cpu < cpu):
                 running.append(_start(model, state, options, next(tasks),
-                                      1 if race else workers, state.left(began, seconds),
+                                      1 if race else threads, state.left(began, seconds),
                                       on_solution, on_bound,
                                       None if seconds is None else
-                                      seconds - (time.perf_counter() - began),
+                                      left_of(seconds, began),
                                       None if cpu is None else
                                       per_lane * cpu - (state.cpu if sliced else 0.0)))
             if not running:
@@ -183,7 +179,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     return outcome
 
 
-def _start(model: Model, state: _State, options: ExactOptions, task, workers: int,
+def _start(model: Model, state: _State, options: ExactOptions, task, threads: int,
            left: float | None, on_solution, on_bound, wall_left: float | None,
            cpu: float | None) -> _Lane:
     """A lane searching with ``task`` = (order or None, slice seconds or None) for at most
@@ -206,11 +202,11 @@ def _start(model: Model, state: _State, options: ExactOptions, task, workers: in
     cpu_caps = [] if options.deterministic else [slice_seconds]
     limits = [t for t in (left, *deterministic) if t is not None]
     caps = [t for t in (cpu, *cpu_caps) if t is not None]
-    solver = exact_solver(options, workers=max(workers, 1),
+    solver = exact_solver(options, threads=max(threads, 1),
                           seconds=min(limits) if limits else None, wall_seconds=wall_left)
     if state.minimize:
         solver.best_bound_callback = lambda value: on_bound(bound_of(value))
-    cap = CpuCap(solver, max(workers, 1), min(caps) if caps else None)
+    cap = CpuCap(solver, max(threads, 1), min(caps) if caps else None)
     return _Lane(model, cp, solver, on_solution, task, cap)
 
 
@@ -230,12 +226,12 @@ class _State:
         """Seconds left: wall seconds, or deterministic ones in deterministic mode."""
         if seconds is None:
             return None
-        return seconds - (self.spent if self.deterministic else time.perf_counter() - began)
+        return seconds - self.spent if self.deterministic else left_of(seconds, began)
 
     def timed_out(self, began: float, seconds: float | None) -> bool:
         """No time left: deterministic or wall seconds (the clock caps deterministic mode)."""
         left = self.left(began, seconds)
-        return left is not None and (left <= 0 or time.perf_counter() - began >= seconds)
+        return left is not None and (left <= 0 or left_of(seconds, began) <= 0)
 
     def absorb(self, lane: _Lane, *, final: bool):
         """Take a finished run's plan, bound and verdict."""

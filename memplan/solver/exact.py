@@ -28,10 +28,10 @@ to the optimum. Steps:
     then CP-SAT's minimisation from the best plan, for the proven bound; a
     part's floor is the global lower bound (only the largest part counts);
 - put the parts' offsets back together; the arena is the largest part's;
-- never return more than the floor: ``greedy_by_size``'s plan (by name, the
+- never return more than the ceiling: ``greedy_by_size``'s plan (by name, the
   compiled pass), computed first unless the warm start is known to be no
   larger (``best``'s, which runs it), is taken when the search, cut short by
-  the limit, found nothing smaller (``stats["floor"]``). Without a floor (a
+  the limit, found nothing smaller (``stats["ceiling"]``). Without a ceiling (a
   problem greedy_by_size does not place), the warm start is the fallback.
 
 Modes: with a capacity (and ``minimize`` unset) the question is "does it fit"
@@ -63,26 +63,22 @@ import time
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
+from memplan.budget import Budget, CpuClock, left_of
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
-from memplan.registry import FLOOR, floor_planner, plan_with, register
+from memplan.registry import CEILING, ceiling_planner, plan_with, register
+from memplan.shares import WARM_START_SECONDS, WARM_START_SHARE
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
-from memplan.solver.cpu_budget import CpuClock
 from memplan.solver.exact_options import ExactOptions, Progress
-from memplan.solver.fit_race import Joint, head_start, racing
+from memplan.solver.fit_race import Joint, head_start_seconds, racing
 from memplan.solver.outcome import Outcome
 from memplan.solver.preprocess import Part, assemble, part_offsets, sink_spanning, split
 from memplan.validate import known_valid, validate
 
 PROBE_BUFFERS = 4000  # large parts to minimise: a floor probe's time per this many buffers
 PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at 16 M)
-WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
-WARM_START_SECONDS = 1.0  # this (up to half the limit): its first pass at 100k buffers needs it
-# (CPU seconds for `best`, its ``cpu`` budget, within the wall time left of the limit; another
-# warm-start planner's own time limit; the CPU seconds it took are what the parts' shares
-# count, `_Run.taken`)
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
@@ -94,15 +90,14 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
         given = options.budget()
         limit = None if given is None else \
             max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
-        budget = {}
+        extra, cpu = {}, None
         if options.warm_start == "best":
-            budget = {"search_evaluations": 0} if options.deterministic else {}  # its search
+            extra = {"search_evaluations": 0} if options.deterministic else {}  # its search
             if limit is not None:  # ends by the clock
                 wall = options.time_limit
-                budget["cpu"], limit = limit, None if wall is None else \
-                    max(0.0, wall - (time.perf_counter() - began))
-        hint = plan_with(options.warm_start, problem, time_limit=limit, seed=options.seed,
-                         **budget)
+                cpu, limit = limit, None if wall is None else max(0.0, left_of(wall, began))
+        hint = plan_with(options.warm_start, problem, budget=Budget.of_limit(limit, cpu=cpu),
+                         seed=options.seed, **extra)
         stats["warm_start"] = options.warm_start
     if hint is None:
         return None
@@ -115,16 +110,16 @@ def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
     return hint
 
 
-def _floor(problem: Problem, hint: Plan | None, time_limit: float | None) -> Plan | None:
-    """The floor's plan of ``problem`` (`memplan.registry.floor_planner` for ``time_limit``,
+def _ceiling(problem: Problem, hint: Plan | None, time_limit: float | None) -> Plan | None:
+    """The ceiling's plan of ``problem`` (`memplan.registry.ceiling_planner` for ``time_limit``,
     uncut by it), or None when the ``hint`` is known to be no larger (that plan, ``best``'s, which
-    ran it first, or one that says so in ``stats["floor_arena"]``) or the floor does not
+    ran it first, or one that says so in ``stats["ceiling_arena"]``) or the ceiling does not
     place the problem (a `ProblemError`)."""
-    if hint is not None and (hint.planner in (FLOOR, "best") or
-                             hint.arena_size <= hint.stats.get("floor_arena", -1)):
-        return None  # `best` ran its floor first
+    if hint is not None and (hint.planner in (CEILING, "best") or
+                             hint.arena_size <= hint.stats.get("ceiling_arena", -1)):
+        return None  # `best` ran its ceiling first
     try:
-        return plan_with(floor_planner(problem, time_limit), problem)
+        return plan_with(ceiling_planner(problem, time_limit), problem)
     except ProblemError:
         return None
 
@@ -169,7 +164,7 @@ class _Run:
     def seconds_left(self) -> float | None:
         if self.options.time_limit is None:
             return None
-        return self.options.time_limit - (time.perf_counter() - self.began)
+        return left_of(self.options.time_limit, self.began)
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
         """Plan part ``i`` with its share of the CPU time left (`_share`), within the wall
@@ -177,7 +172,7 @@ class _Run:
         (one for the floor probe and the windows, else `threads`)."""
         neighbourhoods = self.hint is not None and \
             by_neighbourhoods(self.parts[i].problem, self.options)
-        self.clock = CpuClock((self.options.workers or 1) if neighbourhoods else self.threads(),
+        self.clock = CpuClock((self.options.threads or 1) if neighbourhoods else self.threads(),
                               process=True).start()
         try:
             return self._plan_part(i, parts_left, neighbourhoods)
@@ -227,7 +222,7 @@ class _Run:
 
         original = self.problem
         widths = original.ends[part.buffers] - original.starts[part.buffers]
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         proofs: list = []
 
         def prove(low: int, seconds: float | None, nodes: int | None, cpu: float | None):
@@ -307,7 +302,7 @@ class _Run:
         To minimise, down to the floor; to fit, until the plan fits the capacity; for
         ``cpu`` CPU seconds per worker (CP-SAT's import counts), within the wall time left.
         """
-        clock = CpuClock(self.options.workers or 1, process=True).start()
+        clock = CpuClock(self.options.threads or 1, process=True).start()
         seconds, cpu = self._limits(cpu, self.seconds_left())
         began = time.perf_counter()
         part = self.parts[i]
@@ -324,7 +319,7 @@ class _Run:
                     self.tops[i] = new
                     self.report()
 
-            left = None if seconds is None else seconds - (time.perf_counter() - began)
+            left = None if seconds is None else left_of(seconds, began)
             hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution,
@@ -350,7 +345,7 @@ class _Run:
         that proves bounds between the floor and the best peak.
 
         Clocks: the bisection's share of the part's ``cpu`` seconds and each fit
-        race's step are CPU seconds per thread of the searches (`cpu_budget
+        race's step are CPU seconds per thread of the searches (`memplan.budget
         .CpuClock`), so that a busy machine tries the same targets, later; the
         wall clock only ends the part at the time limit. Deterministic mode:
         each fit race's step is CP-SAT's deterministic seconds (and the
@@ -359,7 +354,7 @@ class _Run:
         wall = self.seconds_left()
         if cpu is not None and (cpu <= 0 or (wall is not None and wall <= 0)):  # no import
             return Outcome("unknown", hinted, floor)
-        from memplan.solver.cp_params import DESCENT_SHARE, DESCENT_STEP_SECONDS
+        from memplan.shares import DESCENT_SHARE, DESCENT_STEP_SECONDS
 
         clock = CpuClock(self.threads(), process=True).start()
         sizes, capacity = self.parts[i].problem.sizes, self.parts[i].problem.capacity
@@ -401,8 +396,8 @@ class _Run:
 
     def threads(self) -> int:
         """Threads a search of this run keeps busy: the canonical search's, or CP-SAT's
-        workers (one per core unless ``workers`` says)."""
-        return self.options.workers or os.cpu_count() or 1
+        threads (one per core unless ``threads`` says)."""
+        return self.options.threads or os.cpu_count() or 1
 
     def _limits(self, cpu: float | None,
                 wall: float | None) -> tuple[float | None, float | None]:
@@ -431,7 +426,7 @@ class _Run:
         """Fit part ``i`` under ``top``: the canonical search and CP-SAT, racing.
 
         - the canonical search runs alone on every core for a short head
-          start (`head_start`): the problems it settles, it settles fast;
+          start (`head_start_seconds`): the problems it settles, it settles fast;
         - then CP-SAT joins with its own portfolio (``strategy="none"``: the
           canonical search already is the lowest-offset search, compiled),
           the canonical search keeps one thread, and the first verdict ends
@@ -444,19 +439,19 @@ class _Run:
         """
         part, options = self.parts[i], self.options
         began = time.perf_counter()
-        head = head_start(seconds if cpu is None else cpu, options.canonical_share)
+        head = head_start_seconds(seconds if cpu is None else cpu, options.canonical_share)
         budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
             seconds is None else min(canonical.HEAD_START_NODES, int(
                 canonical.NODES_PER_SECOND * max(seconds * options.canonical_share, 1.0)))
         original = self.problem
         race = canonical.Race(part.problem, top, node_budget=budget,
                               widths=original.ends[part.buffers] - original.starts[part.buffers])
-        threads = 1 if options.deterministic else options.workers or os.cpu_count() or 1
+        threads = 1 if options.deterministic else options.threads or os.cpu_count() or 1
         race.start(threads, seconds, cpu)
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
-            canonical.head_start(race, head, options.stop)
+            canonical.run_head_start(race, head, options.stop)
         outcome = None
-        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        left = None if seconds is None else left_of(seconds, began)
         cpu_left = None if cpu is None else cpu - race.cpu()
         if race.verdict is None and not interrupted and (left is None or left > 0) and \
                 (cpu_left is None or cpu_left > 0):
@@ -550,25 +545,28 @@ class _Run:
 
 
 @register("exact")
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, options: ExactOptions | None = None, **keywords) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         options: ExactOptions | None = None, **keywords) -> Plan:
     """The exact planner (see the module doc).
 
     ``options`` is an `ExactOptions` record, which carries the time limit and
-    seed too (leave ``time_limit`` and ``seed`` unset then); without it, the
-    fields of `ExactOptions` come as keywords. `settings.time_limit` bounds
+    seed too (leave the budget and ``seed`` unset then); without it, the
+    fields of `ExactOptions` come as keywords and the budget gives its
+    ``time_limit`` (`Budget.limit`) and ``cpu``. `settings.time_limit` bounds
     the whole run on the wall clock, down to CP-SAT's ``max_time_in_seconds``
     (`memplan.solver.cp_params.cp_solver`); the stages share it in CPU
     seconds: the warm start's share, then each part's share of what is left
     (`_Run.solve_part`), so that a busy machine takes the same steps, later.
     """
-    began, before = time.perf_counter(), CpuClock(process=True).start()
+    began, before = budget.began, CpuClock(process=True).start()
+    timed = budget.limit is not None or budget.cpu is not None
     if options is None:
-        settings = ExactOptions.from_kwargs(time_limit=time_limit, seed=seed, **keywords)
+        settings = ExactOptions.from_kwargs(time_limit=budget.limit, cpu=budget.cpu,
+                                            seed=seed, **keywords)
     elif not isinstance(options, ExactOptions):
         raise TypeError(f"planner 'exact' takes options=ExactOptions(...), "
                         f"not {type(options).__name__}")
-    elif keywords or time_limit is not None or seed != 0:
+    elif keywords or timed or seed != 0:
         raise TypeError("planner 'exact': give options=ExactOptions(...) or keyword options "
                         "(time_limit, seed, ...), not both")
     else:
@@ -580,7 +578,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
         hint = _warm_start(working, hint, settings, stats, began)
-    floor = _floor(working, hint, settings.time_limit)
+    ceiling = _ceiling(working, hint, settings.time_limit)
     run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
@@ -604,7 +602,7 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     break
         except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
             stats["interrupted"] = True
-    result = _plan(problem, run, stats, time.perf_counter() - began, floor)
+    result = _plan(problem, run, stats, time.perf_counter() - began, ceiling)
     result.stats["cut_short"] = not result.stats["interrupted"] and (  # by the time limit
         result.status == "unknown" or (result.status == "feasible" and run.minimize and not
                                        settings.within_gap(result.arena_size, result.best_bound)))
@@ -648,8 +646,8 @@ def _single_region(problem: Problem) -> Problem:
 
 
 def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
-          floor: Plan | None = None) -> Plan:
-    """The plan of a finished run, with its status and statistics; the ``floor``'s
+          ceiling: Plan | None = None) -> Plan:
+    """The plan of a finished run, with its status and statistics; the ``ceiling``'s
     offsets when they make a smaller arena."""
     outcomes = run.outcomes
     pieces = []
@@ -659,7 +657,7 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
             offsets = part_offsets(part, run.hint.offsets)
         if offsets is None and canonical.plain(part.problem):  # no warm start was needed
             offsets = canonical.stacked(part.problem)
-        if offsets is None and floor is None:
+        if offsets is None and ceiling is None:
             raise NoPlanError(f"the exact planner stopped after {seconds:.1f} s without any "
                               f"plan for {len(part.buffers)} buffers (give it a warm start or "
                               f"more time)")
@@ -677,11 +675,11 @@ def _plan(problem: Problem, run: _Run, stats: dict, seconds: float,
     stats.update(statuses=statuses, parts_stats=[None if o is None else o.stats
                                                  for o in outcomes])
     offsets = None if any(piece is None for piece in pieces) else \
-        assemble(problem, run.parts, pieces)  # a part without any plan: the floor's, whole
-    if floor is not None:
-        stats["floor_arena"] = floor.arena_size
-        if offsets is None or floor.arena_size < int((offsets + problem.sizes).max(initial=0)):
-            offsets, stats["floor"] = floor.offsets, FLOOR
+        assemble(problem, run.parts, pieces)  # a part without any plan: the ceiling's, whole
+    if ceiling is not None:
+        stats["ceiling_arena"] = ceiling.arena_size
+        if offsets is None or ceiling.arena_size < int((offsets + problem.sizes).max(initial=0)):
+            offsets, stats["ceiling"] = ceiling.offsets, CEILING
     result = Plan.from_offsets(problem, offsets, planner="exact",
                                seconds=seconds, best_bound=bound, stats=stats)
     check_bound(result, run.unsound)

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from memplan.errors import ProblemError
 from memplan.limits import check_time_limit, check_workers, whole
-from memplan.options import option
+from memplan.options import option, renamed_fields
 
 ORDERS = ("total", "lifetime", "area", "size")  # see `memplan.solver.cp_search.unit_order`
 
@@ -24,6 +24,7 @@ class Progress:
     seconds: float  # wall time since the planner started
 
 
+@renamed_fields(workers="threads")
 @dataclass(frozen=True)
 class ExactOptions:
     """How the exact planner searches. Defaults are the best measured settings."""
@@ -33,8 +34,8 @@ class ExactOptions:
                                      "share of its own limit, within time_limit; None: "
                                      "time_limit")
     seed: int = option(0, "CP-SAT's random seed")
-    workers: int = option(0, "CP-SAT search workers; 0 = one per core")
-    deterministic: bool = option(False, "same plan every run: interleaved workers, time limit "
+    threads: int = option(0, "CP-SAT search threads; 0 = one per core")
+    deterministic: bool = option(False, "same plan every run: interleaved threads, time limit "
                                  "counted in CP-SAT's deterministic time instead of wall seconds")
     minimize: bool | None = option(None, "None: fit the capacity when there is one, else minimise")
     warm_start: str | None = option("best", "planner whose plan is the hint and upper bound; "
@@ -55,11 +56,11 @@ class ExactOptions:
     canonical_share: float = option(0.25, "of a fit search's time, the share the canonical "
                                     "search has alone before CP-SAT joins (1 to 3 s; sooner "
                                     "when its nodes are slow: memplan.solver.canonical"
-                                    ".head_start)")
+                                    ".run_head_start)")
     slice_seconds: float = option(8.0, "with one worker (or deterministic): the orders take turns, "
                                   "in slices of this many CPU seconds (deterministic: CP-SAT's "
                                   "deterministic seconds), doubling every round")
-    subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem workers by name; () = CP-SAT's "
+    subsolvers: tuple[str, ...] = option((), "CP-SAT full-problem threads by name; () = CP-SAT's "
                                          "choice")
     lns_buffers: int = option(3000, "parts with more buffers: large-neighbourhood search from the "
                               "warm start (memplan.solver.lns), not one model of the whole part")
@@ -82,8 +83,8 @@ class ExactOptions:
     def __post_init__(self):
         object.__setattr__(self, "time_limit", check_time_limit(self.time_limit, "time_limit"))
         object.__setattr__(self, "cpu", check_time_limit(self.cpu, "cpu"))
-        if self.workers != 0:  # 0: one per core
-            check_workers(self.workers, "workers")
+        if self.threads != 0:  # 0: one per core
+            check_workers(self.threads, "threads")
         if not 0 <= self.relative_gap < 1:
             raise ProblemError(f"relative_gap must be a share in [0, 1), got "
                                f"{self.relative_gap!r}")

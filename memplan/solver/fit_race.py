@@ -3,9 +3,9 @@
 `memplan.solver.exact` races the canonical search (`memplan.solver.canonical`)
 and CP-SAT to fit a capacity (docs/explanation/exact-lanes.md):
 
-- `head_start`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
+- `head_start_seconds`: the CPU seconds (of each of its threads, `canonical.Race.cpu`)
   the canonical search has alone (a share of the time limit, within
-  `HEAD_START_SECONDS`; `canonical.head_start` ends it sooner on a settled
+  `HEAD_START_SECONDS`; `canonical.run_head_start` ends it sooner on a settled
   question, many nodes, or slow ones): CPU time, so that a busy machine does
   not stop a search that an idle one lets settle;
 - `racing`: CP-SAT's options for the race (its own portfolio, beside the
@@ -21,11 +21,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from memplan.shares import HEAD_START_SECONDS
 from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions
-
-HEAD_START_SECONDS = (1.0, 3.0)  # fit: least and most CPU seconds the canonical search has
-# alone (each of its threads)
 
 
 class Joint:
@@ -48,10 +46,10 @@ class Joint:
         self._closed.set()
 
 
-def head_start(seconds: float | None, share: float) -> float:
+def head_start_seconds(seconds: float | None, share: float) -> float:
     """CPU seconds the canonical search may have alone: ``share`` of the race's ``seconds``
     (its CPU budget, or the time limit), within `HEAD_START_SECONDS`
-    (`memplan.solver.canonical.head_start` may end it sooner; the wall clock ends it at
+    (`memplan.solver.canonical.run_head_start` may end it sooner; the wall clock ends it at
     the limit)."""
     least, most = HEAD_START_SECONDS
     if seconds is None:
@@ -64,7 +62,7 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     """CP-SAT's options beside the canonical search's one thread (of ``threads``).
 
     Its own portfolio (the canonical search is the lowest-offset one), on
-    the other cores (measured on tilings: two workers beside a canonical
+    the other cores (measured on tilings: two threads beside a canonical
     thread lose a third against one), stopped by ``stop``. ``alone``: the
     canonical search stopped (its nodes were slow: packings the sweeps miss,
     which it does not settle), so the portfolio takes every core. Deterministic
@@ -73,4 +71,4 @@ def racing(options: ExactOptions, threads: int, stop: threading.Event,
     if options.deterministic:
         return dataclasses.replace(options, stop=stop)
     return dataclasses.replace(options, stop=stop, strategy="none",
-                               workers=threads if alone else max(threads - 1, 1))
+                               threads=threads if alone else max(threads - 1, 1))

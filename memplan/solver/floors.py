@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memplan.budget import left_of
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver import canonical
@@ -179,7 +180,7 @@ def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
         if stop is not None and stop.is_set():
             lifted.interrupted = True
             break
-        left = None if seconds is None else seconds - (time.perf_counter() - began)
+        left = None if seconds is None else left_of(seconds, began)
         budget = None if nodes is None else nodes - spent
         cpu_left = None if cpu is None else cpu - used
         if any(rest is not None and rest <= 0 for rest in (left, budget, cpu_left)):

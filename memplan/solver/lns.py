@@ -59,19 +59,20 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from memplan.budget import CpuClock, to_deadline
 from memplan.problem import NO_OFFSET, Alias, Problem
+from memplan.shares import WINDOW_CPU
 from memplan.solver.cp_params import cp_solver
-from memplan.solver.cpu_budget import CpuCap, CpuClock
+from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
 from memplan.solver.model import build_model
 
 START_SIZE = 250  # buffers in the first neighbourhoods
 MIN_SIZE, MAX_SIZE = 40, 2000  # neighbourhood sizes stay within these
-WINDOW_CPU = 2.0  # most CPU seconds (per CP-SAT worker) one neighbourhood gets
 STALL = 30  # without a time limit: stop after this many windows in a row without progress
 EXPLORE = 0.15  # chance of a window around any unit rather than one at the peak
 OBSTACLES = 3  # a window may hold this many times its size in buffers, obstacles included
-BAND_SHARE = 0.5  # chance of a band window (all live components) rather than a contained one
+BAND_CHANCE = 0.5  # chance of a band window (all live components) rather than a contained one
 CLIQUE_MOST = 64  # more free buffers all live at one step: CP-SAT's one-dimensional packing
 # of them overruns its time limit by seconds (OR-Tools 9.15): such a window is skipped
 
@@ -149,7 +150,7 @@ class _Neighbourhoods:
         c = self.comp[target]
         start, end = int(self.comp_start[c]), int(self.comp_end[c])
         widen = max(end - start, 1) * self.rng.uniform(0.5, 2.0) + self.rng.integers(1, 8)
-        band = self.rng.random() < BAND_SHARE
+        band = self.rng.random() < BAND_CHANCE
         want = size * self.rng.uniform(1.0, 2.5)  # near 1: a whole column, y0 near 0
         while True:  # widen until the window holds enough components (or all of time)
             w0 = max(0, start - int(widen * self.rng.random()))
@@ -271,10 +272,10 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     model.hint(offsets)
     cp.add_hint(peak, old_peak)
     _dedupe_hints(cp)
-    solver = cp_solver(workers=options.workers or 1, seed=options.seed, ctrl_c=False,
+    solver = cp_solver(threads=options.threads or 1, seed=options.seed, ctrl_c=False,
                        seconds=None if seconds is None else seconds - built, log=options.log)
     budget = WINDOW_CPU if cpu is None else min(WINDOW_CPU, cpu)
-    with CpuCap(solver, options.workers or 1, budget, options.stop) as cap:
+    with CpuCap(solver, options.threads or 1, budget, options.stop) as cap:
         status = solver.solve(cp)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts,
              "built": built, "cpu": cap.spent}
@@ -289,7 +290,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     """The part's plan improved window by window (see the module doc); never worse.
     ``seconds``: wall seconds (the caller's limit); ``cpu``: CPU seconds per worker of the
     whole search, windows and the work between them (a caller's share; None: none)."""
-    began, clock = time.perf_counter(), CpuClock(options.workers or 1, process=True).start()
+    began, clock = time.perf_counter(), CpuClock(options.threads or 1, process=True).start()
     hood = _Neighbourhoods(problem, offsets, options.seed)
     size = START_SIZE
     stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max()),
@@ -301,7 +302,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     try:
         while int(hood.tops.max()) > floor and (seconds is not None or cpu is not None
                                                  or stalled < STALL):
-            left = deadline - time.perf_counter()
+            left = to_deadline(deadline)
             cpu_left = None if cpu is None else cpu - clock.spent()
             if left <= max(0.05, build) or (cpu_left is not None and cpu_left <= 0.05) or \
                     (options.stop is not None and options.stop.is_set()):

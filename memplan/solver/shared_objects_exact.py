@@ -39,24 +39,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.bounds import ranked_live_bound, time_overlap_count
+from memplan.budget import Budget, left_of
 from memplan.groups import AliasUnits, alias_units, combine_congruences
 from memplan.options import option, parse_options
 from memplan.plan import Plan, gap_of
 from memplan.problem import NO_OFFSET, Problem, check_single_region
 from memplan.registry import plan_with, register
+from memplan.shares import SHARED_OBJECTS_UNTIMED_SECONDS
 from memplan.solver.cp_import import import_within
 
 NAME = "shared_objects_exact"
 GREEDY = "shared_objects"
 MAX_PAIRS = 2_000_000  # more candidate pairs: no model (see the module doc)
-UNTIMED_SECONDS = 60.0  # the search's limit when the caller gives none
 
 
 @dataclass(frozen=True)
 class SharedObjectsExactOptions:
     """Options of ``shared_objects_exact``."""
 
-    workers: int = option(0, "CP-SAT search workers; 0 = one per core")
+    threads: int = option(0, "CP-SAT search threads; 0 = one per core")
 
 
 DEFAULTS = SharedObjectsExactOptions()
@@ -138,7 +139,7 @@ def _cliques(members: list[int], start: np.ndarray, end: np.ndarray):
 
 
 def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start: np.ndarray,
-                  end: np.ndarray, warm: Objects, *, seconds: float, workers: int,
+                  end: np.ndarray, warm: Objects, *, seconds: float, threads: int,
                   seed: int) -> tuple[Objects, int, str]:
     """The representatives model (see the module doc) from ``warm``: (assignment, proven
     bound on the total, CP-SAT's status name)."""
@@ -179,7 +180,7 @@ def solve_objects(problem: Problem, units: AliasUnits, chosen: np.ndarray, start
         for i in group:
             if i != first and i in joins[first]:
                 model.add_hint(joins[first][i], True)
-    solver = cp_solver(workers=workers, seed=seed, seconds=seconds)
+    solver = cp_solver(threads=threads, seed=seed, seconds=seconds)
     status = solver.solve(model)
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -217,15 +218,15 @@ def lay_out(units: AliasUnits, objects: Objects, chosen: np.ndarray) -> np.ndarr
 
 
 @register(NAME)
-def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-         hint: Plan | None = None, **options) -> Plan:
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
     """Shared objects of least total size, proven optimal or with a proven gap (see the
     module doc); ``hint``: a valid plan whose units at one offset form a warm start."""
-    began = time.perf_counter()
+    began = budget.began  # it spends wall seconds (`Budget.wall_end`), no CPU allowance
     chosen_options = parse_options(NAME, DEFAULTS, options)
     check_single_region(problem)
-    seconds = UNTIMED_SECONDS if time_limit is None else time_limit
-    greedy = plan_with(GREEDY, problem, time_limit=seconds)
+    seconds = SHARED_OBJECTS_UNTIMED_SECONDS if budget.seconds is None else budget.seconds
+    greedy = plan_with(GREEDY, problem, budget=Budget.of_limit(seconds))
     units = alias_units(problem)
     start, end = spans(problem, units)
     free = np.flatnonzero(units.pinned_base == NO_OFFSET)
@@ -241,10 +242,10 @@ def plan(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                                                                        end[chosen])
     objects, status = warm, "not run"
     if warm.total > bound and pairs <= MAX_PAIRS:
-        left = seconds - (time.perf_counter() - began)
+        left = left_of(seconds, began)
         objects, proven, status = solve_objects(
             problem, units, chosen, start, end, warm, seconds=max(left, 0.0),
-            workers=chosen_options.workers, seed=seed)
+            threads=chosen_options.threads, seed=seed)
         bound = max(bound, proven) if claims else 0
     elif pairs > MAX_PAIRS:
         status = f"not built: {pairs:,} candidate pairs"

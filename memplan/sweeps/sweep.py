@@ -8,7 +8,7 @@ default or on an existing cluster (``client=`` / ``scheduler=``):
 
 - the tasks are the cross product of models (files, or folders searched for
   ``.onnx``, ``.tflite``, ``.csv``, ``.json``), dimension bindings (``dims``), batch sizes
-  (``batches``: `memplan.frontends.onnx_batch.rebatch` rewrites a model whose
+  (``batches``: `memplan.onnx.onnx_batch.rebatch` rewrites a model whose
   batch is fixed in the file), capacities and planners (a registered planner,
   ``solve`` for the whole `memplan.solve` pipeline, ``all`` for every
   heuristic and ``exact``). Bindings and batches apply to ONNX models only:
@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from memplan.errors import ProblemError, require
+from memplan.errors import ProblemError, renamed, require
 from memplan.options import options_record
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
 from memplan.sweeps.sweep_options import SweepOptions
@@ -53,7 +53,7 @@ from memplan.sweeps.sweep_tasks import (
     Task,
     make_tasks,
     model_files,
-    parse_size,
+    parse_capacity,
     planner_names,
     run_task,
 )
@@ -248,5 +248,6 @@ def _running(engine, pending: int) -> int:
 
 
 __all__ = ["ALL", "FROM_FILE", "SOLVE", "SweepOptions", "Task", "dask_setup", "make_tasks",
-           "model_files", "parse_size", "planner_names", "run_task", "scheduler_address",
+           "model_files", "parse_capacity", "planner_names", "run_task", "scheduler_address",
            "sweep"]
+__getattr__ = renamed(__name__, {"parse_size": "parse_capacity"})

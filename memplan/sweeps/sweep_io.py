@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import ProblemError
+from memplan.shares import PARQUET_EVERY
 
 # name -> pandas dtype; the order is the order of the columns in files and tables
 COLUMNS: dict[str, str] = {
@@ -56,7 +57,6 @@ COLUMNS: dict[str, str] = {
     "path": "string",  # the model file as named
     "task": "string",  # the row's key: path|bindings|capacity|planner|settings
 }
-PARQUET_EVERY = 5.0  # seconds between rewrites of a Parquet output
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memplan.errors import MemplanError
-from memplan.frontends.memplan_json import plan_from_dict, plan_to_dict
+from memplan.formats.memplan_json import plan_from_dict, plan_to_dict
 from memplan.output_files import open_replacing
 from memplan.plan import fits
 from memplan.validate import validate

@@ -1,12 +1,12 @@
 """A sweep's tasks: the cross product, and one task run where it lands (a Dask worker).
 
 - `make_tasks` expands models (files, or folders searched for what `memplan.load`
-  reads), dimension bindings, batch sizes, capacities (`parse_size`: bytes or
+  reads), dimension bindings, batch sizes, capacities (`parse_capacity`: bytes or
   units, ``none``, ``file``) and planners (`planner_names`: registered ones,
   ``solve``, ``all``) into frozen `Task` records, models outermost; each
   task's ``key`` identifies its row in an output file (for resuming);
 - `run_task` loads the model where it runs (ONNX models re-batched by
-  `memplan.frontends.onnx_batch.rebatch`; the last few parsed files and
+  `memplan.onnx.onnx_batch.rebatch`; the last few parsed files and
   problems are kept per process, so the planners of one model share one load),
   plans it, validates the plan with `memplan.validate`, and returns one row
   (`memplan.sweeps.sweep_io.COLUMNS`). It never raises: an error is the row's
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import InvalidPlanError, ProblemError
-from memplan.frontends import READERS
+from memplan.formats.readers import READERS
 from memplan.limits import check_capacity, check_time_limit, check_workers
 from memplan.sweeps.sweep_io import finish_row
 
@@ -71,7 +71,7 @@ class Task:
         return f"{self.path}|{self.bindings}|{capacity}|{self.planner}|{settings}"
 
 
-def parse_size(text: str | int | None) -> int | str | None:
+def parse_capacity(text: str | int | None) -> int | str | None:
     """A capacity: bytes, or with a unit (``256KiB``, ``1MiB``, ``2MB``); ``none``; ``file``
     (the rules of `memplan.limits.check_capacity`)."""
     if isinstance(text, str) and text.strip().lower() == FROM_FILE:
@@ -157,7 +157,7 @@ def make_tasks(models: Iterable[str | os.PathLike], *,
     time_limit = check_time_limit(time_limit, "time_limit")
     heuristic_time_limit = check_time_limit(heuristic_time_limit, "heuristic_time_limit")
     check_workers(threads, "threads", default_allowed=False)
-    sizes = [parse_size(c) for c in (capacities if capacities is not None else [FROM_FILE])]
+    sizes = [parse_capacity(c) for c in (capacities if capacities is not None else [FROM_FILE])]
     if not sizes:
         raise ProblemError("no capacity given (bytes, with a unit, 'none' or 'file')")
     dim_items = [[(name, int(v)) for v in values] for name, values in (dims or {}).items()]
@@ -195,7 +195,7 @@ def _settings(planner, time_limit, heuristic_time_limit, seed, threads, alignmen
 @lru_cache(maxsize=4)
 def _onnx_model(path: str, stamp: tuple[int, int]):
     """The ONNX file without its weights (one parse for all the shapes of a model here)."""
-    from memplan.frontends.onnx_graph import load_graph
+    from memplan.onnx.onnx_graph import load_graph
 
     return load_graph(path)
 
@@ -208,8 +208,8 @@ def _load(path: str, stamp: tuple[int, int], dims: tuple, batch: int | None,
 
     if Path(path).suffix.lower() != ".onnx":
         return load(path, alignment=alignment)
-    from memplan.frontends.onnx import from_onnx
-    from memplan.frontends.onnx_batch import rebatch
+    from memplan.onnx.onnx import from_onnx
+    from memplan.onnx.onnx_batch import rebatch
 
     model, source = _onnx_model(path, stamp)  # never changed below: rebatch copies
     symbols = {d.dim_param for value in model.graph.input
@@ -256,7 +256,7 @@ def _plan(task: Task, problem):
     settings.pop("alignment", None)
     threads = settings.pop("threads", None)
     if task.planner in (SOLVE, "exact"):  # CP-SAT threads, unless an option said otherwise
-        settings.setdefault("workers", threads)
+        settings.setdefault("threads", threads)
     if task.planner == SOLVE:
         plan = solve(problem, **settings)  # validated by solve
     else:
@@ -318,4 +318,4 @@ def _worker_name() -> str:
 
 
 __all__ = ["ALL", "FROM_FILE", "MODEL_SUFFIXES", "SOLVE", "Task", "make_tasks", "model_files",
-           "model_names", "parse_size", "planner_names", "run_task"]
+           "model_names", "parse_capacity", "planner_names", "run_task"]

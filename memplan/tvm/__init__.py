@@ -11,9 +11,16 @@ Needs the ``tvm`` extra (``apache-tvm``)::
         print(report.line())
 
 `memplan.tvm.memory_planning_pass` is the pass alone (to run right after
-``StaticPlanBlockMemory`` in a pipeline of one's own);
-`memplan.frontends.relax` reads the problem, `memplan.tvm.rewrite` writes
-the plan back into the function.
+``StaticPlanBlockMemory`` in a pipeline of one's own). The folder holds all of
+memplan's TVM:
+
+- reads (layer 2): `relax` (``from_relax``), `relax_walk` (a function's
+  bindings), `relax_script` (TVMScript parsed without running its code);
+- the pass (top layer): `relax_pass`, `rewrite` (the plan written back into
+  the function), `pipeline` (the pass in Relax's default pipeline);
+- proves (top layer): `relax_vm` (Relax's build and memplan's, run in TVM's VM).
+
+Importing any of them imports ``tvm`` (reading a Relax module needs it too).
 """
 
 from memplan.errors import require

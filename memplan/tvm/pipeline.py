@@ -8,7 +8,7 @@ Use it wherever TVM takes a Relax pipeline::
 
 The passes are those ``tvm.compile`` (``relax.build``) runs by default for
 the target given or the current one (``relax.build`` enters its target), in
-the same order (`memplan.frontends.relax.default_passes`): on a GPU target
+the same order (`memplan.tvm.relax.default_passes`): on a GPU target
 the target's own pipeline (``relax.get_default_pipeline``: library
 dispatch, legalization and fusion, dataflow lowering, finalization), on a
 CPU the generic ``default_build_pipeline`` (no fusion, which could drop a
@@ -23,8 +23,8 @@ from typing import Any
 
 import tvm
 
-from memplan.errors import MemplanError, ProblemError
-from memplan.frontends.relax import default_passes
+from memplan.errors import MemplanError, ProblemError, renamed_keyword
+from memplan.tvm.relax import default_passes
 from memplan.tvm.relax_pass import memory_planning_pass, rethrow, typed_errors
 
 PLANNER = "StaticPlanBlockMemory"  # memplan's pass runs right after it
@@ -71,11 +71,14 @@ class MemplanPipeline(_Pipeline):
 
 
 def pipeline(time_limit: float | None = 10.0, *, target: Any = None,
-             fallback: str | None = None, seed: int = 0, workers: int | None = None,
+             fallback: str | None = None, seed: int = 0, threads: int | None = None,
+             workers: int | None = None,
              **solve_options: Any) -> Any:
     """The Relax pipeline ``tvm.compile`` runs for ``target`` (default: the current target)
     with `memplan.tvm.memory_planning_pass` after ``StaticPlanBlockMemory``; the options are
     the pass's."""
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="pipeline")
     planning = memory_planning_pass(time_limit, fallback=fallback, seed=seed,
-                                    workers=workers, **solve_options)
+                                    threads=threads, **solve_options)
     return MemplanPipeline(planning, target)

@@ -2,7 +2,7 @@
 
 For every Relax function of the module and every device it plans tensors on:
 
-- `memplan.frontends.relax.relax_layouts` reads the tensors Relax put in its
+- `memplan.tvm.relax.relax_layouts` reads the tensors Relax put in its
   storages (Relax's rules for what may be planned stay as they are);
 - `memplan.solve` plans them within ``time_limit`` seconds (heuristics, then
   the exact planner: status and gap say how close to the optimum), and
@@ -54,11 +54,11 @@ import tvm
 
 from memplan.api import SolveOptions, solve
 from memplan.bounds import lower_bound
-from memplan.errors import MemplanError, ProblemError
-from memplan.frontends.relax import RelaxLayout, relax_functions, relax_layouts
+from memplan.errors import MemplanError, ProblemError, renamed_keyword
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.registry import plan_with
+from memplan.tvm.relax import RelaxLayout, relax_functions, relax_layouts
 from memplan.tvm.rewrite import rewrite_function, rewrite_shared
 from memplan.validate import check
 
@@ -202,7 +202,7 @@ class _PlanMemory:
                                  planner="relax")
         plan = plan_with(SHARED_PLANNER, problem, time_limit=self.options.time_limit,
                          seed=self.options.seed, hint=hint,
-                         workers=self.options.workers or 0)
+                         threads=self.options.threads or 0)
         check(problem, plan)  # the independent validator, again, before any rewrite
         by_offset: dict[int, list[str]] = {}
         for buffer_id, offset in zip(problem.ids, plan.offsets.tolist(), strict=True):
@@ -299,7 +299,8 @@ def _caps(storage_cap: int | dict | None) -> dict[str, int | None]:
 
 
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
-                         seed: int = 0, workers: int | None = None, form: str | None = None,
+                         seed: int = 0, threads: int | None = None,
+                         workers: int | None = None, form: str | None = None,
                          storage_cap: int | dict | None = None,
                          **solve_options: Any) -> Any:
     """The Relax module pass planned by memplan, ``time_limit`` seconds per function and
@@ -309,7 +310,9 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     storages elsewhere), ``"offsets"`` or ``"shared"``; ``storage_cap``: the largest shared
     storage in bytes, for every target kind (an int) or per kind (a dict); default
     `STORAGE_CAPS`. ``solve_options`` are `SolveOptions` fields."""
-    options = SolveOptions(time_limit=time_limit, seed=seed, workers=workers, **solve_options)
+    threads = renamed_keyword("workers", workers, "threads", threads,
+                              where="memory_planning_pass")
+    options = SolveOptions(time_limit=time_limit, seed=seed, threads=threads, **solve_options)
     return MemplanPlanMemory(options, fallback, form, storage_cap)
 
 

@@ -30,9 +30,9 @@ from typing import Any
 from tvm import relax
 
 from memplan.errors import InvalidPlanError
-from memplan.frontends.relax import ALIGNMENT, RelaxLayout
-from memplan.frontends.relax_walk import call_name
 from memplan.plan import Plan
+from memplan.tvm.relax import ALIGNMENT, RelaxLayout
+from memplan.tvm.relax_walk import call_name
 from memplan.validate import check
 
 ARENA = "memplan_arena"
