@@ -6,7 +6,7 @@ process of its own (so that its peak RSS is the call's), and prints per
 stage what ran and what it reached:
 
 - the problem: buffers, overlapping pairs of lifetimes (what every greedy
-  pass meets, `memplan.registry.floor_fits`), and its long-lived buffers
+  pass meets, `memplan.registry.ceiling_fits`), and its long-lived buffers
   (living over ``--long`` of the schedule): how many, and their share of the
   load at the step that sets the bound;
 - ``best``'s heuristics: their wall seconds, the passes run (arena over the
@@ -19,7 +19,7 @@ stage what ran and what it reached:
 
 Prints one JSON line per problem and the load average.
 
-    python -m benchmarks.quality_million --problems network-like-1m --time-limit 60
+    python -m benchmarks.quality_million --problems network-1m --time-limit 60
 """
 
 from __future__ import annotations
