@@ -571,13 +571,13 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     clock; once their half is spent, they run with no time to search: one pass
     each); the exact planner gets the rest. The shares are CPU seconds (of the
     thread running the heuristics; the exact planner's per thread its search
-    keeps busy, its ``stats["cpu_seconds"]``): each planner that takes a ``cpu``
-    budget (``best``, ``anneal``, ``genetic``, ``hill_climb``, ``canonical``,
-    ``exact``) gets its share as one and the wall time left of the call as its
-    time limit; a one-pass planner gets its share converted at the call's pace
-    (`memplan.budget`). So a busy machine gives the same table as a
-    quiet one, later, as long as the wall limit is not reached. Planners the
-    problem's share or the wall time left leaves no room for are skipped
+    keeps busy, its ``stats["cpu_seconds"]``): each planner gets a child budget
+    (`memplan.budget.Budget.split`) with its share as the CPU allowance and the wall
+    time left of the call as its deadline; those that count CPU (``best``, ``anneal``,
+    ``genetic``, ``hill_climb``, ``canonical``, ``exact``) spend the allowance, a
+    one-pass planner runs for it converted at the call's pace. So a busy machine gives
+    the same table as a quiet one, later, as long as the wall limit is not reached.
+    Planners the problem's share or the wall time left leaves no room for are skipped
     (``table.attrs["skipped"]``, by problem; each problem gets one plan at
     least). Setting ``stop`` (Ctrl-C in the command) ends the comparison with
     the rows so far (``table.attrs["interrupted"]``). Columns: problem,

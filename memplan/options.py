@@ -69,13 +69,6 @@ def parse_options(planner: str, defaults: Options, options: dict[str, Any]) -> O
     return replace(defaults, **options)
 
 
-def cpu_option(what: str = "the search") -> float | None:
-    """The ``cpu`` field of a planner's options (one help text for every planner)."""
-    return option(None, f"CPU seconds of its thread {what} may take (a caller's share of "
-                        f"its own limit), within the time limit; None: the time limit "
-                        f"decides alone")
-
-
 def renamed_fields(**names: str):
     """Class decorator for an options record: each old field name (``workers="threads"``) is
     still taken, and read, for one release, with a one-line `DeprecationWarning`."""
