@@ -60,7 +60,7 @@ print(json.dumps(dict(arena=plan.arena_size, seconds=seconds, violations=kinds))
 """
 
 
-def _problem_file(work: Path, name: str) -> Path:
+def problem_file(work: Path, name: str) -> Path:
     from memplan.formats.memplan_json import write_problem
 
     path = work / f"{name}.json"
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.problems.split(","):
-        path = _problem_file(args.work, name)
+        path = problem_file(args.work, name)
         for limit in (float(t) for t in args.time_limit.split(",")):
             row = dict(problem=name, limit=limit, **_solve(path, limit))
             if "error" in row:
