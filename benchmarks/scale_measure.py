@@ -71,8 +71,9 @@ def problem_file(work: Path, name: str) -> Path:
 
 
 def _solve(path: Path, limit: float, memplan: Path | None = None) -> dict:
-    memplan = memplan or Path(sys.executable).with_name("memplan")
-    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", str(memplan), "solve", str(path),
+    # this checkout's memplan (the one beside sys.executable may be another venv's)
+    command = [str(memplan)] if memplan else [sys.executable, "-m", "memplan.cli"]
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", *command, "solve", str(path),
                            "--time-limit", str(limit), "--json"],
                           capture_output=True, text=True, cwd=REPO)
     if proc.returncode not in (0, 1):  # 1: does not fit a capacity (still a summary)
