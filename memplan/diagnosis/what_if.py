@@ -111,12 +111,14 @@ def _extend_inputs(problem: Problem, producer: int | None, until: int,
 
 
 def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None,
-             deadline: float | None = None, cut: list[str] | None = None) -> list[Remedy]:
+             deadline: float | None = None, cut: list[str] | None = None,
+             links: tuple[dict[str, int], dict[str, list[int]]] | None = None) -> list[Remedy]:
     """Each change of `CHANGES` that applies to each of ``tensors``, measured; those that
     would not end by ``deadline`` (a `time.perf_counter` value; each is taken to last as
-    long as the one before) are left out, and then ``"remedies"`` is added to ``cut``."""
+    long as the one before) are left out, and then ``"remedies"`` is added to ``cut``.
+    ``links``: `producers_and_readers` of the problem, when the caller has them."""
     bound = lower_bound(problem) if bound is None else bound
-    producer, readers = producers_and_readers(problem)
+    producer, readers = producers_and_readers(problem) if links is None else links
     found = []
     last = 0.0  # wall seconds of the last change measured
     for id in tensors:
@@ -170,14 +172,19 @@ def untaken_aliases(problem: Problem, plan: Plan) -> list[int]:
 
 def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200,
                    deadline: float | None = None, cut: list[str] | None = None
-                   ) -> tuple[int, list[Remedy]]:
-    """``(floor, remedies)``: the bound under the plan's alias choices, and per optional alias
+                   ) -> tuple[int | None, list[Remedy]]:
+    """``(floor, remedies)``: the bound under the plan's alias choices (None: the limit
+    passed before it), and per optional alias
     the plan did not take (at most ``most`` of them, and those started by ``deadline``, a
     `time.perf_counter` value, else ``"in-place aliases"`` is added to ``cut``) the floor
     if it took that one too."""
     untaken = untaken_aliases(problem, plan)
     if not untaken:
         return lower_bound(problem), []
+    if past(deadline):  # the floor is a bound of the problem with fewer aliases: one more
+        if cut is not None:  # pass the limit has no room for
+            cut.append("in-place aliases")
+        return None, []
     dropped = set(untaken)
 
     def without(skip: set[int]) -> Problem:
