@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -90,14 +92,33 @@ def _solve(path: Path, limit: float, memplan: Path | None = None) -> dict:
                 lower_bound=bound)
 
 
+PEER_MEMORY = 6 << 30  # bytes the peer may map (the machine is shared): past it, "not finished"
+PEER_WAIT = (2, 60)  # the peer is stopped after 2x its limit + 60 s: "not finished"
+
+
 def _peer(path: Path, limit: float, bound: int) -> dict:
+    """SuperMalloc on the problem of ``path``, in a process of its own within `PEER_MEMORY`
+    and `PEER_WAIT` (its timeout is not kept on large problems: 67 s at a limit of 5 on
+    80k buffers, and 12 GB and 12 minutes without an end on a 100k-buffer training step)."""
     began = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-c", PEER, str(path),
-                           str(limit)], capture_output=True, text=True, cwd=REPO)
-    said = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
+    wait = PEER_WAIT[0] * limit + PEER_WAIT[1]
+    proc = subprocess.Popen(
+        ["/usr/bin/time", "-f", "%M", sys.executable, "-c", PEER, str(path), str(limit)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        start_new_session=True,  # its own group: stopped whole, the peer with its timer
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (PEER_MEMORY,) * 2))
+    try:
+        stdout, stderr = proc.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return dict(peer_error=f"not finished in {wait:g} s")
+    if "MemoryError" in stderr or "bad_alloc" in stderr:
+        return dict(peer_error=f"out of {PEER_MEMORY >> 30} GB")
+    said = stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
     if proc.returncode:
         return dict(peer_error=said[-2] if said[-1].isdigit() and len(said) > 1 else said[-1])
-    found = json.loads(proc.stdout)
+    found = json.loads(stdout)
     return dict(peer_ratio=found["arena"] / bound, peer_s=found["seconds"],
                 peer_wall=time.perf_counter() - began, peer_violations=found["violations"],
                 peer_rss_mb=int(said[-1]) // 1024)
