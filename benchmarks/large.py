@@ -154,7 +154,6 @@ class _ProblemWriter(_Writer):
 
     def input(self, name: str, shape: tuple[int, ...]) -> str:
         self._buffer(name, shape, FLOAT16, 0, "input")
-        self.ends[-1] = 0  # until a reader: 1 past it
         return name
 
     def weight(self, shape, dtype: int = FLOAT16) -> str:
