@@ -248,7 +248,8 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
         _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, threads)
     cut = ["capacity reason"] if reason is not None and reason.kind == UNDECIDED else []
     first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
-    helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut)
+    helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut,
+                      links=(d.producer, d.readers))
     floor, aliases = (None, []) if plan is None or plan.regions is not None else \
         alias_remedies(problem, plan, deadline=deadline, cut=cut)
     late = past(deadline)  # the folding is not cut once begun: one walk, a few bounds
