@@ -1,11 +1,15 @@
 """Seeded generators of large, realistic problems: transformer decoders and training steps.
 
-The ``large`` suite measures the planners at 1k to 100k buffers on problems
+The ``large`` and ``huge`` suites measure the planners at 1k to 1M buffers on problems
 with the structure of real models rather than uniform random boxes:
 
-- `transformer_decoder`: an ONNX model built with `onnx.helper`, one decoder
-  step of a large language model with its KV cache, read by memplan's ONNX
-  frontend exactly as a user's exported model would be. Per layer::
+- `transformer_decoder`: one decoder step of a large language model with its
+  KV cache, as memplan's ONNX frontend reads it from the model `decoder_model`
+  builds with `onnx.helper` (a user's exported model). The structure is written
+  once (`_decoder`) for two writers: one builds the ONNX model, the other
+  (`decoder_problem`) the frontend's `Problem` straight away, in O(n) without
+  the model (1M buffers: 15 CPU-seconds and 1 GB, where the model and its
+  reading took 19 minutes and 3.8 GB); the tests hold the two equal. Per layer::
 
       x -> LayerNorm -> Q, K, V projections -> per head: Slice q/k/v,
            Concat(past_k, k) / Concat(past_v, v) (the KV cache: graph inputs
@@ -31,13 +35,18 @@ arguments, same problem on every machine (Python's `random.Random`).
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
 
-from memplan.problem import Problem
+from memplan.bounds import live_bytes
+from memplan.problem import Alias, Problem, Step
 
-FLOAT16, INT8, INT32, FLOAT = 10, 3, 6, 1  # onnx.TensorProto element types
+FLOAT16, INT8, INT32, INT64 = 10, 3, 6, 7  # onnx.TensorProto element types
+_BYTES = {FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8}
+_INPLACE = frozenset({"Add", "Mul", "Sigmoid", "Cast"})  # the model's element-wise operators
+_VIEWS = frozenset({"Reshape"})  # the model's views
 
 
 def _decoder_shape(n_buffers: int) -> tuple[int, int]:
@@ -49,115 +58,242 @@ def _decoder_shape(n_buffers: int) -> tuple[int, int]:
     return 96, max(2, round((n_buffers / 96 - 24) / 14))
 
 
-def decoder_model(layers: int, heads: int, *, seq: int = 16, past: int = 512, head_dim: int = 64,
-                  seed: int = 0, int8_mlp: float = 0.5):
-    """The ONNX ModelProto of one decoder step with a KV cache (see the module doc)."""
-    from onnx import TensorProto, helper
+class _Writer:
+    """Names tensors and nodes as the decoder is written: ``<prefix>_<counter>``, one
+    counter for everything, so that both writers name every tensor alike."""
 
-    rng = random.Random(seed)
-    hidden = heads * head_dim
-    nodes, inits, inputs = [], [], []
-    counter = iter(range(10**9))
+    def __init__(self):
+        self.counter = 0
 
-    def name(prefix: str) -> str:
-        return f"{prefix}_{next(counter)}"
+    def name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.counter - 1}"
 
-    def weight(shape, dtype=FLOAT16) -> str:
+
+class _OnnxWriter(_Writer):
+    """Writes the decoder as an ONNX ModelProto (`onnx.helper`)."""
+
+    def __init__(self):
+        super().__init__()
+        from onnx import helper
+
+        self.helper = helper
+        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
+
+    def input(self, name: str, shape: tuple[int, ...]) -> str:
+        self.inputs.append(self.helper.make_tensor_value_info(name, FLOAT16, list(shape)))
+        return name
+
+    def weight(self, shape, dtype: int = FLOAT16) -> str:
         """An initializer whose bytes are external (never read: only its shape matters)."""
-        w = name("w")
+        from onnx import TensorProto
+
+        w = self.name("w")
         tensor = TensorProto(name=w, data_type=dtype, dims=list(shape))
         tensor.data_location = TensorProto.EXTERNAL
         entry = tensor.external_data.add()
         entry.key, entry.value = "location", "weights.bin"
-        inits.append(tensor)
+        self.inits.append(tensor)
         return w
 
-    def node(op: str, ins, n_out: int = 1, **attrs) -> list[str]:
-        outs = [name(op.lower()) for _ in range(n_out)]
-        nodes.append(helper.make_node(op, list(ins), outs, name=name(f"n_{op}"), **attrs))
-        return outs
-
-    def const_i64(values) -> str:
-        c = name("c")
-        nodes.append(helper.make_node("Constant", [], [c], value=helper.make_tensor(
-            c, TensorProto.INT64, [len(values)], list(values))))
+    def const(self, prefix: str, dtype: int, values, *, scalar: bool = False) -> str:
+        c = self.name(prefix)
+        dims = [] if scalar else [len(values)]
+        self.nodes.append(self.helper.make_node("Constant", [], [c], value=self.helper.make_tensor(
+            c, dtype, dims, list(values))))
         return c
 
-    def const_scalar(value: float, dtype=FLOAT16) -> str:
-        c = name("s")
-        nodes.append(helper.make_node("Constant", [], [c], value=helper.make_tensor(
-            c, dtype, [], [value])))
-        return c
+    def node(self, op: str, ins, shape: tuple[int, ...], dtype: int = FLOAT16, **attrs) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(self.helper.make_node(op, list(ins), [out], name=self.name(f"n_{op}"),
+                                                **attrs))
+        return out
 
-    x_in = "tokens_embedded"
-    inputs.append(helper.make_tensor_value_info(x_in, FLOAT16, [1, seq, hidden]))
-    mask = "attention_mask"
-    inputs.append(helper.make_tensor_value_info(mask, FLOAT16, [1, 1, seq, past + seq]))
-    x = x_in
-    mask3 = node("Reshape", [mask, const_i64([1, seq, past + seq])])[0]
-    scale = const_scalar(1.0 / head_dim ** 0.5)
-    axes_last = const_i64([2])
+    def finish(self, name: str, outputs: list[str]):
+        graph = self.helper.make_graph(self.nodes, name, self.inputs,
+                                       [self.helper.make_tensor_value_info(o, FLOAT16, None)
+                                        for o in outputs], initializer=self.inits)
+        model = self.helper.make_model(graph, opset_imports=[self.helper.make_opsetid("", 19)])
+        model.ir_version = 9
+        return model
+
+
+class _ProblemWriter(_Writer):
+    """Writes the decoder straight as the `Problem` memplan's ONNX frontend reads from it.
+
+    The frontend's rules (`memplan.onnx.onnx`), as they apply to this model: constants
+    are folded, every other node is one step; inputs live from step 0, a tensor from its
+    step, both to one past their last reader, outputs to the horizon; the Reshape is a
+    mandatory alias; an element-wise node gets an optional alias over its first input
+    of its shape and type that dies at its step and is an activation outside the
+    graph inputs' views; the live bytes per step are the widths. O(n) in lists: no
+    model, no shape inference (a 1M-buffer decoder in seconds, not 20 minutes).
+    """
+
+    def __init__(self, alignment: int, name: str | None):
+        super().__init__()
+        self.alignment = alignment
+        self.problem_name = name  # None: the graph's, as the frontend names it
+        self.index: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.types: list[tuple] = []  # (shape, element type) of each buffer
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.kinds: list[str] = []
+        self.steps: list[Step] = []
+        self.views: list[Alias] = []
+        self.inplace: list[tuple[int, str, tuple[str, ...]]] = []  # (step, output, inputs)
+
+    def _buffer(self, name: str, shape, dtype: int, start: int, kind: str) -> None:
+        self.index[name] = len(self.ids)
+        self.ids.append(name)
+        self.types.append((shape, dtype))
+        self.starts.append(start)
+        self.ends.append(start + 1)
+        self.kinds.append(kind)
+
+    def input(self, name: str, shape: tuple[int, ...]) -> str:
+        self._buffer(name, shape, FLOAT16, 0, "input")
+        return name
+
+    def weight(self, shape, dtype: int = FLOAT16) -> str:
+        return self.name("w")
+
+    def const(self, prefix: str, dtype: int, values, *, scalar: bool = False) -> str:
+        return self.name(prefix)
+
+    def node(self, op: str, ins, shape: tuple[int, ...], dtype: int = FLOAT16, **attrs) -> str:
+        out = self.name(op.lower())
+        step = len(self.steps)
+        reads = tuple(dict.fromkeys(i for i in ins if i in self.index))
+        for name in reads:
+            i = self.index[name]
+            self.ends[i] = max(self.ends[i], step + 1)
+        self.steps.append(Step(self.name(f"n_{op}"), op, reads, (out,)))
+        self._buffer(out, shape, dtype, step, "activation")
+        if op in _VIEWS:
+            self.views.append(Alias(ins[0], out))
+        elif op in _INPLACE:
+            self.inplace.append((step, out, reads))
+        return out
+
+    def _inplace(self) -> list[Alias]:
+        """One optional alias per element-wise output, over its first input that dies."""
+        index, ends, kinds, types = self.index, self.ends, self.kinds, self.types
+        shared = {a.dst for a in self.views if kinds[index[a.src]] != "activation"}
+        aliases = []
+        for step, out, reads in self.inplace:
+            for name in reads:
+                i = index[name]
+                if types[i] == types[index[out]] and ends[i] == step + 1 \
+                        and kinds[i] == "activation" and name not in shared:
+                    aliases.append(Alias(name, out, 0, optional=True))
+                    break
+        return aliases
+
+    def finish(self, name: str, outputs: list[str]) -> Problem:
+        horizon = max(1, len(self.steps))
+        for out in outputs:
+            self.ends[self.index[out]] = horizon
+            self.kinds[self.index[out]] = "output"
+        inputs = [i for i, kind in enumerate(self.kinds) if kind == "input"]
+        order = inputs + sorted(set(range(len(self.ids))).difference(inputs))  # inputs first
+        sizes = np.array([math.prod(shape) * _BYTES[dtype] for shape, dtype in self.types],
+                         np.int64)[order]
+        problem = Problem.from_arrays(sizes, np.array(self.starts)[order],
+                                      np.array(self.ends)[order],
+                                      ids=[self.ids[i] for i in order],
+                                      alignments=np.full(len(sizes), self.alignment, np.int64),
+                                      kinds=[self.kinds[i] for i in order],
+                                      aliases=self.views + self._inplace(),
+                                      steps=self.steps, name=self.problem_name or name)
+        return problem.replace(widths=live_bytes(problem))
+
+
+def _decoder(writer: _Writer, layers: int, heads: int, *, seq: int, past: int, head_dim: int,
+             seed: int, int8_mlp: float):
+    """One decoder step with a KV cache (see the module doc), written by ``writer``."""
+    rng = random.Random(seed)
+    hidden = heads * head_dim
+    inner = 4 * hidden
+    act, part = (1, seq, hidden), (1, seq, head_dim)
+    cache, scores = (1, past + seq, head_dim), (1, seq, past + seq)
+    node = writer.node
+    x = writer.input("tokens_embedded", act)
+    mask = writer.input("attention_mask", (1, 1, seq, past + seq))
+    mask3 = node("Reshape", [mask, writer.const("c", INT64, [1, seq, past + seq])], scores)
+    scale = writer.const("s", FLOAT16, [1.0 / head_dim ** 0.5], scalar=True)
+    axes_last = writer.const("c", INT64, [2])
     outputs = []
     for layer in range(layers):
-        ln1 = node("LayerNormalization", [x, weight([hidden]), weight([hidden])], axis=-1)[0]
-        q = node("MatMul", [ln1, weight([hidden, hidden])])[0]
-        k = node("MatMul", [ln1, weight([hidden, hidden])])[0]
-        v = node("MatMul", [ln1, weight([hidden, hidden])])[0]
+        ln1 = node("LayerNormalization", [x, writer.weight([hidden]), writer.weight([hidden])],
+                   act, axis=-1)
+        q = node("MatMul", [ln1, writer.weight([hidden, hidden])], act)
+        k = node("MatMul", [ln1, writer.weight([hidden, hidden])], act)
+        v = node("MatMul", [ln1, writer.weight([hidden, hidden])], act)
         head_outs = []
         for h in range(heads):
-            lo, hi = const_i64([h * head_dim]), const_i64([(h + 1) * head_dim])
-            qh = node("Slice", [q, lo, hi, axes_last])[0]
-            kh = node("Slice", [k, lo, hi, axes_last])[0]
-            vh = node("Slice", [v, lo, hi, axes_last])[0]
-            past_k, past_v = f"past_k_{layer}_{h}", f"past_v_{layer}_{h}"
-            for cache in (past_k, past_v):
-                inputs.append(helper.make_tensor_value_info(cache, FLOAT16,
-                                                            [1, past, head_dim]))
-            k_all = node("Concat", [past_k, kh], axis=1)[0]
-            v_all = node("Concat", [past_v, vh], axis=1)[0]
+            lo = writer.const("c", INT64, [h * head_dim])
+            hi = writer.const("c", INT64, [(h + 1) * head_dim])
+            qh = node("Slice", [q, lo, hi, axes_last], part)
+            kh = node("Slice", [k, lo, hi, axes_last], part)
+            vh = node("Slice", [v, lo, hi, axes_last], part)
+            past_k = writer.input(f"past_k_{layer}_{h}", (1, past, head_dim))
+            past_v = writer.input(f"past_v_{layer}_{h}", (1, past, head_dim))
+            k_all = node("Concat", [past_k, kh], cache, axis=1)
+            v_all = node("Concat", [past_v, vh], cache, axis=1)
             outputs += [k_all, v_all]  # the updated cache: outputs, live to the end
-            kt = node("Transpose", [k_all], perm=[0, 2, 1])[0]
-            scores = node("MatMul", [qh, kt])[0]
-            scaled = node("Mul", [scores, scale])[0]
-            masked = node("Add", [scaled, mask3])[0]
-            probs = node("Softmax", [masked], axis=-1)[0]
-            head_outs.append(node("MatMul", [probs, v_all])[0])
-        attn = node("Concat", head_outs, axis=2)[0]
-        proj = node("MatMul", [attn, weight([hidden, hidden])])[0]
-        x = node("Add", [x, proj])[0]
-        ln2 = node("LayerNormalization", [x, weight([hidden]), weight([hidden])], axis=-1)[0]
-        inner = 4 * hidden
+            kt = node("Transpose", [k_all], (1, head_dim, past + seq), perm=[0, 2, 1])
+            weights = node("MatMul", [qh, kt], scores)
+            scaled = node("Mul", [weights, scale], scores)
+            masked = node("Add", [scaled, mask3], scores)
+            probs = node("Softmax", [masked], scores, axis=-1)
+            head_outs.append(node("MatMul", [probs, v_all], part))
+        attn = node("Concat", head_outs, act, axis=2)
+        proj = node("MatMul", [attn, writer.weight([hidden, hidden])], act)
+        x = node("Add", [x, proj], act)
+        ln2 = node("LayerNormalization", [x, writer.weight([hidden]), writer.weight([hidden])],
+                   act, axis=-1)
+        wide = (1, seq, inner)
         if rng.random() < int8_mlp:  # int8 MLP: quantise, integer matmul, rescale
-            zero = name("zp")
-            nodes.append(helper.make_node("Constant", [], [zero], value=helper.make_tensor(
-                zero, INT8, [], [0])))
-            q8 = node("QuantizeLinear", [ln2, const_scalar(0.05), zero])[0]
-            acc = node("MatMulInteger", [q8, weight([hidden, inner], INT8)])[0]
-            up = node("Mul", [node("Cast", [acc], to=FLOAT16)[0], const_scalar(0.01)])[0]
+            zero = writer.const("zp", INT8, [0], scalar=True)
+            q8 = node("QuantizeLinear", [ln2, writer.const("s", FLOAT16, [0.05], scalar=True),
+                                         zero], act, INT8)
+            acc = node("MatMulInteger", [q8, writer.weight([hidden, inner], INT8)], wide, INT32)
+            up = node("Mul", [node("Cast", [acc], wide, to=FLOAT16),
+                              writer.const("s", FLOAT16, [0.01], scalar=True)], wide)
         else:
-            up = node("MatMul", [ln2, weight([hidden, inner])])[0]
-        gate = node("MatMul", [ln2, weight([hidden, inner])])[0]
-        silu = node("Mul", [gate, node("Sigmoid", [gate])[0]])[0]  # SwiGLU
-        act = node("Mul", [silu, up])[0]
-        down = node("MatMul", [act, weight([inner, hidden])])[0]
-        x = node("Add", [x, down])[0]
-    final = node("LayerNormalization", [x, weight([hidden]), weight([hidden])], axis=-1)[0]
-    outputs.insert(0, final)
-    graph = helper.make_graph(nodes, f"decoder-{layers}x{heads}", inputs,
-                              [helper.make_tensor_value_info(o, FLOAT16, None)
-                               for o in outputs], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = 9
-    return model
+            up = node("MatMul", [ln2, writer.weight([hidden, inner])], wide)
+        gate = node("MatMul", [ln2, writer.weight([hidden, inner])], wide)
+        silu = node("Mul", [gate, node("Sigmoid", [gate], wide)], wide)  # SwiGLU
+        act_mlp = node("Mul", [silu, up], wide)
+        down = node("MatMul", [act_mlp, writer.weight([inner, hidden])], act)
+        x = node("Add", [x, down], act)
+    final = node("LayerNormalization", [x, writer.weight([hidden]), writer.weight([hidden])],
+                 act, axis=-1)
+    return writer.finish(f"decoder-{layers}x{heads}", [final, *outputs])
+
+
+def decoder_model(layers: int, heads: int, *, seq: int = 16, past: int = 512, head_dim: int = 64,
+                  seed: int = 0, int8_mlp: float = 0.5):
+    """The ONNX ModelProto of one decoder step with a KV cache (see the module doc)."""
+    return _decoder(_OnnxWriter(), layers, heads, seq=seq, past=past, head_dim=head_dim,
+                    seed=seed, int8_mlp=int8_mlp)
+
+
+def decoder_problem(layers: int, heads: int, *, seq: int = 16, past: int = 512,
+                    head_dim: int = 64, seed: int = 0, int8_mlp: float = 0.5,
+                    alignment: int = 64, name: str | None = None) -> Problem:
+    """``from_onnx(decoder_model(...), alignment=alignment, name=name)`` without the model
+    (`_ProblemWriter`): O(n), 1M buffers in seconds."""
+    return _decoder(_ProblemWriter(alignment, name), layers, heads, seq=seq, past=past,
+                    head_dim=head_dim, seed=seed, int8_mlp=int8_mlp)
 
 
 def transformer_decoder(n_buffers: int, seed: int = 0) -> Problem:
     """A decoder step (`decoder_model`) of about ``n_buffers`` buffers, as memplan reads it."""
-    from memplan.onnx.onnx import from_onnx
-
     layers, heads = _decoder_shape(n_buffers)
-    model = decoder_model(layers, heads, seed=seed)
-    return from_onnx(model, alignment=64, name=f"decoder-{layers}x{heads}-s{seed}")
+    return decoder_problem(layers, heads, seed=seed, name=f"decoder-{layers}x{heads}-s{seed}")
 
 
 def training_step(n_buffers: int, seed: int = 0, *, alignment: int = 64) -> Problem:

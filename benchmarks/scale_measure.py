@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -60,7 +62,7 @@ print(json.dumps(dict(arena=plan.arena_size, seconds=seconds, violations=kinds))
 """
 
 
-def _problem_file(work: Path, name: str) -> Path:
+def problem_file(work: Path, name: str) -> Path:
     from memplan.formats.memplan_json import write_problem
 
     path = work / f"{name}.json"
@@ -71,31 +73,55 @@ def _problem_file(work: Path, name: str) -> Path:
 
 
 def _solve(path: Path, limit: float, memplan: Path | None = None) -> dict:
-    memplan = memplan or Path(sys.executable).with_name("memplan")
-    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", str(memplan), "solve", str(path),
+    # this checkout's memplan (the one beside sys.executable may be another venv's)
+    command = [str(memplan)] if memplan else [sys.executable, "-m", "memplan.cli"]
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", *command, "solve", str(path),
                            "--time-limit", str(limit), "--json"],
                           capture_output=True, text=True, cwd=REPO)
     if proc.returncode not in (0, 1):  # 1: does not fit a capacity (still a summary)
         return dict(error=(proc.stderr.strip().splitlines() or ["no output"])[-1])
-    wall, rss_kb = proc.stderr.strip().splitlines()[-1].split()
+    wall, rss_kb, user, system = proc.stderr.strip().splitlines()[-1].split()
+    said = [line for line in proc.stderr.splitlines() if "beyond --time-limit" in line]
     summary = json.loads(proc.stdout)
     bound = summary["lower_bound"]
     return dict(buffers=summary["buffers"], wall=float(wall), solve_s=summary["seconds"],
+                cpu=float(user) + float(system), warned=bool(said),
                 load_s=float(wall) - summary["seconds"], rss_mb=int(rss_kb) // 1024,
                 heuristic=summary["heuristic"]["arena_size"] / bound,
                 ratio=summary["plan"]["arena_size"] / bound, status=summary["plan"]["status"],
                 lower_bound=bound)
 
 
+PEER_MEMORY = 6 << 30  # bytes the peer may map (the machine is shared): past it, "not finished"
+PEER_WAIT = (2, 60)  # the peer is stopped after 2x its limit + 60 s: "not finished"
+
+
 def _peer(path: Path, limit: float, bound: int) -> dict:
+    """SuperMalloc on the problem of ``path``, in a process of its own within `PEER_MEMORY`
+    and `PEER_WAIT` (its timeout is not kept on large problems: 67 s at a limit of 5 on
+    80k buffers, and 12 GB and 12 minutes without an end on a 100k-buffer training step)."""
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", PEER, str(path), str(limit)],
-                          capture_output=True, text=True, cwd=REPO)
+    wait = PEER_WAIT[0] * limit + PEER_WAIT[1]
+    proc = subprocess.Popen(
+        ["/usr/bin/time", "-f", "%M", sys.executable, "-c", PEER, str(path), str(limit)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        start_new_session=True,  # its own group: stopped whole, the peer with its timer
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (PEER_MEMORY,) * 2))
+    try:
+        stdout, stderr = proc.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return dict(peer_error=f"not finished in {wait:g} s")
+    if "MemoryError" in stderr or "bad_alloc" in stderr:
+        return dict(peer_error=f"out of {PEER_MEMORY >> 30} GB")
+    said = stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
     if proc.returncode:
-        return dict(peer_error=proc.stderr.strip().splitlines()[-1])
-    found = json.loads(proc.stdout)
+        return dict(peer_error=said[-2] if said[-1].isdigit() and len(said) > 1 else said[-1])
+    found = json.loads(stdout)
     return dict(peer_ratio=found["arena"] / bound, peer_s=found["seconds"],
-                peer_wall=time.perf_counter() - began, peer_violations=found["violations"])
+                peer_wall=time.perf_counter() - began, peer_violations=found["violations"],
+                peer_rss_mb=int(said[-1]) // 1024)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.problems.split(","):
-        path = _problem_file(args.work, name)
+        path = problem_file(args.work, name)
         for limit in (float(t) for t in args.time_limit.split(",")):
             row = dict(problem=name, limit=limit, **_solve(path, limit))
             if "error" in row:
@@ -147,14 +173,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['before_solve_s']:.2f} | {r['solve_s']:.2f} | {r['before_ratio']:.5f} | "
                   f"{r['ratio']:.5f} | {r['before_heuristic']:.5f} | {r['heuristic']:.5f} | "
                   f"{r['before_status']} | {r['status']} | {r['load_average']:.1f} |")
-    print("\n| problem | buffers | limit s | wall s (load s) | arena / bound | heuristic | "
-          "status | peak RSS MB | SuperMalloc | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| problem | buffers | limit s | wall s | read s | solve s | CPU s | arena / bound "
+          "| peak MB | SuperMalloc | load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|")
     for r in rows:
-        peer = f"{r['peer_ratio']:.5f} in {r['peer_s']:.1f} s" if "peer_ratio" in r else "-"
-        print(f"| {r['problem']} | {r['buffers']} | {r['limit']:g} | {r['wall']:.1f} "
-              f"({r['load_s']:.1f}) | {r['ratio']:.5f} | {r['heuristic']:.5f} | {r['status']} | "
-              f"{r['rss_mb']} | {peer} | {r['load_average']:.1f} |")
+        peer = f"{r['peer_ratio']:.5f} in {r['peer_s']:.1f} s, {r['peer_rss_mb']} MB" \
+            if "peer_ratio" in r else \
+            r.get("peer_error", "-")
+        arena = "opt" if r["status"] == "optimal" else f"{r['ratio']:.5f}"
+        print(f"| {r['problem']} | {r['buffers']:,} | {r['limit']:g} | {r['wall']:.1f}"
+              f"{' (said)' if r['warned'] else ''} | {r['load_s']:.1f} | {r['solve_s']:.1f} | "
+              f"{r['cpu']:.1f} | {arena} | {r['rss_mb']} | {peer} | {r['load_average']:.1f} |")
     return 0
 
 

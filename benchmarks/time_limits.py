@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.scale_measure import _problem_file
+from benchmarks.scale_measure import problem_file
 from benchmarks.suites import REPO
 
 RUN = """
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(planners()) if args.planners == "all" else args.planners.split(",")
     rows = []
     for problem in args.problems.split(","):
-        path = _problem_file(args.work, problem)
+        path = problem_file(args.work, problem)
         for limit in (float(t) for t in args.time_limit.split(",")):
             for planner in names:
                 row = dict(problem=problem, planner=planner, limit=limit,

@@ -21,6 +21,10 @@ OUTPUT_CPU_PER_BUFFER = 5e-6  # a buffer's writing, per output file (JSON: about
 CEILING_CPU_PER_BUFFER = 3.5e-6  # a buffer's share of the work every solve does whatever
 # the limit: the bound, parts, units, the time sweep's pass and the validation of its plan
 # (measured at load 16: 3.2 CPU-s at 1M network-like buffers, 3.4 at 1M training)
+EXPLAIN_CPU_PER_BUFFER = 9e-6  # explain: a buffer's share of what it does whatever the limit
+# (the peak and its tensors, the bound, the producers and readers; beside the plan's pass and
+# check): the most measured at 300k buffers, load 11: decoder 9.0 us (steps and aliases),
+# training step 3.2, network-like 0.9
 EXPLAIN_PLAN_SHARE = 1 / 3  # explain: of the time left after loading, the CPU seconds of the
 # plan whose gap is explained (its wall limit: the time left less COMMAND_LEAST_SHARE)
 

@@ -6,6 +6,7 @@ neither on which planners exist yet nor on how fast they are.
 """
 
 import csv
+import hashlib
 import json
 import textwrap
 
@@ -14,8 +15,10 @@ import pytest
 
 from benchmarks.__main__ import main
 from benchmarks.generate import conflict_graph, network_like
+from benchmarks.large import decoder_model, decoder_problem, transformer_decoder
 from benchmarks.runner import run_task
 from benchmarks.suites import eight_operators, fit_five
+from memplan.onnx.onnx import from_onnx
 
 PLUGIN = textwrap.dedent("""
     import time
@@ -107,6 +110,38 @@ def test_network_like_is_seeded_and_exact():
     assert not np.array_equal(a.sizes, network_like(500, seed=4).sizes)
     assert (a.ends > a.starts).all() and (a.alignments == 64).all()
     assert (a.ends - a.starts).max() > 50  # a few long-lived buffers
+
+
+def _fingerprint(problem) -> str:
+    """Every field of a problem, hashed: two problems with one fingerprint are the same."""
+    fields = (problem.name, problem.ids, problem.sizes.tolist(), problem.starts.tolist(),
+              problem.ends.tolist(), problem.alignments.tolist(), problem.pinned.tolist(),
+              problem.max_sizes.tolist(), problem.kinds, problem.allowed_regions,
+              problem.aliases, problem.conflicts.tolist(), problem.capacity,
+              None if problem.widths is None else problem.widths.tolist(), problem.regions,
+              problem.steps)
+    return hashlib.sha256(repr(fields).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("layers,heads,seed,int8", [(1, 2, 4, True), (2, 2, 0, False),
+                                                    (2, 2, 3, True), (3, 5, 1, True)])
+def test_decoder_written_directly_is_the_one_the_onnx_frontend_reads(layers, heads, seed, int8):
+    model = decoder_model(layers, heads, seed=seed)
+    assert any(n.op_type == "MatMulInteger" for n in model.graph.node) == int8
+    read = from_onnx(model, alignment=64)
+    written = decoder_problem(layers, heads, seed=seed)
+    assert written.ids == read.ids and written.aliases == read.aliases
+    assert written.steps == read.steps
+    assert _fingerprint(written) == _fingerprint(read)
+
+
+def test_decoder_10k_is_the_problem_regress_has_always_planned():
+    """`large/decoder-10k` as `from_onnx(decoder_model(24, 28))` made it before the
+    direct writer: the same fingerprint (and so the same arena in regress)."""
+    decoder = transformer_decoder(10_000)
+    assert (len(decoder), decoder.name) == (9124, "decoder-24x28-s0")
+    assert _fingerprint(decoder) == \
+        "a9cb5c58767d1e3dc90e778858a9189ad47a8a054f2f8bb34b1ca7fdc90aed75"
 
 
 def test_conflict_problems():

@@ -15,12 +15,16 @@ import numpy as np
 import pytest
 
 from benchmarks.generate import network_like
+from benchmarks.large import transformer_decoder
 from benchmarks.traces import training_step_trace
 from memplan import api, plan_with, validate
-from memplan.bounds import live_bytes
+from memplan.bounds import live_bytes, lower_bound
+from memplan.cli import checks, main
+from memplan.diagnosis import what_if
 from memplan.diagnosis.capacity_reason import _Checker, _load_at, _over_capacity
 from memplan.diagnosis.explain import explain
 from memplan.formats import minimalloc_csv
+from memplan.formats.memplan_json import write_problem
 from memplan.heuristics import anneal
 from memplan.heuristics.units import Units
 from memplan.registry import CEILING, ceiling_planner
@@ -158,3 +162,55 @@ def test_ctrl_c_in_the_heuristics_keeps_the_plans_so_far(monkeypatch, trace):
     assert validate(trace, plans["best_fit"]) == []
     with pytest.raises(KeyboardInterrupt):  # no plan yet: nothing to keep
         api.run_heuristics(trace, ["greedy_by_size"])
+
+
+@pytest.mark.parametrize("command", [["solve"], ["compare", "--planners", "greedy_by_size"],
+                                     ["explain"], ["explain", "--planner", "none"]],
+                         ids=["solve", "compare", "explain", "explain-no-plan"])
+def test_commands_say_first_when_the_work_no_limit_cuts_cannot_fit(monkeypatch, tmp_path,
+                                                                   capsys, command):
+    path = tmp_path / "net.json"
+    write_problem(path, network_like(300, 4))
+    assert main([command[0], str(path), "--time-limit", "5", *command[1:]]) == 0
+    assert "beyond --time-limit" not in capsys.readouterr().err  # 300 buffers fit 5 s
+    monkeypatch.setattr(checks, "command_pace", lambda: 1e4)  # as if a core were 10^4x slower
+    assert main([command[0], str(path), "--time-limit", "5", *command[1:]]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "beyond" in line]
+    assert len(said) == 1 and said[0].startswith(f"memplan {command[0]}: 300 buffers: "
+                                                 f"reading took ")
+    assert said[0].endswith("s more, beyond --time-limit 5")
+
+
+def _changed_row_by_row(problem, changes):
+    """The changed problem built from `Buffer` rows, as explain built it before."""
+    buffers = [piece for b in problem.buffers for piece in changes.get(b.id, [b])]
+    return problem.replace(buffers=buffers, widths=None, steps=None)
+
+
+def test_remedies_measure_the_bound_of_the_changed_problem_and_stop_in_time(monkeypatch):
+    decoder = transformer_decoder(2000, 1)  # steps, views and in-place aliases
+    tensors = [decoder.ids[i] for i in np.argsort(-decoder.sizes)[:4]] + ["reshape_1"]
+    # (the mask as every head reads it: a view, recomputed for each later reader)
+    built = []
+    monkeypatch.setattr(what_if, "lower_bound", lambda p: built.append(p) or lower_bound(p))
+    found = what_if.remedies(decoder, tensors)
+    assert {r.change for r in found} >= {"end_earlier", "split", "recompute"}
+    for remedy, changed in zip(found, built[1:], strict=True):  # the first: the bound itself
+        pieces = {b.id: b for b in changed.buffers}
+        changes = {}
+        for id in changed.ids:
+            base = id.split("@")[0]
+            changes.setdefault(base, []).append(pieces[id])
+        slow = _changed_row_by_row(decoder, changes)
+        assert remedy.bound == lower_bound(slow)
+        assert sorted(slow.ids) == sorted(changed.ids)
+    cut: list[str] = []
+    soon = time.perf_counter() + 1e-9  # past before the second change: only the first runs
+    assert len(what_if.remedies(decoder, tensors, deadline=soon, cut=cut)) <= 1
+    assert cut == ["remedies"]
+
+
+def test_explain_skips_the_constant_folding_past_its_limit(trace):
+    found = explain(transformer_decoder(2000, 1), time_limit=1e-6)
+    assert {"remedies", "constant folding"} <= set(found.unmeasured)
+    assert found.folding == ()

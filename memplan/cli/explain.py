@@ -20,7 +20,7 @@ import numpy as np
 
 from memplan.budget import command_left
 from memplan.cli import checks
-from memplan.cli.checks import UsageError, check_figure_path
+from memplan.cli.checks import UsageError, check_figure_path, warn_beyond_limit
 from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
@@ -28,7 +28,12 @@ from memplan.diagnosis.explain import explain, plan_in_time
 from memplan.errors import ProblemError
 from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
-from memplan.shares import COMMAND_LEAST_SHARE, EXPLAIN_PLAN_SHARE
+from memplan.shares import (
+    CEILING_CPU_PER_BUFFER,
+    COMMAND_LEAST_SHARE,
+    EXPLAIN_CPU_PER_BUFFER,
+    EXPLAIN_PLAN_SHARE,
+)
 
 
 def add_command(sub, shared: Parents) -> None:
@@ -106,8 +111,9 @@ def explain_with_regions(problem: Problem, regions: list[Region], args: argparse
 def run(args: argparse.Namespace) -> int:
     """``memplan explain``: plan with ``--planner`` (`EXPLAIN_PLAN_SHARE` of the time left, in CPU
     seconds), explain with the rest (``--time-limit`` counts from the command's start, like
-    ``solve``'s); the explanation as text or JSON, the figure with ``--plot``; exit 1 when
-    the capacity is not met."""
+    ``solve``'s; one line first when the work no limit cuts cannot fit it,
+    `warn_beyond_limit`); the explanation as text or JSON, the figure with ``--plot``; exit
+    1 when the capacity is not met."""
     check_figure_path(args.plot)
     if args.output:
         check_output(args.output, "-o", suffixes=(".json",))
@@ -115,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if args.regions:
         _show(explain_with_regions(problem, args.regions, args), args)
         return OK
+    warn_beyond_limit("explain", len(problem), args.time_limit,
+                      "the explanation" if args.planner == "none" else
+                      "one plan, its check and the explanation",
+                      per_buffer=EXPLAIN_CPU_PER_BUFFER + (args.planner != "none") *
+                      CEILING_CPU_PER_BUFFER)
     limit = math.inf if args.time_limit is None else args.time_limit
     wall = command_left(limit) - COMMAND_LEAST_SHARE * limit if math.isfinite(limit) else math.inf
     plan = None if args.planner == "none" else plan_in_time(

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from memplan import api
-from memplan.budget import command_left, command_pace, command_spent
-from memplan.cli.checks import UsageError
+from memplan.budget import command_left, command_pace
+from memplan.cli.checks import UsageError, warn_beyond_limit
 from memplan.cli.exit_codes import FAILED, INTERRUPTED, OK
 from memplan.cli.models import all_model_options, load
 from memplan.cli.outputs import (
@@ -50,7 +49,7 @@ from memplan.deploy.multimodel import MultiModel, flatten
 from memplan.diagnosis.explain import capacity_line
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.shares import CEILING_CPU_PER_BUFFER, COMMAND_LEAST_SHARE, OUTPUT_CPU_PER_BUFFER
+from memplan.shares import OUTPUT_CPU_PER_BUFFER
 from memplan.solver.exact_options import ORDERS, ExactOptions
 
 EXACT_FLAGS = ("deterministic", "strategy", "orders", "log")  # ExactOptions on the CLI
@@ -98,18 +97,12 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     beside busy processes makes it 4x longer); at least `COMMAND_LEAST_SHARE` stays. When
     the reading so far, the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`)
     and the writing cannot fit the limit, one line on stderr says so, with the time needed,
-    before the planning starts."""
+    before the planning starts (`warn_beyond_limit`)."""
     if options.time_limit is None:
         return options
-    spent = command_spent()
-    pace = command_pace()
-    writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * pace
-    ceiling_seconds = buffers * CEILING_CPU_PER_BUFFER * pace
-    if spent + ceiling_seconds + writing > options.time_limit and \
-            ceiling_seconds + writing > COMMAND_LEAST_SHARE * options.time_limit:  # cannot be kept
-        print(f"memplan solve: {buffers:,} buffers: reading took {spent:.1f} s; one pass, its "
-              f"check and the outputs need about {ceiling_seconds + writing:.1f} s more, beyond "
-              f"--time-limit {options.time_limit:g}", file=sys.stderr)
+    writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * command_pace()
+    warn_beyond_limit("solve", buffers, options.time_limit,
+                      "one pass, its check and the outputs", after=writing)
     return replace(options, time_limit=command_left(options.time_limit, writing))
 
 

@@ -33,6 +33,8 @@ lower bound per folded tensor and one for all.
 
 from __future__ import annotations
 
+import numpy as np
+
 from memplan.bounds import lower_bound
 from memplan.diagnosis.capacity_reason import subproblem
 from memplan.diagnosis.explanation import Folding, Operator
@@ -49,8 +51,8 @@ def computed_from_constants(problem: Problem) -> dict[str, int]:
             writers[name] = writers.get(name, 0) + 1
     index, kinds = problem._index, problem.kinds
     root = problem.alias_groups[0]
-    groups: dict[int, list[str]] = {}
-    for idx in range(len(problem)):
+    groups: dict[int, list[str]] = {}  # alias groups of two buffers or more: a loop over
+    for idx in np.flatnonzero(np.bincount(root)[root] > 1).tolist():  # them, not over all
         groups.setdefault(int(root[idx]), []).append(problem.ids[idx])
 
     def held(name: str) -> bool:  # a graph input or output: the run gives or takes it
@@ -65,7 +67,7 @@ def computed_from_constants(problem: Problem) -> dict[str, int]:
             if name not in index or writers[name] > 1 or held(name):
                 continue
             derived[name] = t
-            group = groups[int(root[index[name]])]
+            group = groups.get(int(root[index[name]]), [name])
             if [m for m in group if m in writers] == [name]:  # it, and static views of it
                 derived.update((view, t) for view in group if view != name and not held(view))
     return derived

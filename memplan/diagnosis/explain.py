@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import Budget, to_deadline
+from memplan.budget import Budget, past, to_deadline
 from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
@@ -248,10 +248,14 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
         _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, threads)
     cut = ["capacity reason"] if reason is not None and reason.kind == UNDECIDED else []
     first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
-    helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut)
+    helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut,
+                      links=(d.producer, d.readers))
     floor, aliases = (None, []) if plan is None or plan.regions is not None else \
         alias_remedies(problem, plan, deadline=deadline, cut=cut)
-    folding, folded_bound = foldable(problem, bound=bound)
+    late = past(deadline)  # the folding is not cut once begun: one walk, a few bounds
+    folding, folded_bound = ((), None) if late else foldable(problem, bound=bound)
+    if late:
+        cut.append("constant folding")
     return Explanation(
         problem.name, len(problem), bound, int(live.max()) if len(live) else 0, peak_steps,
         tuple(peaks), None if plan is None else _gap(d, plan, bound, live), reason,
