@@ -3,6 +3,7 @@
 import importlib
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -242,3 +243,30 @@ def test_pair_lists_prove_large_valid_plans_and_leave_faults_to_the_sweep():
     found = validate(problem, Plan.from_offsets(problem, offsets, planner="hand"))
     assert [(v.kind, sorted(v.buffers)) for v in found] == [
         ("overlap", sorted([problem.ids[7], problem.ids[9]]))]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_sweep_agrees_with_python_with_thousands_live(seed):
+    """Thousands of buffers live at once, so the compiled sweep's tree of live buffers
+    inserts, removes and walks far from its ends: a fault planted at a random buffer is
+    found exactly when the Python sweep finds one, and a valid plan passes."""
+    checker = importlib.import_module("memplan.validate")
+    rng = np.random.default_rng(seed)
+    n = 3000
+    starts = rng.integers(0, 200, n)
+    problem = Problem.from_arrays(rng.integers(1, 64, n), starts, starts + rng.integers(1, 150, n))
+    offsets = np.cumsum(np.r_[0, problem.sizes[:-1]]).astype(np.int64)  # disjoint
+    members = np.arange(n)
+    for planted in (False, True):
+        if planted:
+            a, b = rng.choice(n, 2, replace=False)
+            offsets[a] = offsets[b] + int(rng.integers(0, problem.sizes[b]))
+        sharing = checker._sharing(problem, offsets)
+        listed = []
+        checker._overlaps(problem, offsets, problem.sizes, members, sharing, listed, 100)
+        assert checker._any_overlap_compiled(problem, offsets, problem.sizes, members,
+                                             sharing) == bool(listed)
+        tops = offsets + problem.sizes
+        clash = ((problem.starts < problem.ends[a]) & (problem.starts[a] < problem.ends)
+                 & (offsets < tops[a]) & (offsets[a] < tops)) if planted else np.zeros(n, bool)
+        assert bool(listed) == (clash.sum() > 1)  # a clashes with itself
