@@ -40,7 +40,8 @@ XLA's ChooseBestHeap, then a search. Steps:
   search, ``search_evaluations`` (default 100) hill-climbing steps in Python
   (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
 - once a plan meets the lower bound (optimal), no further pass runs
-  after the first two;
+  (after the first two where the second runs beside the first's
+  validation);
 - the ceiling: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
   compiled) run again, uncut, if the limit cut or skipped it, so that no
   limit (0 s, a busy machine) leaves a plan larger than the cheapest
@@ -256,8 +257,8 @@ class Run:
         self.attempts += 1
         if self.attempts == 3:
             self.settle()
-        if self.attempts > 2 and self.at_bound():  # the first two: one beside the other's
-            return  # validation
+        if (self.attempts > 2 or not self.overlap) and self.at_bound():  # the first two
+            return  # when one runs beside the other's validation
         if self.out_of_time():
             self.skipped.append(name)
             self.late = True
