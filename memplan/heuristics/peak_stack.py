@@ -28,10 +28,11 @@ Steps:
   schedule);
 - cut steps: the step of the largest load, then the next largest at least a
   ``2 * cuts``-th of the event times away from those chosen;
-- per cut and per stack order (the first to die on top: the side after the
-  cut gives bytes back at the top; the last born on top: the side before it
-  does): the units live at the cut stacked above the pinned units (the cut
-  step holds its live load, up to alignment); after the cut, the time sweep
+- per stack order (the first to die on top: the side after the cut gives
+  bytes back at the top; then the last born on top: the side before it
+  does), per cut step, highest first: the units live at the cut stacked
+  above the pinned units (the cut step holds its live load, up to
+  alignment); after the cut, the time sweep
   of the units born after it, the stack's bytes reserved until each stack
   unit dies; before the cut, the same sweep with time reversed (a stack
   unit, seen backwards, dies where it is born); so neither side ever meets a
@@ -76,8 +77,8 @@ ORDERS = ("dying_on_top", "born_on_top")  # the stack at a cut, top first
 class PeakStackOptions:
     """Options of ``peak_stack``."""
 
-    cuts: int = option(4, "peak steps to try as the cut, the highest first (each with "
-                          "both stack orders)")
+    cuts: int = option(8, "peak steps to try as the cut, the highest first (with one "
+                          "stack order, then with the other)")
     placement: str = option("both", "both: each side keeps the better of best_fit and "
                                     "first_fit; or one of them")
 
@@ -179,22 +180,21 @@ def stack_offsets(units: Units, placement: str = "both", deadline: float | None 
     start, end = spans(units)
     best = None
     tried = 0
-    for step in load_peaks(units, start, end, max(1, cuts)):
-        cut = None
-        for order in ORDERS:
-            if tried and deadline is not None and past(deadline):
-                break
-            cut = cut or Cut(units, start, end, step)
-            tried += 1
-            base, top = cut.stacked(units, start, end, order)
-            after, after_top, after_cut = cut.after.bases(base, top, placements[placement],
+    steps = load_peaks(units, start, end, max(1, cuts))
+    for order, step in ((order, step) for order in ORDERS for step in steps):
+        if tried and deadline is not None and past(deadline):
+            break
+        cut = Cut(units, start, end, step)  # again per order: O(n) memory, not O(n * cuts)
+        tried += 1
+        base, top = cut.stacked(units, start, end, order)
+        after, after_top, after_cut = cut.after.bases(base, top, placements[placement],
+                                                      deadline)
+        before, before_top, before_cut = cut.before.bases(base, top, placements[placement],
                                                           deadline)
-            before, before_top, before_cut = cut.before.bases(base, top,
-                                                              placements[placement], deadline)
-            arena = max(top, after_top, before_top)
-            if best is None or arena < best[0]:
-                base[cut.after.side], base[cut.before.side] = after, before
-                best = (arena, base, step, order, after_cut + before_cut)
+        arena = max(top, after_top, before_top)
+        if best is None or arena < best[0]:
+            base[cut.after.side], base[cut.before.side] = after, before
+            best = (arena, base, step, order, after_cut + before_cut)
     if best is None:  # no free unit: the pinned units where they are
         base = np.zeros(len(units), np.int64)
         base[units.pinned] = units.pinned_base[units.pinned]
