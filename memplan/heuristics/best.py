@@ -14,7 +14,7 @@ XLA's ChooseBestHeap, then a search. Steps:
   ``breadth_first_buffers``, right after the first sweep and the ceiling:
   cheaper than a pass that meets every pair), the stack at the peak
   (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
-  each side swept away from it; eight sweeps of O(n log n)): on networks
+  each side swept away from it; O(n log n) a try, up to 16): on networks
   whose long-lived buffers carry the peak, the plan from 300k buffers on;
 - every composition of the fast orders (size, spatial, breadth, start,
   temporal) with both placements (best fit, first fit): ten one-pass plans,

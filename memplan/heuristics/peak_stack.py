@@ -45,7 +45,7 @@ Cost: O(n log n) a try, four sweeps of ``n / 2`` units; ``2 * cuts`` tries,
 fewer when the limit passes (the first always runs; a sweep the limit
 cuts stacks its remaining units, as `time_sweep` does). Memory O(n).
 Known limits: a peak elsewhere that the cut does not see can still be
-fragmented (1.025 of the bound at 10^6 network-like buffers, BENCHMARKS.md);
+fragmented (1.022 of the bound at 10^6 network-like buffers, BENCHMARKS.md);
 optional aliases are never taken; pinned units hold their bytes throughout;
 units in explicit conflict hold their bytes over the union of their
 lifetimes (as in `time_sweep`).
