@@ -84,7 +84,7 @@ def test_best_skips_pair_lists_too_large_but_still_plans(monkeypatch):
     monkeypatch.setattr(compiled_place, "_kernel_place", None)  # the Python placer lists
     plan = plan_with("best", problem, max_pairs=10)
     assert validate(problem, plan) == []
-    assert plan.stats["winner"].startswith(("time_sweep", "long_lived"))
+    assert plan.stats["winner"].startswith(("time_sweep", "long_lived", "peak_stack"))
     assert "greedy_by_size" in plan.stats["skipped"]
     assert plan.stats["pairs"] > 10
 
@@ -403,7 +403,7 @@ def test_compiled_pass_keeps_its_deadline_and_refuses_what_it_cannot_place():
     assert not compiled_place.fits(problem, "stack")
 
 
-def test_best_runs_the_ceiling_then_the_breadth_pass_right_after_the_sweep_on_large_problems():
+def test_best_runs_the_ceiling_the_stack_then_the_breadth_pass_after_the_sweep_on_large_problems():
     from memplan.heuristics import compiled_place
 
     if not compiled_place.available():
@@ -411,9 +411,10 @@ def test_best_runs_the_ceiling_then_the_breadth_pass_right_after_the_sweep_on_la
     problem = network_like(1200, 10)
     plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
     assert validate(problem, plan) == []
-    first, second, third = list(plan.stats["arenas"])[:3]  # a plan at once; the pass every
-    assert first.startswith("time_sweep") and second == "greedy_by_size"  # call runs within
-    assert third == "greedy_by_breadth"  # the limit; then the pass that wins there
+    first, second, third, fourth = list(plan.stats["arenas"])[:4]  # a plan at once; the
+    assert first.startswith("time_sweep") and second == "greedy_by_size"  # pass every call
+    assert third == "peak_stack"  # runs within the limit; the sweeps outward from the peak
+    assert fourth == "greedy_by_breadth"  # (cheaper); then the pass that wins there
 
 
 @st.composite

@@ -15,6 +15,7 @@ from memplan.heuristics import (  # noqa: F401  (each module registers its plann
     greedy,
     hill_climb,
     long_lived,
+    peak_stack,
     pools,
     shared_objects,
     time_sweep,

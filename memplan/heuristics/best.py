@@ -10,7 +10,12 @@ XLA's ChooseBestHeap, then a search. Steps:
   one pass every call runs, up to a CPU second at 30k buffers, is within
   the limit, busy machine or not); then the band of long-lived units
   (`memplan.heuristics.long_lived`, also O(n log n)): on decoders with KV
-  caches, the plan;
+  caches, the plan; after the sweeps (on problems over
+  ``breadth_first_buffers``, right after the first sweep and the ceiling:
+  cheaper than a pass that meets every pair), the stack at the peak
+  (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
+  each side swept away from it; O(n log n) a try, up to 16): on networks
+  whose long-lived buffers carry the peak, the plan from 300k buffers on;
 - every composition of the fast orders (size, spatial, breadth, start,
   temporal) with both placements (best fit, first fit): ten one-pass plans,
   the registered presets among them, most useful first (on problems over
@@ -35,7 +40,8 @@ XLA's ChooseBestHeap, then a search. Steps:
   search, ``search_evaluations`` (default 100) hill-climbing steps in Python
   (`memplan.heuristics.hill_climb`) on problems up to ``search_max_buffers``;
 - once a plan meets the lower bound (optimal), no further pass runs
-  after the first two;
+  (after the first two where the second runs beside the first's
+  validation);
 - the ceiling: ``greedy_by_size``'s pass (TensorFlow Lite's planner,
   compiled) run again, uncut, if the limit cut or skipped it, so that no
   limit (0 s, a busy machine) leaves a plan larger than the cheapest
@@ -105,6 +111,7 @@ from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
 from memplan.heuristics.order import order_units
 from memplan.heuristics.order_search import OrderSearch
+from memplan.heuristics.peak_stack import stack_offsets
 from memplan.heuristics.presets import pair_free_plan
 from memplan.heuristics.time_sweep import sweep_offsets
 from memplan.heuristics.units import Units
@@ -137,6 +144,8 @@ class BestOptions:
     sweep: bool = option(True, "first the O(n log n) time sweep")
     long_lived: bool = option(True, "then (with the sweep) the O(n log n) band of long-lived "
                                     "units (memplan.heuristics.long_lived)")
+    peak_stack: bool = option(True, "then (with the sweep) the O(n log n) sweeps outward from "
+                                    "a stack at the peak (memplan.heuristics.peak_stack)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
     descent: float = option(0.5, "share of a timed search for the canonical descent (the "
@@ -229,6 +238,8 @@ class Run:
         if chosen.sweep and chosen.long_lived:  # right after the first sweep: on a large
             sweeps.insert(1, ("long_lived", lambda: band_offsets(  # decoder the second
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
+        stacked = [("peak_stack", lambda: stack_offsets(self.units(False), deadline=ends()))
+                   ] if chosen.sweep and chosen.peak_stack else []
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
@@ -236,16 +247,18 @@ class Run:
             self.overlap = chosen.sweep  # the first sweep validated beside the ceiling's pass
             ceiling = [(CEILING, self.ceiling_pass)] if any(n == CEILING for n, _ in greedy) else []
             greedy = [(name, step) for name, step in greedy if name != CEILING]
-            return sweeps[:1] + ceiling + greedy[:1] + sweeps[1:] + greedy[1:]
-        return sweeps + greedy
+            return sweeps[:1] + ceiling + stacked + greedy[:1] + sweeps[1:] + greedy[1:]
+        if len(self.problem) > chosen.breadth_first_buffers:
+            return sweeps[:1] + stacked + sweeps[1:] + greedy
+        return sweeps + stacked + greedy
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
         """Run one pass unless the time is out or a plan meets the bound; keep its plan."""
         self.attempts += 1
         if self.attempts == 3:
             self.settle()
-        if self.attempts > 2 and self.at_bound():  # the first two: one beside the other's
-            return  # validation
+        if (self.attempts > 2 or not self.overlap) and self.at_bound():  # the first two
+            return  # when one runs beside the other's validation
         if self.out_of_time():
             self.skipped.append(name)
             self.late = True

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -212,12 +212,20 @@ def sweep_offsets(units: Units, placement: str = "best_fit", deadline: float | N
     reserved = np.stack((base[pinned], top), axis=1)[np.lexsort((top, base[pinned]))]
     sweep = Sweep(units.extent, units.residue, units.modulus, *sweep_order(units, start, end),
                   reserved, base, int(top.max(initial=0)))
-    best = placement == "best_fit"
-    if compiled:
-        bases, cut = compiled_place.compiled_sweep(sweep, best, deadline, CLOCK_EVERY)
-    else:
-        bases, cut = free_list_sweep(sweep, best, deadline)
+    bases, cut = run_sweep(sweep, placement == "best_fit", deadline, compiled=compiled)
     return units.offsets(bases), {"placement": placement, "cut": cut, "compiled": compiled}
+
+
+def run_sweep(sweep: Sweep, best: bool, deadline: float | None, *,
+              compiled: bool | None = None) -> tuple[np.ndarray, int]:
+    """Unit bases by ``sweep`` (best fit or first fit) and the units cut by ``deadline``:
+    the compiled sweep, or ``compiled=False`` (default: when the extension is not built)
+    `free_list_sweep`."""
+    if compiled is None:
+        compiled = compiled_place.available()
+    if compiled:
+        return compiled_place.compiled_sweep(sweep, best, deadline, CLOCK_EVERY)
+    return free_list_sweep(sweep, best, deadline)
 
 
 def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
@@ -236,13 +244,13 @@ def spans(units: Units) -> tuple[np.ndarray, np.ndarray]:
 def unit_sweep_plan(name: str, place, problem: Problem, budget: Budget,
                     defaults, options: dict) -> Plan:
     """The plan of a sweep planner ``name`` over alias units without pair lists:
-    ``place(units, placement, deadline) -> (offsets, stats)`` with the chosen options, by
-    the budget's `Budget.wall_end`."""
+    ``place(units, deadline=..., **options) -> (offsets, stats)`` with the chosen options
+    (the fields of ``defaults``), by the budget's `Budget.wall_end`."""
     chosen = parse_options(name, defaults, options)
     check_single_region(problem)
     lower_bound(problem)  # the plan's bound (cached): its cost inside the limit, not after
     units = Units.build(problem, pairs=False)
-    offsets, stats = place(units, chosen.placement, budget.wall_end())
+    offsets, stats = place(units, deadline=budget.wall_end(), **asdict(chosen))
     return Plan.from_offsets(problem, offsets, planner=name,
                              seconds=time.perf_counter() - budget.began, stats=stats)
 
