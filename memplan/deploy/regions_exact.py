@@ -96,7 +96,7 @@ from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.shares import MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.shares import FULL_MODEL_LEAST, MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
@@ -350,13 +350,15 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, threads: int = 2, weights=None,
                        objective: str = "cost", ceiling: Plan | None = None,
-                       relative_gap: float = 0.0) -> Plan:
+                       relative_gap: float = 0.0, cpu: float | None = None) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
     (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
-    stops once proven within this share of its bound (0: the optimum, or the limit)."""
+    stops once proven within this share of its bound (0: the optimum, or the limit);
+    ``cpu``: the CPU seconds per worker the stages share (default: ``time_limit``'s worth),
+    within ``time_limit`` on the wall clock."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
@@ -371,7 +373,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
         if heuristic.stats.get("over_capacity") or not within(problem, heuristic, ceiling):
             heuristic = ceiling
-    share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
+    allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
+    share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
@@ -390,7 +393,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             model.cap(*slow_measures(problem, ceiling))
             return model
 
-        left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
+        left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
@@ -409,9 +412,9 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         members = regions == k
         part = subproblem(problem, members, one_arena=True)
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
-        cpu = None if time_limit is None else \
-            max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
-        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
+        part_cpu = None if allowance is None else \
+            max(MIN_STAGE_SECONDS, (allowance - spent) / (len(used) - n))
+        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=part_cpu, seed=seed,
                                   hint=start, threads=threads, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
@@ -475,14 +478,17 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         if chosen is not None:
-            laid = lay_out(problem, chosen)
+            laid = _laid_out(relaxed, chosen, stage, bound, gap)
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = gap > 0 and n > 0 and best is not None
-        if not tie_break and (value is None or value - bound > gap * value):
+        left = None if share is None else share - (stats["stage_cpu"] - began)
+        if best is not None and left is not None and left < FULL_MODEL_LEAST:
+            stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
+        elif not tie_break and (value is None or not _close(value, bound, gap)):
             if model is None:
                 model = build(True)
                 model.keep_tops(relaxed.kept)
@@ -491,9 +497,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
             if best is not None:
                 model.hint(*best)
-            left = None if share is None else max(MIN_STAGE_SECONDS,
-                                                  share - (stats["stage_cpu"] - began))
-            solver, status, spent = model.solve(deadline, left, seed, threads, gap)
+            solver, status, spent = model.solve(
+                deadline, None if left is None else max(MIN_STAGE_SECONDS, left), seed,
+                threads, gap)
             stats[f"{stage}_status"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
@@ -515,6 +521,29 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     proven_arena = proven["arena"] / 1000 * cost_unit if "arena" in proven else None
     proven_cost = proven["cost"] / 1000 / 1000 * cost_unit if objective == "cost" else None
     return offsets, regions, proven_cost, proven_arena
+
+
+def _close(value: float, bound: float, gap: float) -> bool:
+    """Whether ``value`` is proven within ``gap`` (a share of it) of ``bound``."""
+    return value - bound <= gap * value
+
+
+def _laid_out(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
+              gap: float) -> Plan:
+    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone, or with
+    their order search when that layout breaks a constraint of ``relaxed`` or, for the
+    arena stage, is not within ``gap`` of ``bound`` (the cost depends on the choice alone):
+    the search costs more than the passes, and the passes mostly suffice."""
+    quick = lay_out(relaxed.problem, regions, search_evaluations=0)
+    if relaxed.admits(quick) and (stage == "cost" or _close(
+            relaxed.value(quick.offsets, quick.regions, stage), bound, gap)):
+        return quick
+    searched = lay_out(relaxed.problem, regions)
+    if relaxed.admits(quick) and (not relaxed.admits(searched) or relaxed.value(
+            quick.offsets, quick.regions, stage) <= relaxed.value(
+            searched.offsets, searched.regions, stage)):
+        return quick
+    return searched
 
 
 def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
@@ -540,12 +569,13 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
+def lay_out(problem: Problem, regions: np.ndarray, **options) -> Plan:
     """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`); its stats say each region's top and which are
-    over capacity (no bounds: `_choose` compares it, never returns it as is)."""
+    (`memplan.deploy.regions.plan_each`, ``options`` are ``best``'s); its stats say each
+    region's top and which are over capacity (no bounds: `_choose` compares it, never
+    returns it as is)."""
     offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
-    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
+    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes, **options)
     region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
     return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
                              sizes=sizes, stats={"region_sizes": region_sizes,
