@@ -79,6 +79,8 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
+RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter
+# stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
 FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its
 # full model (built in 20-50 ms on ExecuTorch's graphs) once it has a plan; less: it ends
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
@@ -86,7 +88,7 @@ STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list 
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's
 
 # --- compiler passes (memplan.executorch)
-SEARCH_CPU_PER_NODE = 2e-4  # ExecuTorch's regions: CPU seconds (all threads) of the search a
+SEARCH_CPU_PER_NODE = 4e-4  # ExecuTorch's regions: CPU seconds (all threads) of the search a
 # graph node, by default; TODO measured
 
 # --- sweeps

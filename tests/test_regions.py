@@ -370,6 +370,28 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         assert bound <= optimum + 1e-6
 
 
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[1::4],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_with_no_cpu_the_plan_is_the_hints_or_better_and_its_bounds_still_hold(seed, problem,
+                                                                              weights):
+    """A CPU allowance of 0 with a gap: no full model runs once a plan fits (the start),
+    the relaxations' choices laid out may still improve on it, and every bound it reports
+    stays at most the exhaustive optimum."""
+    for objective, measure, field in (("cost", "cost", "cost_bound"),
+                                      ("arena", "arena", "arena_bound")):
+        start = plan_regions(problem, weights=weights)
+        plan = plan_regions_exact(problem, time_limit=5, weights=weights, objective=objective,
+                                  cpu=0.0, relative_gap=0.01, hint=start)
+        check(problem, plan)
+        optimum = _exhaustive_cost(problem, weights, measure)
+        assert plan.stats[field] <= optimum + 1e-6
+        assert plan.stats["cost" if measure == "cost" else "arena_cost"] >= optimum - 1e-6
+        if not start.stats["over_capacity"]:
+            assert not plan.stats["over_capacity"]
+            assert {plan.stats[f"{stage}_status"] for stage in ("cost", "arena")
+                    if f"{stage}_status" in plan.stats} <= {"budget", "relaxation"}
+
+
 def _relaxation_by_cp_sat(model) -> int | None:
     """The relaxation's optimum by CP-SAT (None: proven infeasible)."""
     from ortools.sat.python import cp_model

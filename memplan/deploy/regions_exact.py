@@ -96,7 +96,13 @@ from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.shares import FULL_MODEL_LEAST, MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.shares import (
+    FULL_MODEL_LEAST,
+    MIN_STAGE_SECONDS,
+    RELAX_LEAST,
+    RELAX_SHARE,
+    STAGE_SHARE,
+)
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
@@ -442,7 +448,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     none proven); None when CP-SAT proved that no choice fits.
 
     Each stage (the arena, for that objective; then the cost) first solves the
-    relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
+    relaxation (`RELAX_SHARE` of the stage's CPU, all of it up to `RELAX_LEAST`): its
+    bound holds for the model, and
     its region choice, each region laid out by the heuristic planners (`lay_out`), is a
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
     stage ends there; else the full model runs, its objective at least the bound. With a
@@ -470,7 +477,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             if best is not None:
                 relaxed.hint(*best)
             solver, status, spent = relaxed.solve(
-                deadline, None if share is None else share * RELAX_SHARE, seed, threads)
+                deadline, None if share is None else
+                max(share * RELAX_SHARE, min(share, RELAX_LEAST)), seed, threads)
             stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
@@ -497,9 +505,10 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
             if best is not None:
                 model.hint(*best)
+            # without a plan, the search for one that fits gets its floor whatever is left
             solver, status, spent = model.solve(
-                deadline, None if left is None else max(MIN_STAGE_SECONDS, left), seed,
-                threads, gap)
+                deadline, left if left is None or best is not None else
+                max(MIN_STAGE_SECONDS, left), seed, threads, gap)
             stats[f"{stage}_status"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
