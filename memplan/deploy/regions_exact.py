@@ -539,16 +539,23 @@ def _close(value: float, bound: float, gap: float) -> bool:
 
 def _laid_out(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
               gap: float) -> Plan:
-    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone, or with
-    their order search when that layout breaks a constraint of ``relaxed`` or, for the
-    arena stage, is not within ``gap`` of ``bound`` (the cost depends on the choice alone):
-    the search costs more than the passes, and the passes mostly suffice."""
-    quick = lay_out(relaxed.problem, regions, search_evaluations=0)
-    if relaxed.admits(quick) and (stage == "cost" or _close(
-            relaxed.value(quick.offsets, quick.regions, stage), bound, gap)):
+    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
+    that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
+    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
+    their capacity; those whose top counts) laid out again with the order search: the
+    search costs more than the passes, and the passes mostly suffice."""
+    problem = relaxed.problem
+    quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
+    fits = relaxed.admits(quick)
+    if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
+                                           bound, gap)):
         return quick
-    searched = lay_out(relaxed.problem, regions)
-    if relaxed.admits(quick) and (not relaxed.admits(searched) or relaxed.value(
+    names = [r.name for r in problem.regions]
+    at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
+    if stage == "arena" or not fits:
+        at_fault |= set(relaxed.top)
+    searched = lay_out(problem, regions, at_fault, start=quick)
+    if fits and (not relaxed.admits(searched) or relaxed.value(
             quick.offsets, quick.regions, stage) <= relaxed.value(
             searched.offsets, searched.regions, stage)):
         return quick
@@ -578,13 +585,15 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray, **options) -> Plan:
-    """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`, ``options`` are ``best``'s); its stats say each
-    region's top and which are over capacity (no bounds: `_choose` compares it, never
-    returns it as is)."""
-    offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
-    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes, **options)
+def lay_out(problem: Problem, regions: np.ndarray, chosen, *, start: Plan | None = None,
+            **options) -> Plan:
+    """A region choice laid out: the buffers of each ``chosen`` region planned by the
+    heuristic planners (`memplan.deploy.regions.plan_each`, ``options`` are ``best``'s),
+    the other regions as in ``start``; its stats say each region's top and which are over
+    capacity (no bounds: `_choose` compares it, never returns it as is)."""
+    offsets = np.zeros(len(problem), np.int64) if start is None else start.offsets.copy()
+    sizes = problem.sizes.copy() if start is None else start.sizes.copy()
+    plan_each(problem, regions, chosen, offsets, sizes, **options)
     region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
     return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
                              sizes=sizes, stats={"region_sizes": region_sizes,
