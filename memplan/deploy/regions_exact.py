@@ -37,13 +37,15 @@ then total top, then granted scratch). Size of stage 1: O(b * R) optional
 intervals and Booleans for b boxes and R regions. INFEASIBLE in stage 1 is a
 proof that no region choice fits (``stats["proven_infeasible"]``).
 
-Time: the stages share a budget of CPU seconds per worker, the time limit's
-worth. Stage 1 ends once its CP-SAT runs have taken `STAGE_SHARE` of it
-(`memplan.solver.cpu_budget.CpuCap`; the arena objective: half of that for
-the arenas, half for the cost), and each region in turn gets an equal part
-of the CPU left (`plan_scratch_exact`'s ``cpu``): a busy machine slows the
-stages down but hands over at the same points. The time limit itself is
-kept on the wall clock from the call: no stage runs past it.
+Time: the stages share a budget of CPU seconds per worker, ``cpu`` (by
+default the time limit's worth). Stage 1 ends once its CP-SAT runs have taken
+`STAGE_SHARE` of it (`memplan.solver.cpu_budget.CpuCap`; the arena objective:
+half of that for the arenas, half for the cost; a relaxation `RELAX_SHARE` of
+a stage, all of a short one up to `RELAX_LEAST`; once a plan fits, no full
+model with less than `FULL_MODEL_LEAST` left), and each region in turn gets an
+equal part of the CPU left (`plan_scratch_exact`'s ``cpu``): a busy machine
+slows the stages down but hands over at the same points. The time limit
+itself is kept on the wall clock from the call: no stage runs past it.
 
 A ``ceiling`` (a plan that fits; for ExecuTorch's banks, BankedGreedy's)
 caps the slow bytes and the slow arena (`memplan.deploy.regions.slow_measures`).

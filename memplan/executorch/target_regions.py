@@ -52,7 +52,9 @@ Known limits: a region with a larger alignment rounds the sizes of the free
 buffers up to it in every region; optional aliases (there are none in
 ExecuTorch's specs) are not taken across regions; ``share_mutable_buffers`` is
 refused, as ExecuTorch refuses it with regions. Cost: the region planners'
-(a heuristic pass, then CP-SAT within the time limit), plus O(nodes).
+(a heuristic pass, then CP-SAT within a CPU allowance, by default
+`search_cpu`: a share of what the export itself costs, after the graph's
+nodes; and within the time limit), plus O(nodes).
 """
 
 from __future__ import annotations
