@@ -90,6 +90,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_layout import sweep_layout
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -474,8 +475,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        if chosen is not None:
-            laid = lay_out(problem, chosen)
+        searched = swept is not None and not (gap > 0 and n > 0)  # not a tie-break's
+        for laid in _laid_choices(problem, relaxed, chosen, best, bound, gap, searched):
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
@@ -540,12 +541,35 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
+def _laid_choices(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None, best,
+                  bound: float, gap: float, search: bool):
+    """The relaxation's choice laid out by the heuristics, then, when that plan (or the best
+    so far) is not within ``gap`` of ``bound`` and ``search`` (the relaxation swept), the plan of
+    the layout sweep (`memplan.deploy.regions_layout`), its last region laid out here."""
+    if chosen is not None:
+        laid = lay_out(problem, chosen)
+        yield laid
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, "cost") < relaxed.value(*best, "cost")):
+            best = (laid.offsets, laid.regions)
+    value = None if best is None else relaxed.value(*best, "cost")
+    if not search or (value is not None and value - bound <= gap * value):
+        return
+    found = sweep_layout(relaxed, value)
+    if found is not None:
+        yield lay_out(problem, found[1], found[2], kept=range(len(problem.regions) - 1))
+
+
+def lay_out(problem: Problem, regions: np.ndarray, offsets: np.ndarray | None = None,
+            kept=()) -> Plan:
     """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`); its stats say each region's top and which are
-    over capacity (no bounds: `_choose` compares it, never returns it as is)."""
-    offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
-    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
+    (`memplan.deploy.regions.plan_each`), but in the regions ``kept``, whose buffers keep
+    their ``offsets``; its stats say each region's top and which are over capacity (no
+    bounds: `_choose` compares it, never returns it as is)."""
+    offsets = np.zeros(len(problem), np.int64) if offsets is None else offsets.copy()
+    sizes = problem.sizes.copy()
+    plan_each(problem, regions, [k for k in range(len(problem.regions)) if k not in kept],
+              offsets, sizes)
     region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
     return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
                              sizes=sizes, stats={"region_sizes": region_sizes,
