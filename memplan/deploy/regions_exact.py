@@ -475,11 +475,14 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        searched = swept is not None and not (gap > 0 and n > 0)  # not a tie-break's
-        for laid in _laid_choices(problem, relaxed, chosen, best, bound, gap, searched):
+        searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
+        cpu = time.process_time()
+        for laid in _laid_choices(problem, relaxed, chosen, best, (bound, gap, deadline),
+                                  searched):
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
+        stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = gap > 0 and n > 0 and best is not None
@@ -542,10 +545,12 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 
 
 def _laid_choices(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None, best,
-                  bound: float, gap: float, search: bool):
+                  limits: tuple[float, float, float | None], search: bool):
     """The relaxation's choice laid out by the heuristics, then, when that plan (or the best
-    so far) is not within ``gap`` of ``bound`` and ``search`` (the relaxation swept), the plan of
-    the layout sweep (`memplan.deploy.regions_layout`), its last region laid out here."""
+    so far) is not within the gap of the bound (``limits``: the bound, the gap and the
+    deadline) and ``search``, the plan of the layout sweep
+    (`memplan.deploy.regions_layout`), its last region laid out here."""
+    bound, gap, deadline = limits
     if chosen is not None:
         laid = lay_out(problem, chosen)
         yield laid
@@ -555,7 +560,7 @@ def _laid_choices(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | N
     value = None if best is None else relaxed.value(*best, "cost")
     if not search or (value is not None and value - bound <= gap * value):
         return
-    found = sweep_layout(relaxed, value)
+    found = sweep_layout(relaxed, value, deadline=deadline)
     if found is not None:
         yield lay_out(problem, found[1], found[2], kept=range(len(problem.regions) - 1))
 

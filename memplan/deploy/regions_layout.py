@@ -36,31 +36,41 @@ count, so a busy machine gets the same verdict).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from memplan.deploy.regions_sweep import merged, sweep_relaxation, timeline, unit_choices
+from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 
-MAX_STATES = 1 << 11  # states the beam keeps at one step
-GRID = 8  # multiples of its own size a unit may also try
-MAX_WORK = 1 << 26  # state entries it may touch in all (states x candidates x live, summed)
+MAX_STATES = 1 << 10  # states the beam keeps at one step
+GRID = 8  # multiples of its own width a unit tries in a region
+FAR = np.iinfo(np.int64).max // 4  # where an absent unit sits: apart from every offset
+MAX_WORK = 1 << 28  # state entries it may touch in all (states x candidates x live, summed)
 
 
 def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES,
-                 max_work: int = MAX_WORK) -> tuple[int, np.ndarray, np.ndarray] | None:
+                 max_work: int = MAX_WORK, deadline: float | None = None
+                 ) -> tuple[int, np.ndarray, np.ndarray] | None:
     """The cheapest plan the beam finds for ``model`` (a packed-free
     `memplan.deploy.regions_exact.RegionModel`): its cost (`RegionModel.cost`'s units),
     the region of every buffer and its offset in its region (0 in the last region, which
     the caller lays out); None when no state survives, the work passes ``max_work``, the
-    relaxation backwards gives up, or the model has a cap or explicit conflicts.
-    ``ceiling``: a known plan's cost."""
+    relaxation backwards gives up, or the model has explicit conflicts, or a cap and
+    more than two regions (with two, the cap on the slow arena bounds the slow region's
+    loads; the caller checks the cap on the slow bytes), or the wall clock passes
+    ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a known
+    plan's cost."""
     geometry, problem = model.geometry, model.problem
-    if model.capped is not None or geometry.separations or len(model.limit) < 2:
+    if geometry.separations or len(model.limit) < 2 or (
+            model.capped is not None and len(model.limit) > 2):
         return None
     guide = Guide(model, ceiling)
     if not guide.steps.size and len(geometry.units):
         return None
     limits, choices, prices = unit_choices(model)
     placed = len(limits) - 1  # regions below this index get offsets
+    if model.capped is not None:  # the slow arena's cap bounds the last region's loads
+        limits[placed] = min(limits[placed], model.capped[1])
     line = timeline(model)
     starts, ends = line.starts, line.ends
     groups = geometry.groups
@@ -81,6 +91,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     trail: list[tuple] = []  # (parents, unit, regions, offsets) per branching or cut
     work = 0
     for t in events:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         keep = [n for n, u in enumerate(live) if ends[u] > t]
         if len(keep) < len(live):
             live = [live[n] for n in keep]
@@ -97,14 +109,19 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                     parts.append((np.arange(len(costs)), np.full(len(costs), k),
                                   np.zeros(len(costs), np.int64), costs + price))
                     continue
-                candidates = _candidates(offset, lows, width, limits[k], residue[u],
+                mine = region == k  # the live units in region k, first in each row
+                count = int(mine.sum(axis=1).max(initial=0))
+                first = np.argsort(~mine, axis=1, kind="stable")[:, :count]
+                there = np.take_along_axis(mine, first, 1)
+                low = np.where(there, np.take_along_axis(offset, first, 1), FAR)
+                high = np.where(there, low + lows[first], FAR)
+                candidates = _candidates(low, high, width, limits[k], residue[u],
                                          modulus[u], pinned[u])
-                work += candidates.size * (len(live) + 1)
+                work += candidates.size * (count + 1)
                 if work > max_work:
                     return None
-                clear = (candidates[:, :, None] + width <= offset[:, None, :]) | \
-                    (offset[:, None, :] + lows[None, None, :] <= candidates[:, :, None]) | \
-                    (region != k)[:, None, :]
+                clear = (candidates[:, :, None] + width <= low[:, None, :]) | \
+                    (high[:, None, :] <= candidates[:, :, None])
                 ok = clear.all(axis=2) & (candidates >= 0) & \
                     (candidates + width <= limits[k])
                 state, at = np.nonzero(ok)
@@ -131,8 +148,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                 trail.append((kept, None, None, None))
         if starting.get(t) and len(costs):
             bound = costs + guide.rest(t, live, region)
-            tops = np.where(region < placed, offset + extent[live], 0).max(axis=1, initial=0)
-            order = np.lexsort((tops, bound))
+            order = np.lexsort((-_widest_gap(region, offset, extent[live], limits, placed),
+                                bound))
             order = order[bound[order] <= (np.inf if ceiling is None else ceiling)]
             kept = order[:max_states]
             region, offset, costs = region[kept], offset[kept], costs[kept]
@@ -165,7 +182,8 @@ class Guide:
         for u, inside in enumerate(model.inside):
             for k in inside:
                 self.price[u, k] = model.unit_bytes[u] * model.weight[k]
-        swept = sweep_relaxation(model, ceiling, reverse=True, record=self.record)
+        swept = sweep_relaxation(model, ceiling, reverse=True, record=self.record,
+                                 uncapped=True)
         self.steps = np.array(sorted(self.record) if swept is not None else [], np.int64)
 
     def rest(self, t: int, live: list[int], region: np.ndarray) -> np.ndarray:
@@ -178,7 +196,7 @@ class Guide:
         if sorted(seen.tolist()) != sorted(live):
             return np.zeros(len(region))
         columns = np.array([live.index(u) for u in seen.tolist()], np.int64)
-        known, wanted = _rows(states), _rows(region[:, columns])
+        known, wanted = rows(states), rows(region[:, columns])
         order = np.argsort(known)
         found = np.minimum(np.searchsorted(known[order], wanted), len(order) - 1)
         hit = known[order][found] == wanted
@@ -186,26 +204,37 @@ class Guide:
         return np.where(hit, costs[order][found] - own, np.inf)
 
 
-def _rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row of an integer matrix as one comparable value (its bytes)."""
-    matrix = np.ascontiguousarray(matrix, np.int64)
-    return matrix.view(np.dtype((np.void, 8 * matrix.shape[1]))).ravel()
+def _widest_gap(region: np.ndarray, offset: np.ndarray, extents: np.ndarray,
+                 limits: list[int], placed: int) -> np.ndarray:
+    """Per state, the least over the placed regions of the widest free range of bytes
+    at the step: what the next units can still take."""
+    widest = np.full(len(region), FAR)
+    for k in range(placed):
+        mine = region == k
+        low = np.where(mine, offset, limits[k])
+        order = np.argsort(low, axis=1, kind="stable")
+        low = np.take_along_axis(low, order, 1)
+        high = np.take_along_axis(np.where(mine, offset + extents, limits[k]), order, 1)
+        ceiling = np.maximum.accumulate(np.hstack([np.zeros((len(region), 1), np.int64),
+                                                   high]), axis=1)
+        gaps = np.hstack([low, np.full((len(region), 1), limits[k])]) - ceiling
+        widest = np.minimum(widest, gaps.max(axis=1))
+    return widest
 
 
-def _candidates(offset: np.ndarray, lows: np.ndarray, width: int, limit: int, residue: int,
+def _candidates(low: np.ndarray, high: np.ndarray, width: int, limit: int, residue: int,
                 modulus: int, pinned: int) -> np.ndarray:
-    """Per state, the offsets a unit of ``width`` bytes may try: its floor, right above or
-    below each live unit, the top of the region (at its alignment); its pinned offset."""
-    states = len(offset)
+    """Per state (the ``low`` and ``high`` ends of the units in the region), the offsets
+    a unit of ``width`` bytes may try: the multiples of its width (`GRID` at most, from
+    the floor), the region's top, right above or below each unit there (at the unit's
+    alignment); its pinned offset."""
+    states = len(low)
     if pinned >= 0:
         return np.full((states, 1), pinned)
-    grid = _aligned(np.arange(1, min(limit // max(width, 1), GRID) + 1) * width, residue,
-                    modulus, up=True)
-    return np.hstack([np.full((states, 1), residue), np.tile(grid, (states, 1)),
-                      _aligned(offset + lows, residue, modulus, up=True),
-                      _aligned(offset - width, residue, modulus, up=False),
-                      np.full((states, 1), _aligned(np.array(limit - width), residue, modulus,
-                                                    up=False))])
+    fixed = np.append(np.arange(min(limit // max(width, 1), GRID)) * width, limit - width)
+    return np.hstack([np.tile(_aligned(fixed, residue, modulus, up=True), (states, 1)),
+                      _aligned(high, residue, modulus, up=True),
+                      _aligned(low - width, residue, modulus, up=False)])
 
 
 def _aligned(values: np.ndarray, residue: int, modulus: int, *, up: bool) -> np.ndarray:

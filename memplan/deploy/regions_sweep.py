@@ -51,7 +51,8 @@ MAX_WORK = 1 << 23  # state entries it may touch in all (states x live units, su
 
 def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_STATES,
                      max_work: int = MAX_WORK, *, reverse: bool = False,
-                     record: dict | None = None) -> tuple[int, np.ndarray] | None:
+                     record: dict | None = None, uncapped: bool = False
+                     ) -> tuple[int, np.ndarray] | None:
     """The least cost (`RegionModel.cost`'s units) of the region choice of ``model`` (a
     `memplan.deploy.regions_exact.RegionModel`) under its per-step loads, and a choice
     reaching it (per buffer, the region index); None when a state count passes
@@ -60,8 +61,9 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
     meet the loads (a plan's): states above it go, the optimum being at most it.
     ``reverse``: the sweep runs backwards in time (`timeline`); ``record``, when given,
     gets after each event its step (in the sweep's time), the live units, the states
-    and their costs: what the choices of the units seen so far cost at least."""
-    if model.capped is not None:
+    and their costs: what the choices of the units seen so far cost at least.
+    ``uncapped``: a cap is left out (the bound then holds without it: a lower one)."""
+    if model.capped is not None and not uncapped:
         return None
     geometry, problem = model.geometry, model.problem
     limits, choices, prices = unit_choices(model)
@@ -184,12 +186,24 @@ def timeline(model, reverse: bool = False) -> Timeline:
 
 
 def merged(states: np.ndarray, costs: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Equal rows merged at their least cost: the rows, costs and each one's source row."""
-    order = np.lexsort((costs, *states.T[::-1])) if states.shape[1] else np.argsort(costs)
-    rows = states[order]
-    first = np.ones(len(rows), bool)
-    if len(rows) > 1:
-        first[1:] = (rows[1:] != rows[:-1]).any(axis=1) if rows.shape[1] else False
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal rows merged at their least cost: the rows, costs and each one's source row.
+    Rows are sorted by a hash, then cost; neighbours merge when the rows are equal (a
+    collision of the hash only keeps a state twice)."""
+    if not states.shape[1]:
+        chosen = np.argsort(costs, kind="stable")[:1]
+        return states[chosen], costs[chosen], chosen
+    mix = np.random.default_rng(0).integers(1, 1 << 62, states.shape[1])
+    hashed = (states * mix).sum(axis=1)  # wraps around: only a sort key
+    order = np.lexsort((costs, hashed))
+    ordered = states[order]
+    first = np.ones(len(order), bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     chosen = order[first]
     return states[chosen], costs[chosen], chosen
+
+
+def rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row of an integer matrix as one value that compares by equality (its bytes)."""
+    matrix = np.ascontiguousarray(matrix, np.int64)
+    return matrix.view(np.dtype((np.void, 8 * matrix.shape[1]))).ravel()
