@@ -10,6 +10,7 @@ import pytest
 
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
+from memplan.deploy.regions_layout import sweep_layout
 from memplan.errors import ProblemError
 from memplan.formats import memplan_json
 from memplan.plan import Plan
@@ -465,3 +466,47 @@ def test_with_a_gap_the_cost_after_the_arenas_stops_at_its_relaxation(monkeypatc
     check(CHAIN, plan)
     exact_plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena")
     assert exact_plan.stats["cost_status"] != "relaxation"
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, problem, weights):
+    """The layout sweep's region choice, its offsets kept and the last region laid out, is a
+    valid plan whose cost is the one the sweep gives, never below the exhaustive optimum;
+    a ceiling below its cost leaves it nothing."""
+    from memplan.deploy.regions_exact import RegionModel, lay_out
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    model = RegionModel(problem, weights, packed=False)
+    found = sweep_layout(model)
+    if found is None:
+        assert model.geometry.separations  # left to CP-SAT
+        return
+    cost, regions, offsets = found
+    plan = lay_out(problem, regions, [len(problem.regions) - 1], offsets=offsets)
+    assert not plan.stats["over_capacity"]
+    check(problem, plan)
+    assert model.value(plan.offsets, plan.regions, "cost") == cost
+    assert region_cost(problem, regions, weights) >= _exhaustive_cost(problem, weights) - 1e-6
+    assert sweep_layout(model, ceiling=cost - 1) is None
+
+
+def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(monkeypatch):
+    """When the start and the relaxation's choice, laid out, are far from its bound, the
+    layout sweep's plan reaches the bound: the cost is proven optimal without the full
+    model."""
+    import memplan.deploy.regions_exact as exact
+
+    swept, searched = exact.sweep_relaxation, []
+    everything_slow = np.ones(len(CHAIN), np.int64)
+    monkeypatch.setattr(exact, "sweep_relaxation",
+                        lambda model, ceiling=None: (swept(model)[0], everything_slow))
+    monkeypatch.setattr(exact, "sweep_layout",
+                        lambda *args, **kw: searched.append(1) or sweep_layout(*args, **kw))
+    start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))
+    plan = plan_regions_exact(CHAIN, time_limit=5, relative_gap=0.01, hint=start)
+    assert searched
+    assert plan.stats["cost_status"] == "relaxation"
+    assert plan.stats["cost_optimal"]
+    assert plan.stats["cost"] < region_cost(CHAIN, everything_slow)
+    check(CHAIN, plan)

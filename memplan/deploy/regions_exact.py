@@ -92,6 +92,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_layout import sweep_layout
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -487,11 +488,14 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        if chosen is not None:
-            laid = _laid_out(relaxed, chosen, stage, bound, gap)
+        searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
+        cpu = time.process_time()
+        for laid in _laid_choices(relaxed, chosen, best, stage, (bound, gap, deadline),
+                                  searched):
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
                 best = (laid.offsets, laid.regions)
+        stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = gap > 0 and n > 0 and best is not None
@@ -556,7 +560,7 @@ def _laid_out(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: floa
     at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
     if stage == "arena" or not fits:
         at_fault |= set(relaxed.top)
-    searched = lay_out(problem, regions, at_fault, start=quick)
+    searched = lay_out(problem, regions, at_fault, offsets=quick.offsets, sizes=quick.sizes)
     if fits and (not relaxed.admits(searched) or relaxed.value(
             quick.offsets, quick.regions, stage) <= relaxed.value(
             searched.offsets, searched.regions, stage)):
@@ -587,14 +591,37 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray, chosen, *, start: Plan | None = None,
-            **options) -> Plan:
+def _laid_choices(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
+                  limits: tuple[float, float, float | None], search: bool):
+    """The relaxation's choice laid out by the heuristics (`_laid_out`), then, when that
+    plan (or the best so far) is not within the gap of the bound (``limits``: the bound,
+    the gap and the deadline) and ``search``, the plan of the layout sweep
+    (`memplan.deploy.regions_layout`), its last region laid out here."""
+    bound, gap, deadline = limits
+    problem = relaxed.problem
+    if chosen is not None:
+        laid = _laid_out(relaxed, chosen, stage, bound, gap)
+        yield laid
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, "cost") < relaxed.value(*best, "cost")):
+            best = (laid.offsets, laid.regions)
+    value = None if best is None else relaxed.value(*best, "cost")
+    if not search or (value is not None and _close(value, bound, gap)):
+        return
+    found = sweep_layout(relaxed, value, deadline=deadline)
+    if found is not None:
+        yield lay_out(problem, found[1], [len(problem.regions) - 1], offsets=found[2])
+
+
+def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarray | None = None,
+            sizes: np.ndarray | None = None, **options) -> Plan:
     """A region choice laid out: the buffers of each ``chosen`` region planned by the
     heuristic planners (`memplan.deploy.regions.plan_each`, ``options`` are ``best``'s),
-    the other regions as in ``start``; its stats say each region's top and which are over
-    capacity (no bounds: `_choose` compares it, never returns it as is)."""
-    offsets = np.zeros(len(problem), np.int64) if start is None else start.offsets.copy()
-    sizes = problem.sizes.copy() if start is None else start.sizes.copy()
+    those of the other regions kept at their ``offsets`` and granted ``sizes``; its stats
+    say each region's top and which are over capacity (no bounds: `_choose` compares it,
+    never returns it as is)."""
+    offsets = np.zeros(len(problem), np.int64) if offsets is None else offsets.copy()
+    sizes = problem.sizes.copy() if sizes is None else sizes.copy()
     plan_each(problem, regions, chosen, offsets, sizes, **options)
     region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
     return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
