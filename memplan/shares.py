@@ -79,6 +79,8 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
+LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep touches a CPU
+# second (Phi-3's 50 % bank: 16.8 M in 1.0 s at load 12); its work within a stage's CPU left
 RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter
 # stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
 FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its

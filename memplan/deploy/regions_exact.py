@@ -92,6 +92,7 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_layout import MAX_WORK as MAX_LAYOUT_WORK
 from memplan.deploy.regions_layout import sweep_layout
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
@@ -101,6 +102,7 @@ from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import (
     FULL_MODEL_LEAST,
+    LAYOUT_WORK_PER_CPU,
     MIN_STAGE_SECONDS,
     RELAX_LEAST,
     RELAX_SHARE,
@@ -490,7 +492,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         cpu = time.process_time()
-        for laid in _laid_choices(relaxed, chosen, best, stage, (bound, gap, deadline),
+        left = None if share is None else share - (stats["stage_cpu"] - began)
+        for laid in _laid_choices(relaxed, chosen, best, stage, (bound, gap, deadline, left),
                                   searched):
             if relaxed.admits(laid) and (best is None or relaxed.value(
                     laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
@@ -592,12 +595,13 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 
 
 def _laid_choices(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-                  limits: tuple[float, float, float | None], search: bool):
+                  limits: tuple[float, float, float | None, float | None], search: bool):
     """The relaxation's choice laid out by the heuristics (`_laid_out`), then, when that
     plan (or the best so far) is not within the gap of the bound (``limits``: the bound,
-    the gap and the deadline) and ``search``, the plan of the layout sweep
-    (`memplan.deploy.regions_layout`), its last region laid out here."""
-    bound, gap, deadline = limits
+    the gap, the deadline and the stage's CPU seconds left, None: no allowance) and
+    ``search``, the plan of the layout sweep (`memplan.deploy.regions_layout`, its work
+    `LAYOUT_WORK_PER_CPU` entries a CPU second left), its last region laid out here."""
+    bound, gap, deadline, cpu_left = limits
     problem = relaxed.problem
     if chosen is not None:
         laid = _laid_out(relaxed, chosen, stage, bound, gap)
@@ -608,7 +612,9 @@ def _laid_choices(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: 
     value = None if best is None else relaxed.value(*best, "cost")
     if not search or (value is not None and _close(value, bound, gap)):
         return
-    found = sweep_layout(relaxed, value, deadline=deadline)
+    work = MAX_LAYOUT_WORK if cpu_left is None else \
+        min(MAX_LAYOUT_WORK, int(max(0.0, cpu_left) * LAYOUT_WORK_PER_CPU))
+    found = sweep_layout(relaxed, value, deadline=deadline, max_work=work)
     if found is not None:
         yield lay_out(problem, found[1], [len(problem.regions) - 1], offsets=found[2])
 
