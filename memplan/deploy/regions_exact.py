@@ -158,6 +158,8 @@ class RegionModel:
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        # the slow arena the layout sweep keeps within (a ceiling's): an aim, no constraint
+        self.aim: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
@@ -232,6 +234,7 @@ class RegionModel:
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
         self.capped = (slow_bytes, slow_arena)
+        self.aim = slow_arena
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
@@ -374,7 +377,12 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             heuristic = ceiling
     share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
+    def build(packed: bool) -> RegionModel:
+        model = RegionModel(problem, weights, packed=packed)
+        model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
+        return model
+
+    chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
@@ -458,8 +466,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
+        # a cap left out, the sweep's bound is a lower one: it holds within the cap too
         swept = None if stage != "cost" else sweep_relaxation(
-            relaxed, None if best is None else relaxed.value(*best, stage))
+            relaxed, None if best is None else relaxed.value(*best, stage), uncapped=True)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -477,11 +486,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         cpu = time.process_time()
-        for laid in _laid_choices(problem, relaxed, chosen, best, (bound, gap, deadline),
-                                  searched):
-            if relaxed.admits(laid) and (best is None or relaxed.value(
-                    laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
-                best = (laid.offsets, laid.regions)
+        best = _laid_out(problem, relaxed, chosen, best, stage, (bound, gap, deadline),
+                         searched)
         stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
@@ -544,25 +550,32 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def _laid_choices(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None, best,
-                  limits: tuple[float, float, float | None], search: bool):
-    """The relaxation's choice laid out by the heuristics, then, when that plan (or the best
-    so far) is not within the gap of the bound (``limits``: the bound, the gap and the
-    deadline) and ``search``, the plan of the layout sweep
-    (`memplan.deploy.regions_layout`), its last region laid out here."""
+def _laid_out(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None, best,
+              stage: str, limits: tuple[float, float, float | None], search: bool):
+    """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
+    out by the heuristics; then, while that is not within the gap of the bound
+    (``limits``: the bound, the gap and the deadline) and ``search``, the plans of the
+    layout sweep (`memplan.deploy.regions_layout`) forwards, then backwards in time, their
+    last region laid out here."""
     bound, gap, deadline = limits
-    if chosen is not None:
-        laid = lay_out(problem, chosen)
-        yield laid
+
+    def kept(laid: Plan, best):
         if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, "cost") < relaxed.value(*best, "cost")):
-            best = (laid.offsets, laid.regions)
-    value = None if best is None else relaxed.value(*best, "cost")
-    if not search or (value is not None and value - bound <= gap * value):
-        return
-    found = sweep_layout(relaxed, value, deadline=deadline)
-    if found is not None:
-        yield lay_out(problem, found[1], found[2], kept=range(len(problem.regions) - 1))
+                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+            return laid.offsets, laid.regions
+        return best
+
+    if chosen is not None:
+        best = kept(lay_out(problem, chosen), best)
+    for reverse in (False, True) if search else ():
+        value = None if best is None else relaxed.value(*best, stage)
+        if value is not None and value - bound <= gap * value:
+            break
+        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse)
+        if found is not None:
+            best = kept(lay_out(problem, found[1], found[2],
+                                kept=range(len(problem.regions) - 1)), best)
+    return best
 
 
 def lay_out(problem: Problem, regions: np.ndarray, offsets: np.ndarray | None = None,
