@@ -459,7 +459,7 @@ def test_with_a_gap_the_cost_after_the_arenas_stops_at_its_relaxation(monkeypatc
 
     swept = exact.sweep_relaxation
     monkeypatch.setattr(exact, "sweep_relaxation",
-                        lambda model, ceiling=None: (0, swept(model)[1]))
+                        lambda model, ceiling=None, **_: (0, swept(model)[1]))
     plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01)
     assert plan.stats["cost_status"] == "relaxation"
     assert plan.stats["arena_optimal"]
@@ -500,7 +500,7 @@ def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(
     swept, searched = exact.sweep_relaxation, []
     everything_slow = np.ones(len(CHAIN), np.int64)
     monkeypatch.setattr(exact, "sweep_relaxation",
-                        lambda model, ceiling=None: (swept(model)[0], everything_slow))
+                        lambda model, ceiling=None, **_: (swept(model)[0], everything_slow))
     monkeypatch.setattr(exact, "sweep_layout",
                         lambda *args, **kw: searched.append(1) or sweep_layout(*args, **kw))
     start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))

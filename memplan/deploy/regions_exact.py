@@ -168,6 +168,8 @@ class RegionModel:
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        # the slow arena the layout sweep keeps within (a ceiling's): an aim, no constraint
+        self.aim: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
@@ -242,6 +244,7 @@ class RegionModel:
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
         self.capped = (slow_bytes, slow_arena)
+        self.aim = slow_arena
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
@@ -387,7 +390,12 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
+    def build(packed: bool) -> RegionModel:
+        model = RegionModel(problem, weights, packed=packed)
+        model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
+        return model
+
+    chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
@@ -472,8 +480,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
+        # a cap left out, the sweep's bound is a lower one: it holds within the cap too
         swept = None if stage != "cost" else sweep_relaxation(
-            relaxed, None if best is None else relaxed.value(*best, stage))
+            relaxed, None if best is None else relaxed.value(*best, stage), uncapped=True)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -493,11 +502,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         cpu = time.process_time()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        for laid in _laid_choices(relaxed, chosen, best, stage, (bound, gap, deadline, left),
-                                  searched):
-            if relaxed.admits(laid) and (best is None or relaxed.value(
-                    laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
-                best = (laid.offsets, laid.regions)
+        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
         stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
@@ -546,8 +551,8 @@ def _close(value: float, bound: float, gap: float) -> bool:
     return value - bound <= gap * value
 
 
-def _laid_out(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
-              gap: float) -> Plan:
+def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
+               gap: float) -> Plan:
     """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
     that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
     ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
@@ -594,29 +599,37 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def _laid_choices(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-                  limits: tuple[float, float, float | None, float | None], search: bool):
-    """The relaxation's choice laid out by the heuristics (`_laid_out`), then, when that
-    plan (or the best so far) is not within the gap of the bound (``limits``: the bound,
-    the gap, the deadline and the stage's CPU seconds left, None: no allowance) and
-    ``search``, the plan of the layout sweep (`memplan.deploy.regions_layout`, its work
-    `LAYOUT_WORK_PER_CPU` entries a CPU second left), its last region laid out here."""
+def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
+              limits: tuple[float, float, float | None, float | None], search: bool):
+    """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
+    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
+    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
+    None: no allowance) and ``search``, the plans of the layout sweep
+    (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
+    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
     bound, gap, deadline, cpu_left = limits
-    problem = relaxed.problem
-    if chosen is not None:
-        laid = _laid_out(relaxed, chosen, stage, bound, gap)
-        yield laid
+    problem, began = relaxed.problem, time.process_time()
+
+    def kept(laid: Plan, best):
         if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, "cost") < relaxed.value(*best, "cost")):
-            best = (laid.offsets, laid.regions)
-    value = None if best is None else relaxed.value(*best, "cost")
-    if not search or (value is not None and _close(value, bound, gap)):
-        return
-    work = MAX_LAYOUT_WORK if cpu_left is None else \
-        min(MAX_LAYOUT_WORK, int(max(0.0, cpu_left) * LAYOUT_WORK_PER_CPU))
-    found = sweep_layout(relaxed, value, deadline=deadline, max_work=work)
-    if found is not None:
-        yield lay_out(problem, found[1], [len(problem.regions) - 1], offsets=found[2])
+                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+            return laid.offsets, laid.regions
+        return best
+
+    if chosen is not None:
+        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
+    for reverse in (False, True) if search else ():
+        value = None if best is None else relaxed.value(*best, stage)
+        if value is not None and _close(value, bound, gap):
+            break
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
+            0.0, cpu_left - (time.process_time() - began)) * LAYOUT_WORK_PER_CPU))
+        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
+                             max_work=work)
+        if found is not None:
+            best = kept(lay_out(problem, found[1], [len(problem.regions) - 1],
+                                offsets=found[2]), best)
+    return best
 
 
 def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarray | None = None,

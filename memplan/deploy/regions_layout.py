@@ -45,33 +45,34 @@ from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timelin
 MAX_STATES = 1 << 10  # states the beam keeps at one step
 GRID = 8  # multiples of its own width a unit tries in a region
 FAR = np.iinfo(np.int64).max // 4  # where an absent unit sits: apart from every offset
+CROWD = 8  # times the beam the states may grow to while units start at one step
 MAX_WORK = 1 << 28  # state entries it may touch in all (states x candidates x live, summed)
 
 
 def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES,
-                 max_work: int = MAX_WORK, deadline: float | None = None
-                 ) -> tuple[int, np.ndarray, np.ndarray] | None:
+                 max_work: int = MAX_WORK, deadline: float | None = None,
+                 reverse: bool = False) -> tuple[int, np.ndarray, np.ndarray] | None:
     """The cheapest plan the beam finds for ``model`` (a packed-free
     `memplan.deploy.regions_exact.RegionModel`): its cost (`RegionModel.cost`'s units),
     the region of every buffer and its offset in its region (0 in the last region, which
     the caller lays out); None when no state survives, the work passes ``max_work``, the
-    relaxation backwards gives up, or the model has explicit conflicts, or a cap and
-    more than two regions (with two, the cap on the slow arena bounds the slow region's
-    loads; the caller checks the cap on the slow bytes), or the wall clock passes
-    ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a known
-    plan's cost."""
+    guide's relaxation gives up, the model has explicit conflicts, or the wall clock
+    passes ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a
+    known plan's cost. ``reverse``: the sweep runs backwards in time (another search,
+    often finding what the forward one misses). With two regions, the model's ``aim`` (a
+    slow arena) bounds the slow region's loads (a cap, `RegionModel.cap`, is the
+    caller's to check)."""
     geometry, problem = model.geometry, model.problem
-    if geometry.separations or len(model.limit) < 2 or (
-            model.capped is not None and len(model.limit) > 2):
+    if geometry.separations or len(model.limit) < 2:
         return None
-    guide = Guide(model, ceiling)
+    guide = Guide(model, ceiling, not reverse)
     if not guide.steps.size and len(geometry.units):
         return None
     limits, choices, prices = unit_choices(model)
     placed = len(limits) - 1  # regions below this index get offsets
-    if model.capped is not None:  # the slow arena's cap bounds the last region's loads
-        limits[placed] = min(limits[placed], model.capped[1])
-    line = timeline(model)
+    if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
+        limits[placed] = min(limits[placed], model.aim)
+    line = timeline(model, reverse)
     starts, ends = line.starts, line.ends
     groups = geometry.groups
     extent = np.array([unit.extent for unit in geometry.units], np.int64)
@@ -94,12 +95,9 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
         if deadline is not None and time.perf_counter() > deadline:
             return None
         keep = [n for n, u in enumerate(live) if ends[u] > t]
-        if len(keep) < len(live):
+        if len(keep) < len(live):  # the states they leave equal merge before the beam
             live = [live[n] for n in keep]
-            rows, costs, parents = merged(np.hstack([region[:, keep], offset[:, keep]]),
-                                          costs)
-            region, offset = rows[:, :len(live)], rows[:, len(live):]
-            trail.append((parents, None, None, None))
+            region, offset = region[:, keep], offset[:, keep]
         for u in starting.get(t, []):
             width = extent[u]
             lows = extent[live] if live else np.zeros(0, np.int64)
@@ -135,6 +133,12 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             offset = np.column_stack([offset[parents], offsets])
             live.append(u)
             trail.append((parents, u, regions, offsets))
+            if len(costs) > CROWD * max_states:  # many units start at once: the cheapest
+                _, least, chosen = merged(np.hstack([region, offset]), costs)
+                kept = chosen[np.argsort(least, kind="stable")[:CROWD * max_states]]
+                region, offset, costs = region[kept], offset[kept], costs[kept]
+                trail.append((kept, None, None, None))
+        if starting.get(t):
             rows, costs, chosen = merged(np.hstack([region, offset]), costs)
             region, offset = rows[:, :len(live)], rows[:, len(live):]
             trail.append((chosen, None, None, None))
@@ -175,14 +179,14 @@ class Guide:
     kept at every step. Its cost at step ``t`` covers every unit live after ``t``: the
     live ones' own costs, taken off, leave the rest's least cost under the loads."""
 
-    def __init__(self, model, ceiling: int | None):
+    def __init__(self, model, ceiling: int | None, reverse: bool = True):
         self.record: dict = {}
         self.horizon = int(model.problem.horizon)
         self.price = np.zeros((len(model.geometry.units), len(model.limit)), np.int64)
         for u, inside in enumerate(model.inside):
             for k in inside:
                 self.price[u, k] = model.unit_bytes[u] * model.weight[k]
-        swept = sweep_relaxation(model, ceiling, reverse=True, record=self.record,
+        swept = sweep_relaxation(model, ceiling, reverse=reverse, record=self.record,
                                  uncapped=True)
         self.steps = np.array(sorted(self.record) if swept is not None else [], np.int64)
 
