@@ -55,8 +55,10 @@ def _spec(nbytes: int, first: int, last: int, mem_id: int | None = None):
 
 
 def _planned(target, specs, objective=None, padding=0):
+    """The specs planned with the time limit alone as CPU allowance (``cpu=None``): the
+    synthetic graph has no node, so the default allowance (`search_cpu`) would be none."""
     algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, regions=target,
-                                             objective=objective)
+                                             objective=objective, cpu=None)
     result = algorithm(16, specs, GRAPH, None, padding)
     return algorithm.reports[-1], result
 
