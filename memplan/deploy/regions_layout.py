@@ -73,17 +73,14 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
         limits[placed] = min(limits[placed], model.aim)
     line = timeline(model, reverse)
-    starts, ends = line.starts, line.ends
+    ends = line.ends
     groups = geometry.groups
     extent = np.array([unit.extent for unit in geometry.units], np.int64)
     pinned = groups.pinned_base.astype(np.int64)
     modulus = np.maximum(groups.modulus.astype(np.int64), 1)
     residue = groups.residue.astype(np.int64) % modulus
     box_starts = set(line.box_start.tolist())
-    events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
-    starting: dict[int, list[int]] = {}
-    for u in np.argsort(starts, kind="stable").tolist():
-        starting.setdefault(int(starts[u]), []).append(u)
+    events, starting = line.events()
     column = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
