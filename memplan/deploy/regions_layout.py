@@ -42,7 +42,7 @@ import numpy as np
 
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 
-MAX_STATES = 1 << 10  # states the beam keeps at one step
+MAX_STATES = 1 << 8  # states the beam keeps at one step
 GRID = 8  # multiples of its own width a unit tries in a region
 FAR = np.iinfo(np.int64).max // 4  # where an absent unit sits: apart from every offset
 CROWD = 8  # times the beam the states may grow to while units start at one step
