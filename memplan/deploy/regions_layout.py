@@ -18,14 +18,20 @@ Steps (`sweep_layout`):
   step, its region and, in a *placed* region (every region but the last, the
   roomiest), its offset; its cost is that of the choices so far;
 - a unit that starts branches every state over its regions and, in a placed
-  region, over the offsets next to what is there: the region's floor, right
-  above or below a live unit of the region, the region's top (each at the
-  unit's alignment, within the capacity, apart from every live unit there);
+  region, over a few offsets: multiples of its own size (`GRID` at most),
+  the region's top, right above or below a live unit of the region (each at
+  the unit's alignment, within the capacity, apart from every live unit there);
 - in the last region only the loads per step are kept within its capacity,
   as in the relaxation: the caller lays it out and checks it;
-- equal states merge at their least cost; past ``max_states`` the cheapest
-  stay (ties: the lowest top of the placed units), so the sweep is a beam
-  search, not a proof; a state above a known plan's cost goes.
+- equal states merge at their least cost; then each state's cost plus what
+  the units still to come cost at least (`Guide`: the relaxation swept the
+  other way in time, its states kept) orders the states, ties to the widest
+  free range left in the placed regions; the first ``max_states`` stay, those
+  above a known plan's cost go. A beam search, not a proof.
+
+``reverse`` runs it backwards in time: another search, which often finds what
+the forward one misses (a unit's offset is chosen next to the units live at its
+end rather than at its start).
 
 Units are taken as their bounding rectangles (a unit of several boxes keeps
 the room of all of them while it lives: sound, maybe not tight). Problems with
@@ -136,8 +142,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                 region, offset, costs = region[kept], offset[kept], costs[kept]
                 trail.append((kept, None, None, None))
         if starting.get(t):
-            rows, costs, chosen = merged(np.hstack([region, offset]), costs)
-            region, offset = rows[:, :len(live)], rows[:, len(live):]
+            states, costs, chosen = merged(np.hstack([region, offset]), costs)
+            region, offset = states[:, :len(live)], states[:, len(live):]
             trail.append((chosen, None, None, None))
         if t in box_starts and len(costs):
             column[live] = np.arange(len(live))
