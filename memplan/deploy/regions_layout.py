@@ -197,11 +197,13 @@ class Guide:
         """Per state (its ``live`` units' ``region``), the least cost of the units that
         start after step ``t``; inf where no choice of theirs meets the loads."""
         at = np.searchsorted(self.steps, self.horizon - t, side="right") - 1
-        if at < 0 or not live:
+        if at < 0:  # nothing starts after step t
             return np.zeros(len(region))
         seen, states, costs = self.record[int(self.steps[at])]
         if sorted(seen.tolist()) != sorted(live):
             return np.zeros(len(region))
+        if not live:
+            return np.full(len(region), float(costs.min()))
         columns = np.array([live.index(u) for u in seen.tolist()], np.int64)
         known, wanted = rows(states), rows(region[:, columns])
         order = np.argsort(known)
