@@ -409,8 +409,8 @@ def _relaxation_by_cp_sat(model) -> int | None:
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
     """The sweep's optimum is CP-SAT's on the same relaxation (with the tops a first stage
-    kept, too; none when CP-SAT proves none); its choice meets every constraint and
-    costs that much; it never passes the exhaustive optimum."""
+    kept, too; none when CP-SAT proves none), backwards in time too; its choice meets every
+    constraint and costs that much; it never passes the exhaustive optimum."""
     from memplan.deploy.regions_exact import RegionModel
     from memplan.deploy.regions_sweep import sweep_relaxation
 
@@ -426,6 +426,7 @@ def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
             continue
         value, regions = swept
         assert value == optimum
+        assert sweep_relaxation(model, reverse=True)[0] == value  # the same steps, backwards
         assert sweep_relaxation(model, ceiling=value)[0] == value  # a plan's cost prunes
         assert sweep_relaxation(model, ceiling=value - 1) is None  # nothing below the optimum
         allowed = allowed_matrix(problem)
@@ -510,3 +511,32 @@ def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(
     assert plan.stats["cost_optimal"]
     assert plan.stats["cost"] < region_cost(CHAIN, everything_slow)
     check(CHAIN, plan)
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::3],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_layout_sweeps_guide_is_exact_along_the_relaxations_choice(seed, problem,
+                                                                       weights):
+    """At every step, the cost of the relaxation's optimal choice so far plus what the guide
+    says the rest costs at least, given that choice's live regions, is the optimum: the
+    backward sweep and the forward steps line up (forwards and backwards)."""
+    from memplan.deploy.regions_exact import RegionModel
+    from memplan.deploy.regions_layout import Guide
+    from memplan.deploy.regions_sweep import sweep_relaxation, timeline
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    model = RegionModel(problem, weights, packed=False)
+    swept = sweep_relaxation(model)
+    if swept is None:
+        return
+    optimum, regions = swept
+    first = [unit.members[0] for unit in model.geometry.units]
+    for reverse in (False, True):
+        guide, line = Guide(model, None, not reverse), timeline(model, reverse)
+        chosen = regions[first]
+        for t in line.events()[0]:
+            live = [u for u in range(len(first)) if line.starts[u] <= t < line.ends[u]]
+            paid = sum(guide.price[u, chosen[u]] for u in range(len(first))
+                       if line.starts[u] <= t)
+            rest = guide.rest(t, live, chosen[live][None, :])[0]
+            assert paid + rest == optimum

@@ -18,14 +18,20 @@ Steps (`sweep_layout`):
   step, its region and, in a *placed* region (every region but the last, the
   roomiest), its offset; its cost is that of the choices so far;
 - a unit that starts branches every state over its regions and, in a placed
-  region, over the offsets next to what is there: the region's floor, right
-  above or below a live unit of the region, the region's top (each at the
-  unit's alignment, within the capacity, apart from every live unit there);
+  region, over a few offsets: multiples of its own size (`GRID` at most),
+  the region's top, right above or below a live unit of the region (each at
+  the unit's alignment, within the capacity, apart from every live unit there);
 - in the last region only the loads per step are kept within its capacity,
   as in the relaxation: the caller lays it out and checks it;
-- equal states merge at their least cost; past ``max_states`` the cheapest
-  stay (ties: the lowest top of the placed units), so the sweep is a beam
-  search, not a proof; a state above a known plan's cost goes.
+- equal states merge at their least cost; then each state's cost plus what
+  the units still to come cost at least (`Guide`: the relaxation swept the
+  other way in time, its states kept) orders the states, ties to the widest
+  free range left in the placed regions; the first ``max_states`` stay, those
+  above a known plan's cost go. A beam search, not a proof.
+
+``reverse`` runs it backwards in time: another search, which often finds what
+the forward one misses (a unit's offset is chosen next to the units live at its
+end rather than at its start).
 
 Units are taken as their bounding rectangles (a unit of several boxes keeps
 the room of all of them while it lives: sound, maybe not tight). Problems with
@@ -42,7 +48,7 @@ import numpy as np
 
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 
-MAX_STATES = 1 << 10  # states the beam keeps at one step
+MAX_STATES = 1 << 8  # states the beam keeps at one step
 GRID = 8  # multiples of its own width a unit tries in a region
 FAR = np.iinfo(np.int64).max // 4  # where an absent unit sits: apart from every offset
 CROWD = 8  # times the beam the states may grow to while units start at one step
@@ -73,17 +79,14 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
         limits[placed] = min(limits[placed], model.aim)
     line = timeline(model, reverse)
-    starts, ends = line.starts, line.ends
+    ends = line.ends
     groups = geometry.groups
     extent = np.array([unit.extent for unit in geometry.units], np.int64)
     pinned = groups.pinned_base.astype(np.int64)
     modulus = np.maximum(groups.modulus.astype(np.int64), 1)
     residue = groups.residue.astype(np.int64) % modulus
     box_starts = set(line.box_start.tolist())
-    events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
-    starting: dict[int, list[int]] = {}
-    for u in np.argsort(starts, kind="stable").tolist():
-        starting.setdefault(int(starts[u]), []).append(u)
+    events, starting = line.events()
     column = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
@@ -139,8 +142,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                 region, offset, costs = region[kept], offset[kept], costs[kept]
                 trail.append((kept, None, None, None))
         if starting.get(t):
-            rows, costs, chosen = merged(np.hstack([region, offset]), costs)
-            region, offset = rows[:, :len(live)], rows[:, len(live):]
+            states, costs, chosen = merged(np.hstack([region, offset]), costs)
+            region, offset = states[:, :len(live)], states[:, len(live):]
             trail.append((chosen, None, None, None))
         if t in box_starts and len(costs):
             column[live] = np.arange(len(live))
@@ -194,11 +197,13 @@ class Guide:
         """Per state (its ``live`` units' ``region``), the least cost of the units that
         start after step ``t``; inf where no choice of theirs meets the loads."""
         at = np.searchsorted(self.steps, self.horizon - t, side="right") - 1
-        if at < 0 or not live:
+        if at < 0:  # nothing starts after step t
             return np.zeros(len(region))
         seen, states, costs = self.record[int(self.steps[at])]
         if sorted(seen.tolist()) != sorted(live):
             return np.zeros(len(region))
+        if not live:
+            return np.full(len(region), float(costs.min()))
         columns = np.array([live.index(u) for u in seen.tolist()], np.int64)
         known, wanted = rows(states), rows(region[:, columns])
         order = np.argsort(known)

@@ -68,12 +68,9 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
     geometry, problem = model.geometry, model.problem
     limits, choices, prices = unit_choices(model)
     line = timeline(model, reverse)
-    starts, ends = line.starts, line.ends
+    ends = line.ends
     box_starts = set(line.box_start.tolist())
-    events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
-    starting: dict[int, list[int]] = {}
-    for u in np.argsort(starts, kind="stable").tolist():
-        starting.setdefault(int(starts[u]), []).append(u)
+    events, starting = line.events()
     position = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     states = np.zeros((1, 0), np.int64)  # one row per state: the live units' regions
@@ -158,6 +155,16 @@ class Timeline:
     box_end: np.ndarray
     box_bytes: np.ndarray
     box_unit: np.ndarray
+
+    def events(self) -> tuple[list[int], dict[int, list[int]]]:
+        """The steps where a unit starts or ends or a box starts, in order, and the units
+        starting at each (by index)."""
+        steps = set(self.starts.tolist()) | set(self.ends.tolist()) | \
+            set(self.box_start.tolist())
+        starting: dict[int, list[int]] = {}
+        for u in np.argsort(self.starts, kind="stable").tolist():
+            starting.setdefault(int(self.starts[u]), []).append(u)
+        return sorted(steps), starting
 
     def held(self, t: int, column: np.ndarray, live: int) -> np.ndarray:
         """The bytes each of the ``live`` units (at ``column[unit]``) holds at step ``t``."""
