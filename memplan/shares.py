@@ -83,9 +83,20 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
+LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep touches a CPU
+# second (Phi-3's 50 % bank: 16.8 M in 1.0 s at load 12); its work within a stage's CPU left
+RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter
+# stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
+FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its
+# full model (built in 20-50 ms on ExecuTorch's graphs) once it has a plan; less: it ends
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
 STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list schedules take
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's
+
+# --- compiler passes (memplan.executorch)
+SEARCH_CPU_PER_NODE = 4e-4  # ExecuTorch's regions: CPU seconds (all threads) of the search a
+# graph node, by default: about a quarter of what lowering costs a node (`to_executorch`
+# with BankedGreedy, 1.35-1.6 ms a node: Phi-3 503 nodes 0.69 s, deit-tiny 1,172 nodes 1.8 s)
 
 # --- sweeps
 PARQUET_EVERY = 5.0  # wall seconds between rewrites of a sweep's Parquet output

@@ -40,7 +40,9 @@ from memplan.executorch.target_regions import (  # noqa: E402
     RegionOverflowError,
     explain_report,
     format_region_report,
+    search_cpu,
 )
+from memplan.shares import SEARCH_CPU_PER_NODE  # noqa: E402
 
 GRAPH = torch.fx.GraphModule({}, torch.fx.Graph())
 
@@ -53,8 +55,10 @@ def _spec(nbytes: int, first: int, last: int, mem_id: int | None = None):
 
 
 def _planned(target, specs, objective=None, padding=0):
+    """The specs planned with the time limit alone as CPU allowance (``cpu=None``): the
+    synthetic graph has no node, so the default allowance (`search_cpu`) would be none."""
     algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, regions=target,
-                                             objective=objective)
+                                             objective=objective, cpu=None)
     result = algorithm(16, specs, GRAPH, None, padding)
     return algorithm.reports[-1], result
 
@@ -267,6 +271,45 @@ def test_bad_regions_and_objectives_are_refused():
         memplan.executorch.algorithm(regions=[Bank("fast", 128, 1)])
     with pytest.raises(ProblemError, match="share_mutable_buffers"):
         memplan.executorch.memory_planning_pass(regions=TWO, share_mutable_buffers=True)
+
+
+def test_the_search_takes_a_cpu_allowance_that_follows_the_graph():
+    assert search_cpu(500, 0.01) == pytest.approx(500 * SEARCH_CPU_PER_NODE)
+    assert search_cpu(500, 0) is None  # the exact optimum: the time limit alone
+    assert memplan.executorch.algorithm(regions=TWO).cpu == "auto"
+    assert memplan.executorch.memory_planning_pass(regions=TWO, cpu=20).algorithm.cpu == 20
+    assert memplan.executorch.algorithm(regions=TWO, cpu=float("inf")).cpu is None
+    with pytest.raises(ProblemError, match="cpu"):
+        memplan.executorch.algorithm(regions=TWO, cpu=-1)
+    with pytest.raises(ProblemError, match="CPU allowance"):
+        memplan.executorch.algorithm(cpu=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_no_cpu_left_the_plan_is_banked_greedys_or_better_and_says_its_gaps(seed):
+    """A zero allowance: no stage runs its full model (BankedGreedy's plan fits), yet the
+    relaxations' choices may still improve on it; the plan fits, stays within
+    BankedGreedy's slow bytes and arena, and its proven gaps are shares in [0, 1]."""
+    peak = max(sum(s.allocated_memory for s in _random_specs(seed)
+                   if s.lifetime[0] <= t <= s.lifetime[1]) for t in range(26))
+    target = TargetMemoryMap([Bank("fast", peak // 2 // 16 * 16, 1), Bank("slow", 1 << 20, 2)])
+    greedy_specs = _random_specs(seed)
+    greedy = BankedGreedy(target)(16, greedy_specs, GRAPH, None, 0)
+    slow_bytes = sum(s.allocated_memory for s in greedy_specs
+                     if greedy.spec_dict[s].mem_id == 2)
+    for objective in ("traffic", "slow_arena"):
+        algorithm = memplan.executorch.algorithm(time_limit=2, verify=False, regions=target,
+                                                 objective=objective, cpu=0)
+        specs = _random_specs(seed)
+        result = algorithm(16, specs, GRAPH, None, 0)
+        report = algorithm.reports[-1]
+        _assert_fits(target, report, result)
+        assert report.slow_bytes <= slow_bytes and report.slow_arena <= greedy.bufsizes[2]
+        stats = report.plan.stats
+        statuses = [v for k, v in {**stats, **stats.get("ceiling", {})}.items()
+                    if k.endswith("_status") and k.split("_")[0] in ("cost", "arena")]
+        assert set(statuses) <= {"budget", "relaxation"}
+        assert all(0 <= gap <= 1 for gap in report.gaps.values())
 
 
 class PinMatmuls(MemplanPlanningPass):

@@ -10,6 +10,7 @@ import pytest
 
 from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
 from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
+from memplan.deploy.regions_layout import sweep_layout
 from memplan.errors import ProblemError
 from memplan.formats import memplan_json
 from memplan.plan import Plan
@@ -370,6 +371,28 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         assert bound <= optimum + 1e-6
 
 
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[1::4],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_with_no_cpu_the_plan_is_the_hints_or_better_and_its_bounds_still_hold(seed, problem,
+                                                                              weights):
+    """A CPU allowance of 0 with a gap: no full model runs once a plan fits (the start),
+    the relaxations' choices laid out may still improve on it, and every bound it reports
+    stays at most the exhaustive optimum."""
+    for objective, measure, field in (("cost", "cost", "cost_bound"),
+                                      ("arena", "arena", "arena_bound")):
+        start = plan_regions(problem, weights=weights)
+        plan = plan_regions_exact(problem, time_limit=5, weights=weights, objective=objective,
+                                  cpu=0.0, relative_gap=0.01, hint=start)
+        check(problem, plan)
+        optimum = _exhaustive_cost(problem, weights, measure)
+        assert plan.stats[field] <= optimum + 1e-6
+        assert plan.stats["cost" if measure == "cost" else "arena_cost"] >= optimum - 1e-6
+        if not start.stats["over_capacity"]:
+            assert not plan.stats["over_capacity"]
+            assert {plan.stats[f"{stage}_status"] for stage in ("cost", "arena")
+                    if f"{stage}_status" in plan.stats} <= {"budget", "relaxation"}
+
+
 def _relaxation_by_cp_sat(model) -> int | None:
     """The relaxation's optimum by CP-SAT (None: proven infeasible)."""
     from ortools.sat.python import cp_model
@@ -386,8 +409,8 @@ def _relaxation_by_cp_sat(model) -> int | None:
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
     """The sweep's optimum is CP-SAT's on the same relaxation (with the tops a first stage
-    kept, too; none when CP-SAT proves none); its choice meets every constraint and
-    costs that much; it never passes the exhaustive optimum."""
+    kept, too; none when CP-SAT proves none), backwards in time too; its choice meets every
+    constraint and costs that much; it never passes the exhaustive optimum."""
     from memplan.deploy.regions_exact import RegionModel
     from memplan.deploy.regions_sweep import sweep_relaxation
 
@@ -403,6 +426,7 @@ def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
             continue
         value, regions = swept
         assert value == optimum
+        assert sweep_relaxation(model, reverse=True)[0] == value  # the same steps, backwards
         assert sweep_relaxation(model, ceiling=value)[0] == value  # a plan's cost prunes
         assert sweep_relaxation(model, ceiling=value - 1) is None  # nothing below the optimum
         allowed = allowed_matrix(problem)
@@ -436,10 +460,83 @@ def test_with_a_gap_the_cost_after_the_arenas_stops_at_its_relaxation(monkeypatc
 
     swept = exact.sweep_relaxation
     monkeypatch.setattr(exact, "sweep_relaxation",
-                        lambda model, ceiling=None: (0, swept(model)[1]))
+                        lambda model, ceiling=None, **_: (0, swept(model)[1]))
     plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01)
     assert plan.stats["cost_status"] == "relaxation"
     assert plan.stats["arena_optimal"]
     check(CHAIN, plan)
     exact_plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena")
     assert exact_plan.stats["cost_status"] != "relaxation"
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, problem, weights):
+    """The layout sweep's region choice, its offsets kept and the last region laid out, is a
+    valid plan whose cost is the one the sweep gives, never below the exhaustive optimum;
+    a ceiling below its cost leaves it nothing."""
+    from memplan.deploy.regions_exact import RegionModel, lay_out
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    model = RegionModel(problem, weights, packed=False)
+    found = sweep_layout(model)
+    if found is None:
+        assert model.geometry.separations  # left to CP-SAT
+        return
+    cost, regions, offsets = found
+    plan = lay_out(problem, regions, [len(problem.regions) - 1], offsets=offsets)
+    assert not plan.stats["over_capacity"]
+    check(problem, plan)
+    assert model.value(plan.offsets, plan.regions, "cost") == cost
+    assert region_cost(problem, regions, weights) >= _exhaustive_cost(problem, weights) - 1e-6
+    assert sweep_layout(model, ceiling=cost - 1) is None
+
+
+def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(monkeypatch):
+    """When the start and the relaxation's choice, laid out, are far from its bound, the
+    layout sweep's plan reaches the bound: the cost is proven optimal without the full
+    model."""
+    import memplan.deploy.regions_exact as exact
+
+    swept, searched = exact.sweep_relaxation, []
+    everything_slow = np.ones(len(CHAIN), np.int64)
+    monkeypatch.setattr(exact, "sweep_relaxation",
+                        lambda model, ceiling=None, **_: (swept(model)[0], everything_slow))
+    monkeypatch.setattr(exact, "sweep_layout",
+                        lambda *args, **kw: searched.append(1) or sweep_layout(*args, **kw))
+    start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))
+    plan = plan_regions_exact(CHAIN, time_limit=5, relative_gap=0.01, hint=start)
+    assert searched
+    assert plan.stats["cost_status"] == "relaxation"
+    assert plan.stats["cost_optimal"]
+    assert plan.stats["cost"] < region_cost(CHAIN, everything_slow)
+    check(CHAIN, plan)
+
+
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::3],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_layout_sweeps_guide_is_exact_along_the_relaxations_choice(seed, problem,
+                                                                       weights):
+    """At every step, the cost of the relaxation's optimal choice so far plus what the guide
+    says the rest costs at least, given that choice's live regions, is the optimum: the
+    backward sweep and the forward steps line up (forwards and backwards)."""
+    from memplan.deploy.regions_exact import RegionModel
+    from memplan.deploy.regions_layout import Guide
+    from memplan.deploy.regions_sweep import sweep_relaxation, timeline
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    model = RegionModel(problem, weights, packed=False)
+    swept = sweep_relaxation(model)
+    if swept is None:
+        return
+    optimum, regions = swept
+    first = [unit.members[0] for unit in model.geometry.units]
+    for reverse in (False, True):
+        guide, line = Guide(model, None, not reverse), timeline(model, reverse)
+        chosen = regions[first]
+        for t in line.events()[0]:
+            live = [u for u in range(len(first)) if line.starts[u] <= t < line.ends[u]]
+            paid = sum(guide.price[u, chosen[u]] for u in range(len(first))
+                       if line.starts[u] <= t)
+            rest = guide.rest(t, live, chosen[live][None, :])[0]
+            assert paid + rest == optimum

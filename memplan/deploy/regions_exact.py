@@ -37,13 +37,15 @@ then total top, then granted scratch). Size of stage 1: O(b * R) optional
 intervals and Booleans for b boxes and R regions. INFEASIBLE in stage 1 is a
 proof that no region choice fits (``stats["proven_infeasible"]``).
 
-Time: the stages share a budget of CPU seconds per worker, the time limit's
-worth. Stage 1 ends once its CP-SAT runs have taken `STAGE_SHARE` of it
-(`memplan.solver.cpu_budget.CpuCap`; the arena objective: half of that for
-the arenas, half for the cost), and each region in turn gets an equal part
-of the CPU left (`plan_scratch_exact`'s ``cpu``): a busy machine slows the
-stages down but hands over at the same points. The time limit itself is
-kept on the wall clock from the call: no stage runs past it.
+Time: the stages share a budget of CPU seconds per worker, ``cpu`` (by
+default the time limit's worth). Stage 1 ends once its CP-SAT runs have taken
+`STAGE_SHARE` of it (`memplan.solver.cpu_budget.CpuCap`; the arena objective:
+half of that for the arenas, half for the cost; a relaxation `RELAX_SHARE` of
+a stage, all of a short one up to `RELAX_LEAST`; once a plan fits, no full
+model with less than `FULL_MODEL_LEAST` left), and each region in turn gets an
+equal part of the CPU left (`plan_scratch_exact`'s ``cpu``): a busy machine
+slows the stages down but hands over at the same points. The time limit
+itself is kept on the wall clock from the call: no stage runs past it.
 
 A ``ceiling`` (a plan that fits; for ExecuTorch's banks, BankedGreedy's)
 caps the slow bytes and the slow arena (`memplan.deploy.regions.slow_measures`).
@@ -90,13 +92,22 @@ from memplan.deploy.regions import (
     slow_regions,
     within,
 )
+from memplan.deploy.regions_layout import MAX_WORK as MAX_LAYOUT_WORK
+from memplan.deploy.regions_layout import sweep_layout
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.shares import MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.shares import (
+    FULL_MODEL_LEAST,
+    LAYOUT_WORK_PER_CPU,
+    MIN_STAGE_SECONDS,
+    RELAX_LEAST,
+    RELAX_SHARE,
+    STAGE_SHARE,
+)
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
@@ -157,6 +168,8 @@ class RegionModel:
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        # the slow arena the layout sweep keeps within (a ceiling's): an aim, no constraint
+        self.aim: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
@@ -231,6 +244,7 @@ class RegionModel:
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
         self.capped = (slow_bytes, slow_arena)
+        self.aim = slow_arena
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
@@ -350,13 +364,15 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, threads: int = 2, weights=None,
                        objective: str = "cost", ceiling: Plan | None = None,
-                       relative_gap: float = 0.0) -> Plan:
+                       relative_gap: float = 0.0, cpu: float | None = None) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
     (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
-    stops once proven within this share of its bound (0: the optimum, or the limit)."""
+    stops once proven within this share of its bound (0: the optimum, or the limit);
+    ``cpu``: the CPU seconds per worker the stages share (default: ``time_limit``'s worth),
+    within ``time_limit`` on the wall clock."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     began = time.perf_counter()
@@ -371,9 +387,15 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
         if heuristic.stats.get("over_capacity") or not within(problem, heuristic, ceiling):
             heuristic = ceiling
-    share = None if time_limit is None else time_limit * STAGE_SHARE  # CPU s per worker
+    allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
+    share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    chosen = _choose(lambda packed: RegionModel(problem, weights, packed=packed), first,
+    def build(packed: bool) -> RegionModel:
+        model = RegionModel(problem, weights, packed=packed)
+        model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
+        return model
+
+    chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
@@ -390,7 +412,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             model.cap(*slow_measures(problem, ceiling))
             return model
 
-        left = None if time_limit is None else (time_limit - stats["stage_cpu"]) * STAGE_SHARE
+        left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
@@ -409,9 +431,9 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         members = regions == k
         part = subproblem(problem, members, one_arena=True)
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
-        cpu = None if time_limit is None else \
-            max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
-        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
+        part_cpu = None if allowance is None else \
+            max(MIN_STAGE_SECONDS, (allowance - spent) / (len(used) - n))
+        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=part_cpu, seed=seed,
                                   hint=start, threads=threads, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
@@ -439,7 +461,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     none proven); None when CP-SAT proved that no choice fits.
 
     Each stage (the arena, for that objective; then the cost) first solves the
-    relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
+    relaxation (`RELAX_SHARE` of the stage's CPU, all of it up to `RELAX_LEAST`): its
+    bound holds for the model, and
     its region choice, each region laid out by the heuristic planners (`lay_out`), is a
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
     stage ends there; else the full model runs, its objective at least the bound. With a
@@ -457,8 +480,9 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
+        # a cap left out, the sweep's bound is a lower one: it holds within the cap too
         swept = None if stage != "cost" else sweep_relaxation(
-            relaxed, None if best is None else relaxed.value(*best, stage))
+            relaxed, None if best is None else relaxed.value(*best, stage), uncapped=True)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -467,22 +491,26 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             if best is not None:
                 relaxed.hint(*best)
             solver, status, spent = relaxed.solve(
-                deadline, None if share is None else share * RELAX_SHARE, seed, threads)
+                deadline, None if share is None else
+                max(share * RELAX_SHARE, min(share, RELAX_LEAST)), seed, threads)
             stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        if chosen is not None:
-            laid = lay_out(problem, chosen)
-            if relaxed.admits(laid) and (best is None or relaxed.value(
-                    laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
-                best = (laid.offsets, laid.regions)
+        searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
+        cpu = time.process_time()
+        left = None if share is None else share - (stats["stage_cpu"] - began)
+        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
+        stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = gap > 0 and n > 0 and best is not None
-        if not tie_break and (value is None or value - bound > gap * value):
+        left = None if share is None else share - (stats["stage_cpu"] - began)
+        if best is not None and left is not None and left < FULL_MODEL_LEAST:
+            stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
+        elif not tie_break and (value is None or not _close(value, bound, gap)):
             if model is None:
                 model = build(True)
                 model.keep_tops(relaxed.kept)
@@ -491,9 +519,10 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             model.cp.add(expression >= int(np.ceil(bound - 1e-6)))
             if best is not None:
                 model.hint(*best)
-            left = None if share is None else max(MIN_STAGE_SECONDS,
-                                                  share - (stats["stage_cpu"] - began))
-            solver, status, spent = model.solve(deadline, left, seed, threads, gap)
+            # without a plan, the search for one that fits gets its floor whatever is left
+            solver, status, spent = model.solve(
+                deadline, left if left is None or best is not None else
+                max(MIN_STAGE_SECONDS, left), seed, threads, gap)
             stats[f"{stage}_status"] = solver.status_name(status).lower()
             stats["stage_cpu"] += spent
             if status == cp_model.INFEASIBLE and n == 0:
@@ -515,6 +544,36 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     proven_arena = proven["arena"] / 1000 * cost_unit if "arena" in proven else None
     proven_cost = proven["cost"] / 1000 / 1000 * cost_unit if objective == "cost" else None
     return offsets, regions, proven_cost, proven_arena
+
+
+def _close(value: float, bound: float, gap: float) -> bool:
+    """Whether ``value`` is proven within ``gap`` (a share of it) of ``bound``."""
+    return value - bound <= gap * value
+
+
+def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
+               gap: float) -> Plan:
+    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
+    that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
+    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
+    their capacity; those whose top counts) laid out again with the order search: the
+    search costs more than the passes, and the passes mostly suffice."""
+    problem = relaxed.problem
+    quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
+    fits = relaxed.admits(quick)
+    if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
+                                           bound, gap)):
+        return quick
+    names = [r.name for r in problem.regions]
+    at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
+    if stage == "arena" or not fits:
+        at_fault |= set(relaxed.top)
+    searched = lay_out(problem, regions, at_fault, offsets=quick.offsets, sizes=quick.sizes)
+    if fits and (not relaxed.admits(searched) or relaxed.value(
+            quick.offsets, quick.regions, stage) <= relaxed.value(
+            searched.offsets, searched.regions, stage)):
+        return quick
+    return searched
 
 
 def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
@@ -540,12 +599,49 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         cost_unit
 
 
-def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
-    """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`); its stats say each region's top and which are
-    over capacity (no bounds: `_choose` compares it, never returns it as is)."""
-    offsets, sizes = np.zeros(len(problem), np.int64), problem.sizes.copy()
-    plan_each(problem, regions, range(len(problem.regions)), offsets, sizes)
+def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
+              limits: tuple[float, float, float | None, float | None], search: bool):
+    """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
+    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
+    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
+    None: no allowance) and ``search``, the plans of the layout sweep
+    (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
+    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
+    bound, gap, deadline, cpu_left = limits
+    problem, began = relaxed.problem, time.process_time()
+
+    def kept(laid: Plan, best):
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+            return laid.offsets, laid.regions
+        return best
+
+    if chosen is not None:
+        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
+    for reverse in (False, True) if search else ():
+        value = None if best is None else relaxed.value(*best, stage)
+        if value is not None and _close(value, bound, gap):
+            break
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
+            0.0, cpu_left - (time.process_time() - began)) * LAYOUT_WORK_PER_CPU))
+        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
+                             max_work=work)
+        if found is not None:
+            best = kept(lay_out(problem, found[1], [len(problem.regions) - 1],
+                                offsets=found[2]), best)
+    return best
+
+
+def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarray | None = None,
+            sizes: np.ndarray | None = None, **options) -> Plan:
+    """A region choice laid out: the buffers of each ``chosen`` region planned by the
+    heuristic planners (`memplan.deploy.regions.plan_each`, ``options`` are ``best``'s),
+    those of the other regions kept at their ``offsets`` and granted ``sizes``; its stats
+    say each region's top and which are over capacity (no bounds: `_choose` compares it,
+    never returns it as is)."""
+    offsets = np.zeros(len(problem), np.int64) if offsets is None else offsets.copy()
+    sizes = problem.sizes.copy() if sizes is None else sizes.copy()
+    plan_each(problem, regions, chosen, offsets, sizes, **options)
     region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
     return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
                              sizes=sizes, stats={"region_sizes": region_sizes,

@@ -39,6 +39,8 @@ CP-SAT too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from memplan.problem import NO_OFFSET
@@ -48,40 +50,27 @@ MAX_WORK = 1 << 23  # state entries it may touch in all (states x live units, su
 
 
 def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_STATES,
-                     max_work: int = MAX_WORK) -> tuple[int, np.ndarray] | None:
+                     max_work: int = MAX_WORK, *, reverse: bool = False,
+                     record: dict | None = None, uncapped: bool = False
+                     ) -> tuple[int, np.ndarray] | None:
     """The least cost (`RegionModel.cost`'s units) of the region choice of ``model`` (a
     `memplan.deploy.regions_exact.RegionModel`) under its per-step loads, and a choice
     reaching it (per buffer, the region index); None when a state count passes
     ``max_states``, the entries touched pass ``max_work``, the model has a cap, or no
     choice fits (CP-SAT then proves it). ``ceiling``: the cost of a choice known to
-    meet the loads (a plan's): states above it go, the optimum being at most it."""
-    if model.capped is not None:
+    meet the loads (a plan's): states above it go, the optimum being at most it.
+    ``reverse``: the sweep runs backwards in time (`timeline`); ``record``, when given,
+    gets after each event its step (in the sweep's time), the live units, the states
+    and their costs: what the choices of the units seen so far cost at least.
+    ``uncapped``: a cap is left out (the bound then holds without it: a lower one)."""
+    if model.capped is not None and not uncapped:
         return None
     geometry, problem = model.geometry, model.problem
-    limits = [min(limit, model.kept.get(k, limit)) for k, limit in enumerate(model.limit)]
-    groups = geometry.groups
-    choices, prices = [], []
-    for u, unit in enumerate(geometry.units):
-        lowest = int(groups.pinned_base[u]) if groups.pinned_base[u] != NO_OFFSET else \
-            int(groups.residue[u]) if groups.modulus[u] > 1 else 0
-        allowed = [k for k in model.inside[u] if lowest + unit.extent <= limits[k]]
-        choices.append(np.array(allowed, np.int64))
-        prices.append(np.array([model.unit_bytes[u] * model.weight[k] for k in allowed],
-                               np.int64))
-    starts = np.array([min(int(problem.starts[i]) for i in unit.members)
-                       for unit in geometry.units], np.int64)
-    ends = np.array([max(int(problem.ends[i]) for i in unit.members)
-                     for unit in geometry.units], np.int64)
-    boxes = geometry.boxes
-    box_starts = {box.start for box in boxes}
-    events = sorted(set(starts.tolist()) | set(ends.tolist()) | box_starts)
-    box_start = np.array([box.start for box in boxes], np.int64)
-    box_end = np.array([box.end for box in boxes], np.int64)
-    box_bytes = np.array([box.high - box.low for box in boxes], np.int64)
-    box_unit = np.array([box.unit for box in boxes], np.int64)
-    starting: dict[int, list[int]] = {}
-    for u in np.argsort(starts, kind="stable").tolist():
-        starting.setdefault(int(starts[u]), []).append(u)
+    limits, choices, prices = unit_choices(model)
+    line = timeline(model, reverse)
+    ends = line.ends
+    box_starts = set(line.box_start.tolist())
+    events, starting = line.events()
     position = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     states = np.zeros((1, 0), np.int64)  # one row per state: the live units' regions
@@ -95,7 +84,7 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
         keep = [n for n, u in enumerate(live) if ends[u] > t]
         if len(keep) < len(live):
             live = [live[n] for n in keep]
-            states, costs, parents = _merged(states[:, keep], costs)
+            states, costs, parents = merged(states[:, keep], costs)
             trail.append((parents, None, None))
         for u in starting.get(t, []):
             options = len(choices[u])
@@ -116,9 +105,7 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
                 return None
         if t in box_starts and len(states):
             position[live] = np.arange(len(live))
-            now = (box_start <= t) & (box_end > t)
-            held = np.zeros(len(live), np.int64)  # each live unit's bytes live at t
-            np.add.at(held, position[box_unit[now]], box_bytes[now])
+            held = line.held(t, position, len(live))
             fits = np.ones(len(states), bool)
             for k, limit in enumerate(limits):
                 fits &= ((states == k) * held).sum(axis=1) <= limit
@@ -128,6 +115,8 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
                 trail.append((kept, None, None))
         if not len(states):
             return None
+        if record is not None:
+            record[t] = (np.array(live, np.int64), states, costs)
     best = int(np.argmin(costs))
     regions = np.zeros(len(problem), np.int64)
     for parents, u, picked in reversed(trail):
@@ -137,13 +126,91 @@ def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_ST
     return int(costs.min()), regions
 
 
-def _merged(states: np.ndarray, costs: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Equal rows merged at their least cost: the rows, costs and each one's source row."""
-    order = np.lexsort((costs, *states.T[::-1])) if states.shape[1] else np.argsort(costs)
-    rows = states[order]
-    first = np.ones(len(rows), bool)
-    if len(rows) > 1:
-        first[1:] = (rows[1:] != rows[:-1]).any(axis=1) if rows.shape[1] else False
+def unit_choices(model) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
+    """Each region's limit (its capacity, within a kept top), and per unit the regions it
+    may use (its lowest offset plus its extent within the limit) and its cost in each."""
+    groups = model.geometry.groups
+    limits = [min(limit, model.kept.get(k, limit)) for k, limit in enumerate(model.limit)]
+    choices, prices = [], []
+    for u, unit in enumerate(model.geometry.units):
+        lowest = int(groups.pinned_base[u]) if groups.pinned_base[u] != NO_OFFSET else \
+            int(groups.residue[u]) if groups.modulus[u] > 1 else 0
+        allowed = [k for k in model.inside[u] if lowest + unit.extent <= limits[k]]
+        choices.append(np.array(allowed, np.int64))
+        prices.append(np.array([model.unit_bytes[u] * model.weight[k] for k in allowed],
+                               np.int64))
+    return limits, choices, prices
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per unit, the first step any member is live and the step after the last; per box
+    of the geometry, its steps, bytes and unit. Backwards (``timeline(model, True)``),
+    step ``t`` becomes ``horizon - t``: a unit live over ``[start, end)`` lives over
+    ``[horizon - end + 1, horizon - start + 1)``, the same steps reversed."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    box_start: np.ndarray
+    box_end: np.ndarray
+    box_bytes: np.ndarray
+    box_unit: np.ndarray
+
+    def events(self) -> tuple[list[int], dict[int, list[int]]]:
+        """The steps where a unit starts or ends or a box starts, in order, and the units
+        starting at each (by index)."""
+        steps = set(self.starts.tolist()) | set(self.ends.tolist()) | \
+            set(self.box_start.tolist())
+        starting: dict[int, list[int]] = {}
+        for u in np.argsort(self.starts, kind="stable").tolist():
+            starting.setdefault(int(self.starts[u]), []).append(u)
+        return sorted(steps), starting
+
+    def held(self, t: int, column: np.ndarray, live: int) -> np.ndarray:
+        """The bytes each of the ``live`` units (at ``column[unit]``) holds at step ``t``."""
+        now = (self.box_start <= t) & (self.box_end > t)
+        held = np.zeros(live, np.int64)
+        np.add.at(held, column[self.box_unit[now]], self.box_bytes[now])
+        return held
+
+
+def timeline(model, reverse: bool = False) -> Timeline:
+    """The `Timeline` of ``model``'s units and boxes, forwards or backwards in time."""
+    problem, geometry = model.problem, model.geometry
+    starts = np.array([min(int(problem.starts[i]) for i in unit.members)
+                       for unit in geometry.units], np.int64)
+    ends = np.array([max(int(problem.ends[i]) for i in unit.members)
+                     for unit in geometry.units], np.int64)
+    box_start = np.array([box.start for box in geometry.boxes], np.int64)
+    box_end = np.array([box.end for box in geometry.boxes], np.int64)
+    if reverse:
+        last = int(problem.horizon) + 1
+        starts, ends = last - ends, last - starts
+        box_start, box_end = last - box_end, last - box_start
+    return Timeline(starts, ends, box_start, box_end,
+                    np.array([box.high - box.low for box in geometry.boxes], np.int64),
+                    np.array([box.unit for box in geometry.boxes], np.int64))
+
+
+def merged(states: np.ndarray, costs: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal rows merged at their least cost: the rows, costs and each one's source row.
+    Rows are sorted by a hash, then cost; neighbours merge when the rows are equal (a
+    collision of the hash only keeps a state twice)."""
+    if not states.shape[1]:
+        chosen = np.argsort(costs, kind="stable")[:1]
+        return states[chosen], costs[chosen], chosen
+    mix = np.random.default_rng(0).integers(1, 1 << 62, states.shape[1])
+    hashed = (states * mix).sum(axis=1)  # wraps around: only a sort key
+    order = np.lexsort((costs, hashed))
+    ordered = states[order]
+    first = np.ones(len(order), bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     chosen = order[first]
     return states[chosen], costs[chosen], chosen
+
+
+def rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row of an integer matrix as one value that compares by equality (its bytes)."""
+    matrix = np.ascontiguousarray(matrix, np.int64)
+    return matrix.view(np.dtype((np.void, 8 * matrix.shape[1]))).ravel()

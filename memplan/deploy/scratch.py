@@ -39,7 +39,7 @@ then the most scratch at that peak) is `memplan.deploy.scratch_exact`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -68,11 +68,17 @@ def subproblem(problem: Problem, keep: np.ndarray, *, one_arena: bool = False) -
                                     problem.alias_dst.tolist(), strict=True)
                if keep[s] and keep[d]]
     conflicts = [(ids[a], ids[b]) for a, b in problem.conflicts.tolist() if keep[a] and keep[b]]
-    buffers = [problem.buffer(i) for i in np.flatnonzero(keep).tolist()]
-    if one_arena:
-        buffers = [replace(b, regions=None) for b in buffers]
-    return problem.replace(buffers=buffers, aliases=aliases, conflicts=conflicts,
-                           regions=() if one_arena else problem.regions)
+    rows = np.flatnonzero(keep)
+    listed = rows.tolist()
+    return Problem.from_arrays(
+        problem.sizes[rows], problem.starts[rows], problem.ends[rows],
+        ids=[ids[i] for i in listed], alignments=problem.alignments[rows],
+        pinned=problem.pinned[rows], max_sizes=problem.max_sizes[rows],
+        kinds=[problem.kinds[i] for i in listed],
+        allowed_regions=None if one_arena else [problem.allowed_regions[i] for i in listed],
+        aliases=aliases, conflicts=conflicts, capacity=problem.capacity, widths=problem.widths,
+        regions=() if one_arena else problem.regions, name=problem.name,
+        source=problem.source, steps=problem.steps)
 
 
 def align(offset: int, alignment: int) -> int:

@@ -138,7 +138,8 @@ def _subgraphs(graph_module) -> list[tuple[Any, bool]]:
 def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | None = None,
                          verify: bool | str = True, seed: int = 0, threads: int | None = None,
                          regions: Any = None, objective: str | None = None,
-                         relative_gap: float | None = None, banks: Any = None,
+                         relative_gap: float | None = None, cpu: float | str | None = "auto",
+                         banks: Any = None,
                          workers: int | None = None,
                          **pass_options: Any) -> MemplanPlanningPass:
     """ExecuTorch's memory planning pass planned by memplan, ``time_limit`` seconds per
@@ -149,9 +150,11 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     ``regions``: ExecuTorch's ``TargetMemoryMap``, every buffer in one of its banks (a
     region each), planned for ``objective`` (``"traffic"``, the default, or
     ``"slow_arena"``: see `memplan.executorch.target_regions`), stopping once proven within
-    ``relative_gap`` (1 % by default; 0: the optimum, or the time limit). ``banks``: the
-    old name of ``regions``, for one release. ``pass_options`` are ExecuTorch's
-    (``alloc_graph_input``, ``alignment``...)."""
+    ``relative_gap`` (1 % by default; 0: the optimum, or the time limit) or once its
+    search took ``cpu`` CPU seconds (by default a share of the export's own cost, after the
+    graph's nodes: `memplan.executorch.target_regions.search_cpu`; None: the time limit
+    alone). ``banks``: the old name of ``regions``, for one release. ``pass_options`` are
+    ExecuTorch's (``alloc_graph_input``, ``alignment``...)."""
     regions = renamed_keyword("banks", banks, "regions", regions)
     threads = renamed_keyword("workers", workers, "threads", threads,
                               where="memory_planning_pass")
@@ -162,5 +165,6 @@ def memory_planning_pass(time_limit: float | None = 10.0, *, fallback: str | Non
     inside = mode if fallback is not None else None
     return MemplanPlanningPass(algorithm(time_limit, fallback=fallback, verify=inside,
                                          seed=seed, threads=threads, regions=regions,
-                                         objective=objective, relative_gap=relative_gap),
+                                         objective=objective, relative_gap=relative_gap,
+                                         cpu=cpu),
                                verify=mode, **pass_options)

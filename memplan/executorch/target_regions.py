@@ -52,7 +52,9 @@ Known limits: a region with a larger alignment rounds the sizes of the free
 buffers up to it in every region; optional aliases (there are none in
 ExecuTorch's specs) are not taken across regions; ``share_mutable_buffers`` is
 refused, as ExecuTorch refuses it with regions. Cost: the region planners'
-(a heuristic pass, then CP-SAT within the time limit), plus O(nodes).
+(a heuristic pass, then CP-SAT within a CPU allowance, by default
+`search_cpu`: a share of what the export itself costs, after the graph's
+nodes; and within the time limit), plus O(nodes).
 """
 
 from __future__ import annotations
@@ -99,13 +101,16 @@ from memplan.executorch.spec_planner import (
     MemplanAlgorithm,
     algo_result,
 )
+from memplan.limits import check_time_limit
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem, Region
+from memplan.shares import SEARCH_CPU_PER_NODE
 from memplan.validate import validate
 
 OBJECTIVES = {"traffic": "cost", "slow_arena": "arena"}  # ours -> the region planners'
 RELATIVE_GAP = 0.01  # by default the search stops once its plan is proven this close
 SHOWN = 8  # tensors named in an overflow message
+THREADS = 2  # CP-SAT threads of the search, unless the pass's ``threads`` says
 
 
 class RegionOverflowError(MemplanError, BankPlacementError):
@@ -201,9 +206,12 @@ class RegionAlgorithm(MemplanAlgorithm):
     target: TargetMemoryMap | None = None
     objective: str = "traffic"
     relative_gap: float = RELATIVE_GAP  # stop once proven this close (0: the optimum)
+    cpu: float | str | None = "auto"  # CPU seconds of the search a graph, `search_cpu`
 
     def __post_init__(self):
         super().__post_init__()
+        if self.cpu != "auto":
+            self.cpu = check_time_limit(self.cpu, "cpu")
         if not (isinstance(self.relative_gap, (int, float)) and 0 <= self.relative_gap < 1):
             raise ProblemError(f"relative_gap must be a share in [0, 1), got "
                                f"{self.relative_gap!r}")
@@ -259,10 +267,12 @@ class RegionAlgorithm(MemplanAlgorithm):
         others = _undeclared(layout, pins, declared)
         limit = self.options.time_limit
         share = None if limit is None else limit / (1 + bool(others.problems))
+        cpu = search_cpu(len(graph_module.graph.nodes), self.relative_gap) \
+            if self.cpu == "auto" else self.cpu
         plan = plan_target(problem, reads, self.objective, time_limit=share,
                            seed=self.options.seed, threads=self.options.threads,
                            guard=greedy_plan(problem, specs, peer, target, bases, reads),
-                           relative_gap=self.relative_gap) \
+                           relative_gap=self.relative_gap, cpu=cpu) \
             if len(problem) else None
         plans, roots, problems = {}, {}, {}
         for k, mem_id in enumerate(declared):
@@ -303,23 +313,35 @@ class RegionAlgorithm(MemplanAlgorithm):
 
 def algorithm(time_limit: float | None = 10.0, *, regions: TargetMemoryMap | None = None,
               objective: str | None = None, relative_gap: float | None = None,
-              banks: TargetMemoryMap | None = None, **options: Any) -> MemplanAlgorithm:
+              cpu: float | str | None = "auto", banks: TargetMemoryMap | None = None,
+              **options: Any) -> MemplanAlgorithm:
     """`memplan.executorch.spec_planner.algorithm` (``options`` are its), or with ``regions``
     (ExecuTorch's ``TargetMemoryMap``) a `RegionAlgorithm` for ``objective`` (one of
     `OBJECTIVES`, ``traffic`` by default) that stops once its plan is proven within
-    ``relative_gap`` (`RELATIVE_GAP` by default; 0: the optimum or the time limit);
-    `ProblemError` for an objective or a gap without regions. ``banks``: the old name of
-    ``regions``, for one release."""
+    ``relative_gap`` (`RELATIVE_GAP` by default; 0: the optimum or the time limit) or
+    once its search took ``cpu`` CPU seconds (`search_cpu` by default; None: the time
+    limit alone); `ProblemError` for an objective, a gap or a CPU allowance without
+    regions. ``banks``: the old name of ``regions``, for one release."""
     regions = renamed_keyword("banks", banks, "regions", regions)
     single = spec_planner.algorithm(time_limit, **options)  # its options checked there
     if regions is None:
-        if objective is not None or relative_gap is not None:
-            raise ProblemError("an objective and a relative gap are for regions: give "
-                               "regions=TargetMemoryMap(...)")
+        if objective is not None or relative_gap is not None or cpu != "auto":
+            raise ProblemError("an objective, a relative gap and a CPU allowance are for "
+                               "regions: give regions=TargetMemoryMap(...)")
         return single
     return RegionAlgorithm(single.options, fallback=single.fallback, verify=single.verify,
                            target=regions, objective=objective or "traffic",
-                           relative_gap=RELATIVE_GAP if relative_gap is None else relative_gap)
+                           relative_gap=RELATIVE_GAP if relative_gap is None else relative_gap,
+                           cpu=cpu)
+
+
+def search_cpu(nodes: int, relative_gap: float) -> float | None:
+    """The CPU seconds (all threads) the region search of a graph of ``nodes`` nodes takes
+    by default: `SEARCH_CPU_PER_NODE` a node, a share of what lowering such a graph costs
+    ExecuTorch, so that the export's time follows its own cost; None (the time limit
+    alone) for the exact optimum (``relative_gap`` 0). The search stops earlier once
+    proven within the gap; what it stops with says its proven gaps (`RegionReport.gaps`)."""
+    return None if relative_gap == 0 else SEARCH_CPU_PER_NODE * nodes
 
 
 def _align(value: int, alignment: int) -> int:
@@ -394,14 +416,16 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
 
 def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
                 time_limit: float | None, seed: int = 0, threads: int | None = None,
-                guard: Plan | None = None, relative_gap: float = 0.0) -> Plan:
+                guard: Plan | None = None, relative_gap: float = 0.0,
+                cpu: float | None = None) -> Plan:
     """The region plan of ``problem`` for ``objective`` (`OBJECTIVES`), validated; a
     `RegionOverflowError` when no plan fits (proven, or not found in ``time_limit``).
     ``guard``: a valid plan that fits (BankedGreedy's), a start and a ceiling: the plan
     returned has at most its slow bytes, its slow arena and its objective. It (else the
     region heuristic's plan) warm-starts the exact planner, which never returns worse
     and stays within the guard. The search
-    stops once the plan is proven within ``relative_gap`` on the objective (`proven_gaps`)."""
+    stops once the plan is proven within ``relative_gap`` on the objective (`proven_gaps`),
+    or once it took ``cpu`` CPU seconds, all threads (None: the time limit's worth)."""
     steps = [step.name for step in problem.steps or ()]
     proof = overflow(problem, steps)
     if proof is not None:
@@ -414,10 +438,11 @@ def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
     done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
-        extra = {} if threads is None else {"threads": threads}
+        threads = threads or THREADS
         plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
                                   weights=weights, objective=goal, ceiling=guard,
-                                  relative_gap=relative_gap, **extra)
+                                  relative_gap=relative_gap, threads=threads,
+                                  cpu=None if cpu is None else cpu / threads)
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)

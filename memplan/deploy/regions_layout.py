@@ -1,0 +1,254 @@
+"""A region choice and its layout found together by a sweep over time: a search, no bound.
+
+The relaxation (`memplan.deploy.regions_sweep`) chooses a region per unit under
+the per-step loads alone; on a small fast bank its choice often fills the bank
+to the byte at many steps, and laid out afterwards by the heuristics it no
+longer fits (on Gemma-2's 10 KB bank: 12 KB), though a plan of that very cost
+exists. This sweep chooses the region and the offset of each unit as it starts,
+so every state it keeps is a layout that fits::
+
+    time ->        t0     t1     t2
+    fast  10240 |  a 8192 |      c 8192 |        a state at t1: (a: fast at 0,
+                |  b 2048 ....... |              b: fast at 8192); c may not
+    slow        |         d 4096 .......|        go fast at t1 (b is in its way)
+
+Steps (`sweep_layout`):
+
+- the units by the step they start; a *state* is, for each unit live at the
+  step, its region and, in a *placed* region (every region but the last, the
+  roomiest), its offset; its cost is that of the choices so far;
+- a unit that starts branches every state over its regions and, in a placed
+  region, over a few offsets: multiples of its own size (`GRID` at most),
+  the region's top, right above or below a live unit of the region (each at
+  the unit's alignment, within the capacity, apart from every live unit there);
+- in the last region only the loads per step are kept within its capacity,
+  as in the relaxation: the caller lays it out and checks it;
+- equal states merge at their least cost; then each state's cost plus what
+  the units still to come cost at least (`Guide`: the relaxation swept the
+  other way in time, its states kept) orders the states, ties to the widest
+  free range left in the placed regions; the first ``max_states`` stay, those
+  above a known plan's cost go. A beam search, not a proof.
+
+``reverse`` runs it backwards in time: another search, which often finds what
+the forward one misses (a unit's offset is chosen next to the units live at its
+end rather than at its start).
+
+Units are taken as their bounding rectangles (a unit of several boxes keeps
+the room of all of them while it lives: sound, maybe not tight). Problems with
+explicit conflicts beyond the lifetimes (``separations``) are left to CP-SAT.
+Cost: O(units * states * live^2) array work, at most ``max_work`` entries (a
+count, so a busy machine gets the same verdict).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
+
+MAX_STATES = 1 << 8  # states the beam keeps at one step
+GRID = 8  # multiples of its own width a unit tries in a region
+FAR = np.iinfo(np.int64).max // 4  # where an absent unit sits: apart from every offset
+CROWD = 8  # times the beam the states may grow to while units start at one step
+MAX_WORK = 1 << 28  # state entries it may touch in all (states x candidates x live, summed)
+
+
+def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES,
+                 max_work: int = MAX_WORK, deadline: float | None = None,
+                 reverse: bool = False) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """The cheapest plan the beam finds for ``model`` (a packed-free
+    `memplan.deploy.regions_exact.RegionModel`): its cost (`RegionModel.cost`'s units),
+    the region of every buffer and its offset in its region (0 in the last region, which
+    the caller lays out); None when no state survives, the work passes ``max_work``, the
+    guide's relaxation gives up, the model has explicit conflicts, or the wall clock
+    passes ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a
+    known plan's cost. ``reverse``: the sweep runs backwards in time (another search,
+    often finding what the forward one misses). With two regions, the model's ``aim`` (a
+    slow arena) bounds the slow region's loads (a cap, `RegionModel.cap`, is the
+    caller's to check)."""
+    geometry, problem = model.geometry, model.problem
+    if geometry.separations or len(model.limit) < 2:
+        return None
+    guide = Guide(model, ceiling, not reverse)
+    if not guide.steps.size and len(geometry.units):
+        return None
+    limits, choices, prices = unit_choices(model)
+    placed = len(limits) - 1  # regions below this index get offsets
+    if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
+        limits[placed] = min(limits[placed], model.aim)
+    line = timeline(model, reverse)
+    ends = line.ends
+    groups = geometry.groups
+    extent = np.array([unit.extent for unit in geometry.units], np.int64)
+    pinned = groups.pinned_base.astype(np.int64)
+    modulus = np.maximum(groups.modulus.astype(np.int64), 1)
+    residue = groups.residue.astype(np.int64) % modulus
+    box_starts = set(line.box_start.tolist())
+    events, starting = line.events()
+    column = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
+    live: list[int] = []
+    region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
+    offset = np.zeros((1, 0), np.int64)  # and its offset there (0 in the last region)
+    costs = np.zeros(1, np.int64)
+    trail: list[tuple] = []  # (parents, unit, regions, offsets) per branching or cut
+    work = 0
+    for t in events:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        keep = [n for n, u in enumerate(live) if ends[u] > t]
+        if len(keep) < len(live):  # the states they leave equal merge before the beam
+            live = [live[n] for n in keep]
+            region, offset = region[:, keep], offset[:, keep]
+        for u in starting.get(t, []):
+            width = extent[u]
+            lows = extent[live] if live else np.zeros(0, np.int64)
+            parts = []
+            for k, price in zip(choices[u].tolist(), prices[u].tolist(), strict=True):
+                if k >= placed:
+                    parts.append((np.arange(len(costs)), np.full(len(costs), k),
+                                  np.zeros(len(costs), np.int64), costs + price))
+                    continue
+                mine = region == k  # the live units in region k, first in each row
+                count = int(mine.sum(axis=1).max(initial=0))
+                first = np.argsort(~mine, axis=1, kind="stable")[:, :count]
+                there = np.take_along_axis(mine, first, 1)
+                low = np.where(there, np.take_along_axis(offset, first, 1), FAR)
+                high = np.where(there, low + lows[first], FAR)
+                candidates = _candidates(low, high, width, limits[k], residue[u],
+                                         modulus[u], pinned[u])
+                work += candidates.size * (count + 1)
+                if work > max_work:
+                    return None
+                clear = (candidates[:, :, None] + width <= low[:, None, :]) | \
+                    (high[:, None, :] <= candidates[:, :, None])
+                ok = clear.all(axis=2) & (candidates >= 0) & \
+                    (candidates + width <= limits[k])
+                state, at = np.nonzero(ok)
+                parts.append((state, np.full(len(state), k), candidates[state, at],
+                              costs[state] + price))
+            parents = np.concatenate([p[0] for p in parts])
+            regions = np.concatenate([p[1] for p in parts])
+            offsets = np.concatenate([p[2] for p in parts])
+            costs = np.concatenate([p[3] for p in parts])
+            region = np.column_stack([region[parents], regions])
+            offset = np.column_stack([offset[parents], offsets])
+            live.append(u)
+            trail.append((parents, u, regions, offsets))
+            if len(costs) > CROWD * max_states:  # many units start at once: the cheapest
+                _, least, chosen = merged(np.hstack([region, offset]), costs)
+                kept = chosen[np.argsort(least, kind="stable")[:CROWD * max_states]]
+                region, offset, costs = region[kept], offset[kept], costs[kept]
+                trail.append((kept, None, None, None))
+        if starting.get(t):
+            states, costs, chosen = merged(np.hstack([region, offset]), costs)
+            region, offset = states[:, :len(live)], states[:, len(live):]
+            trail.append((chosen, None, None, None))
+        if t in box_starts and len(costs):
+            column[live] = np.arange(len(live))
+            held = line.held(t, column, len(live))
+            fits = ((region == placed) * held).sum(axis=1) <= limits[placed]
+            if not fits.all():
+                kept = np.flatnonzero(fits)
+                region, offset, costs = region[kept], offset[kept], costs[kept]
+                trail.append((kept, None, None, None))
+        if starting.get(t) and len(costs):
+            bound = costs + guide.rest(t, live, region)
+            order = np.lexsort((-_widest_gap(region, offset, extent[live], limits, placed),
+                                bound))
+            order = order[bound[order] <= (np.inf if ceiling is None else ceiling)]
+            kept = order[:max_states]
+            region, offset, costs = region[kept], offset[kept], costs[kept]
+            trail.append((kept, None, None, None))
+        if not len(costs):
+            return None
+    best = int(np.argmin(costs))
+    cost = int(costs[best])
+    regions = np.zeros(len(problem), np.int64)
+    offsets = np.zeros(len(problem), np.int64)
+    for parents, u, picked, at in reversed(trail):
+        if u is not None:
+            members = list(geometry.units[u].members)
+            regions[members] = picked[best]
+            offsets[members] = at[best] + np.array(geometry.units[u].rel)
+        best = int(parents[best])
+    return cost, regions, offsets
+
+
+class Guide:
+    """What the units still to start cost at least, given the regions of the live ones:
+    the relaxation swept backwards (`sweep_relaxation` with ``reverse``), its states
+    kept at every step. Its cost at step ``t`` covers every unit live after ``t``: the
+    live ones' own costs, taken off, leave the rest's least cost under the loads."""
+
+    def __init__(self, model, ceiling: int | None, reverse: bool = True):
+        self.record: dict = {}
+        self.horizon = int(model.problem.horizon)
+        self.price = np.zeros((len(model.geometry.units), len(model.limit)), np.int64)
+        for u, inside in enumerate(model.inside):
+            for k in inside:
+                self.price[u, k] = model.unit_bytes[u] * model.weight[k]
+        swept = sweep_relaxation(model, ceiling, reverse=reverse, record=self.record,
+                                 uncapped=True)
+        self.steps = np.array(sorted(self.record) if swept is not None else [], np.int64)
+
+    def rest(self, t: int, live: list[int], region: np.ndarray) -> np.ndarray:
+        """Per state (its ``live`` units' ``region``), the least cost of the units that
+        start after step ``t``; inf where no choice of theirs meets the loads."""
+        at = np.searchsorted(self.steps, self.horizon - t, side="right") - 1
+        if at < 0:  # nothing starts after step t
+            return np.zeros(len(region))
+        seen, states, costs = self.record[int(self.steps[at])]
+        if sorted(seen.tolist()) != sorted(live):
+            return np.zeros(len(region))
+        if not live:
+            return np.full(len(region), float(costs.min()))
+        columns = np.array([live.index(u) for u in seen.tolist()], np.int64)
+        known, wanted = rows(states), rows(region[:, columns])
+        order = np.argsort(known)
+        found = np.minimum(np.searchsorted(known[order], wanted), len(order) - 1)
+        hit = known[order][found] == wanted
+        own = self.price[np.array(live)[None, :], region].sum(axis=1)
+        return np.where(hit, costs[order][found] - own, np.inf)
+
+
+def _widest_gap(region: np.ndarray, offset: np.ndarray, extents: np.ndarray,
+                 limits: list[int], placed: int) -> np.ndarray:
+    """Per state, the least over the placed regions of the widest free range of bytes
+    at the step: what the next units can still take."""
+    widest = np.full(len(region), FAR)
+    for k in range(placed):
+        mine = region == k
+        low = np.where(mine, offset, limits[k])
+        order = np.argsort(low, axis=1, kind="stable")
+        low = np.take_along_axis(low, order, 1)
+        high = np.take_along_axis(np.where(mine, offset + extents, limits[k]), order, 1)
+        ceiling = np.maximum.accumulate(np.hstack([np.zeros((len(region), 1), np.int64),
+                                                   high]), axis=1)
+        gaps = np.hstack([low, np.full((len(region), 1), limits[k])]) - ceiling
+        widest = np.minimum(widest, gaps.max(axis=1))
+    return widest
+
+
+def _candidates(low: np.ndarray, high: np.ndarray, width: int, limit: int, residue: int,
+                modulus: int, pinned: int) -> np.ndarray:
+    """Per state (the ``low`` and ``high`` ends of the units in the region), the offsets
+    a unit of ``width`` bytes may try: the multiples of its width (`GRID` at most, from
+    the floor), the region's top, right above or below each unit there (at the unit's
+    alignment); its pinned offset."""
+    states = len(low)
+    if pinned >= 0:
+        return np.full((states, 1), pinned)
+    fixed = np.append(np.arange(min(limit // max(width, 1), GRID)) * width, limit - width)
+    return np.hstack([np.tile(_aligned(fixed, residue, modulus, up=True), (states, 1)),
+                      _aligned(high, residue, modulus, up=True),
+                      _aligned(low - width, residue, modulus, up=False)])
+
+
+def _aligned(values: np.ndarray, residue: int, modulus: int, *, up: bool) -> np.ndarray:
+    """``values`` moved to the nearest offset at ``residue`` modulo ``modulus`` (up or down)."""
+    if modulus == 1:
+        return values
+    shift = (residue - values) % modulus
+    return values + shift if up else values + shift - modulus * (shift > 0)
