@@ -60,6 +60,14 @@ which hold for every plan; ``stats["ceiling"]`` has the second run's statuses
 and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
 the plans within the ceiling, the set the plan was chosen from).
 
+Search before CP-SAT: when the relaxation's choice, laid out by the heuristics,
+is not within ``relative_gap`` of its bound (a small region it fills to the byte,
+fragmented by a layout made after the choice), the layout sweep
+(`memplan.deploy.regions_layout`) chooses each unit's region and its offset
+together, forwards then backwards in time; with a ceiling it keeps the slow
+region's loads within the ceiling's slow arena (`RegionModel.aim`). A plan it
+finds within the gap ends the stage without the full model.
+
 Bounds: beside NoOverlap2D, every region's bytes at each step where the
 live set is maximal are at most its capacity and at most its top
 (`RegionModel._loads`): the per-step knapsacks, coupled through the region
@@ -559,22 +567,22 @@ def _laid_out(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None,
     last region laid out here."""
     bound, gap, deadline = limits
 
-    def kept(laid: Plan, best):
+    def better(laid: Plan, best):
         if relaxed.admits(laid) and (best is None or relaxed.value(
                 laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
             return laid.offsets, laid.regions
         return best
 
     if chosen is not None:
-        best = kept(lay_out(problem, chosen), best)
+        best = better(lay_out(problem, chosen), best)
     for reverse in (False, True) if search else ():
         value = None if best is None else relaxed.value(*best, stage)
         if value is not None and value - bound <= gap * value:
             break
         found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse)
         if found is not None:
-            best = kept(lay_out(problem, found[1], found[2],
-                                kept=range(len(problem.regions) - 1)), best)
+            best = better(lay_out(problem, found[1], found[2],
+                                  kept=range(len(problem.regions) - 1)), best)
     return best
 
 
