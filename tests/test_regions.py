@@ -16,7 +16,7 @@ from memplan.deploy.regions import (
     slow_measures,
 )
 from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
-from memplan.deploy.regions_layout import sweep_layout
+from memplan.deploy.regions_layout import lay_out, sweep_layout
 from memplan.errors import ProblemError
 from memplan.formats import memplan_json
 from memplan.plan import Plan
@@ -471,7 +471,7 @@ def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, probl
     """The layout sweep's region choice, its offsets kept and the last region laid out, is a
     valid plan whose cost is the one the sweep gives, never below the exhaustive optimum;
     a ceiling below its cost leaves it nothing."""
-    from memplan.deploy.regions_exact import RegionModel, lay_out
+    from memplan.deploy.regions_exact import RegionModel
 
     problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
     model = RegionModel(problem, weights, packed=False)
@@ -493,14 +493,15 @@ def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(
     layout sweep's plan reaches the bound: the cost is proven optimal without the full
     model."""
     import memplan.deploy.regions_exact as exact
+    import memplan.deploy.regions_layout as layout
 
     swept, searched = exact.sweep_relaxation, []
     everything_slow = np.ones(len(CHAIN), np.int64)
     monkeypatch.setattr(exact, "sweep_relaxation",
                         lambda model, ceiling=None, **_: (swept(model)[0], everything_slow))
-    monkeypatch.setattr(exact, "sweep_layout",
+    monkeypatch.setattr(layout, "sweep_layout",
                         lambda *args, **kw: searched.append(1) or sweep_layout(*args, **kw))
-    start = exact.lay_out(CHAIN, everything_slow)
+    start = lay_out(CHAIN, everything_slow)
     plan = plan_regions_exact(CHAIN, time_limit=5, relative_gap=0.01, hint=start)
     assert searched
     assert plan.stats["cost_status"] == "relaxation"

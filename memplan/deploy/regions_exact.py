@@ -89,16 +89,14 @@ from memplan.deploy.regions import (
     allowed_matrix,
     arena_cost,
     checked_weights,
-    plan_each,
     plan_regions,
     region_cost,
     region_plan,
-    region_tops,
     slow_measures,
     slow_regions,
     within,
 )
-from memplan.deploy.regions_layout import sweep_layout
+from memplan.deploy.regions_layout import laid_out
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -457,9 +455,11 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
 
     Each stage (the arena, for that objective; then the cost) first solves the
     relaxation (`RELAX_SHARE` of the stage's CPU): its bound holds for the model, and
-    its region choice, each region laid out by the heuristic planners (`lay_out`), is a
-    plan when it fits. When the best plan so far is within ``gap`` of that bound, the
-    stage ends there; else the full model runs, its objective at least the bound. With a
+    its region choice, each region laid out by the heuristic planners
+    (`memplan.deploy.regions_layout.lay_out`), is a plan when it fits; for the cost, the
+    layout sweep's plans follow while that is not within ``gap`` (`laid_out`). When the
+    best plan so far is within ``gap`` of that bound, the stage ends there; else the full
+    model runs, its objective at least the bound. With a
     gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
     after its relaxation whatever the distance (the gap reported on the cost says it).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
@@ -494,8 +494,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         cpu = time.process_time()
-        best = _laid_out(problem, relaxed, chosen, best, stage, (bound, gap, deadline),
-                         searched)
+        best = laid_out(problem, relaxed, chosen, best, stage, (bound, gap, deadline),
+                        searched)
         stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
@@ -556,50 +556,6 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
         return 0.0
     return solver.best_objective_bound / (1000 if objective == "arena" else 1000 * 1000) * \
         cost_unit
-
-
-def _laid_out(problem: Problem, relaxed: RegionModel, chosen: np.ndarray | None, best,
-              stage: str, limits: tuple[float, float, float | None], search: bool):
-    """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
-    out by the heuristics; then, while that is not within the gap of the bound
-    (``limits``: the bound, the gap and the deadline) and ``search``, the plans of the
-    layout sweep (`memplan.deploy.regions_layout`) forwards, then backwards in time, their
-    last region laid out here."""
-    bound, gap, deadline = limits
-
-    def better(laid: Plan, best):
-        if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
-            return laid.offsets, laid.regions
-        return best
-
-    if chosen is not None:
-        best = better(lay_out(problem, chosen), best)
-    for reverse in (False, True) if search else ():
-        value = None if best is None else relaxed.value(*best, stage)
-        if value is not None and value - bound <= gap * value:
-            break
-        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse)
-        if found is not None:
-            best = better(lay_out(problem, found[1], found[2],
-                                  kept=range(len(problem.regions) - 1)), best)
-    return best
-
-
-def lay_out(problem: Problem, regions: np.ndarray, offsets: np.ndarray | None = None,
-            kept=()) -> Plan:
-    """A region choice laid out: each region's buffers planned by the heuristic planners
-    (`memplan.deploy.regions.plan_each`), but in the regions ``kept``, whose buffers keep
-    their ``offsets``; its stats say each region's top and which are over capacity (no
-    bounds: `_choose` compares it, never returns it as is)."""
-    offsets = np.zeros(len(problem), np.int64) if offsets is None else offsets.copy()
-    sizes = problem.sizes.copy()
-    plan_each(problem, regions, [k for k in range(len(problem.regions)) if k not in kept],
-              offsets, sizes)
-    region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
-    return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
-                             sizes=sizes, stats={"region_sizes": region_sizes,
-                                                 "over_capacity": over})
 
 
 def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,

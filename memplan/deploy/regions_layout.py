@@ -46,7 +46,10 @@ import time
 
 import numpy as np
 
+from memplan.deploy.regions import plan_each, region_tops
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 MAX_STATES = 1 << 8  # states the beam keeps at one step
 GRID = 8  # multiples of its own width a unit tries in a region
@@ -252,3 +255,48 @@ def _aligned(values: np.ndarray, residue: int, modulus: int, *, up: bool) -> np.
         return values
     shift = (residue - values) % modulus
     return values + shift if up else values + shift - modulus * (shift > 0)
+
+
+def laid_out(problem: Problem, relaxed, chosen: np.ndarray | None, best, stage: str,
+             limits: tuple[float, float, float | None], search: bool):
+    """The best of ``best`` (offsets and regions, or None) and ``chosen``, the choice of
+    ``relaxed`` (a packed-free `memplan.deploy.regions_exact.RegionModel`), laid out by the
+    heuristics; then, while that is not within the gap of the bound (``limits``: the
+    bound, the gap and the deadline) and ``search``, the plans of the
+    layout sweep (`sweep_layout`) forwards, then backwards in time, their last region
+    laid out here."""
+    bound, gap, deadline = limits
+
+    def better(laid: Plan, best):
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+            return laid.offsets, laid.regions
+        return best
+
+    if chosen is not None:
+        best = better(lay_out(problem, chosen), best)
+    for reverse in (False, True) if search else ():
+        value = None if best is None else relaxed.value(*best, stage)
+        if value is not None and value - bound <= gap * value:
+            break
+        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse)
+        if found is not None:
+            best = better(lay_out(problem, found[1], found[2],
+                                  kept=range(len(problem.regions) - 1)), best)
+    return best
+
+
+def lay_out(problem: Problem, regions: np.ndarray, offsets: np.ndarray | None = None,
+            kept=()) -> Plan:
+    """A region choice laid out: each region's buffers planned by the heuristic planners
+    (`memplan.deploy.regions.plan_each`), but in the regions ``kept``, whose buffers keep
+    their ``offsets``; its stats say each region's top and which are over capacity (no
+    bounds: the exact planner compares it, never returns it as is)."""
+    offsets = np.zeros(len(problem), np.int64) if offsets is None else offsets.copy()
+    sizes = problem.sizes.copy()
+    plan_each(problem, regions, [k for k in range(len(problem.regions)) if k not in kept],
+              offsets, sizes)
+    region_sizes, over = region_tops(problem, offsets, regions, sizes)  # no bounds: internal
+    return Plan.from_offsets(problem, offsets, planner="regions_exact", regions=regions,
+                             sizes=sizes, stats={"region_sizes": region_sizes,
+                                                 "over_capacity": over})
