@@ -79,6 +79,7 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
+LAYOUT_SHARE = 0.25  # regions: of a stage's CPU, at most, for each run of the layout sweep
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
 STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list schedules take
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's

@@ -103,7 +103,7 @@ from memplan.deploy.scratch_exact import plan_scratch_exact
 from memplan.errors import ProblemError
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
-from memplan.shares import MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
+from memplan.shares import LAYOUT_SHARE, MIN_STAGE_SECONDS, RELAX_SHARE, STAGE_SHARE
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.geometry import build_geometry
@@ -494,8 +494,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         cpu = time.process_time()
-        best = laid_out(problem, relaxed, chosen, best, stage, (bound, gap, deadline),
-                        searched)
+        best = laid_out(problem, relaxed, chosen, best, stage, (
+            bound, gap, deadline, None if share is None else share * LAYOUT_SHARE), searched)
         stats["stage_cpu"] += time.process_time() - cpu
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices

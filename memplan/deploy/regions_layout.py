@@ -60,13 +60,15 @@ MAX_WORK = 1 << 28  # state entries it may touch in all (states x candidates x l
 
 def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES,
                  max_work: int = MAX_WORK, deadline: float | None = None,
-                 reverse: bool = False) -> tuple[int, np.ndarray, np.ndarray] | None:
+                 reverse: bool = False, cpu: float | None = None
+                 ) -> tuple[int, np.ndarray, np.ndarray] | None:
     """The cheapest plan the beam finds for ``model`` (a packed-free
     `memplan.deploy.regions_exact.RegionModel`): its cost (`RegionModel.cost`'s units),
     the region of every buffer and its offset in its region (0 in the last region, which
     the caller lays out); None when no state survives, the work passes ``max_work``, the
-    guide's relaxation gives up, the model has explicit conflicts, or the wall clock
-    passes ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a
+    guide's relaxation gives up, the model has explicit conflicts, it has taken ``cpu``
+    seconds of the process's CPU, or the wall clock passes ``deadline`` (a
+    `time.perf_counter` value: the caller's limit). ``ceiling``: a
     known plan's cost. ``reverse``: the sweep runs backwards in time (another search,
     often finding what the forward one misses). With two regions, the model's ``aim`` (a
     slow arena) bounds the slow region's loads (a cap, `RegionModel.cap`, is the
@@ -97,8 +99,10 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     costs = np.zeros(1, np.int64)
     trail: list[tuple] = []  # (parents, unit, regions, offsets) per branching or cut
     work = 0
+    began = time.process_time()
     for t in events:
-        if deadline is not None and time.perf_counter() > deadline:
+        if (deadline is not None and time.perf_counter() > deadline) or \
+                (cpu is not None and time.process_time() - began > cpu):
             return None
         keep = [n for n, u in enumerate(live) if ends[u] > t]
         if len(keep) < len(live):  # the states they leave equal merge before the beam
@@ -258,14 +262,15 @@ def _aligned(values: np.ndarray, residue: int, modulus: int, *, up: bool) -> np.
 
 
 def laid_out(problem: Problem, relaxed, chosen: np.ndarray | None, best, stage: str,
-             limits: tuple[float, float, float | None], search: bool):
+             limits: tuple[float, float, float | None, float | None], search: bool):
     """The best of ``best`` (offsets and regions, or None) and ``chosen``, the choice of
     ``relaxed`` (a packed-free `memplan.deploy.regions_exact.RegionModel`), laid out by the
     heuristics; then, while that is not within the gap of the bound (``limits``: the
-    bound, the gap and the deadline) and ``search``, the plans of the
+    bound, the gap, the deadline and the CPU seconds of each run of the sweep) and
+    ``search``, the plans of the
     layout sweep (`sweep_layout`) forwards, then backwards in time, their last region
     laid out here."""
-    bound, gap, deadline = limits
+    bound, gap, deadline, cpu = limits
 
     def better(laid: Plan, best):
         if relaxed.admits(laid) and (best is None or relaxed.value(
@@ -279,7 +284,7 @@ def laid_out(problem: Problem, relaxed, chosen: np.ndarray | None, best, stage: 
         value = None if best is None else relaxed.value(*best, stage)
         if value is not None and value - bound <= gap * value:
             break
-        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse)
+        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse, cpu=cpu)
         if found is not None:
             best = better(lay_out(problem, found[1], found[2],
                                   kept=range(len(problem.regions) - 1)), best)
