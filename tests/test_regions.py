@@ -8,8 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from memplan.deploy.regions import allowed_matrix, cost_bound, plan_regions, region_cost
-from memplan.deploy.regions_exact import plan_regions_exact, relaxed_bound
+from memplan.deploy.regions import (
+    allowed_matrix,
+    cost_bound,
+    plan_regions,
+    region_cost,
+    slow_measures,
+)
+from memplan.deploy.regions_exact import lay_out, plan_regions_exact, relaxed_bound
 from memplan.deploy.regions_layout import sweep_layout
 from memplan.errors import ProblemError
 from memplan.formats import memplan_json
@@ -299,10 +305,12 @@ def _with_regions(seed: int, base: Problem) -> tuple[Problem, np.ndarray]:
                                                                        len(base))
 
 
-def _exhaustive_cost(problem: Problem, weights, measure: str = "cost") -> float:
+def _exhaustive_cost(problem: Problem, weights, measure: str = "cost",
+                     within: tuple[int, int] | None = None) -> float:
     """The least cost (``measure="arena"``: arena cost) of any region choice whose every
     capacitated region packs within its capacity (each region's least arena by trying
-    every offset; tiny problems only)."""
+    every offset; tiny problems only); ``within``: at most these slow bytes and slow arena
+    (`memplan.deploy.regions.slow_measures`)."""
     import itertools
 
     from memplan.deploy.scratch import subproblem
@@ -320,7 +328,7 @@ def _exhaustive_cost(problem: Problem, weights, measure: str = "cost") -> float:
         if not allowed[np.arange(len(problem)), regions].all() or \
                 (regions != regions[unit]).any():
             continue
-        fits, arena = True, 0.0
+        fits, arena, slow_arena = True, 0.0, 0
         for k, region in enumerate(problem.regions):
             members = regions == k
             if not members.any():
@@ -330,6 +338,10 @@ def _exhaustive_cost(problem: Problem, weights, measure: str = "cost") -> float:
                 packs[key] = exhaustive_optimum(subproblem(problem, members, one_arena=True))
             fits &= region.capacity is None or packs[key] <= region.capacity
             arena += region.cost * packs[key]
+            slow_arena += packs[key] if region.cost > 0 else 0
+        slow_bytes = int(problem.sizes[[problem.regions[k].cost > 0 for k in regions]].sum())
+        if within is not None and (slow_bytes > within[0] or slow_arena > within[1]):
+            continue
         if fits:
             best = min(best, region_cost(problem, regions, weights) if measure == "cost"
                        else arena)
@@ -369,6 +381,12 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
                               objective=objective)
         assert bound <= optimum + 1e-6
+    ceiling = plan_regions(problem, weights=weights)  # within it, the bounds hold too
+    if not ceiling.stats["over_capacity"]:
+        plan = plan_regions_exact(problem, time_limit=5, weights=weights, ceiling=ceiling)
+        optimum = _exhaustive_cost(problem, weights, within=slow_measures(problem, ceiling))
+        assert plan.stats["cost"] >= optimum - 1e-6
+        assert plan.stats.get("ceiling", {}).get("cost_bound", 0.0) <= optimum + 1e-6
 
 
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[1::4],
@@ -475,7 +493,7 @@ def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, probl
     """The layout sweep's region choice, its offsets kept and the last region laid out, is a
     valid plan whose cost is the one the sweep gives, never below the exhaustive optimum;
     a ceiling below its cost leaves it nothing."""
-    from memplan.deploy.regions_exact import RegionModel, lay_out
+    from memplan.deploy.regions_exact import RegionModel
 
     problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
     model = RegionModel(problem, weights, packed=False)
