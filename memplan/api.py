@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -54,7 +53,7 @@ import numpy as np
 
 from memplan import parts
 from memplan.bounds import load_profile, lower_bound
-from memplan.budget import Budget, left_of, to_deadline
+from memplan.budget import Budget, Stopwatch, deadline_in, to_deadline
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.formats import readers
@@ -249,7 +248,7 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
     very same offsets (an exact planner that found nothing better than its warm start),
     its verdict holds and the check is not run twice (``stats["validated_as"]``).
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     over = fits(plan) and problem.capacity is not None and plan.arena_size > problem.capacity
     if known_valid(plan, problem) and not over:
         return plan  # its planner ran the validator on this very problem (`mark_valid`)
@@ -261,7 +260,7 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
         raise InvalidPlanError(violations)
-    plan.stats["validate_seconds"] = time.perf_counter() - began
+    plan.stats["validate_seconds"] = watch.elapsed()
     return mark_valid(plan, problem)
 
 
@@ -357,15 +356,15 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     planners (`memplan.deploy.regions`, `memplan.deploy.scratch` and their exact versions);
     those take no progress callback, stop event or exact planner options.
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     settings = solve_options(options, **fields)
     problem = as_problem(problem)
     if capacity is not None:
         problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
-        report = _solve_deployment(problem, settings, *deployment, began=began)
-        report.seconds = time.perf_counter() - began
+        report = _solve_deployment(problem, settings, *deployment, watch=watch)
+        report.seconds = watch.elapsed()
         return report
     whole = partial(_solve_whole, on_progress=on_progress, stop=stop,
                     exact_options=exact_options)
@@ -374,21 +373,21 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     if len(split) > 1:  # independent parts: each planned on its own (`memplan.parts`)
         report = parts.solve_parts(
             problem, split, settings,
-            lambda piece, chosen: whole(piece, chosen, began=time.perf_counter()), _checked,
+            lambda piece, chosen: whole(piece, chosen, watch=Stopwatch()), _checked,
             lambda plan, heuristic, exact: SolveReport(problem, plan, naive_arena(problem), {
-                heuristic.planner: heuristic}, heuristic, exact), began)
+                heuristic.planner: heuristic}, heuristic, exact), watch)
     else:
-        report = whole(problem, settings, began=began)
-    report.seconds = time.perf_counter() - began
+        report = whole(problem, settings, watch=watch)
+    report.seconds = watch.elapsed()
     return report
 
 
-def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
+def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                  on_progress: Callable[..., Any] | None,
                  stop: threading.Event | None,
                  exact_options: ExactOptions | Mapping[str, Any] | None) -> SolveReport:
     """`solve_report` of one problem planned whole: the heuristics, then the exact planner
-    with the time left since ``began`` (a `time.perf_counter` value)."""
+    with the time left since ``watch`` began."""
     names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
     record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
     if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
@@ -399,7 +398,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
-        max(0.0, left_of(HEURISTIC_MOST * settings.time_limit, began)))
+        max(0.0, HEURISTIC_MOST * settings.time_limit - watch.elapsed()))
     ceiling = ceiling_planner(problem, settings.time_limit)
     if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [ceiling], time_limit=None))
@@ -420,7 +419,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
             # exact planner gets the rest of the limit
             check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
             left = None if settings.time_limit is None else \
-                left_of(settings.time_limit, began) - check
+                settings.time_limit - watch.elapsed() - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
@@ -482,9 +481,9 @@ def heuristic_seconds(settings: SolveOptions) -> float:
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
-                      exact_planner: Callable, *, began: float) -> SolveReport:
+                      exact_planner: Callable, *, watch: Stopwatch) -> SolveReport:
     """`solve_report` for regions or variable scratch: their heuristic, then their exact
-    with the time left since ``began`` (a `time.perf_counter` value)."""
+    with the time left since ``watch`` began."""
     planner = "best" if settings.heuristic == "all" else settings.heuristic
     heuristic = _checked(problem, heuristic_planner(
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
@@ -493,7 +492,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.threads is None else {"threads": settings.threads}
         left = None if settings.time_limit is None else \
-            max(0.0, left_of(settings.time_limit, began))
+            max(0.0, settings.time_limit - watch.elapsed())
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
     return report
@@ -593,14 +592,14 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     threads = renamed_keyword("workers", workers, "threads", threads,
                               where="compare")
 
-    began = time.perf_counter() if began is None else began
     check_run_options(time_limit, heuristic_time_limit, threads, seed)
     time_limit = check_time_limit(time_limit, "time_limit")
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    clock = Budget(None if time_limit is None else left_of(time_limit, began),
-                   None if time_limit is None else began + time_limit)
+    deadline = None if time_limit is None else \
+        deadline_in(time_limit) if began is None else began + time_limit
+    clock = Budget(None if deadline is None else to_deadline(deadline), deadline)
     rows, interrupted, skipped = [], False, {}
     for k, (name, problem) in enumerate(named):
         share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
@@ -685,7 +684,7 @@ class _Comparing:
         wall limit instead; ``uncut`` (the ceiling, chosen by `ceiling_planner` to fit the
         share): no limit, as in `solve`."""
         clock = self.clock
-        began, cpu_began = time.perf_counter(), clock.spent()
+        watch, cpu_began = Stopwatch(), clock.spent()
         wall = None if clock.deadline is None else \
             clock.deadline - self.check * clock.pace()  # its plan's validation kept
         budget = clock.split(cpu, wall)
@@ -693,12 +692,12 @@ class _Comparing:
             options: dict[str, Any] = dict(
                 hint=hint, stop=self.stop,
                 **({} if self.threads is None else {"threads": self.threads}))
-            thread = time.thread_time()
+            thread = Stopwatch()
             with watched(self.stop):
                 found = plan_with(EXACT, self.problem, budget=budget, seed=self.seed,
                                   **options)
             clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
-                (time.thread_time() - thread)  # its searches' threads, not this one's alone
+                thread.cpu_elapsed()  # its searches' threads, not this one's alone
         else:
             if uncut:
                 budget = Budget.of_limit(None)
@@ -709,7 +708,7 @@ class _Comparing:
         checked = _checked(self.problem, found, twin=hint)
         self.check = max(self.check, clock.spent() - checking)
         self.dearest = tuple(max(a, b) for a, b in zip(
-            self.dearest, (clock.spent() - cpu_began, time.perf_counter() - began),
+            self.dearest, (clock.spent() - cpu_began, watch.elapsed()),
             strict=True))
         return checked
 

@@ -70,12 +70,10 @@ every run stops once its objective is proven within that share.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import Budget, wall_left
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
@@ -359,8 +357,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     stops once proven within this share of its bound (0: the optimum, or the limit)."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + time_limit
+    clock = Budget.of_limit(time_limit)
+    deadline = clock.deadline
     heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
     if ceiling is not None:
@@ -377,7 +375,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
-        return _infeasible(problem, heuristic, began, stats, weights)
+        return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
     sharing = any(a.optional for a in problem.aliases)  # the model's bounds ignore it
     if sharing:
@@ -411,13 +409,13 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
         cpu = None if time_limit is None else \
             max(MIN_STAGE_SECONDS, (time_limit - spent) / (len(used) - n))
-        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=cpu, seed=seed,
+        plan = plan_scratch_exact(part, budget=clock.stage(cpu), seed=seed,
                                   hint=start, threads=threads, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
-                       seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
+                       seconds=clock.elapsed(), sizes=sizes, weights=weights,
                        best_cost=proven_cost, best_arena=proven_arena, stats=stats)
     # the start (within the ceiling) is kept when better, and were stage 2 to leave the ceiling
     if not within(problem, plan, ceiling) or \
@@ -552,7 +550,7 @@ def lay_out(problem: Problem, regions: np.ndarray) -> Plan:
                                                  "over_capacity": over})
 
 
-def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
+def _infeasible(problem: Problem, heuristic: Plan, watch: Stopwatch, stats: dict,
                 weights) -> Plan:
     """The heuristic's plan, marked as proven not to fit when it does not: CP-SAT found no
     region choice (its model leaves optional aliases out: a heuristic plan that fits by
@@ -560,7 +558,7 @@ def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
     if not heuristic.stats.get("over_capacity"):
         return heuristic
     plan = region_plan(problem, heuristic.offsets, heuristic.regions, planner="regions_exact",
-                       seconds=time.perf_counter() - began, sizes=heuristic.sizes,
+                       seconds=watch.elapsed(), sizes=heuristic.sizes,
                        weights=weights, stats=dict(stats, proven_infeasible=True))
     plan.status = "infeasible"
     return plan

@@ -23,8 +23,6 @@ the iteration limit, not the time limit, ends the search.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from memplan.bounds import lower_bound
@@ -119,7 +117,7 @@ class OrderSearch:
 
     def plan(self, planner: str, stats: dict) -> Plan:
         return Plan.from_offsets(self.problem, self.best_offsets, planner=planner,
-                                 seconds=time.perf_counter() - self.began,
+                                 seconds=self.clock.elapsed(),
                                  stats={"start": self.start_name, "start_arena": self.start_arena,
                                         "evaluations": self.evaluations, "cut": self.cut,
                                         **stats})

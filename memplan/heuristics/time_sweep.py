@@ -43,7 +43,6 @@ left (``stats["cut"]``).
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -244,7 +243,7 @@ def unit_sweep_plan(name: str, place, problem: Problem, budget: Budget,
     units = Units.build(problem, pairs=False)
     offsets, stats = place(units, chosen.placement, budget.wall_end())
     return Plan.from_offsets(problem, offsets, planner=name,
-                             seconds=time.perf_counter() - budget.began, stats=stats)
+                             seconds=budget.elapsed(), stats=stats)
 
 
 @register("time_sweep")

@@ -54,7 +54,6 @@ keep their order (the node is one step).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import CpuClock, deadline_in, left_of, past, to_deadline
+from memplan.budget import CpuClock, Stopwatch, deadline_in, past, to_deadline
 from memplan.errors import ProblemError, naming, renamed_keyword
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
@@ -464,12 +463,12 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     from memplan.solver.cp_params import cp_solver
     from memplan.solver.cpu_budget import CpuCap
 
-    began = time.perf_counter()
+    watch = Stopwatch()
     rng = np.random.default_rng(seed)
     best = _layout_peak(deps, offsets)
     windows = improved = 0
     while best > floor:
-        left = left_of(time_limit, began)
+        left = time_limit - watch.elapsed()
         if left <= 0.05:
             break
         load, _, _ = deps.load(order)
@@ -603,20 +602,20 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
     if threads != 0:  # 0: CP-SAT's default
         check_workers(threads, "threads")
-    began, clock = time.perf_counter(), CpuClock().start()
+    watch, clock = Stopwatch(), CpuClock().start()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
         result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, threads=threads, began=began, clock=clock)
+                          seed=seed, threads=threads, watch=watch, clock=clock)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, threads: int, began: float,
+             time_limit: float, seed: int, threads: int, watch: Stopwatch,
              clock: CpuClock) -> Reordering:
-    """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
+    """`reorder` on the parsed model ``proto`` (``watch``: started with the call; ``clock``:
     this thread's CPU since then)."""
     from memplan.onnx.onnx import from_onnx
     from memplan.onnx.onnx_graph import analyze, bind_dims
@@ -628,10 +627,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
     original = from_onnx(proto, **vars(options)).replace(source=source)
     if len(original) == 0 or not graph.positions:  # nothing to order by: the file's order
         return Reordering(proto, original, original, list(graph.positions), method,
-                          time.perf_counter() - began, stats={
+                          watch.elapsed(), stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
     deps = dependencies(original, graph, optional_taken=True)
-    order, stats = fast_order(deps, time_limit=left_of(time_limit, began),
+    order, stats = fast_order(deps, time_limit=time_limit - watch.elapsed(),
                               cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0),
                               seed=seed)
     best_bound = offsets = None
@@ -647,7 +646,7 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, left_of(time_limit, began))
+        left = max(0.01, time_limit - watch.elapsed())
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
             threads=threads, cpu=max(0.01, time_limit - clock.spent()))
@@ -663,4 +662,4 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         positions, candidate, problem = list(graph.positions), proto, original
         stats["kept_file_order"] = True
     return Reordering(candidate, problem, original, positions, method,
-                      time.perf_counter() - began, best_bound, offsets, stats)
+                      watch.elapsed(), best_bound, offsets, stats)
