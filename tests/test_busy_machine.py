@@ -117,7 +117,7 @@ def test_best_splits_its_search_in_cpu_seconds(monkeypatch):
 
     clock = time.perf_counter
     monkeypatch.setitem(registry._PLANNERS, "canonical", spy)
-    monkeypatch.setattr(best.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     search = best.Run.descend
     monkeypatch.setattr(best.Run, "descend", lambda run: (lag.__setitem__(0, limit / 2),
                                                           search(run))[1])
@@ -184,7 +184,7 @@ def test_the_bisection_of_a_peak_counts_cpu_time(monkeypatch):
     quiet = memplan.plan_with("exact", problem, time_limit=limit)
     tried, targets[:], lag[0] = list(targets), [], 0.0
     clock = time.perf_counter
-    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     loaded = memplan.plan_with("exact", problem, time_limit=limit)
     assert len(tried) >= 5 and targets == tried
     assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)
@@ -230,7 +230,7 @@ def test_the_warm_start_and_the_parts_share_the_limit_in_cpu_time(monkeypatch):
     assert len(shares) == 2
     tried, shares[:] = list(shares), []
     clock = time.perf_counter
-    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     lagging.on = True
     loaded = solve()
     assert lag[0] >= 0.6 * limit and len(shares) == 2
@@ -542,7 +542,7 @@ def test_the_ceilings_pass_runs_second_on_large_problems_within_the_limit(monkey
     def slow(*args, **kwargs):  # the ceiling's pass takes the whole limit
         found = placed(*args, **kwargs)
         moved = time.perf_counter() + 60
-        monkeypatch.setattr(best.time, "perf_counter", lambda: moved)
+        monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: moved)
         return found
 
     monkeypatch.setattr(best, "greedy_offsets", slow)
