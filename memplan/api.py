@@ -25,9 +25,10 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 Settings are records passed explicitly: `SolveOptions` for the pipeline
 (``solve(problem, SolveOptions(time_limit=5))``, or its fields as keywords)
 and `ExactOptions` for the exact planner (``exact_options=``). The time limit
-goes ``SolveOptions.time_limit`` -> `exact_settings` -> ``ExactOptions.time_limit``
--> `memplan.solver.exact.plan` (each part's share) -> `memplan.solver.cp_search.search`
-(``seconds``) -> `memplan.solver.cp_params.cp_solver` (CP-SAT's ``max_time_in_seconds``).
+goes ``SolveOptions.time_limit`` -> what the heuristics left of it -> the exact
+planner's `memplan.budget.Budget` -> `memplan.solver.exact.plan` (each part's share)
+-> `memplan.solver.cp_search.search` (``seconds``) -> `memplan.solver.cp_params.cp_solver`
+(CP-SAT's ``max_time_in_seconds``).
 
 `solve_models` plans several models in one arena (exclusive or concurrent).
 `compare` runs every planner on several problems and returns one pandas
@@ -328,8 +329,8 @@ def exact_settings(settings: SolveOptions,
                    on_progress: Callable[..., Any] | None = None,
                    stop: threading.Event | None = None) -> ExactOptions:
     """The exact planner's record in the pipeline: ``exact_options`` (a record or its fields),
-    with the time limit, seed and threads of ``settings`` and the progress callback and stop
-    event of the call."""
+    with the seed and threads of ``settings`` and the progress callback and stop event of
+    the call (the time limit goes to the planner as its budget, not in the record)."""
     record = exact_options if isinstance(exact_options, ExactOptions) else \
         ExactOptions.from_kwargs(**dict(exact_options or {}))
     extra: dict[str, Any] = {}
@@ -341,7 +342,7 @@ def exact_settings(settings: SolveOptions,
         extra["on_progress"] = on_progress
     if stop is not None:
         extra["stop"] = stop
-    return replace(record, time_limit=settings.time_limit, seed=settings.seed, **extra)
+    return replace(record, time_limit=None, seed=settings.seed, **extra)
 
 
 def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | None = None, *,
@@ -425,7 +426,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
                 exact = plan_with(EXACT, problem, hint=heuristic,
-                                  options=replace(record, time_limit=left))
+                                  options=record, time_limit=left)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)

@@ -89,6 +89,11 @@ class Budget(Stopwatch):
         # ``seconds``: what a planner that spends no CPU allowance runs for, from ``began``
         self.seconds = self.limit if self.cpu is None else self.cpu
 
+    def allowance(self) -> float | None:
+        """CPU seconds (per thread) a planner's stages share: ``cpu``, else the wall
+        ``limit`` (None: neither)."""
+        return self.limit if self.cpu is None else self.cpu
+
     def wall_end(self) -> float | None:
         """The `time.perf_counter` value a planner that spends no CPU allowance stops by:
         ``seconds`` after ``began`` (None: no limit)."""

@@ -134,8 +134,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     (each turn's wall time then 2-4 times its CPU time) end the turns at the same point
     of the search, and the same order settles each part."""
     problem = memplan.load(CHALLENGING / "F.1048576.csv")
-    options = ExactOptions(time_limit=30, threads=1, canonical=False, warm_start=None,
-                           slice_seconds=0.3)
+    options = ExactOptions(threads=1, canonical=False, warm_start=None, slice_seconds=0.3)
     turns: list[tuple] = []
     run = cp_search._Lane._run
 
@@ -147,7 +146,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     monkeypatch.setattr(cp_search._Lane, "_run", measured)
 
     def settled_by() -> list:
-        plan = memplan.plan_with("exact", problem, options=options)
+        plan = memplan.plan_with("exact", problem, time_limit=30, options=options)
         assert plan.status in ("feasible", "optimal") and not validate(problem, plan)
         return [part["settled_by"] for part in plan.stats["parts_stats"]]
 
