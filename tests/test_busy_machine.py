@@ -23,6 +23,7 @@ from benchmarks.generate import network_like
 from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
+from memplan.budget import Budget
 from memplan.deploy import regions_exact, scratch_exact
 from memplan.heuristics import best, presets
 from memplan.onnx.onnx import from_onnx
@@ -385,7 +386,8 @@ def test_operator_order_starts_and_search_count_cpu_seconds(monkeypatch):
                                        optional_taken=True)
 
     def fast():
-        return operator_order.fast_order(deps, time_limit=2, seed=0, iterations=2000)
+        return operator_order.fast_order(deps, budget=Budget.of_limit(2), seed=0,
+                                         iterations=2000)
 
     quiet_order, quiet = fast()
     lag, clock = [0.0], time.perf_counter
@@ -418,7 +420,7 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
         began = time.thread_time()
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
-                                   time_limit=30, seed=0, threads=1, cpu=1.0)
+                                   budget=Budget.of_limit(30, cpu=1.0), seed=0, threads=1)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
 
 
