@@ -92,14 +92,15 @@ SEARCH_WORK = 500_000  # units `best` places in its order search when the exact 
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
-@renamed_fields(workers="threads")
+@renamed_fields(workers="threads", heuristic="planner")
 @dataclass(frozen=True)
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
     time_limit: float | None = option(10.0, "seconds for the whole solve, heuristics included "
                                             "('none': until proven)")
-    heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
+    planner: str = option("best", "heuristic planner to start from: a planner name, or 'all' "
+                                  "of them")
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
                                                 "half the time limit, at least 1 s")
@@ -389,9 +390,9 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                  exact_options: ExactOptions | Mapping[str, Any] | None) -> SolveReport:
     """`solve_report` of one problem planned whole: the heuristics, then the exact planner
     with the time left since ``watch`` began."""
-    names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
+    names = heuristic_names() if settings.planner == "all" else [settings.planner]
     record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
-    if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
+    if settings.exact and settings.planner == "best" and problem.capacity is not None \
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     timed = _search_seconds(problem, settings, record) if settings.exact else None
@@ -485,7 +486,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
                       exact_planner: Callable, *, watch: Stopwatch) -> SolveReport:
     """`solve_report` for regions or variable scratch: their heuristic, then their exact
     with the time left since ``watch`` began."""
-    planner = "best" if settings.heuristic == "all" else settings.heuristic
+    planner = "best" if settings.planner == "all" else settings.planner
     heuristic = _checked(problem, heuristic_planner(
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),

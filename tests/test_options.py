@@ -71,7 +71,7 @@ def test_the_exact_records_time_limit_and_cpu_still_bound_the_run_for_one_releas
 
 
 def test_solve_takes_a_solve_options_record_or_its_fields():
-    settings = SolveOptions(time_limit=10.0, heuristic="best", threads=1)
+    settings = SolveOptions(time_limit=10.0, planner="best", threads=1)
     plan = solve(PROBLEM, settings)
     assert validate(PROBLEM, plan) == [] and plan.status == "optimal"
     assert solve(PROBLEM, time_limit=10.0, threads=1).arena_size == plan.arena_size
@@ -101,6 +101,20 @@ def test_the_report_runs_the_exact_planner_with_the_record():
     assert report.exact is not None and report.exact.status == "optimal"
     assert seen and seen[-1].best_bound == report.exact.arena_size  # the callback came along
     assert validate(fragmenting, report.plan) == []
+
+
+def test_heuristic_is_the_old_name_of_the_solve_planner_for_one_release():
+    """The planner `solve` starts from is ``planner``, as ``--planner`` on the command line;
+    ``heuristic`` still works, with a warning."""
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        assert SolveOptions(heuristic="naive").planner == "naive"
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        assert SolveOptions(planner="naive").heuristic == "naive"
+    with pytest.raises(ProblemError, match="old name"):
+        SolveOptions(heuristic="naive", planner="best")
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        report = solve_report(PROBLEM, time_limit=10.0, heuristic="naive", exact=False)
+    assert "naive" in report.heuristics and not validate(PROBLEM, report.plan)
 
 
 def test_workers_is_the_old_name_of_threads_for_one_release():
