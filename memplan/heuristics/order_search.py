@@ -42,7 +42,7 @@ class OrderSearch:
     def __init__(self, problem: Problem, clock: Budget, units: Units | None = None):
         """``clock``: the time limit (its deadline) and the CPU budget of the search,
         counted from its start."""
-        self.problem, self.clock, self.began = problem, clock, clock.began
+        self.problem, self.clock = problem, clock
         limit = clock.cpu if clock.cpu is not None or clock.deadline is None else \
             clock.deadline - clock.began
         self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
