@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.budget import Stopwatch, deadline_in, to_deadline
+from memplan.budget import Budget, Stopwatch
 from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.shares import QUICK_CHECK
 
@@ -248,11 +248,11 @@ class _Checker:
         self.group_of = {idx: g for g, members in enumerate(self.groups) for idx in members}
         self.pinned = {g for g, members in enumerate(self.groups)
                        if (problem.pinned[members] != NO_OFFSET).any()}
-        self.deadline = deadline_in(time_limit)
+        self.clock = Budget.of_limit(time_limit)  # every check's limit: the time left
         self.checks = 0
 
     def left(self) -> float:
-        return to_deadline(self.deadline)
+        return self.clock.left()
 
     def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
