@@ -25,9 +25,10 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 Settings are records passed explicitly: `SolveOptions` for the pipeline
 (``solve(problem, SolveOptions(time_limit=5))``, or its fields as keywords)
 and `ExactOptions` for the exact planner (``exact_options=``). The time limit
-goes ``SolveOptions.time_limit`` -> `exact_settings` -> ``ExactOptions.time_limit``
--> `memplan.solver.exact.plan` (each part's share) -> `memplan.solver.cp_search.search`
-(``seconds``) -> `memplan.solver.cp_params.cp_solver` (CP-SAT's ``max_time_in_seconds``).
+goes ``SolveOptions.time_limit`` -> what the heuristics left of it -> the exact
+planner's `memplan.budget.Budget` -> `memplan.solver.exact.plan` (each part's share)
+-> `memplan.solver.cp_search.search` (``seconds``) -> `memplan.solver.cp_params.cp_solver`
+(CP-SAT's ``max_time_in_seconds``).
 
 `solve_models` plans several models in one arena (exclusive or concurrent).
 `compare` runs every planner on several problems and returns one pandas
@@ -42,7 +43,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -54,7 +54,7 @@ import numpy as np
 
 from memplan import parts
 from memplan.bounds import load_profile, lower_bound
-from memplan.budget import Budget, left_of, to_deadline
+from memplan.budget import Budget, Stopwatch, deadline_in, to_deadline
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.formats import readers
@@ -92,14 +92,15 @@ SEARCH_WORK = 500_000  # units `best` places in its order search when the exact 
 DEFAULT_MODEL = "squeezenet.onnx"  # bundled in memplan/data, planned when no model is given
 
 
-@renamed_fields(workers="threads")
+@renamed_fields(workers="threads", heuristic="planner")
 @dataclass(frozen=True)
 class SolveOptions:
     """How `solve` plans; the ``memplan solve`` options are built from these fields."""
 
     time_limit: float | None = option(10.0, "seconds for the whole solve, heuristics included "
                                             "('none': until proven)")
-    heuristic: str = option("best", "heuristic to start from: a planner name, or 'all' of them")
+    planner: str = option("best", "heuristic planner to start from: a planner name, or 'all' "
+                                  "of them")
     exact: bool = option(True, "run the exact planner after the heuristics")
     heuristic_time_limit: float | None = option(None, "seconds each heuristic may take; default: "
                                                 "half the time limit, at least 1 s")
@@ -249,7 +250,7 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
     very same offsets (an exact planner that found nothing better than its warm start),
     its verdict holds and the check is not run twice (``stats["validated_as"]``).
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     over = fits(plan) and problem.capacity is not None and plan.arena_size > problem.capacity
     if known_valid(plan, problem) and not over:
         return plan  # its planner ran the validator on this very problem (`mark_valid`)
@@ -261,7 +262,7 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
                   if not (v.kind == "capacity" and not fits(plan))]
     if violations:
         raise InvalidPlanError(violations)
-    plan.stats["validate_seconds"] = time.perf_counter() - began
+    plan.stats["validate_seconds"] = watch.elapsed()
     return mark_valid(plan, problem)
 
 
@@ -329,8 +330,8 @@ def exact_settings(settings: SolveOptions,
                    on_progress: Callable[..., Any] | None = None,
                    stop: threading.Event | None = None) -> ExactOptions:
     """The exact planner's record in the pipeline: ``exact_options`` (a record or its fields),
-    with the time limit, seed and threads of ``settings`` and the progress callback and stop
-    event of the call."""
+    with the seed and threads of ``settings`` and the progress callback and stop event of
+    the call (the time limit goes to the planner as its budget, not in the record)."""
     record = exact_options if isinstance(exact_options, ExactOptions) else \
         ExactOptions.from_kwargs(**dict(exact_options or {}))
     extra: dict[str, Any] = {}
@@ -342,7 +343,7 @@ def exact_settings(settings: SolveOptions,
         extra["on_progress"] = on_progress
     if stop is not None:
         extra["stop"] = stop
-    return replace(record, time_limit=settings.time_limit, seed=settings.seed, **extra)
+    return replace(record, time_limit=None, seed=settings.seed, **extra)
 
 
 def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | None = None, *,
@@ -357,15 +358,15 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     planners (`memplan.deploy.regions`, `memplan.deploy.scratch` and their exact versions);
     those take no progress callback, stop event or exact planner options.
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     settings = solve_options(options, **fields)
     problem = as_problem(problem)
     if capacity is not None:
         problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
-        report = _solve_deployment(problem, settings, *deployment, began=began)
-        report.seconds = time.perf_counter() - began
+        report = _solve_deployment(problem, settings, *deployment, watch=watch)
+        report.seconds = watch.elapsed()
         return report
     whole = partial(_solve_whole, on_progress=on_progress, stop=stop,
                     exact_options=exact_options)
@@ -374,24 +375,24 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
     if len(split) > 1:  # independent parts: each planned on its own (`memplan.parts`)
         report = parts.solve_parts(
             problem, split, settings,
-            lambda piece, chosen: whole(piece, chosen, began=time.perf_counter()), _checked,
+            lambda piece, chosen: whole(piece, chosen, watch=Stopwatch()), _checked,
             lambda plan, heuristic, exact: SolveReport(problem, plan, naive_arena(problem), {
-                heuristic.planner: heuristic}, heuristic, exact), began)
+                heuristic.planner: heuristic}, heuristic, exact), watch)
     else:
-        report = whole(problem, settings, began=began)
-    report.seconds = time.perf_counter() - began
+        report = whole(problem, settings, watch=watch)
+    report.seconds = watch.elapsed()
     return report
 
 
-def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
+def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                  on_progress: Callable[..., Any] | None,
                  stop: threading.Event | None,
                  exact_options: ExactOptions | Mapping[str, Any] | None) -> SolveReport:
     """`solve_report` of one problem planned whole: the heuristics, then the exact planner
-    with the time left since ``began`` (a `time.perf_counter` value)."""
-    names = heuristic_names() if settings.heuristic == "all" else [settings.heuristic]
+    with the time left since ``watch`` began."""
+    names = heuristic_names() if settings.planner == "all" else [settings.planner]
     record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
-    if settings.exact and settings.heuristic == "best" and problem.capacity is not None \
+    if settings.exact and settings.planner == "best" and problem.capacity is not None \
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
     timed = _search_seconds(problem, settings, record) if settings.exact else None
@@ -399,7 +400,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
         time_limit=heuristic_seconds(settings) if timed is None else timed,
         wall=None if timed is None else
-        max(0.0, left_of(HEURISTIC_MOST * settings.time_limit, began)))
+        max(0.0, HEURISTIC_MOST * settings.time_limit - watch.elapsed()))
     ceiling = ceiling_planner(problem, settings.time_limit)
     if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [ceiling], time_limit=None))
@@ -420,13 +421,13 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, began: float,
             # exact planner gets the rest of the limit
             check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
             left = None if settings.time_limit is None else \
-                left_of(settings.time_limit, began) - check
+                settings.time_limit - watch.elapsed() - check
             if left is not None and left <= EXACT_LEAST * settings.time_limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
                 exact = plan_with(EXACT, problem, hint=heuristic,
-                                  options=replace(record, time_limit=left))
+                                  options=record, time_limit=left)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)
@@ -482,10 +483,10 @@ def heuristic_seconds(settings: SolveOptions) -> float:
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
-                      exact_planner: Callable, *, began: float) -> SolveReport:
+                      exact_planner: Callable, *, watch: Stopwatch) -> SolveReport:
     """`solve_report` for regions or variable scratch: their heuristic, then their exact
-    with the time left since ``began`` (a `time.perf_counter` value)."""
-    planner = "best" if settings.heuristic == "all" else settings.heuristic
+    with the time left since ``watch`` began."""
+    planner = "best" if settings.planner == "all" else settings.planner
     heuristic = _checked(problem, heuristic_planner(
         problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
@@ -493,7 +494,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.threads is None else {"threads": settings.threads}
         left = None if settings.time_limit is None else \
-            max(0.0, left_of(settings.time_limit, began))
+            max(0.0, settings.time_limit - watch.elapsed())
         report.exact = report.plan = _checked(problem, exact_planner(
             problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
     return report
@@ -593,14 +594,14 @@ def compare(problems: Mapping[str, Problem] | Iterable[Problem], *,
     threads = renamed_keyword("workers", workers, "threads", threads,
                               where="compare")
 
-    began = time.perf_counter() if began is None else began
     check_run_options(time_limit, heuristic_time_limit, threads, seed)
     time_limit = check_time_limit(time_limit, "time_limit")
     named = list(problems.items() if isinstance(problems, Mapping) else
                  ((p.name or f"problem {k}", p) for k, p in enumerate(problems)))
     chosen = list(planners) if planners is not None else [*heuristic_names(), EXACT]
-    clock = Budget(None if time_limit is None else left_of(time_limit, began),
-                   None if time_limit is None else began + time_limit)
+    deadline = None if time_limit is None else \
+        deadline_in(time_limit) if began is None else began + time_limit
+    clock = Budget(None if deadline is None else to_deadline(deadline), deadline)
     rows, interrupted, skipped = [], False, {}
     for k, (name, problem) in enumerate(named):
         share = None if clock.cpu is None else max(0.0, clock.left()) / (len(named) - k)
@@ -685,7 +686,7 @@ class _Comparing:
         wall limit instead; ``uncut`` (the ceiling, chosen by `ceiling_planner` to fit the
         share): no limit, as in `solve`."""
         clock = self.clock
-        began, cpu_began = time.perf_counter(), clock.spent()
+        watch, cpu_began = Stopwatch(), clock.spent()
         wall = None if clock.deadline is None else \
             clock.deadline - self.check * clock.pace()  # its plan's validation kept
         budget = clock.split(cpu, wall)
@@ -693,12 +694,12 @@ class _Comparing:
             options: dict[str, Any] = dict(
                 hint=hint, stop=self.stop,
                 **({} if self.threads is None else {"threads": self.threads}))
-            thread = time.thread_time()
+            thread = Stopwatch()
             with watched(self.stop):
                 found = plan_with(EXACT, self.problem, budget=budget, seed=self.seed,
                                   **options)
             clock.elsewhere += found.stats.get("cpu_seconds", 0.0) - \
-                (time.thread_time() - thread)  # its searches' threads, not this one's alone
+                thread.cpu_elapsed()  # its searches' threads, not this one's alone
         else:
             if uncut:
                 budget = Budget.of_limit(None)
@@ -709,7 +710,7 @@ class _Comparing:
         checked = _checked(self.problem, found, twin=hint)
         self.check = max(self.check, clock.spent() - checking)
         self.dearest = tuple(max(a, b) for a, b in zip(
-            self.dearest, (clock.spent() - cpu_began, time.perf_counter() - began),
+            self.dearest, (clock.spent() - cpu_began, watch.elapsed()),
             strict=True))
         return checked
 

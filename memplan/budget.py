@@ -9,49 +9,68 @@ the next ones nor is cut before it has taken its CPU seconds: the same
 problem gets the same decisions on a busy machine, later. The shares and
 margins planners cut a budget by are in one table, `memplan.shares`.
 
-- `Budget`: the deadline, the allowance, the call's pace (wall seconds per CPU
-  second so far: about 1 on an idle machine, 2-4 beside busy processes) and
-  the deterministic flag; `left`, `expired`, `end` (the deadline of a stage
-  starting now), `split` (a child budget for one planner), and what CP-SAT needs
-  (`cp_limits`).
+- `Stopwatch`: wall and CPU seconds since it was made; how the rest of the
+  package times a piece of work (a report's seconds, a validation whose length
+  sets a reserve, the seconds a stage has used of its limit).
+- `Budget` (a stopwatch too): the deadline, the allowance, the call's pace (wall
+  seconds per CPU second so far: about 1 on an idle machine, 2-4 beside busy
+  processes) and the deterministic flag; `left`, `expired`, `end` (the deadline of a
+  stage starting now), `split` and `stage` (a child budget for one planner or stage),
+  and what CP-SAT needs (`cp_limits`).
 - `ThreadClock`, `CpuClock`: CPU seconds of one thread, or of the process per
   CP-SAT thread, readable from another thread.
-- `wall_left`, `command_pace`, `command_left`: a stage's CP-SAT limit, and a
-  command's limit counted from when memplan began to load.
+- `wall_left`, `to_deadline`, `past`, `ends_after`: the questions a stage holding a
+  deadline (a `time.perf_counter` value, as the compiled passes take) asks;
+  `command_began`, `command_pace`, `command_left`: a command's limit counted from when
+  memplan began to load (`memplan.startup`).
 
-Every registered planner takes ``budget=`` (the registry's door makes it from
-``time_limit=`` and ``cpu=`` as the planner starts; `compare` gives each a child,
-`split`): ``best``, ``hill_climb``, ``genetic``, ``anneal``, ``canonical`` and ``exact``
-read its ``deadline``, ``limit``, ``cpu`` and ``began``; the planners that spend no CPU
-allowance run to `Budget.wall_end`. Still outside it: `ExactOptions` carries
-``time_limit`` and ``cpu`` (filled from the budget), stages inside the planners read
-their deadlines through the functions here (`past`, `to_deadline`, `left_of`,
-`ends_after`), and the deployments, the operator-order search and the passes take
-``time_limit=`` seconds. Cost: two clock reads per question.
-"""
+Every clock read that decides lives here: elsewhere, the package reads time only
+through these (`tests/test_architecture.py` holds it). Every registered planner takes
+``budget=`` (the registry's door makes it from ``time_limit=`` and ``cpu=`` as the
+planner starts; `compare` gives each a child, `split`). Cost: two clock reads per
+question."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from memplan import startup
 from memplan.shares import COMMAND_LEAST_SHARE, MIN_STAGE_SECONDS, PACE_CPU
 
 
+class Stopwatch:
+    """Wall and CPU seconds (of the thread that made it) since it was made: how a module
+    outside this one times a piece of work, for a report or to keep a reserve as long
+    as the work was, without reading a clock itself. ``ago``: wall seconds it counts as
+    already gone (a run timed elsewhere)."""
+
+    def __init__(self, ago: float = 0.0):
+        self.began, self.cpu_began = time.perf_counter() - ago, time.thread_time()
+
+    def elapsed(self) -> float:
+        """Wall seconds since it was made."""
+        return time.perf_counter() - self.began
+
+    def cpu_elapsed(self) -> float:
+        """CPU seconds of the thread that made it since then (read in that thread)."""
+        return time.thread_time() - self.cpu_began
+
+
 @dataclass
-class Budget:
+class Budget(Stopwatch):
     """``cpu``: CPU seconds the call may take (None: no allowance, the wall deadline alone);
     ``deadline``: a `time.perf_counter` value (None: none); ``deterministic``: the caller
     asked for runs that repeat themselves (work counts and CP-SAT's deterministic time
-    decide). ``cpu`` and ``deadline`` may be lowered later (a reserve for a validation)."""
+    decide); ``limit``: the wall seconds it was given (None: from ``deadline``, counted
+    from now; a planner's work counts are of it). ``cpu`` and ``deadline`` may be lowered
+    later (a reserve for a validation)."""
 
     cpu: float | None
     deadline: float | None
     deterministic: bool = False
-    began: float = field(init=False)
-    cpu_began: float = field(init=False)
+    limit: float | None = None
 
     @classmethod
     def of_limit(cls, time_limit: float | None, *, cpu: float | None = None,
@@ -59,17 +78,21 @@ class Budget:
         """The budget of a ``time_limit`` in wall seconds (None: none) counted from ``began``
         (a `time.perf_counter` value; default now), with an allowance of ``cpu`` seconds."""
         start = time.perf_counter() if began is None else began
-        budget = cls(cpu, None if time_limit is None else start + time_limit, deterministic)
-        budget.limit, budget.seconds = time_limit, time_limit if cpu is None else cpu
-        return budget
+        return cls(cpu, None if time_limit is None else start + time_limit, deterministic,
+                   time_limit)
 
     def __post_init__(self):
-        self.began, self.cpu_began = time.perf_counter(), time.thread_time()
+        Stopwatch.__init__(self)
         self.elsewhere = 0.0  # CPU seconds taken in other threads, added by the caller
-        # ``limit``: the wall seconds it was given (a planner's work counts are of it);
+        if self.limit is None and self.deadline is not None:
+            self.limit = self.deadline - self.began
         # ``seconds``: what a planner that spends no CPU allowance runs for, from ``began``
-        self.limit = None if self.deadline is None else self.deadline - self.began
         self.seconds = self.limit if self.cpu is None else self.cpu
+
+    def allowance(self) -> float | None:
+        """CPU seconds (per thread) a planner's stages share: ``cpu``, else the wall
+        ``limit`` (None: neither)."""
+        return self.limit if self.cpu is None else self.cpu
 
     def wall_end(self) -> float | None:
         """The `time.perf_counter` value a planner that spends no CPU allowance stops by:
@@ -91,9 +114,15 @@ class Budget:
             child.seconds = max(0.0, end - now)
         return child
 
+    def stage(self, cpu: float | None = None) -> Budget:
+        """A child budget for one stage's planner starting now: the wall time left to the
+        deadline, at least `MIN_STAGE_SECONDS` (`wall_left`; None: no limit), and an
+        allowance of ``cpu`` seconds."""
+        return Budget.of_limit(wall_left(self.deadline), cpu=cpu)
+
     def spent(self) -> float:
         """CPU seconds of the call so far: its thread's and those added (``elsewhere``)."""
-        return time.thread_time() - self.cpu_began + self.elsewhere
+        return self.cpu_elapsed() + self.elsewhere
 
     def left(self) -> float | None:
         """CPU seconds left of the allowance; without one, wall seconds to the deadline
@@ -105,7 +134,7 @@ class Budget:
     def pace(self) -> float:
         """Wall seconds per CPU second of the call so far, at least 1."""
         cpu = self.spent()
-        return 1.0 if cpu < PACE_CPU else max(1.0, (time.perf_counter() - self.began) / cpu)
+        return 1.0 if cpu < PACE_CPU else max(1.0, self.elapsed() / cpu)
 
     def until(self, wall: float | None, cpu: float | None) -> float | None:
         """The `time.perf_counter` deadline of a stage starting now that must end by ``wall``
@@ -119,6 +148,11 @@ class Budget:
     def end(self) -> float | None:
         """`until` the budget's own ``deadline`` and ``cpu``."""
         return self.until(self.deadline, self.cpu)
+
+    def end_in(self) -> float | None:
+        """Wall seconds from now to `end` (None: no end; negative once past it)."""
+        end = self.end()
+        return None if end is None else end - time.perf_counter()
 
     def fits(self, cpu_seconds: float) -> bool:
         """Whether a step of ``cpu_seconds`` (at the pace so far) ends by `end`."""
@@ -171,10 +205,14 @@ def thread_cpu() -> float:
     return time.thread_time()
 
 
-def left_of(limit: float, began: float) -> float:
-    """Wall seconds left of ``limit`` counted from ``began`` (a `time.perf_counter` value;
-    negative once past it)."""
-    return limit - (time.perf_counter() - began)
+def command_began() -> float:
+    """Note and return when the command began: when memplan began to load for the
+    ``memplan`` command, when ``memplan.cli.main`` is called from Python otherwise (a
+    test, an embedding program: the import was long before)."""
+    startup.COMMAND_STARTED, startup.COMMAND_CPU = \
+        (startup.STARTED, startup.STARTED_CPU) if startup.launched_as_command() else \
+        (time.perf_counter(), time.process_time())
+    return startup.COMMAND_STARTED
 
 
 def command_pace() -> float:
@@ -260,6 +298,12 @@ class CpuClock:
             self.thread.begin()
         self.began = self._now()
         return self
+
+    def stage(self, cpu: float | None = None) -> Budget:
+        """A child budget for one stage's planner starting now: the wall time left to the
+        deadline, at least `MIN_STAGE_SECONDS` (`wall_left`; None: no limit), and an
+        allowance of ``cpu`` seconds."""
+        return Budget.of_limit(wall_left(self.deadline), cpu=cpu)
 
     def spent(self) -> float:
         return self._now() - self.began

@@ -42,14 +42,13 @@ plans and the validation of the whole (a sweep, O(n log n)).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import left_of
+from memplan.budget import Stopwatch
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.preprocess import _piece, components
@@ -121,13 +120,13 @@ def _key(piece: Problem) -> tuple:
 
 
 def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: Callable,
-                checked: Callable, new_report: Callable, began: float):
+                checked: Callable, new_report: Callable, watch: Stopwatch):
     """`memplan.api.SolveReport` of ``problem`` planned part by part (see the module doc).
 
     ``solve_one(piece, settings)``: the pipeline on one part, its report; ``checked(problem,
     plan, twin)``: the independent validation of the stitched whole (`memplan.api._checked`);
-    ``new_report(plan, heuristic, exact)``: the whole's report; ``began``: the
-    `time.perf_counter` value the caller's limit counts from."""
+    ``new_report(plan, heuristic, exact)``: the whole's report; ``watch``: started
+    when the caller's limit began to count."""
     pieces = [_piece(problem, members, 1) for members in parts]
     distinct: dict[tuple, int] = {}
     same = [distinct.setdefault(_key(piece), k) for k, piece in enumerate(pieces)]
@@ -142,7 +141,7 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
         chosen = replace(settings, gap=settings.gap if settings.gap is not None or
                          bounds[k] >= whole_bound else f"{whole_bound - bounds[k]}B")
         if limit is not None:
-            share = max(0.0, left_of(limit, began)) * len(piece) / left
+            share = max(0.0, limit - watch.elapsed()) * len(piece) / left
             chosen = replace(chosen, time_limit=share, heuristic_time_limit=None if
                              settings.heuristic_time_limit is None else
                              min(settings.heuristic_time_limit, share))
@@ -157,7 +156,7 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
         bound = max(which(reports[k]).best_bound for k in same)
         plans = [which(reports[k]) for k in planned]
         plan = Plan.from_offsets(problem, offsets, planner=planner, best_bound=bound,
-                                 seconds=time.perf_counter() - began, stats={
+                                 seconds=watch.elapsed(), stats={
                                      "parts": len(parts), "distinct_parts": len(planned),
                                      "part_planners": [p.planner for p in plans],
                                      "cut_short": any(p.stats.get("cut_short") for p in plans),

@@ -27,7 +27,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import time
 import warnings
 from collections.abc import Callable
 from typing import Protocol
@@ -35,7 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from memplan.bounds import time_overlap_count
-from memplan.budget import Budget
+from memplan.budget import Budget, Stopwatch
 from memplan.errors import HintWarning, ProblemError, UnknownPlannerError, renamed, renamed_keyword
 from memplan.limits import check_seed, check_time_limit, check_workers
 from memplan.plan import Plan
@@ -191,10 +190,10 @@ def plan_with(name: str, problem: Problem, **options) -> Plan:
     for key in ("threads", "workers"):
         if options.get(key):  # 0: the planner's own default
             check_workers(options[key], key)
-    began = time.perf_counter()
+    watch = Stopwatch()
     plan = planner(problem, **options)
     if not plan.seconds:
-        plan.seconds = time.perf_counter() - began
+        plan.seconds = watch.elapsed()
     return plan
 
 

@@ -8,7 +8,7 @@ one line and exits with 130; the command's ``main`` restores Python's default
 handler once everything is imported. A library import changes nothing. It
 also notes when memplan began to load (`STARTED`): a command's
 ``--time-limit`` counts from there, imports and reading included
-(`COMMAND_STARTED`, set by `command_began`; `memplan.budget.command_left`). The
+(`COMMAND_STARTED`, set by `memplan.budget.command_began`; `command_left`). The
 handler is set through the interpreter's built-in ``_signal`` (already loaded
 at start-up): importing ``signal`` first imports ``enum`` and ``functools``,
 20 ms in which a Ctrl-C would still end in a traceback.
@@ -20,20 +20,11 @@ import sys
 import time
 
 STARTED, STARTED_CPU = time.perf_counter(), time.process_time()  # see the module doc
-COMMAND_STARTED, COMMAND_CPU = STARTED, STARTED_CPU  # when the command began: `command_began`
+# when the command began (`memplan.budget.command_began`)
+COMMAND_STARTED, COMMAND_CPU = STARTED, STARTED_CPU
 
 
-def command_began() -> float:
-    """Note and return when the command began: when memplan began to load for the
-    ``memplan`` command, when ``memplan.cli.main`` is called from Python otherwise (a
-    test, an embedding program: the import was long before)."""
-    global COMMAND_STARTED, COMMAND_CPU
-    COMMAND_STARTED, COMMAND_CPU = (STARTED, STARTED_CPU) if _launched_as_command() else \
-        (time.perf_counter(), time.process_time())
-    return COMMAND_STARTED
-
-
-def _launched_as_command() -> bool:
+def launched_as_command() -> bool:
     """Whether this process is the ``memplan`` command or ``python -m memplan.<module>``."""
     argv, orig = sys.argv, getattr(sys, "orig_argv", [])
     if argv and os.path.basename(argv[0]) in ("memplan", "memplan.exe"):
@@ -47,6 +38,6 @@ def _interrupted_while_starting(signum, frame):  # a quiet Ctrl-C before main() 
     os._exit(130)
 
 
-if _launched_as_command() and \
+if launched_as_command() and \
         _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)  # main() restores the default

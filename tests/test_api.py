@@ -25,7 +25,7 @@ OPTIMUM = 11
 
 def test_solve_takes_a_list_of_buffers_and_proves_optimality():
     progress = []
-    plan = memplan.solve(TRICKY, time_limit=5, heuristic="naive", on_progress=progress.append)
+    plan = memplan.solve(TRICKY, time_limit=5, planner="naive", on_progress=progress.append)
     problem = Problem(TRICKY)
     assert validate(problem, plan) == []
     assert plan.status == "optimal" and plan.arena_size == OPTIMUM == plan.best_bound
@@ -34,7 +34,7 @@ def test_solve_takes_a_list_of_buffers_and_proves_optimality():
 
 
 def test_solve_report_keeps_each_step():
-    report = api.solve_report(TRICKY, time_limit=5, heuristic="all", heuristic_time_limit=0.2)
+    report = api.solve_report(TRICKY, time_limit=5, planner="all", heuristic_time_limit=0.2)
     problem = report.problem
     assert set(report.heuristics) == set(api.heuristic_names())
     assert report.naive == int(problem.sizes.sum())
@@ -68,12 +68,12 @@ def test_solve_honours_aliases_and_alignment():
 
 
 def test_an_impossible_capacity_gives_an_infeasible_plan():
-    plan = memplan.solve(TRICKY, capacity=OPTIMUM - 1, time_limit=5, heuristic="naive")
+    plan = memplan.solve(TRICKY, capacity=OPTIMUM - 1, time_limit=5, planner="naive")
     assert plan.status == "infeasible"
 
 
 def test_capacity_that_fits_gives_a_plan_within_it():
-    plan = memplan.solve(TRICKY, capacity=OPTIMUM, time_limit=5, heuristic="naive")
+    plan = memplan.solve(TRICKY, capacity=OPTIMUM, time_limit=5, planner="naive")
     assert plan.status == "optimal" and plan.arena_size == OPTIMUM
 
 
@@ -157,7 +157,7 @@ def test_compare_keeps_plans_that_do_not_fit_the_capacity():
 @pytest.mark.parametrize("mode", ["exclusive", "concurrent"])
 def test_solve_models_plans_several_models_in_one_arena(mode):
     models = {"tricky": Problem(TRICKY), "copy": Problem(TRICKY)}
-    multi, report = api.solve_models(models, mode, time_limit=5, heuristic="naive")
+    multi, report = api.solve_models(models, mode, time_limit=5, planner="naive")
     assert report.plan.arena_size == (OPTIMUM if mode == "exclusive" else 2 * OPTIMUM)
     assert validate(multi.problem, report.plan) == []
     for name, plan in multi.split(report.plan).items():

@@ -248,3 +248,51 @@ def test_the_command_line_functions_are_short():
                         node.end_lineno - node.lineno >= 60:
                     long.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1}")
     assert long == []
+
+
+CLOCKS = {"perf_counter", "perf_counter_ns", "process_time", "process_time_ns", "thread_time",
+          "thread_time_ns", "monotonic", "monotonic_ns", "time", "time_ns", "clock_gettime",
+          "clock_gettime_ns", "pthread_getcpuclockid"}
+CLOCK_OWNER = "memplan.budget"  # every clock read that decides (`Budget`, `Stopwatch`)
+LOAD_MARK = "memplan.startup"  # one read as memplan begins to load, at module level
+
+
+def clock_reads(source: str, *, module_level: bool = False) -> list[int]:
+    """Lines of ``source`` that name one of the ``time`` module's clocks (a call, a
+    reference or an import of it); ``module_level``: only those inside a function."""
+    tree = ast.parse(source)
+    inside = {id(node) for fn in ast.walk(tree)
+              if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+              for node in ast.walk(fn)} if module_level else None
+    lines = []
+    for node in ast.walk(tree):
+        named = (isinstance(node, ast.Attribute) and node.attr in CLOCKS and
+                 isinstance(node.value, ast.Name) and node.value.id == "time") or \
+            (isinstance(node, ast.ImportFrom) and node.module == "time" and
+             any(alias.name in CLOCKS for alias in node.names))
+        if named and (inside is None or id(node) in inside):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_budget_reads_a_clock():
+    """Time has one owner: outside `memplan.budget` no module reads a clock, to decide or to
+    report (a stage asks its `Budget`; a report's seconds come from a `Stopwatch`), but
+    `memplan.startup`, which notes when memplan began to load, once, at import."""
+    readers = {}
+    for name, path in MODULES.items():
+        if name == CLOCK_OWNER:
+            continue
+        lines = clock_reads(path.read_text(), module_level=name == LOAD_MARK)
+        if lines:
+            readers[name] = lines
+    assert readers == {}
+
+
+def test_the_clock_check_sees_a_read():
+    assert clock_reads("import time\nbegan = time.perf_counter()\n") == [2]
+    assert clock_reads("from time import thread_time\n") == [1]
+    assert clock_reads("def f():\n    return time.monotonic()\n") == [2]
+    assert clock_reads("STARTED = time.perf_counter()\n", module_level=True) == []
+    assert clock_reads("def f():\n    return time.process_time()\n", module_level=True) == [2]
+    assert clock_reads("time.sleep(1)\nwatch.elapsed()\n") == []

@@ -101,3 +101,25 @@ def test_a_budget_of_a_limit_keeps_the_limit_and_the_seconds_to_run():
     both = Budget.of_limit(5.0, cpu=2.0)
     assert (both.limit, both.seconds) == (5.0, 2.0)
     assert Budget.of_limit(None).wall_end() is None
+
+
+def test_a_stopwatch_times_wall_and_cpu_seconds():
+    watch = budget.Stopwatch()
+    _burn(0.02)
+    assert watch.elapsed() >= watch.cpu_elapsed() >= 0.015
+    assert budget.Stopwatch(ago=5.0).elapsed() >= 5.0  # a run timed elsewhere
+    clock = Budget.of_limit(None)  # a budget is one too: its seconds since it was made
+    _burn(0.01)
+    assert clock.elapsed() >= clock.spent() >= 0.005
+
+
+def test_the_allowance_is_the_cpu_else_the_limit_and_a_stage_gets_the_wall_left():
+    assert Budget.of_limit(5.0).allowance() == 5.0
+    assert Budget.of_limit(5.0, cpu=2.0).allowance() == 2.0
+    assert Budget.of_limit(None).allowance() is None
+    assert Budget(None, 105.0, limit=5.0).limit == 5.0  # given: kept as it is
+    late = Budget.of_limit(10.0, began=time.perf_counter() - 20.0).stage(cpu=1.0)
+    assert (late.limit, late.cpu) == (shares.MIN_STAGE_SECONDS, 1.0)  # its least
+    assert Budget.of_limit(None).stage().deadline is None
+    fresh = Budget.of_limit(10.0).stage()
+    assert 9.0 < fresh.limit <= 10.0 and fresh.cpu is None

@@ -23,6 +23,7 @@ from benchmarks.generate import network_like
 from benchmarks.load import busy
 from memplan import registry, validate
 from memplan.bounds import lower_bound
+from memplan.budget import Budget
 from memplan.deploy import regions_exact, scratch_exact
 from memplan.heuristics import best, presets
 from memplan.onnx.onnx import from_onnx
@@ -117,7 +118,7 @@ def test_best_splits_its_search_in_cpu_seconds(monkeypatch):
 
     clock = time.perf_counter
     monkeypatch.setitem(registry._PLANNERS, "canonical", spy)
-    monkeypatch.setattr(best.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     search = best.Run.descend
     monkeypatch.setattr(best.Run, "descend", lambda run: (lag.__setitem__(0, limit / 2),
                                                           search(run))[1])
@@ -134,8 +135,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     (each turn's wall time then 2-4 times its CPU time) end the turns at the same point
     of the search, and the same order settles each part."""
     problem = memplan.load(CHALLENGING / "F.1048576.csv")
-    options = ExactOptions(time_limit=30, threads=1, canonical=False, warm_start=None,
-                           slice_seconds=0.3)
+    options = ExactOptions(threads=1, canonical=False, warm_start=None, slice_seconds=0.3)
     turns: list[tuple] = []
     run = cp_search._Lane._run
 
@@ -147,7 +147,7 @@ def test_round_robin_turns_end_after_their_slice_of_cpu_time(monkeypatch):
     monkeypatch.setattr(cp_search._Lane, "_run", measured)
 
     def settled_by() -> list:
-        plan = memplan.plan_with("exact", problem, options=options)
+        plan = memplan.plan_with("exact", problem, time_limit=30, options=options)
         assert plan.status in ("feasible", "optimal") and not validate(problem, plan)
         return [part["settled_by"] for part in plan.stats["parts_stats"]]
 
@@ -184,7 +184,7 @@ def test_the_bisection_of_a_peak_counts_cpu_time(monkeypatch):
     quiet = memplan.plan_with("exact", problem, time_limit=limit)
     tried, targets[:], lag[0] = list(targets), [], 0.0
     clock = time.perf_counter
-    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     loaded = memplan.plan_with("exact", problem, time_limit=limit)
     assert len(tried) >= 5 and targets == tried
     assert quiet.status == loaded.status == "optimal" and not validate(problem, loaded)
@@ -230,7 +230,7 @@ def test_the_warm_start_and_the_parts_share_the_limit_in_cpu_time(monkeypatch):
     assert len(shares) == 2
     tried, shares[:] = list(shares), []
     clock = time.perf_counter
-    monkeypatch.setattr(exact.time, "perf_counter", lambda: clock() + lag[0])
+    monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: clock() + lag[0])
     lagging.on = True
     loaded = solve()
     assert lag[0] >= 0.6 * limit and len(shares) == 2
@@ -386,7 +386,8 @@ def test_operator_order_starts_and_search_count_cpu_seconds(monkeypatch):
                                        optional_taken=True)
 
     def fast():
-        return operator_order.fast_order(deps, time_limit=2, seed=0, iterations=2000)
+        return operator_order.fast_order(deps, budget=Budget.of_limit(2), seed=0,
+                                         iterations=2000)
 
     quiet_order, quiet = fast()
     lag, clock = [0.0], time.perf_counter
@@ -419,7 +420,7 @@ def test_exact_operator_order_hands_over_to_windows_in_cpu_seconds(monkeypatch):
     with busy(BUSY), pytest.raises(StageOver):  # one worker: CP-SAT in the calling thread
         began = time.thread_time()
         operator_order.exact_order(deps, problem, np.arange(deps.n), start.offsets,
-                                   time_limit=30, seed=0, threads=1, cpu=1.0)
+                                   budget=Budget.of_limit(30, cpu=1.0), seed=0, threads=1)
     assert handed[0] - began >= 0.95 * 0.5  # a busy machine: more wall time, the same CPU
 
 
@@ -542,7 +543,7 @@ def test_the_ceilings_pass_runs_second_on_large_problems_within_the_limit(monkey
     def slow(*args, **kwargs):  # the ceiling's pass takes the whole limit
         found = placed(*args, **kwargs)
         moved = time.perf_counter() + 60
-        monkeypatch.setattr(best.time, "perf_counter", lambda: moved)
+        monkeypatch.setattr(memplan.budget.time, "perf_counter", lambda: moved)
         return found
 
     monkeypatch.setattr(best, "greedy_offsets", slow)

@@ -223,10 +223,10 @@ def test_the_summary_shows_one_gap_figure(capsys, tricky):
 
 
 def test_gap_stops_the_pipeline_when_the_heuristic_plan_is_close_enough():
-    report = api.solve_report(TRICKY, time_limit=5, heuristic="naive", gap="50%")
+    report = api.solve_report(TRICKY, time_limit=5, planner="naive", gap="50%")
     assert report.exact is None and "within the gap" in report.skipped_exact
     assert report.plan.status == "feasible" and report.plan.gap <= 0.5
-    report = api.solve_report(TRICKY, time_limit=5, heuristic="naive", gap=7)
+    report = api.solve_report(TRICKY, time_limit=5, planner="naive", gap=7)
     assert report.exact is None and report.plan.arena_size - report.plan.best_bound <= 7
 
 

@@ -85,7 +85,7 @@ def test_planners_are_chosen_one_way():
     """``--planner NAME`` picks one, ``--planners A,B,...`` several; no other spelling."""
     for command in COMMANDS:
         for flag, action in _options(command).items():
-            if "planner" in action.dest or action.dest == "heuristic":
+            if "planner" in action.dest:
                 if action.dest.endswith("time_limit") or action.dest == "planner_options":
                     continue
                 assert flag in ("--planner", "--planners"), (command, flag)

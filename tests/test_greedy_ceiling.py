@@ -36,9 +36,9 @@ PROBLEMS = [network_like(2000, 3), pinned_and_aliased(), capped(network_like(150
 
 def planned(problem: Problem, limit: float) -> dict[str, memplan.Plan]:
     return {"solve": memplan.solve(problem, time_limit=limit),
-            "solve from naive": memplan.solve(problem, time_limit=limit, heuristic="naive"),
+            "solve from naive": memplan.solve(problem, time_limit=limit, planner="naive"),
             "heuristics only": memplan.solve(problem, time_limit=limit, exact=False,
-                                             heuristic="first_fit"),
+                                             planner="first_fit"),
             "best": plan_with("best", problem, time_limit=limit),
             "exact": plan_with("exact", problem, time_limit=limit)}
 

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks.branchy import MODELS, breadth_first
 from memplan import lower_bound, plan_with, validate
+from memplan.budget import Budget
 from memplan.onnx.onnx import from_onnx
 from memplan.onnx.onnx_arena import ArenaRunner
 from memplan.onnx.onnx_graph import analyze
@@ -153,8 +154,8 @@ def test_large_graphs_are_improved_window_by_window(monkeypatch):
                                        optional_taken=False)
     start = plan_with("best", problem)  # the file's order and a layout of it
     order, offsets, stats = operator_order._improve_windows(
-        deps, problem, np.arange(deps.n), start.offsets, deps.step_bound(), time_limit=5,
-        seed=0, threads=1)
+        deps, problem, np.arange(deps.n), start.offsets, deps.step_bound(),
+        budget=Budget.of_limit(5), seed=0, threads=1)
     assert stats["windows"] > 0 and stats["peak"] <= start.arena_size
     reordered = from_onnx(reordered_model(model, order.tolist(), []), inplace=False)
     ids = {name: i for i, name in enumerate(problem.ids)}

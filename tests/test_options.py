@@ -14,6 +14,7 @@ from memplan.errors import ProblemError
 from memplan.heuristics.greedy import GreedyOptions
 from memplan.options import option_help
 from memplan.registry import planners
+from memplan.solver import exact
 from memplan.solver.exact_options import ExactOptions
 
 PROBLEM = Problem([Buffer("a", 3, 0, 2, alignment=4), Buffer("b", 3, 1, 3, alignment=4),
@@ -40,19 +41,37 @@ def test_a_heuristic_takes_its_record_or_keywords_not_both():
         plan_with("greedy_by_size", PROBLEM, options=ExactOptions())
 
 
-def test_the_exact_planner_takes_its_record_with_time_limit_and_seed_inside():
-    record = ExactOptions(time_limit=10.0, threads=1, deterministic=True, warm_start=None)
-    plan = plan_with("exact", PROBLEM, options=record)
+def test_the_exact_planner_takes_its_record_and_the_time_limit_beside_it():
+    record = ExactOptions(threads=1, deterministic=True, warm_start=None)
+    plan = plan_with("exact", PROBLEM, time_limit=10.0, options=record)
     assert plan.status == "optimal" and validate(PROBLEM, plan) == []
     same = plan_with("exact", PROBLEM, time_limit=10.0, threads=1, deterministic=True,
                      warm_start=None)
     assert same.offsets.tolist() == plan.offsets.tolist()
     with pytest.raises(TypeError, match="not both"):
-        plan_with("exact", PROBLEM, time_limit=5.0, options=record)
+        plan_with("exact", PROBLEM, options=record, threads=2)
+
+
+def test_the_exact_records_time_limit_and_cpu_still_bound_the_run_for_one_release(monkeypatch):
+    for field in ("time_limit", "cpu"):
+        with pytest.warns(DeprecationWarning, match=f"ExactOptions\\({field}=...\\) is "
+                                                    f"deprecated: use budget="):
+            record = ExactOptions(**{field: 0.5}, threads=1, warm_start=None)
+        assert getattr(record, field) == 0.5
+    seen = {}
+    real = exact._Run
+
+    def spy(problem, options, hint, budget, **kwargs):
+        seen.update(limit=budget.limit, cpu=budget.cpu)
+        return real(problem, options, hint, budget, **kwargs)
+
+    monkeypatch.setattr(exact, "_Run", spy)
+    plan = plan_with("exact", PROBLEM, options=record, time_limit=7.0)
+    assert seen == {"limit": 7.0, "cpu": 0.5} and validate(PROBLEM, plan) == []
 
 
 def test_solve_takes_a_solve_options_record_or_its_fields():
-    settings = SolveOptions(time_limit=10.0, heuristic="best", threads=1)
+    settings = SolveOptions(time_limit=10.0, planner="best", threads=1)
     plan = solve(PROBLEM, settings)
     assert validate(PROBLEM, plan) == [] and plan.status == "optimal"
     assert solve(PROBLEM, time_limit=10.0, threads=1).arena_size == plan.arena_size
@@ -62,11 +81,11 @@ def test_solve_takes_a_solve_options_record_or_its_fields():
         solve(PROBLEM, time_limt=3)  # a misspelt field is refused
 
 
-def test_the_time_limit_goes_from_solve_options_into_the_exact_record():
+def test_the_seed_and_threads_go_from_solve_options_into_the_exact_record():
     stop = threading.Event()
     record = exact_settings(SolveOptions(time_limit=3.5, seed=7, threads=1),
                             {"deterministic": True}, stop=stop)
-    assert (record.time_limit, record.seed, record.threads) == (3.5, 7, 1)
+    assert (record.time_limit, record.seed, record.threads) == (None, 7, 1)  # plan_with's
     assert record.deterministic and record.stop is stop
     kept = exact_settings(SolveOptions(time_limit=None), ExactOptions(orders=("area",)))
     assert kept.time_limit is None and kept.orders == ("area",) and kept.threads == 0
@@ -82,6 +101,20 @@ def test_the_report_runs_the_exact_planner_with_the_record():
     assert report.exact is not None and report.exact.status == "optimal"
     assert seen and seen[-1].best_bound == report.exact.arena_size  # the callback came along
     assert validate(fragmenting, report.plan) == []
+
+
+def test_heuristic_is_the_old_name_of_the_solve_planner_for_one_release():
+    """The planner `solve` starts from is ``planner``, as ``--planner`` on the command line;
+    ``heuristic`` still works, with a warning."""
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        assert SolveOptions(heuristic="naive").planner == "naive"
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        assert SolveOptions(planner="naive").heuristic == "naive"
+    with pytest.raises(ProblemError, match="old name"):
+        SolveOptions(heuristic="naive", planner="best")
+    with pytest.warns(DeprecationWarning, match="use planner"):
+        report = solve_report(PROBLEM, time_limit=10.0, heuristic="naive", exact=False)
+    assert "naive" in report.heuristics and not validate(PROBLEM, report.plan)
 
 
 def test_workers_is_the_old_name_of_threads_for_one_release():

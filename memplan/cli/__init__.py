@@ -49,7 +49,7 @@ import sys
 import warnings
 
 import memplan
-from memplan import startup
+from memplan.budget import command_began
 from memplan.cli import (
     checks,
     compare,
@@ -100,7 +100,7 @@ def _exit_code(error: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one ``memplan`` command; its exit code (`memplan.cli.exit_codes`)."""
-    startup.command_began()  # --time-limit counts from here (or from memplan's import)
+    command_began()  # --time-limit counts from here (or from memplan's import)
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # imports are done
     except ValueError:  # not the main thread: Ctrl-C is not ours to handle

@@ -24,7 +24,6 @@ from memplan.cli.exit_codes import OK
 from memplan.cli.models import load
 from memplan.cli.parser import (
     MODEL_KINDS,
-    SOLVE_FLAGS,
     SOLVE_RENAMED,
     Parents,
     add_dataclass_options,
@@ -52,7 +51,7 @@ def add_command(sub, shared: Parents) -> None:
     compare.add_argument("--planners", metavar="A,B,...|all", default="all",
                          help="planners to run: registered names, or all of them (every "
                               "heuristic and exact; the default)")
-    add_dataclass_options(compare, api.SolveOptions, flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED,
+    add_dataclass_options(compare, api.SolveOptions, renamed=SOLVE_RENAMED,
                           only=("time_limit", "heuristic_time_limit", "threads", "seed"))
     helps = {"--time-limit": "seconds for the whole command, counted from its start: each "
                              "model an equal share (in CPU seconds), of which the heuristics "

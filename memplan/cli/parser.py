@@ -39,8 +39,7 @@ FIELD_TYPES = {"time_limit": checks.seconds, "heuristic_time_limit": checks.seco
                "alignment": checks.size}  # by field name: memplan.limits' rules
 
 
-SOLVE_FLAGS = {"heuristic": "--planner"}  # SolveOptions' options
-SOLVE_RENAMED = {"threads": "--workers", "heuristic": "--heuristic"}  # their old spellings
+SOLVE_RENAMED = {"threads": "--workers", "planner": "--heuristic"}  # SolveOptions' old flags
 
 
 class Parents(NamedTuple):
@@ -79,7 +78,7 @@ def add_dataclass_options(parser: argparse._ActionsContainer, cls: type, *,
     A bool field that defaults to True becomes ``--no-NAME``, one that
     defaults to False ``--NAME``; ``X | None`` fields accept ``none``. ``flags``
     names a field's option where the command line's word differs from the
-    library's (``{"heuristic": "--planner"}``: one name per concept across
+    library's (``{"out": ("-o", "--output")}``: one name per concept across
     commands; a tuple for several, ``("-o", "--output")``); ``renamed`` keeps a
     field's old option for one release (`add_deprecated`); ``types`` parses a field's
     text where its type alone does not say how (``"1,2,4"``: a tuple of ints).

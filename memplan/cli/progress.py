@@ -17,11 +17,11 @@ see that it moves. One line on stderr, redrawn a few times a second::
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any, TextIO
 
 from rich.text import Text
 
+from memplan.budget import Stopwatch
 from memplan.plan import gap_of
 from memplan.viz import human_bytes
 
@@ -46,18 +46,18 @@ class LiveLine:
         self.stream = sys.stderr if stream is None else stream
         self.incumbent: int | None = None
         self.bound: int | None = None
-        self.began = time.perf_counter()
+        self.watch = Stopwatch()
         self._live: Any = None
 
     def __call__(self, progress: Any) -> None:
         """Take the planner's news (`memplan.solver.exact_options.Progress`)."""
         self.incumbent = progress.arena_size
         self.bound = progress.best_bound
-        self.began = time.perf_counter() - progress.seconds  # the planner's own clock
+        self.watch = Stopwatch(ago=progress.seconds)  # the planner's own clock
 
     def line(self) -> Text:
         """The line as it is drawn now; cut at the terminal's width, never wrapped."""
-        elapsed = time.perf_counter() - self.began
+        elapsed = self.watch.elapsed()
         if self.bound is None:  # heuristics, or the exact planner before its first news
             parts = ["planning", f"{elapsed:.1f} s"]
         else:
@@ -73,7 +73,7 @@ class LiveLine:
         return self.line()
 
     def __enter__(self) -> LiveLine:
-        self.began = time.perf_counter()
+        self.watch = Stopwatch()
         if self.enabled:
             from rich.console import Console
             from rich.live import Live

@@ -36,7 +36,6 @@ from memplan.cli.outputs import (
 )
 from memplan.cli.parser import (
     MODEL_KINDS,
-    SOLVE_FLAGS,
     SOLVE_RENAMED,
     Parents,
     add_dataclass_options,
@@ -71,8 +70,8 @@ def add_command(sub, shared: Parents) -> None:
     sharing.add_argument("--concurrent", dest="mode", action="store_const", const="concurrent",
                          help="the models may run at the same time: each its own part")
     add_dataclass_options(solve.add_argument_group("planning options"), api.SolveOptions,
-                          metavars={"heuristic": "NAME|all", "gap": "SHARE|BYTES"},
-                          flags=SOLVE_FLAGS, renamed=SOLVE_RENAMED)
+                          metavars={"planner": "NAME|all", "gap": "SHARE|BYTES"},
+                          renamed=SOLVE_RENAMED)
     add_dataclass_options(solve.add_argument_group("exact planner options"), ExactOptions,
                           only=EXACT_FLAGS, choices={"strategy": ("lowest_offset", "none")},
                           metavars={"orders": f"{{{','.join(ORDERS)}}},..."})

@@ -45,11 +45,10 @@ the objective. The exact version is `memplan.deploy.regions_exact`.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
+from memplan.budget import Stopwatch
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
 from memplan.errors import ProblemError
 from memplan.groups import AliasUnits, alias_units
@@ -381,7 +380,7 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     per buffer multiply its bytes in the cost (how often it is read)."""
     if not problem.regions:
         raise ProblemError("the problem has no memory regions", file=problem.source)
-    began = time.perf_counter()
+    watch = Stopwatch()
     weights = checked_weights(problem, weights)
     allowed = allowed_matrix(problem)
     region = assign(problem, allowed, weights)
@@ -414,7 +413,7 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
                 stale |= {r, target}
     moved = refill(problem, allowed, region, offsets, sizes, weights)
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
-                       seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
+                       seconds=watch.elapsed(), sizes=sizes, weights=weights,
                        stats={"eviction_rounds": rounds, "refilled": moved})
 
 

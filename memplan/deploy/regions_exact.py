@@ -72,12 +72,10 @@ every run stops once its objective is proven within that share.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import Budget, wall_left
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
@@ -375,8 +373,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     within ``time_limit`` on the wall clock."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + time_limit
+    clock = Budget.of_limit(time_limit)
+    deadline = clock.deadline
     heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
     if ceiling is not None:
@@ -399,7 +397,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats)
     if chosen is None:
-        return _infeasible(problem, heuristic, began, stats, weights)
+        return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
     sharing = any(a.optional for a in problem.aliases)  # the model's bounds ignore it
     if sharing:
@@ -433,13 +431,13 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         start = Plan.from_offsets(part, offsets[members], planner="regions_exact")
         part_cpu = None if allowance is None else \
             max(MIN_STAGE_SECONDS, (allowance - spent) / (len(used) - n))
-        plan = plan_scratch_exact(part, time_limit=wall_left(deadline), cpu=part_cpu, seed=seed,
+        plan = plan_scratch_exact(part, budget=clock.stage(part_cpu), seed=seed,
                                   hint=start, threads=threads, relative_gap=relative_gap)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
-                       seconds=time.perf_counter() - began, sizes=sizes, weights=weights,
+                       seconds=clock.elapsed(), sizes=sizes, weights=weights,
                        best_cost=proven_cost, best_arena=proven_arena, stats=stats)
     # the start (within the ceiling) is kept when better, and were stage 2 to leave the ceiling
     if not within(problem, plan, ceiling) or \
@@ -500,10 +498,10 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
-        cpu = time.process_time()
+        laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
         best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
-        stats["stage_cpu"] += time.process_time() - cpu
+        stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = gap > 0 and n > 0 and best is not None
@@ -608,7 +606,7 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
     laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
     bound, gap, deadline, cpu_left = limits
-    problem, began = relaxed.problem, time.process_time()
+    problem, watch = relaxed.problem, Stopwatch()
 
     def kept(laid: Plan, best):
         if relaxed.admits(laid) and (best is None or relaxed.value(
@@ -623,7 +621,7 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         if value is not None and _close(value, bound, gap):
             break
         work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
-            0.0, cpu_left - (time.process_time() - began)) * LAYOUT_WORK_PER_CPU))
+            0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU))
         found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
                              max_work=work)
         if found is not None:
@@ -648,7 +646,7 @@ def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarra
                                                  "over_capacity": over})
 
 
-def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
+def _infeasible(problem: Problem, heuristic: Plan, watch: Stopwatch, stats: dict,
                 weights) -> Plan:
     """The heuristic's plan, marked as proven not to fit when it does not: CP-SAT found no
     region choice (its model leaves optional aliases out: a heuristic plan that fits by
@@ -656,7 +654,7 @@ def _infeasible(problem: Problem, heuristic: Plan, began: float, stats: dict,
     if not heuristic.stats.get("over_capacity"):
         return heuristic
     plan = region_plan(problem, heuristic.offsets, heuristic.regions, planner="regions_exact",
-                       seconds=time.perf_counter() - began, sizes=heuristic.sizes,
+                       seconds=watch.elapsed(), sizes=heuristic.sizes,
                        weights=weights, stats=dict(stats, proven_infeasible=True))
     plan.status = "infeasible"
     return plan

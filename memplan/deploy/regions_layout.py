@@ -42,10 +42,9 @@ count, so a busy machine gets the same verdict).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from memplan.budget import past
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 
 MAX_STATES = 1 << 8  # states the beam keeps at one step
@@ -95,7 +94,7 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     trail: list[tuple] = []  # (parents, unit, regions, offsets) per branching or cut
     work = 0
     for t in events:
-        if deadline is not None and time.perf_counter() > deadline:
+        if past(deadline):
             return None
         keep = [n for n, u in enumerate(live) if ends[u] > t]
         if len(keep) < len(live):  # the states they leave equal merge before the beam

@@ -38,11 +38,11 @@ then the most scratch at that peak) is `memplan.deploy.scratch_exact`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.budget import Budget, Stopwatch
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
@@ -212,16 +212,17 @@ def plan_scratch(problem: Problem, *, planner: str = "best", time_limit: float |
     if problem.regions:
         raise ProblemError("the scratch post-pass plans one arena; plan problems with memory "
                            "regions through memplan.deploy.regions", file=problem.source)
-    began = time.perf_counter()
+    watch = Stopwatch()
     scratch = post_pass_scratch(problem)
     offsets = np.zeros(len(problem), np.int64)
     stats: dict = {"activation_planner": planner}
     if (~scratch).any():
-        rest = plan_with(planner, subproblem(problem, ~scratch), time_limit=time_limit,
+        rest = plan_with(planner, subproblem(problem, ~scratch),
+                         budget=Budget.of_limit(time_limit),
                          seed=seed, **options)
         offsets[~scratch] = rest.offsets
         stats.update(activation_arena=rest.arena_size, activation_status=rest.status)
     offsets, sizes = place_scratch(problem, offsets, scratch)
     stats.update(scratch_stats(problem, sizes))
     return Plan.from_offsets(problem, offsets, planner=f"scratch+{planner}",
-                             seconds=time.perf_counter() - began, sizes=sizes, stats=stats)
+                             seconds=watch.elapsed(), sizes=sizes, stats=stats)

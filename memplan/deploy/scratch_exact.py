@@ -37,12 +37,11 @@ from the call, ends them first.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import wall_left
+from memplan.budget import Budget, wall_left
 from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -129,19 +128,20 @@ def _key(sizes: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
 
 def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, threads: int = 2,
-                       cpu: float | None = None, relative_gap: float = 0.0) -> Plan:
+                       cpu: float | None = None, relative_gap: float = 0.0,
+                       budget: Budget | None = None) -> Plan:
     """The lexicographic exact plan (see the module doc); ``hint`` replaces the heuristic's;
     ``cpu``: the CPU seconds per worker of both stages (default: ``time_limit``);
-    ``relative_gap``: stage 1 stops once its peak is proven within this share."""
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + time_limit
-    budget = time_limit if cpu is None else cpu
+    ``relative_gap``: stage 1 stops once its peak is proven within this share;
+    ``budget``: a caller's stage budget (its allowance: ``cpu``) instead of both."""
+    clock = Budget.of_limit(time_limit, cpu=cpu) if budget is None else budget
+    allowance = clock.seconds
     heuristic = hint if hint is not None else plan_scratch(problem)
     heuristic_sizes = problem.sizes if heuristic.sizes is None else heuristic.sizes
     start = Plan.from_offsets(problem, heuristic.offsets, planner="hint")
     stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
-    with CpuCap(stop, threads, None if budget is None else budget * STAGE_SHARE) as cap:
-        peak_plan = plan_with("exact", problem, time_limit=wall_left(deadline), seed=seed,
+    with CpuCap(stop, threads, None if allowance is None else allowance * STAGE_SHARE) as cap:
+        peak_plan = plan_with("exact", problem, budget=clock.stage(), seed=seed,
                               hint=start, minimize=True, threads=threads, stop=stop,
                               relative_gap=relative_gap)
     if heuristic.arena_size <= peak_plan.arena_size:
@@ -149,8 +149,8 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     else:
         offsets, sizes, peak = peak_plan.offsets, problem.sizes, peak_plan.arena_size
     offsets, sizes, stats = grow_scratch(
-        problem, offsets, sizes.copy(), peak, time_limit=wall_left(deadline), seed=seed,
-        cpu=None if budget is None else max(MIN_STAGE_SECONDS, budget - cap.spent),
+        problem, offsets, sizes.copy(), peak, time_limit=wall_left(clock.deadline), seed=seed,
+        cpu=None if allowance is None else max(MIN_STAGE_SECONDS, allowance - cap.spent),
         threads=threads)
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):
         offsets, sizes = heuristic.offsets, heuristic_sizes  # never worse than the heuristic
@@ -158,5 +158,5 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     stats.update(scratch_stats(problem, sizes), peak_status=peak_plan.status,
                  peak_cpu=cap.spent)
     return Plan.from_offsets(problem, offsets, planner="scratch_exact",
-                             seconds=time.perf_counter() - began,
+                             seconds=clock.elapsed(),
                              best_bound=peak_plan.best_bound, sizes=sizes, stats=stats)

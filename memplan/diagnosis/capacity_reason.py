@@ -50,13 +50,12 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from memplan.bounds import live_bytes
-from memplan.budget import deadline_in, to_deadline
+from memplan.budget import Budget, Stopwatch
 from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.shares import QUICK_CHECK
 
@@ -132,7 +131,7 @@ def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.
     (`_minimal_by_buffer`): a load that fits does not mean a layout does
     (alignment, conflicts, alias groups wider than their load).
     """
-    began = time.monotonic()
+    watch = Stopwatch()
     load = live_bytes(problem)
     if len(problem) == 0 or int(load.max()) <= capacity:
         return None
@@ -142,10 +141,10 @@ def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.
     kept = _over_capacity(checker, live, step)
     kept, minimal = _minimal_by_buffer(checker, kept, kept)
     if _load_at(problem, kept, step) <= capacity:  # CP-SAT, not the load, proved the rest
-        return _packing(checker, kept, minimal, began)
+        return _packing(checker, kept, minimal, watch)
     return Reason(LIVE_LOAD, capacity, tuple(kept), step, (step, step + 1), int(load[step]),
                   len(live), proven=True, minimal=minimal, checks=checker.checks,
-                  seconds=time.monotonic() - began)
+                  seconds=watch.elapsed())
 
 
 def _over_capacity(checker: _Checker, live: np.ndarray, step: int) -> list[int]:
@@ -210,14 +209,14 @@ def _minimal_by_buffer(checker: _Checker, members: list[int], candidates
     return kept, proven
 
 
-def _packing(checker: _Checker, members: list[int], minimal: bool, began: float) -> Reason:
+def _packing(checker: _Checker, members: list[int], minimal: bool, watch: Stopwatch) -> Reason:
     """The packing `Reason` of the buffers ``members``, which CP-SAT proved cannot fit."""
     problem = checker.problem
     load = live_bytes(subproblem(problem, members, None))
     return Reason(PACKING, checker.capacity, tuple(members), int(np.argmax(load)),
                   (int(problem.starts[members].min()), int(problem.ends[members].max())),
                   int(load.max()), len(members), proven=True, minimal=minimal,
-                  checks=checker.checks, seconds=time.monotonic() - began)
+                  checks=checker.checks, seconds=watch.elapsed())
 
 
 def _load_at(problem: Problem, members: list[int], step: int) -> int:
@@ -249,11 +248,11 @@ class _Checker:
         self.group_of = {idx: g for g, members in enumerate(self.groups) for idx in members}
         self.pinned = {g for g, members in enumerate(self.groups)
                        if (problem.pinned[members] != NO_OFFSET).any()}
-        self.deadline = deadline_in(time_limit)
+        self.clock = Budget.of_limit(time_limit)  # every check's limit: the time left
         self.checks = 0
 
     def left(self) -> float:
-        return to_deadline(self.deadline)
+        return self.clock.left()
 
     def check(self, groups: set[int], seconds: float | None = None) -> tuple[str, set[int]]:
         """``("infeasible", core)``, ``("feasible", set())`` or ``("unknown", set())``,
@@ -310,12 +309,14 @@ def _solve(solver, cp) -> int:
     it at once and is raised again."""
     from ortools.sat.python import cp_model
 
-    seconds = solver.parameters.max_time_in_seconds
-    solver.parameters.max_time_in_seconds = min(seconds, QUICK_CHECK)
+    from memplan.solver.cp_params import limit_of, retime
+
+    seconds = limit_of(solver)
+    retime(solver, min(seconds, QUICK_CHECK))
     status = solver.solve(cp)
     if status != cp_model.UNKNOWN or seconds <= QUICK_CHECK:
         return status
-    solver.parameters.max_time_in_seconds = seconds - QUICK_CHECK
+    retime(solver, seconds - QUICK_CHECK)
     result: list = []
 
     def run():
@@ -345,13 +346,13 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
     Call it when every step's live load fits. Returns kind ``fits`` when CP-SAT
     finds a layout of the whole problem, ``undecided`` when time runs out first.
     """
-    began = time.monotonic()
+    watch = Stopwatch()
     checker = _Checker(problem, capacity, time_limit, threads)
     every = set(range(len(checker.groups)))
     status, core = _windowed(checker, every, time_limit)
     if status != "infeasible":
         return Reason(FITS if status == "feasible" else UNDECIDED, capacity,
-                      checks=checker.checks, seconds=time.monotonic() - began)
+                      checks=checker.checks, seconds=watch.elapsed())
     current, minimal = every, True
     candidate = checker.with_pinned(core)
     status, smaller = checker.check(candidate) if candidate != every else ("infeasible", core)
@@ -361,7 +362,7 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
     members = sorted(i for g in current for i in checker.groups[g])
     shared = [i for g in current if len(checker.groups[g]) > 1 for i in checker.groups[g]]
     members, by_buffer = _minimal_by_buffer(checker, members, shared)
-    return _packing(checker, members, minimal and by_buffer, began)
+    return _packing(checker, members, minimal and by_buffer, watch)
 
 
 def _windowed(checker: _Checker, every: set[int], time_limit: float) -> tuple[str, set[int]]:

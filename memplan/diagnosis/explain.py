@@ -37,12 +37,11 @@ hand does.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import Budget, past, to_deadline
+from memplan.budget import Budget, Stopwatch, past, to_deadline
 from memplan.diagnosis.capacity_reason import (
     FITS,
     LIVE_LOAD,
@@ -230,7 +229,7 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     infinity) sets none, as in `memplan.solve`. ``workers``: the old name of ``threads``
     (deprecated).
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     if workers is not None:  # `threads` has a default: the old name replaces it
         threads = renamed_keyword("workers", workers, "threads", None, where="explain")
     capacity = problem.capacity if capacity is None else check_capacity(capacity)
@@ -239,13 +238,13 @@ def explain(problem: Problem, plan: Plan | None = None, *, capacity: int | None 
     threads = check_workers(threads, "threads", default_allowed=False)
     if plan is not None and len(plan.offsets) != len(problem):
         raise ValueError(f"the plan has {len(plan.offsets)} offsets for {len(problem)} buffers")
-    deadline = began + time_limit
+    deadline = watch.began + time_limit
     d = _Describer(problem, plan)
     live = live_bytes(problem)
     bound = lower_bound(problem)
     peak_steps, peaks = _peaks(d, live)
     reason = None if capacity is None else \
-        _capacity(d, capacity, plan, began + CAPACITY_SHARE * time_limit, threads)
+        _capacity(d, capacity, plan, watch.began + CAPACITY_SHARE * time_limit, threads)
     cut = ["capacity reason"] if reason is not None and reason.kind == UNDECIDED else []
     first = peaks[0].tensors[:MOST_REMEDIES] if peaks else ()
     helped = remedies(problem, [t.id for t in first], bound=bound, deadline=deadline, cut=cut,

@@ -27,13 +27,12 @@ Cost: one lower bound (O(n log n) plus the alias groups) per change.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import ends_after, past
+from memplan.budget import Stopwatch, ends_after, past
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Alias, Buffer, Problem, alias_components
 
@@ -155,9 +154,9 @@ def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None,
                 if cut is not None:
                     cut.append("remedies")
                 return found
-            began = time.perf_counter()
+            watch = Stopwatch()
             after = lower_bound(_changed(problem, change))
-            last = time.perf_counter() - began
+            last = watch.elapsed()
             found.append(Remedy(name, id, after, bound - after, detail))
     return found
 

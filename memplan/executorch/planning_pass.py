@@ -26,7 +26,6 @@ reserved below it for its subgraphs.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from executorch.exir.memory_planning import (
@@ -40,6 +39,7 @@ from executorch.exir.memory_planning import (
 )
 from executorch.exir.passes import MemoryPlanningPass
 
+from memplan.budget import Stopwatch
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
 from memplan.executorch.spec_planner import GraphReport, MemplanAlgorithm
@@ -66,7 +66,7 @@ class MemplanPlanningPass(MemoryPlanningPass):
         result = super().run(graph_module, graph_signature)
         if not self.verify:
             return result
-        began = time.perf_counter()
+        watch = Stopwatch()
         verify_graph(graph_module, graph_signature, alloc_graph_input=self.alloc_graph_input,
                      alloc_graph_output=self.alloc_graph_output,
                      alloc_mutable_buffers=self.alloc_mutable_buffers
@@ -78,7 +78,7 @@ class MemplanPlanningPass(MemoryPlanningPass):
             check_regions(graph_module)
         if self.reports:  # the graph's own report comes after its subgraphs'; added to
             # the algorithm's own check of its plan, when it ran one
-            self.reports[-1].verify_seconds += time.perf_counter() - began
+            self.reports[-1].verify_seconds += watch.elapsed()
         return result
 
 

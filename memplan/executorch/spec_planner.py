@@ -39,7 +39,6 @@ on top (``verify_seconds``).
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -57,7 +56,7 @@ from executorch.exir.memory_planning import (
 )
 
 from memplan.api import SolveOptions, solve
-from memplan.budget import left_of
+from memplan.budget import Stopwatch
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
@@ -104,26 +103,26 @@ class MemplanAlgorithm:
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0) -> MemoryAlgoResult:
-        began = time.perf_counter()
+        watch = Stopwatch()
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
 
         def planned() -> tuple[GraphReport, MemoryAlgoResult]:
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
-            plans = self._plan(layout, began)
+            plans = self._plan(layout, watch)
             result = algo_result(layout, plans, graph_module, extra_padding)
             return GraphReport(graph, layout.problems, plans, result.bufsizes,
-                               time.perf_counter() - began), result
+                               watch.elapsed()), result
 
         call = (alignment, specs, graph_module, graph_signature, extra_padding)
-        result = self._settled(graph, began, call, planned, greedy, "greedy")
+        result = self._settled(graph, watch, call, planned, greedy, "greedy")
         for mem_id, plan in self.reports[-1].plans.items():  # none when greedy planned it
             log.info("memplan: %s mem_id %d: %d bytes (lower bound %d), %s, proven gap "
                      "%.2f%%, %.2f s", graph, mem_id, plan.arena_size, plan.lower_bound,
                      plan.status, 100 * plan.gap, plan.seconds)
         return result
 
-    def _settled(self, graph: str, began: float, call: tuple, planned: Callable,
+    def _settled(self, graph: str, watch: Stopwatch, call: tuple, planned: Callable,
                  peer: Callable, peer_name: str) -> MemoryAlgoResult:
         """``planned()``'s (report, result), checked as ``verify`` says; where memplan cannot
         plan the graph (or its plan fails the check) and ``fallback`` is "greedy", ExecuTorch's
@@ -133,16 +132,16 @@ class MemplanAlgorithm:
         try:
             report, result = planned()
             if self.verify:
-                checked = time.perf_counter()
+                checked = Stopwatch()
                 verify_result(result, graph_module, graph_signature, check=self.verify)
-                report.verify_seconds = time.perf_counter() - checked
+                report.verify_seconds = checked.elapsed()
         except (ProblemError, InvalidPlanError) as error:
             if self.fallback != "greedy":
                 raise
             warnings.warn(f"memplan cannot plan {graph} ({error}); ExecuTorch's {peer_name} "
                           f"plans it", stacklevel=3)
             result = peer(*call)
-            report = self._report(graph, result.bufsizes, time.perf_counter() - began,
+            report = self._report(graph, result.bufsizes, watch.elapsed(),
                                   fallback=str(error))
         self.reports.append(report)
         return result
@@ -152,14 +151,14 @@ class MemplanAlgorithm:
         """The report of a graph memplan did not plan (``fallback``: why)."""
         return GraphReport(graph, {}, {}, bufsizes, seconds, **fields)
 
-    def _plan(self, layout: SpecLayout, began: float) -> dict[int, Plan]:
+    def _plan(self, layout: SpecLayout, watch: Stopwatch) -> dict[int, Plan]:
         """Each arena's plan, the time left shared equally among the arenas still to plan."""
         plans = {}
         limit = self.options.time_limit
         for k, (mem_id, problem) in enumerate(sorted(layout.problems.items())):
             share = None
             if limit is not None:
-                left = left_of(limit, began)
+                left = limit - watch.elapsed()
                 share = max(0.0, left / (len(layout.problems) - k))
             plans[mem_id] = solve(problem, replace(self.options, time_limit=share))
         return plans

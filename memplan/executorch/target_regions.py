@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import math
 import operator
-import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,6 +76,7 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
+from memplan.budget import Stopwatch
 from memplan.deploy.regions import (
     cost_bound,
     plan_gaps,
@@ -224,7 +224,7 @@ class RegionAlgorithm(MemplanAlgorithm):
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0) -> MemoryAlgoResult:
-        began = time.perf_counter()
+        watch = Stopwatch()
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
         specs = list(dict.fromkeys(specs))
         greedy = BankedGreedy(self.target)
@@ -241,11 +241,11 @@ class RegionAlgorithm(MemplanAlgorithm):
             layout = spec_layout(specs, graph_module, alignment=alignment,
                                  signature=graph_signature, name=graph)
             report, result = self._plan_target(layout, pins, alignment, graph_module,
-                                               extra_padding, began, graph, peer)
+                                               extra_padding, watch, graph, peer)
             check_regions(self.target, result.bufsizes)
             return report, result
 
-        return self._settled(graph, began, call, planned, greedy, "BankedGreedy")
+        return self._settled(graph, watch, call, planned, greedy, "BankedGreedy")
 
     def _report(self, graph: str, bufsizes: list[int], seconds: float,
                 **fields: Any) -> RegionReport:
@@ -253,7 +253,7 @@ class RegionAlgorithm(MemplanAlgorithm):
                             objective=self.objective, **fields)
 
     def _plan_target(self, layout: SpecLayout, pins: set, alignment: int, graph_module: Any,
-                     extra_padding: int, began: float, graph: str,
+                     extra_padding: int, watch: Stopwatch, graph: str,
                      peer: MemoryAlgoResult | None) -> tuple[RegionReport, MemoryAlgoResult]:
         """The region problem planned, the undeclared pins planned, both written back."""
         target = self.target
@@ -285,7 +285,7 @@ class RegionAlgorithm(MemplanAlgorithm):
             roots[mem_id] = [specs[i] for i in np.flatnonzero(members).tolist()]
             for spec in roots[mem_id]:
                 spec.realign(aligns[mem_id])
-        plans.update(self._plan(others, began))  # undeclared pins: unbudgeted, as greedy
+        plans.update(self._plan(others, watch))  # undeclared pins: unbudgeted, as greedy
         problems.update(others.problems)
         roots.update(others.roots)
         empty: dict[int, list] = {}
@@ -302,7 +302,7 @@ class RegionAlgorithm(MemplanAlgorithm):
             if mem_id not in plans and mem_id not in empty:
                 result.bufsizes[mem_id] = max(result.bufsizes[mem_id], bases[mem_id])
         report = RegionReport(graph, problems, plans, result.bufsizes,
-                              time.perf_counter() - began, target=target, objective=self.objective,
+                              watch.elapsed(), target=target, objective=self.objective,
                               region_problem=problem, plan=plan, reads=reads)
         return report, result
 

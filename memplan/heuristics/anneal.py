@@ -40,14 +40,13 @@ without the compiled kernel, get `memplan.heuristics.hill_climb` instead
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import Budget
+from memplan.budget import Budget, Stopwatch
 from memplan.heuristics import compiled_place, hill_climb
 from memplan.heuristics.compiled_place import compiled_offsets, kernel_columns
 from memplan.heuristics.order import order_units
@@ -113,10 +112,10 @@ def start_orders(units: Units, deadline: float | None) -> list[Start]:
         scored = []
         for name in START_ORDERS:
             order = order_units(units, name)
-            began = time.thread_time()
+            watch = Stopwatch()
             offsets, cut = compiled_offsets(units, order, placement, deadline)
             scored.append(Start(int((offsets + sizes).max(initial=0)) if not cut else np.inf,
-                                order, placement, offsets, time.thread_time() - began))
+                                order, placement, offsets, watch.cpu_elapsed()))
             if cut:
                 break
         found.append(min(scored, key=lambda s: s.arena))
@@ -133,24 +132,23 @@ def _chains(units: Units, starts: list, bound: int, seed: int, clock: Budget) ->
         pass_cpu = getattr(start, "cpu", 0.0) or pass_cpu
         if not clock.fits(pass_cpu):
             break
-        began = time.thread_time()
+        watch = Stopwatch()
         chains.append((_search_kernel.new(*columns, np.ascontiguousarray(start[1], np.int64),
                                           int(start[2] == "best_fit"), bound, seed + k),
                        start[2]))
-        pass_cpu = time.thread_time() - began
+        pass_cpu = watch.cpu_elapsed()
     return chains
 
 
-def _schedule(clock: Budget, began: tuple[float, float],
-              now: float) -> tuple[float, tuple[float, float]]:
-    """A slice starting at ``now``: its wall seconds (`SLICE_SECONDS`, or to the budget's
-    end) and the search's progress at its start and end, 0 to 1: in CPU seconds of the
-    budget left when the search ``began`` (``(wall, spent)``), else in wall seconds to the
+def _schedule(clock: Budget, began: tuple[Stopwatch, float]) -> tuple[float, tuple[float, float]]:
+    """A slice starting now: its wall seconds (`SLICE_SECONDS`, or to the budget's end)
+    and the search's progress at its start and end, 0 to 1: in CPU seconds of the budget
+    left when the search began (``(its stopwatch, spent)``), else in wall seconds to the
     deadline."""
-    seconds = min(SLICE_SECONDS, clock.end() - now)
+    seconds = min(SLICE_SECONDS, clock.end_in())
     if clock.cpu is None:
-        span = max(clock.deadline - began[0], 1e-9)
-        return seconds, ((now - began[0]) / span, (now + seconds - began[0]) / span)
+        span, gone = max(clock.deadline - began[0].began, 1e-9), began[0].elapsed()
+        return seconds, (gone / span, (gone + seconds) / span)
     span = max(clock.cpu - began[1], 1e-9)
     done = (clock.spent() - began[1]) / span
     return seconds, (done, min(1.0, done + seconds / clock.pace() / span))
@@ -175,7 +173,7 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
     evaluation_budget = options.evaluations
     if evaluation_budget is None and clock.end() is None:
         evaluation_budget = max(1, min(UNTIMED_EVALUATIONS, UNTIMED_WORK // max(1, len(problem))))
-    began = time.perf_counter(), clock.spent()
+    began = Stopwatch(), clock.spent()
     best = [_search_kernel.step(chain, 0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1)[0]
             for chain, _ in chains]  # per chain: its best arena (its start's, so far)
     evaluations = [0] * len(chains)
@@ -184,7 +182,6 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
     try:
         for turn in range(10**12):
             k = turn % len(chains)
-            now = time.perf_counter()
             done = sum(evaluations)
             if (evaluation_budget is not None and done >= evaluation_budget) or clock.expired() \
                     or movable < 2:
@@ -195,9 +192,9 @@ def search(units: Units, starts: list, *, seed: int = 0, deadline: float | None 
                 seconds = 0.0
             else:
                 slice_evaluations = -1
-                seconds, progress = _schedule(clock, began, now)
-            end = clock.end()
-            left = -1.0 if end is None else max(0.0, end - now)
+                seconds, progress = _schedule(clock, began)
+            end = clock.end_in()
+            left = -1.0 if end is None else max(0.0, end)
             best[k], _, evaluations[k] = _search_kernel.step(
                 chains[k][0], slice_evaluations, seconds, left, *progress,
                 options.temperature, options.explore, options.restart)
@@ -232,7 +229,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
         first = min(starts, key=lambda s: s.arena)
         offsets, stats["placement"] = first.offsets, first.placement
     return Plan.from_offsets(problem, offsets, planner="anneal",
-                             seconds=time.perf_counter() - budget.began, stats=stats)
+                             seconds=budget.elapsed(), stats=stats)
 
 
 plan.options = DEFAULTS

@@ -95,7 +95,6 @@ search evaluation.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -103,7 +102,7 @@ from functools import partial
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import Budget, past, to_deadline
+from memplan.budget import Budget, Stopwatch, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
 from memplan.heuristics import anneal, compiled_place
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
@@ -264,9 +263,9 @@ class Run:
             self.late = True
             return
         try:
-            began = time.thread_time()
+            watch = Stopwatch()
             offsets, stats = step()
-            stats = {**stats, "pass_cpu": time.thread_time() - began}
+            stats = {**stats, "pass_cpu": watch.cpu_elapsed()}
         except PairLimitError as why:
             self.skipped.append(name)
             self.too_many.append(why)
@@ -479,8 +478,8 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
     finally:
         run.settle()  # no thread outlives the call
     if not run.tried and run.too_many:  # every pass needed pair lists (sweep=False)
-        return pair_free_plan("best", problem, run.began, budget.deadline, run.too_many[0])
-    return _smallest_valid(problem, run.tried, run.began, run.checked, run.extra())
+        return pair_free_plan("best", problem, budget, budget.deadline, run.too_many[0])
+    return _smallest_valid(problem, run.tried, budget, run.checked, run.extra())
 
 
 def untimed_evaluations(problem: Problem) -> int:
@@ -496,13 +495,13 @@ def _validation_seconds(problem: Problem, offsets: np.ndarray,
                         name: str) -> tuple[float, float]:
     """Seconds and CPU seconds (of the calling thread) the validator took to pass these
     offsets; -1 seconds when it refused them."""
-    checking, cpu = time.perf_counter(), time.thread_time()
+    watch = Stopwatch()
     draft = Plan(offsets, int((offsets + problem.sizes).max(initial=0)), 0, "unknown", 0, name)
     refused = [v for v in validate(problem, draft) if v.kind != "capacity"]
-    return -1.0 if refused else time.perf_counter() - checking, time.thread_time() - cpu
+    return -1.0 if refused else watch.elapsed(), watch.cpu_elapsed()
 
 
-def _smallest_valid(problem: Problem, tried: list, began: float, checked: dict[str, float],
+def _smallest_valid(problem: Problem, tried: list, watch: Stopwatch, checked: dict[str, float],
                     extra: dict) -> Plan:
     """The smallest of the ``(arena, name, offsets, stats)`` tried that the validator passes
     (``checked``: the seconds of those it passed already, -1 for those it refused)."""
@@ -512,7 +511,7 @@ def _smallest_valid(problem: Problem, tried: list, began: float, checked: dict[s
             _validation_seconds(problem, offsets, name)[0]
         if seconds >= 0:
             return mark_valid(Plan.from_offsets(
-                problem, offsets, planner="best", seconds=time.perf_counter() - began,
+                problem, offsets, planner="best", seconds=watch.elapsed(),
                 stats={"winner": name, "arenas": arenas, **stats, **extra,
                        "validate_seconds": seconds}), problem)
     raise NoPlanError(f"no heuristic found a valid plan for {problem.name or 'the problem'}; "

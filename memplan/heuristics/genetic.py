@@ -64,7 +64,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
     try:
         search = OrderSearch(problem, budget)
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
-        return pair_free_plan("genetic", problem, budget.began, budget.deadline, why)
+        return pair_free_plan("genetic", problem, budget, budget.deadline, why)
     rng = np.random.default_rng(seed)
     population = search.starts()  # (arena, offsets, order), best first
     if len(population[0][2]) < 2:

@@ -79,7 +79,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
     try:
         search = OrderSearch(problem, budget)
     except PairLimitError as why:  # billions of pairs: no order can be decoded in time
-        return pair_free_plan("hill_climb", problem, budget.began, budget.deadline, why)
+        return pair_free_plan("hill_climb", problem, budget, budget.deadline, why)
     accepted = climb(search, chosen, seed)
     return search.plan("hill_climb", {"accepted": accepted})
 

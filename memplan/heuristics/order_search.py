@@ -23,8 +23,6 @@ the iteration limit, not the time limit, ends the search.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from memplan.bounds import lower_bound
@@ -44,7 +42,7 @@ class OrderSearch:
     def __init__(self, problem: Problem, clock: Budget, units: Units | None = None):
         """``clock``: the time limit (its deadline) and the CPU budget of the search,
         counted from its start."""
-        self.problem, self.clock, self.began = problem, clock, clock.began
+        self.problem, self.clock = problem, clock
         limit = clock.cpu if clock.cpu is not None or clock.deadline is None else \
             clock.deadline - clock.began
         self.units = Units.build(  # the listing's budget counts from here, in CPU seconds
@@ -119,7 +117,7 @@ class OrderSearch:
 
     def plan(self, planner: str, stats: dict) -> Plan:
         return Plan.from_offsets(self.problem, self.best_offsets, planner=planner,
-                                 seconds=time.perf_counter() - self.began,
+                                 seconds=self.clock.elapsed(),
                                  stats={"start": self.start_name, "start_arena": self.start_arena,
                                         "evaluations": self.evaluations, "cut": self.cut,
                                         **stats})

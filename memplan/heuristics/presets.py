@@ -17,14 +17,13 @@ valid plan within the time limit instead of a pass that never ends.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import Budget
+from memplan.budget import Budget, Stopwatch
 from memplan.errors import PairLimitError
 from memplan.heuristics import compiled_place
 from memplan.heuristics.time_sweep import sweep_offsets
@@ -57,14 +56,14 @@ def _needs_pairs(problem: Problem, chosen) -> bool:
         time_overlap_count(problem.starts, problem.ends) <= STACK_PAIRS
 
 
-def pair_free_plan(name: str, problem: Problem, began: float, deadline: float | None,
+def pair_free_plan(name: str, problem: Problem, watch: Stopwatch, deadline: float | None,
                    why: PairLimitError) -> Plan:
-    """The plan of planner ``name`` (started at ``began``) when its pair lists do not fit
-    (``why``): the time sweep's, which lists no pairs, marked ``stats["fallback"]``, by
-    ``deadline`` (a `time.perf_counter` value; None: none)."""
+    """The plan of planner ``name`` (started with ``watch``, its budget) when its pair
+    lists do not fit (``why``): the time sweep's, which lists no pairs, marked
+    ``stats["fallback"]``, by ``deadline`` (a `time.perf_counter` value; None: none)."""
     offsets, stats = sweep_offsets(Units.build(problem, pairs=False), "best_fit", deadline)
     return Plan.from_offsets(problem, offsets, planner=name,
-                             seconds=time.perf_counter() - began,
+                             seconds=watch.elapsed(),
                              stats={**stats, "fallback": "time_sweep", "why": str(why)})
 
 
@@ -88,9 +87,9 @@ def register_preset(name: str, defaults: Options, algorithm: Algorithm, summary:
                                 cpu_deadline=listing_budget(budget.cpu_began, budget.seconds))
             offsets, stats = algorithm(units, chosen, deadline)
         except PairLimitError as why:
-            return pair_free_plan(name, problem, budget.began, deadline, why)
+            return pair_free_plan(name, problem, budget, deadline, why)
         return Plan.from_offsets(problem, offsets, planner=name,
-                                 seconds=time.perf_counter() - budget.began, stats=stats)
+                                 seconds=budget.elapsed(), stats=stats)
 
     plan.__name__ = name
     plan.__doc__ = (f"{name}: {summary}. One pass, deterministic: seed and hint are unused; "

@@ -43,7 +43,6 @@ left (``stats["cut"]``).
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -252,7 +251,7 @@ def unit_sweep_plan(name: str, place, problem: Problem, budget: Budget,
     units = Units.build(problem, pairs=False)
     offsets, stats = place(units, deadline=budget.wall_end(), **asdict(chosen))
     return Plan.from_offsets(problem, offsets, planner=name,
-                             seconds=time.perf_counter() - budget.began, stats=stats)
+                             seconds=budget.elapsed(), stats=stats)
 
 
 @register("time_sweep")

@@ -54,7 +54,6 @@ keep their order (the node is one step).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import CpuClock, deadline_in, left_of, past, to_deadline
+from memplan.budget import Budget, CpuClock, Stopwatch, past, to_deadline
 from memplan.errors import ProblemError, naming, renamed_keyword
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
@@ -284,23 +283,21 @@ def improve(deps: Dependencies, order: np.ndarray, until: Callable[[], bool],
     return order, {"moves": moves, "accepted": accepted}
 
 
-def fast_order(deps: Dependencies, *, time_limit: float, seed: int, cpu: float | None = None,
+def fast_order(deps: Dependencies, *, budget: Budget, seed: int,
                iterations: int = 20000) -> tuple[np.ndarray, dict[str, Any]]:
     """The best of the list schedules (and the file's order), improved by local search: the
-    random starts for `STARTS_SHARE` of ``cpu`` (CPU seconds of this thread; default
-    ``time_limit``), the search for the rest, and never past ``time_limit`` (wall)."""
-    deadline = deadline_in(time_limit)
-    budget = time_limit if cpu is None else cpu
-    clock = CpuClock().start()
+    random starts for `STARTS_SHARE` of the ``budget``'s allowance (CPU seconds of this
+    thread; default its limit), the search for the rest, and never past its deadline."""
+    deadline, allowance = budget.deadline, budget.allowance()
     rng = np.random.default_rng(seed)
     candidates = [np.arange(deps.n), list_schedule(deps)]
     for _ in range(RANDOM_STARTS):
-        if clock.spent() > STARTS_SHARE * budget or past(deadline):
+        if budget.spent() > STARTS_SHARE * allowance or past(deadline):
             break
         candidates.append(list_schedule(deps, rng))
     costs = [deps.cost(c) for c in candidates]
     order = candidates[costs.index(min(costs))]
-    order, stats = improve(deps, order, lambda: clock.spent() >= budget or past(deadline),
+    order, stats = improve(deps, order, lambda: budget.spent() >= allowance or past(deadline),
                            rng, iterations)
     stats.update(starts=len(candidates), start_costs=[c[0] for c in costs])
     return order, stats
@@ -384,17 +381,16 @@ def _add_hint(model: _OrderModel, deps: Dependencies, order: np.ndarray,
 
 
 def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
-                hint_offsets: np.ndarray | None, *, time_limit: float, seed: int,
-                threads: int, cpu: float | None = None
-                ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+                hint_offsets: np.ndarray | None, *, budget: Budget, seed: int,
+                threads: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """CP-SAT over positions and block offsets (`_order_model`): ``(order, offsets, stats)``.
 
     Minimises the peak, warm-started from the order ``hint`` and a plan of it
     (``hint_offsets``, per buffer of ``problem``); settled at once when that
     plan meets the step bound. ``offsets`` (per buffer, None when no layout is
-    known) fit the order and leave the optional aliases untaken. ``cpu``: CPU
-    seconds per worker (default ``time_limit``), half of them for the whole
-    model on a windowed graph; ``time_limit`` (wall) ends every run.
+    known) fit the order and leave the optional aliases untaken. The ``budget``'s
+    allowance: CPU seconds per worker (default its limit), half of them for the
+    whole model on a windowed graph; its deadline (wall) ends every run.
     """
     from ortools.sat.python import cp_model
 
@@ -409,14 +405,13 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
             return hint, hint_offsets, {"status": "OPTIMAL", "bound": floor,
                                         "hint_peak": hint_peak, "branches": 0,
                                         "peak": hint_layout_peak, "settled_by": "step bound"}
-    deadline = deadline_in(time_limit)
-    budget = time_limit if cpu is None else cpu
+    deadline, allowance = budget.deadline, budget.allowance()
     windowed = deps.n > WINDOW_STEPS and hint_offsets is not None
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
     solver = cp_solver(threads=threads, seed=seed,
                        seconds=max(0.01, to_deadline(deadline)))
-    with CpuCap(solver, _cpu_workers(threads), budget / 2 if windowed else None) as cap:
+    with CpuCap(solver, _cpu_workers(threads), allowance / 2 if windowed else None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
@@ -431,7 +426,7 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     if windowed and status != cp_model.OPTIMAL and offsets is not None:
         order, offsets, more = _improve_windows(
             deps, problem, order, offsets, stats["bound"], seed=seed, threads=threads,
-            time_limit=to_deadline(deadline), cpu=budget - cap.spent)
+            budget=Budget.of_limit(to_deadline(deadline), cpu=allowance - cap.spent))
         stats.update(more, status=more["status"] if more["status"] == "OPTIMAL"
                      else stats["status"])
     return order, offsets, stats
@@ -447,16 +442,15 @@ def _cpu_workers(threads: int) -> int:
 
 
 def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
-                     offsets: np.ndarray, floor: int, *, time_limit: float, seed: int,
-                     threads: int, cpu: float | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                     offsets: np.ndarray, floor: int, *, budget: Budget, seed: int,
+                     threads: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Large graphs: re-solve `WINDOW` steps around the peak at a time, the rest fixed.
 
     Each window is the whole model (`_order_model`) with every step outside it
     held at its position, warm-started from the current order and layout; a
     better peak is kept; each window's CP-SAT run takes at most `WINDOW_SHARE`
-    of ``cpu`` (CPU seconds per worker, default ``time_limit``), and 1 s at
-    least. Stops at the time limit (wall) or at ``floor`` (the best bound
+    of the ``budget``'s allowance (CPU seconds per worker, default its limit), and
+    1 s at least. Stops at its deadline (wall) or at ``floor`` (the best bound
     proven before; windows prove nothing globally).
     """
     from ortools.sat.python import cp_model
@@ -464,12 +458,11 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     from memplan.solver.cp_params import cp_solver
     from memplan.solver.cpu_budget import CpuCap
 
-    began = time.perf_counter()
     rng = np.random.default_rng(seed)
     best = _layout_peak(deps, offsets)
     windows = improved = 0
     while best > floor:
-        left = left_of(time_limit, began)
+        left = to_deadline(budget.deadline)
         if left <= 0.05:
             break
         load, _, _ = deps.load(order)
@@ -482,7 +475,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
         solver = cp_solver(threads=threads, seed=seed + windows, seconds=left)
-        window_cpu = max(1.0, WINDOW_SHARE * (time_limit if cpu is None else cpu))
+        window_cpu = max(1.0, WINDOW_SHARE * budget.allowance())
         with CpuCap(solver, _cpu_workers(threads), window_cpu):
             status = solver.solve(model.cp)
         windows += 1
@@ -603,20 +596,20 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
     if threads != 0:  # 0: CP-SAT's default
         check_workers(threads, "threads")
-    began, clock = time.perf_counter(), CpuClock().start()
+    watch, clock = Stopwatch(), CpuClock().start()
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
         result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, threads=threads, began=began, clock=clock)
+                          seed=seed, threads=threads, watch=watch, clock=clock)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, threads: int, began: float,
+             time_limit: float, seed: int, threads: int, watch: Stopwatch,
              clock: CpuClock) -> Reordering:
-    """`reorder` on the parsed model ``proto`` (``began``: when the call began; ``clock``:
+    """`reorder` on the parsed model ``proto`` (``watch``: started with the call; ``clock``:
     this thread's CPU since then)."""
     from memplan.onnx.onnx import from_onnx
     from memplan.onnx.onnx_graph import analyze, bind_dims
@@ -628,12 +621,12 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
     original = from_onnx(proto, **vars(options)).replace(source=source)
     if len(original) == 0 or not graph.positions:  # nothing to order by: the file's order
         return Reordering(proto, original, original, list(graph.positions), method,
-                          time.perf_counter() - began, stats={
+                          watch.elapsed(), stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
     deps = dependencies(original, graph, optional_taken=True)
-    order, stats = fast_order(deps, time_limit=left_of(time_limit, began),
-                              cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0),
-                              seed=seed)
+    order, stats = fast_order(deps, budget=Budget.of_limit(
+        time_limit - watch.elapsed(), cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0)),
+        seed=seed)
     best_bound = offsets = None
     runtime = set(graph.positions)
     constant = [p for p in range(len(proto.graph.node)) if p not in runtime]
@@ -647,10 +640,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, left_of(time_limit, began))
+        left = max(0.01, time_limit - watch.elapsed())
         order, offsets, exact_stats = exact_order(
-            exact_deps, original, order, hint_offsets, time_limit=left, seed=seed,
-            threads=threads, cpu=max(0.01, time_limit - clock.spent()))
+            exact_deps, original, order, hint_offsets, seed=seed, threads=threads,
+            budget=Budget.of_limit(left, cpu=max(0.01, time_limit - clock.spent())))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]
@@ -663,4 +656,4 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         positions, candidate, problem = list(graph.positions), proto, original
         stats["kept_file_order"] = True
     return Reordering(candidate, problem, original, positions, method,
-                      time.perf_counter() - began, best_bound, offsets, stats)
+                      watch.elapsed(), best_bound, offsets, stats)

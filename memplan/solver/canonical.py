@@ -57,12 +57,11 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from memplan.budget import ThreadClock, deadline_in, left_of, to_deadline
+from memplan.budget import Stopwatch, ThreadClock, deadline_in, to_deadline
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import HEAD_START_PACE, NODES_PER_SECOND, PACE_AFTER_SECONDS, PROBE_SECONDS
 from memplan.solver.outcome import Outcome
@@ -421,7 +420,7 @@ class _Descent:
         self.enough = enough or (lambda low: low)  # the highest peak worth stopping at
         self.stop, self.widths, self.deterministic = stop, widths, deterministic
         self.on_better, self.on_floor = on_better, on_floor
-        self.began = time.perf_counter()
+        self.watch = Stopwatch()
         self.budget = None if seconds is None or not deterministic else \
             int(seconds * NODES_PER_SECOND)
         self.spent = self.probes = self.given = 0  # nodes; probes made; those before the descent
@@ -436,7 +435,7 @@ class _Descent:
         return int((offsets + self.problem.sizes).max())
 
     def wall_left(self) -> float | None:
-        return None if self.seconds is None else left_of(self.seconds, self.began)
+        return None if self.seconds is None else self.seconds - self.watch.elapsed()
 
     def left(self) -> float | None:
         """Nodes (deterministic mode) or seconds left; None without a limit. The clock caps

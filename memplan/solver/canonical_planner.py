@@ -39,11 +39,10 @@ of the limit, one thread).
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import Budget, CpuClock, left_of
+from memplan.budget import Budget, CpuClock
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
@@ -78,7 +77,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
     """The canonical descent from ``hint`` (see the module doc); ``seed`` goes to ``best``.
     The budget's ``cpu``: CPU seconds (per thread) the descent's probes may take within
     its limit (None: no more than the limit)."""
-    began, time_limit = budget.began, budget.limit
+    time_limit = budget.limit
     chosen = parse_options("canonical", DEFAULTS, options)
     check_single_region(problem)
     seconds = CANONICAL_UNTIMED_SECONDS if time_limit is None else time_limit
@@ -86,24 +85,24 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
         start = hint if hint is not None else plan_with("best", problem, seed=seed,
                                                         budget=Budget.of_limit(time_limit))
         return Plan.from_offsets(problem, start.offsets, planner="canonical",
-                                 seconds=time.perf_counter() - began,
+                                 seconds=budget.elapsed(),
                                  stats={"fallback": "hint" if hint is not None else "best"})
     descent, cpu = seconds, budget.cpu  # deterministic: a node budget from the limit
     if hint is None:
         start = CpuClock(process=True).start()  # ``best``'s passes, on one core
         hint = plan_with("best", problem, seed=seed, search_evaluations=0,
-                         budget=Budget.of_limit(max(0.0, left_of(seconds, began)),
+                         budget=Budget.of_limit(max(0.0, seconds - budget.elapsed()),
                                                 cpu=seconds * CANONICAL_START_SHARE))
         descent = seconds * (1 - CANONICAL_START_SHARE)
         cpu = min(seconds - start.spent(), seconds if cpu is None else cpu)
     threads = 1 if chosen.deterministic else chosen.threads or os.cpu_count() or 1
     outcome = canonical.descend(problem, lower_bound(problem), hint.offsets.copy(),
                                 seconds=descent if chosen.deterministic else
-                                left_of(seconds, began),
+                                seconds - budget.elapsed(),
                                 threads=threads, deterministic=chosen.deterministic,
                                 cpu=None if chosen.deterministic else cpu)
     return Plan.from_offsets(problem, outcome.offsets, planner="canonical",
-                             seconds=time.perf_counter() - began,
+                             seconds=budget.elapsed(),
                              stats={**outcome.stats, "interrupted": outcome.interrupted})
 
 

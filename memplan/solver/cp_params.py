@@ -58,6 +58,17 @@ def cp_solver(*, threads: int, seed: int, seconds: float | None, deterministic: 
     return solver
 
 
+def limit_of(solver: cp_model.CpSolver) -> float:
+    """A built solver's wall limit, seconds (``max_time_in_seconds``)."""
+    return solver.parameters.max_time_in_seconds
+
+
+def retime(solver: cp_model.CpSolver, seconds: float) -> None:
+    """Set a built solver's wall limit to ``seconds``: a check run in steps (a short solve
+    first, then one of the time left) reuses its solver."""
+    solver.parameters.max_time_in_seconds = max(seconds, 0.0)
+
+
 def exact_solver(options: ExactOptions, *, threads: int, seconds: float | None,
                  wall_seconds: float | None = None) -> cp_model.CpSolver:
     """`cp_solver` with the exact planner's options: seed, mode, log, NoOverlap2D reasoning

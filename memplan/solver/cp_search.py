@@ -37,14 +37,13 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
-from memplan.budget import left_of
+from memplan.budget import Stopwatch
 from memplan.shares import DETERMINISTIC_SLICE
 from memplan.solver.cp_params import bound_of, cut_by_clock, exact_solver, proven_bound
 from memplan.solver.cpu_budget import CpuCap
@@ -128,7 +127,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     deterministic seconds, the clock capping them) and ``cpu`` CPU seconds per worker
     (None: no CPU budget; turns share it, racing lanes share ``threads`` x ``cpu``, so
     that the race takes about ``cpu`` wall seconds on an idle machine); see the module doc."""
-    began = time.perf_counter()
+    watch = Stopwatch()
     minimize = model.peak is not None
     threads = options.threads or os.cpu_count() or 1
     orders = options.orders if options.strategy == "lowest_offset" else (None,)
@@ -146,13 +145,13 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
     interrupted = False
     try:
         while state.outcome is None:
-            while len(running) < width and not state.timed_out(began, seconds) and \
+            while len(running) < width and not state.timed_out(watch, seconds) and \
                     (cpu is None or state.cpu < cpu):
                 running.append(_start(model, state, options, next(tasks),
-                                      1 if race else threads, state.left(began, seconds),
+                                      1 if race else threads, state.left(watch, seconds),
                                       on_solution, on_bound,
                                       None if seconds is None else
-                                      left_of(seconds, began),
+                                      seconds - watch.elapsed(),
                                       None if cpu is None else
                                       per_lane * cpu - (state.cpu if sliced else 0.0)))
             if not running:
@@ -222,16 +221,17 @@ class _State:
         self.outcome: Outcome | None = None
         self.stats = {"runs": 0, "branches": 0, "conflicts": 0, "clock_cuts": 0, "cpu": 0.0}
 
-    def left(self, began: float, seconds: float | None) -> float | None:
-        """Seconds left: wall seconds, or deterministic ones in deterministic mode."""
+    def left(self, watch: Stopwatch, seconds: float | None) -> float | None:
+        """Seconds left of ``seconds`` since ``watch`` began: wall seconds, or
+        deterministic ones in deterministic mode."""
         if seconds is None:
             return None
-        return seconds - self.spent if self.deterministic else left_of(seconds, began)
+        return seconds - self.spent if self.deterministic else seconds - watch.elapsed()
 
-    def timed_out(self, began: float, seconds: float | None) -> bool:
+    def timed_out(self, watch: Stopwatch, seconds: float | None) -> bool:
         """No time left: deterministic or wall seconds (the clock caps deterministic mode)."""
-        left = self.left(began, seconds)
-        return left is not None and (left <= 0 or left_of(seconds, began) <= 0)
+        left = self.left(watch, seconds)
+        return left is not None and (left <= 0 or seconds - watch.elapsed() <= 0)
 
     def absorb(self, lane: _Lane, *, final: bool):
         """Take a finished run's plan, bound and verdict."""

@@ -58,12 +58,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
 
 import numpy as np
 
 from memplan.bounds import lower_bound, time_overlap_count
-from memplan.budget import Budget, CpuClock, left_of
+from memplan.budget import Budget, CpuClock, Stopwatch
 from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
@@ -82,20 +81,20 @@ PROBE_PAIRS = 20_000_000  # ... and up to this many overlapping pairs (0.9 GB at
 
 
 def _warm_start(problem: Problem, hint: Plan | None, options: ExactOptions,
-                stats: dict, began: float) -> Plan | None:
+                stats: dict, budget: Budget) -> Plan | None:
     """The hint (the caller's or the warm-start planner's), if it is a valid plan. ``best``
-    gets its share of the limit in CPU seconds (a busy machine: the same passes, later) and
-    the wall time left of the limit (``began``: the run's start) as its time limit."""
+    gets its share of the run's ``budget`` in CPU seconds (a busy machine: the same passes,
+    later) and the wall time left of its limit as its time limit."""
     if hint is None and options.warm_start is not None:
-        given = options.budget()
+        given = budget.allowance()
         limit = None if given is None else \
             max(given * WARM_START_SHARE, min(given / 2, WARM_START_SECONDS))
         extra, cpu = {}, None
         if options.warm_start == "best":
             extra = {"search_evaluations": 0} if options.deterministic else {}  # its search
             if limit is not None:  # ends by the clock
-                wall = options.time_limit
-                cpu, limit = limit, None if wall is None else max(0.0, left_of(wall, began))
+                wall = budget.limit
+                cpu, limit = limit, None if wall is None else max(0.0, wall - budget.elapsed())
         hint = plan_with(options.warm_start, problem, budget=Budget.of_limit(limit, cpu=cpu),
                          seed=options.seed, **extra)
         stats["warm_start"] = options.warm_start
@@ -128,8 +127,8 @@ class _Run:
     """One run of the planner: the parts, what is known of each, and the progress report."""
 
     def __init__(self, problem: Problem, options: ExactOptions, hint: Plan | None,
-                 began: float, taken: float = 0.0):
-        self.problem, self.options, self.hint, self.began = problem, options, hint, began
+                 budget: Budget, taken: float = 0.0):
+        self.problem, self.options, self.hint, self.budget = problem, options, hint, budget
         self.taken = taken  # CPU seconds of the stages done (`solve_part`)
         self.clock: CpuClock | None = None  # the part being planned: its CPU so far
         self.minimize = problem.capacity is None or bool(options.minimize)
@@ -159,12 +158,12 @@ class _Run:
             return
         if (arena, bound) != self.reported:
             self.reported = (arena, bound)
-            self.options.on_progress(Progress(arena, bound, time.perf_counter() - self.began))
+            self.options.on_progress(Progress(arena, bound, self.budget.elapsed()))
 
     def seconds_left(self) -> float | None:
-        if self.options.time_limit is None:
+        if self.budget.limit is None:
             return None
-        return left_of(self.options.time_limit, self.began)
+        return self.budget.limit - self.budget.elapsed()
 
     def solve_part(self, i: int, parts_left: int) -> Outcome:
         """Plan part ``i`` with its share of the CPU time left (`_share`), within the wall
@@ -247,7 +246,7 @@ class _Run:
         run has taken (`taken`, and the part's own so far), shared by the parts still to
         plan. On an idle machine the wall time left, on a busy one more: the wall clock then
         ends the run first."""
-        budget = self.options.budget()
+        budget = self.budget.allowance()
         if budget is None:
             return None
         taken = self.taken + (0.0 if self.clock is None else self.clock.spent())
@@ -304,7 +303,7 @@ class _Run:
         """
         clock = CpuClock(self.options.threads or 1, process=True).start()
         seconds, cpu = self._limits(cpu, self.seconds_left())
-        began = time.perf_counter()
+        watch = Stopwatch()
         part = self.parts[i]
         capacity = part.problem.capacity
         goal = self.options.enough(floor, part.scale) if self.minimize else max(floor, capacity)
@@ -319,7 +318,7 @@ class _Run:
                     self.tops[i] = new
                     self.report()
 
-            left = None if seconds is None else left_of(seconds, began)
+            left = None if seconds is None else seconds - watch.elapsed()
             hinted = sink_spanning(part.problem, hinted)  # its windows then meet the peak
             found = lns.improve(part.problem, hinted, floor=goal, seconds=left,
                                 options=self.options, on_solution=on_solution,
@@ -438,7 +437,7 @@ class _Run:
         ``seconds`` on the wall clock.
         """
         part, options = self.parts[i], self.options
-        began = time.perf_counter()
+        watch = Stopwatch()
         head = head_start_seconds(seconds if cpu is None else cpu, options.canonical_share)
         budget = None if not options.deterministic else canonical.HEAD_START_NODES if \
             seconds is None else min(canonical.HEAD_START_NODES, int(
@@ -451,7 +450,7 @@ class _Run:
         interrupted = canonical.wait(race, None, options.stop) if options.deterministic else \
             canonical.run_head_start(race, head, options.stop)
         outcome = None
-        left = None if seconds is None else left_of(seconds, began)
+        left = None if seconds is None else seconds - watch.elapsed()
         cpu_left = None if cpu is None else cpu - race.cpu()
         if race.verdict is None and not interrupted and (left is None or left > 0) and \
                 (cpu_left is None or cpu_left > 0):
@@ -491,7 +490,7 @@ class _Run:
         if seconds is not None and self.build_seconds.get(i, 0.0) >= seconds:
             return Outcome("unknown", None, floor,  # the time left would not even build it
                            stats={"cut": "no time left to build the model again"})
-        began = time.perf_counter()  # importing CP-SAT the first time counts too
+        watch = Stopwatch()  # importing CP-SAT the first time counts too
         cp = import_within("memplan.solver.cp_search", seconds)  # CP-SAT: when first needed
         if cp is None:
             return Outcome("unknown", None, floor, stats={"cut": "no time left to import "
@@ -505,7 +504,7 @@ class _Run:
         model = build_model(part.problem.replace(capacity=top) if not minimize
                             else part.problem, lower_bound=floor, upper_bound=top,
                             minimize=minimize, by_section=options.sections)
-        built = time.perf_counter() - began
+        built = watch.elapsed()
         self.build_seconds[i] = built
         if seconds is not None:  # the build counts against the time limit
             seconds = max(0.0, seconds - built)
@@ -549,37 +548,39 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
          options: ExactOptions | None = None, **keywords) -> Plan:
     """The exact planner (see the module doc).
 
-    ``options`` is an `ExactOptions` record, which carries the time limit and
-    seed too (leave the budget and ``seed`` unset then); without it, the
-    fields of `ExactOptions` come as keywords and the budget gives its
-    ``time_limit`` (`Budget.limit`) and ``cpu``. `settings.time_limit` bounds
-    the whole run on the wall clock, down to CP-SAT's ``max_time_in_seconds``
-    (`memplan.solver.cp_params.cp_solver`); the stages share it in CPU
-    seconds: the warm start's share, then each part's share of what is left
-    (`_Run.solve_part`), so that a busy machine takes the same steps, later.
+    ``options`` is an `ExactOptions` record, which carries the seed too (leave
+    ``seed`` unset then); without it, the fields of `ExactOptions` come as
+    keywords. The budget (``time_limit=`` and ``cpu=`` at the door, or the
+    deprecated fields of the record) bounds the whole run on the wall clock,
+    down to CP-SAT's ``max_time_in_seconds`` (`memplan.solver.cp_params
+    .cp_solver`); the stages share its allowance in CPU seconds: the warm
+    start's share, then each part's share of what is left (`_Run.solve_part`),
+    so that a busy machine takes the same steps, later.
     """
-    began, before = budget.began, CpuClock(process=True).start()
-    timed = budget.limit is not None or budget.cpu is not None
+    before = CpuClock(process=True).start()
     if options is None:
-        settings = ExactOptions.from_kwargs(time_limit=budget.limit, cpu=budget.cpu,
-                                            seed=seed, **keywords)
+        settings = ExactOptions.from_kwargs(seed=seed, **keywords)
     elif not isinstance(options, ExactOptions):
         raise TypeError(f"planner 'exact' takes options=ExactOptions(...), "
                         f"not {type(options).__name__}")
-    elif keywords or timed or seed != 0:
+    elif keywords or seed != 0:
         raise TypeError("planner 'exact': give options=ExactOptions(...) or keyword options "
-                        "(time_limit, seed, ...), not both")
+                        "(seed, threads, ...), not both")
     else:
         settings = options
+    if settings.time_limit is not None or settings.cpu is not None:  # deprecated fields: they
+        budget = Budget.of_limit(  # fill in what the caller's budget does not say
+            settings.time_limit if budget.limit is None else budget.limit,
+            cpu=settings.cpu if budget.cpu is None else budget.cpu)
     check_single_region(problem)
     working = _single_region(problem)
     stats: dict = {}
     if hint is None and canonical_first(working, settings):
         stats["warm_start"] = "skipped: the canonical search starts at once"
     else:
-        hint = _warm_start(working, hint, settings, stats, began)
-    ceiling = _ceiling(working, hint, settings.time_limit)
-    run = _Run(working, settings, hint, began, taken=before.spent())  # one core so far
+        hint = _warm_start(working, hint, settings, stats, budget)
+    ceiling = _ceiling(working, hint, budget.limit)
+    run = _Run(working, settings, hint, budget, taken=before.spent())  # one core so far
     stats.update(parts=len(run.parts), scale=run.parts[0].scale if run.parts else 1,
                  mode="minimise" if run.minimize else "fit")
     run.report()  # the warm start's arena and the lower bound, at once
@@ -602,7 +603,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
                     break
         except KeyboardInterrupt:  # Ctrl-C between two searches: keep what we have
             stats["interrupted"] = True
-    result = _plan(problem, run, stats, time.perf_counter() - began, ceiling)
+    result = _plan(problem, run, stats, budget.elapsed(), ceiling)
     result.stats["cut_short"] = not result.stats["interrupted"] and (  # by the time limit
         result.status == "unknown" or (result.status == "feasible" and run.minimize and not
                                        settings.within_gap(result.arena_size, result.best_bound)))

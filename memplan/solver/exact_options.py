@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from fractions import Fraction
 
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, renamed_keyword
 from memplan.limits import check_time_limit, check_workers, whole
 from memplan.options import option, renamed_fields
 
@@ -29,10 +29,10 @@ class Progress:
 class ExactOptions:
     """How the exact planner searches. Defaults are the best measured settings."""
 
-    time_limit: float | None = option(None, "wall seconds for the whole run; None = until proven")
-    cpu: float | None = option(None, "CPU seconds (per thread) the stages share, a caller's "
-                                     "share of its own limit, within time_limit; None: "
-                                     "time_limit")
+    time_limit: float | None = option(None, "deprecated: plan_with's time_limit= (or budget=) "
+                                      "bounds the run")
+    cpu: float | None = option(None, "deprecated: a budget= with a CPU allowance (memplan"
+                                     ".budget.Budget)")
     seed: int = option(0, "CP-SAT's random seed")
     threads: int = option(0, "CP-SAT search threads; 0 = one per core")
     deterministic: bool = option(False, "same plan every run: interleaved threads, time limit "
@@ -81,8 +81,10 @@ class ExactOptions:
     absolute_gap: int = option(0, "stop once arena - proven bound is at most this many bytes")
 
     def __post_init__(self):
-        object.__setattr__(self, "time_limit", check_time_limit(self.time_limit, "time_limit"))
-        object.__setattr__(self, "cpu", check_time_limit(self.cpu, "cpu"))
+        for name in ("time_limit", "cpu"):  # the run's limit is its budget= (one release)
+            value = check_time_limit(getattr(self, name), name)
+            object.__setattr__(self, name, renamed_keyword(name, value, "budget", None,
+                                                           where="ExactOptions"))
         if self.threads != 0:  # 0: one per core
             check_workers(self.threads, "threads")
         if not 0 <= self.relative_gap < 1:
@@ -101,10 +103,6 @@ class ExactOptions:
         by_share = Fraction(floor) / (1 - Fraction(self.relative_gap)) if self.relative_gap \
             else floor
         return max(floor + self.absolute_gap // scale, math.floor(by_share))
-
-    def budget(self) -> float | None:
-        """The CPU seconds (per thread) the stages share: ``cpu``, else the time limit."""
-        return self.time_limit if self.cpu is None else self.cpu
 
     def within_gap(self, arena: int, bound: int) -> bool:
         """Whether ``arena`` is close enough to the proven ``bound`` to stop searching."""

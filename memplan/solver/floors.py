@@ -46,12 +46,11 @@ one, CP-SAT's bound or an exhausted fit.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from memplan.budget import left_of
+from memplan.budget import Stopwatch
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solver import canonical
@@ -172,7 +171,7 @@ def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
     the part that the whole relaxation found, if it fits (not always at the
     floor: the spanning buffers' alignment may lift it).
     """
-    began = time.perf_counter()
+    watch = Stopwatch()
     lifted = Lifted(floor)
     rungs = ladder(problem, floor, widths)
     spent, used, i = 0, 0.0, 0  # nodes, CPU seconds
@@ -180,7 +179,7 @@ def raise_floor(problem: Problem, floor: int, *, seconds: float | None = None,
         if stop is not None and stop.is_set():
             lifted.interrupted = True
             break
-        left = None if seconds is None else left_of(seconds, began)
+        left = None if seconds is None else seconds - watch.elapsed()
         budget = None if nodes is None else nodes - spent
         cpu_left = None if cpu is None else cpu - used
         if any(rest is not None and rest <= 0 for rest in (left, budget, cpu_left)):

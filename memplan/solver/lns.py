@@ -52,14 +52,13 @@ floor's gap.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import CpuClock, to_deadline
+from memplan.budget import CpuClock, Stopwatch, to_deadline
 from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.shares import WINDOW_CPU
 from memplan.solver.cp_params import cp_solver
@@ -252,12 +251,12 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     `WINDOW_CPU` CPU seconds a worker (`cpu_budget.CpuCap`; fewer when the caller's ``cpu``
     budget has less left), and never past ``seconds`` (wall, the caller's limit; None:
     none) from the call (building the model counts: none left, no solve)."""
-    began = time.perf_counter()
+    watch = Stopwatch()
     if n_free > CLIQUE_MOST and sub.starts[:n_free].max() < sub.ends[:n_free].min():
         return None, False, {"built": 0.0, "clique": True}
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
-    built = time.perf_counter() - began
+    built = watch.elapsed()
     if seconds is not None and seconds - built <= 0.01:
         return None, False, {"built": built}
     cp = model.cp
@@ -290,13 +289,13 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
     """The part's plan improved window by window (see the module doc); never worse.
     ``seconds``: wall seconds (the caller's limit); ``cpu``: CPU seconds per worker of the
     whole search, windows and the work between them (a caller's share; None: none)."""
-    began, clock = time.perf_counter(), CpuClock(options.threads or 1, process=True).start()
+    watch, clock = Stopwatch(), CpuClock(options.threads or 1, process=True).start()
     hood = _Neighbourhoods(problem, offsets, options.seed)
     size = START_SIZE
     stats = {"windows": 0, "improved": 0, "solved": 0, "start_arena": int(hood.tops.max()),
              "cpu": 0.0}  # CPU seconds of the windows' CP-SAT runs, per worker
     result = LnsResult(hood.offsets, stats)
-    deadline = math.inf if seconds is None else began + seconds
+    deadline = math.inf if seconds is None else watch.began + seconds
     stalled = 0  # windows in a row that did not lower the arena
     build = 0.0  # seconds the last window's sub-problem and model took to build
     try:
@@ -308,7 +307,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                     (options.stop is not None and options.stop.is_set()):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
-            picking = time.perf_counter()
+            picking = Stopwatch()
             for attempt in range(3):  # a window with too many obstacles: a smaller one
                 picked = hood.pick(size >> attempt)
                 if picked is None:
@@ -324,7 +323,7 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                 break
             n_free = len(free)
             sub = hood.sub_problem(members, n_free)
-            picked_seconds = time.perf_counter() - picking  # choosing the window, its problem
+            picked_seconds = picking.elapsed()  # choosing the window, its problem
             arena = int(hood.tops.max())
             window_seconds = None if seconds is None else left - picked_seconds
             if window_seconds is not None and window_seconds <= 0:

@@ -33,13 +33,12 @@ built and the warm start stays, with its ranked bound as the gap.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from memplan.bounds import ranked_live_bound, time_overlap_count
-from memplan.budget import Budget, left_of
+from memplan.budget import Budget
 from memplan.groups import AliasUnits, alias_units, combine_congruences
 from memplan.options import option, parse_options
 from memplan.plan import Plan, gap_of
@@ -222,10 +221,10 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
          **options) -> Plan:
     """Shared objects of least total size, proven optimal or with a proven gap (see the
     module doc); ``hint``: a valid plan whose units at one offset form a warm start."""
-    began = budget.began  # it spends wall seconds (`Budget.wall_end`), no CPU allowance
     chosen_options = parse_options(NAME, DEFAULTS, options)
     check_single_region(problem)
     seconds = SHARED_OBJECTS_UNTIMED_SECONDS if budget.seconds is None else budget.seconds
+    # it spends wall seconds from the budget's start (`Budget.wall_end`), no CPU allowance
     greedy = plan_with(GREEDY, problem, budget=Budget.of_limit(seconds))
     units = alias_units(problem)
     start, end = spans(problem, units)
@@ -242,7 +241,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
                                                                        end[chosen])
     objects, status = warm, "not run"
     if warm.total > bound and pairs <= MAX_PAIRS:
-        left = left_of(seconds, began)
+        left = seconds - budget.elapsed()
         objects, proven, status = solve_objects(
             problem, units, chosen, start, end, warm, seconds=max(left, 0.0),
             threads=chosen_options.threads, seed=seed)
@@ -259,7 +258,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
         relax = objects_of(hint, units, chosen, start, end)
         stats["hint_total"] = None if relax is None else relax.total
     return Plan.from_offsets(problem, lay_out(units, objects, chosen), planner=NAME,
-                             seconds=time.perf_counter() - began, stats=stats)
+                             seconds=budget.elapsed(), stats=stats)
 
 
 plan.options = DEFAULTS

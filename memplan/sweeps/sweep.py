@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import os
 import re
-import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from memplan.budget import Stopwatch
 from memplan.errors import ProblemError, renamed, require
 from memplan.options import options_record
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
@@ -150,7 +151,7 @@ def _sweep(models, settings: SweepOptions, client, progress, on_row) -> pd.DataF
     import pandas as pd
 
     require("distributed", "sweep", "memplan sweep (Dask)")
-    began = time.perf_counter()
+    watch = Stopwatch()
     scheduler = None if settings.scheduler is None else scheduler_address(settings.scheduler)
     tasks = make_tasks(models, dims=settings.dims, batches=settings.batches,
                        capacities=settings.capacities, planners=settings.planners,
@@ -166,7 +167,7 @@ def _sweep(models, settings: SweepOptions, client, progress, on_row) -> pd.DataF
     try:
         if todo:
             with _engine(client, scheduler, settings.workers) as engine:
-                startup = time.perf_counter() - began
+                startup = watch.elapsed()
                 nworkers = len(engine.scheduler_info().get("workers", {}))
                 if settings.plans is not None:
                     os.makedirs(settings.plans, exist_ok=True)
@@ -179,7 +180,7 @@ def _sweep(models, settings: SweepOptions, client, progress, on_row) -> pd.DataF
     table = pd.DataFrame([found[t.key] for t in tasks if t.key in found], columns=list(COLUMNS))
     table = table.astype(COLUMNS)
     table.attrs.update(interrupted=interrupted, skipped=len(tasks) - len(todo), ran=len(rows),
-                       wall_seconds=time.perf_counter() - began, startup_seconds=startup,
+                       wall_seconds=watch.elapsed(), startup_seconds=startup,
                        workers=nworkers,
                        tasks=len(tasks))
     return table
@@ -191,7 +192,7 @@ def _run(engine, todo: list[Task], rows: dict, writer, progress, retries: int, o
     from distributed import wait
     from distributed.client import FIRST_COMPLETED
 
-    run = f"memplan-sweep-{os.getpid()}-{time.time_ns():x}"  # unique keys on a shared cluster
+    run = f"memplan-sweep-{os.getpid()}-{uuid.uuid4().hex[:12]}"  # unique keys on a shared cluster
     futures = {engine.submit(run_task, task, plans, key=f"{run}-{i}", pure=False,
                              retries=retries): task
                for i, task in enumerate(todo)}

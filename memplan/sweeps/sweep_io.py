@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import csv
 import os
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+from memplan.budget import Stopwatch
 from memplan.errors import ProblemError
 from memplan.shares import PARQUET_EVERY
 
@@ -81,7 +81,7 @@ class RowWriter:
                 raise ProblemError("Parquet output needs pyarrow: pip install "
                                    "'memplan[parquet]' (or write .csv)", file=str(path)) from None
         self._rows: list[dict[str, Any]] = []  # Parquet: every row, rewritten together
-        self._written = 0.0
+        self._written = Stopwatch(ago=PARQUET_EVERY)  # the first rows are written at once
         self._file = None
         self._csv = None
         self._repaired = False  # the CSV's tail was checked (once per writer)
@@ -103,7 +103,7 @@ class RowWriter:
             self._append_csv(row)
             return
         self._rows.append(row)
-        if time.monotonic() - self._written >= PARQUET_EVERY:
+        if self._written.elapsed() >= PARQUET_EVERY:
             self._write_parquet()
 
     def _append_csv(self, row: dict[str, Any]) -> None:
@@ -139,7 +139,7 @@ class RowWriter:
         table = pd.DataFrame(self._rows, columns=list(COLUMNS)).astype(COLUMNS)
         table.to_parquet(temporary, index=False)
         os.replace(temporary, self.path)
-        self._written = time.monotonic()
+        self._written = Stopwatch()
 
     def close(self) -> None:
         if self._file is not None:

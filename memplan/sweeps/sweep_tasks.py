@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from memplan.budget import Stopwatch
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.formats.readers import READERS
 from memplan.limits import check_capacity, check_time_limit, check_workers
@@ -271,7 +271,7 @@ def _plan(task: Task, problem):
 def run_task(task: Task, plans: str | None = None) -> dict[str, Any]:
     """Load, plan and validate one task where it runs; its row (errors included, never raised).
     ``plans``: a folder to write the plan into (`memplan.sweeps.sweep_plans`)."""
-    began = time.perf_counter()
+    watch = Stopwatch()
     exact_peak = _reset_peak()
     row: dict[str, Any] = {"task": task.key, "model": task.model, "path": task.path,
                            "bindings": task.bindings, "batch": task.batch,
@@ -297,7 +297,7 @@ def run_task(task: Task, plans: str | None = None) -> dict[str, Any]:
         if task.capacity not in (FROM_FILE, None):
             row.setdefault("capacity", task.capacity)
         row.update(status="error", error=f"{type(error).__name__}: {error}")
-    row.update(total_seconds=time.perf_counter() - began,
+    row.update(total_seconds=watch.elapsed(),
                peak_memory=_peak_memory() if exact_peak else None, worker=_worker_name())
     return finish_row(row)
 

@@ -45,7 +45,6 @@ with ``fallback="relax"`` left to Relax with a warning. Every function gets a
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +53,7 @@ import tvm
 
 from memplan.api import SolveOptions, solve
 from memplan.bounds import lower_bound
+from memplan.budget import Budget, Stopwatch
 from memplan.errors import MemplanError, ProblemError, renamed_keyword
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -189,7 +189,7 @@ class _PlanMemory:
         """The shared storages of ``layout``'s tensors within the device's cap, as
         (the layout of the storages they replace, groups of tensor ids), or None when
         Relax's stay (see the module docstring)."""
-        began = time.perf_counter()
+        watch = Stopwatch()
         cap = self.caps.get(kind, self.caps.get(ANY_KIND, STORAGE_CAPS.get(kind)))
         within = [var for var, size in zip(layout.storages, layout.storage_bytes, strict=True)
                   if cap is None or size <= cap]
@@ -200,7 +200,7 @@ class _PlanMemory:
         problem = part.problem
         hint = Plan.from_offsets(problem, [part.relax_offsets[i] for i in problem.ids],
                                  planner="relax")
-        plan = plan_with(SHARED_PLANNER, problem, time_limit=self.options.time_limit,
+        plan = plan_with(SHARED_PLANNER, problem, budget=Budget.of_limit(self.options.time_limit),
                          seed=self.options.seed, hint=hint,
                          threads=self.options.threads or 0)
         check(problem, plan)  # the independent validator, again, before any rewrite
@@ -215,7 +215,7 @@ class _PlanMemory:
             layout.function, layout.device, len(problem), layout.relax_bytes,
             kept + (total if smaller else part.relax_bytes), kept + stats["objects_bound"],
             stats["objects_status"] if smaller else "relax",
-            stats["objects_gap"] if smaller else 0.0, time.perf_counter() - began,
+            stats["objects_gap"] if smaller else 0.0, watch.elapsed(),
             "planned" if smaller else "kept Relax's: memplan's is no smaller", problem, plan,
             "shared", len(groups) if smaller else len(part.storages))
         self._report(report)
@@ -230,7 +230,7 @@ class _PlanMemory:
                       f"of {cap:,} bytes", stacklevel=4)
 
     def _plan(self, layout: RelaxLayout) -> FunctionReport:
-        began = time.perf_counter()
+        watch = Stopwatch()
         problem = layout.problem
         plan = solve(problem, self.options)
         check(problem, plan)  # the independent validator, again, before any rewrite
@@ -238,7 +238,7 @@ class _PlanMemory:
         report = FunctionReport(
             layout.function, layout.device, len(problem), layout.relax_bytes,
             plan.arena_size if smaller else layout.relax_bytes, lower_bound(problem),
-            plan.status, plan.gap, time.perf_counter() - began,
+            plan.status, plan.gap, watch.elapsed(),
             "planned" if smaller else "kept Relax's: memplan's is no smaller", problem, plan)
         self._report(report)
         return report
