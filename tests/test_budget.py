@@ -104,13 +104,17 @@ def test_a_budget_of_a_limit_keeps_the_limit_and_the_seconds_to_run():
 
 
 def test_a_stopwatch_times_wall_and_cpu_seconds():
+    """CPU seconds never outrun wall seconds, but the two clocks are read a few
+    microseconds apart and tick at their own resolutions: a millisecond is allowed."""
     watch = budget.Stopwatch()
     _burn(0.02)
-    assert watch.elapsed() >= watch.cpu_elapsed() >= 0.015
+    cpu = watch.cpu_elapsed()
+    assert watch.elapsed() >= cpu - 1e-3 and cpu >= 0.015
     assert budget.Stopwatch(ago=5.0).elapsed() >= 5.0  # a run timed elsewhere
     clock = Budget.of_limit(None)  # a budget is one too: its seconds since it was made
     _burn(0.01)
-    assert clock.elapsed() >= clock.spent() >= 0.005
+    spent = clock.spent()
+    assert clock.elapsed() >= spent - 1e-3 and spent >= 0.005
 
 
 def test_the_allowance_is_the_cpu_else_the_limit_and_a_stage_gets_the_wall_left():
