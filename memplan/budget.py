@@ -299,11 +299,5 @@ class CpuClock:
         self.began = self._now()
         return self
 
-    def stage(self, cpu: float | None = None) -> Budget:
-        """A child budget for one stage's planner starting now: the wall time left to the
-        deadline, at least `MIN_STAGE_SECONDS` (`wall_left`; None: no limit), and an
-        allowance of ``cpu`` seconds."""
-        return Budget.of_limit(wall_left(self.deadline), cpu=cpu)
-
     def spent(self) -> float:
         return self._now() - self.began
