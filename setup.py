@@ -1,13 +1,14 @@
-"""Build step for memplan's four compiled kernels (everything else is in pyproject.toml).
+"""Build step for memplan's compiled kernels (everything else is in pyproject.toml).
 
 The canonical search of the exact planner (`memplan.solver.canonical`), the
 heuristics' order x placement pass and time sweep
 (`memplan.heuristics.compiled_place`) and their order search
 (`memplan.heuristics.anneal`) and the ONNX reader's field walk
-(`memplan.onnx.onnx_weightless`) run in C. The extensions are optional:
+(`memplan.onnx.onnx_weightless`), the validator's sweep (`memplan.validate`) and the
+alias groups' union-find (`memplan.problem.alias_components`) run in C. The extensions are optional:
 without a C compiler the package still installs, the exact planner uses CP-SAT
-alone, the heuristics place in numpy and sweep in Python, and the ONNX reader
-walks fields in Python.
+alone, the heuristics place in numpy and sweep in Python, the ONNX reader
+walks fields, the validator sweeps and the union-find joins in Python.
 """
 
 from setuptools import Extension, setup
@@ -16,6 +17,8 @@ setup(ext_modules=[Extension("memplan.solver._canonical_kernel",
                              ["memplan/solver/_canonical_kernel.c"],
                              extra_compile_args=["-O3"], optional=True),
                    Extension("memplan._validate_kernel", ["memplan/_validate_kernel.c"],
+                             extra_compile_args=["-O3"], optional=True),
+                   Extension("memplan._union_find", ["memplan/_union_find.c"],
                              extra_compile_args=["-O3"], optional=True),
                    Extension("memplan.heuristics._placement_kernel",
                              ["memplan/heuristics/_placement_kernel.c"],

@@ -35,6 +35,11 @@ import numpy as np
 from memplan.errors import ProblemError
 from memplan.limits import MAX_BYTES, check_extent, int_column, whole
 
+try:
+    from memplan._union_find import union_find as _union_find_kernel
+except ImportError:  # the extension is optional: `union_find` gives the same groups
+    _union_find_kernel = None
+
 KINDS: tuple[str, ...] = ("activation", "input", "output", "scratch", "weight")
 NO_OFFSET = -1  # in `Problem.pinned`: the buffer is not pinned
 
@@ -550,22 +555,39 @@ def alias_components(problem: Problem, aliases) -> tuple[np.ndarray, np.ndarray,
     n = len(problem)
     if len(aliases) == 0:
         return _readonly(np.arange(n)), _readonly(np.zeros(n)), _readonly([])
-    aliases = [int(k) for k in aliases]
-    src, dst = problem.alias_src.tolist(), problem.alias_dst.tolist()
-    delta = problem.alias_delta.tolist()
-    root, to_root, contradicting = union_find(n, ((src[k], dst[k], delta[k]) for k in aliases))
+    aliases = np.asarray(aliases, np.int64)
+    edges = (problem.alias_src[aliases], problem.alias_dst[aliases],
+             problem.alias_delta[aliases])
+    found = _compiled_union_find(n, *edges)
+    root, to_root, contradicting = found if found is not None else \
+        union_find(n, zip(*(column.tolist() for column in edges), strict=True))
     return (_readonly(root), _readonly(to_root),
-            _readonly([aliases[j] for j in contradicting]))
+            _readonly(aliases[np.asarray(contradicting, np.int64)]))
+
+
+def _compiled_union_find(n: int, a: np.ndarray, b: np.ndarray, d: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`union_find` of the edges ``(a[j], b[j], d[j])`` in C (``memplan/_union_find.c``: the
+    same steps, the same roots), or None where it is not built or a difference would pass
+    int64 (the Python loop then)."""
+    if _union_find_kernel is None:
+        return None
+    try:
+        found = _union_find_kernel(n, *(np.ascontiguousarray(x, np.int64) for x in (a, b, d)))
+    except OverflowError:
+        return None
+    root, to_root, contradicting = (np.frombuffer(part, np.int64) for part in found)
+    return root, to_root, contradicting
 
 
 def union_find(n: int, edges) -> tuple[list[int], list[int], list[int]]:
     """Components of ``n`` items joined by ``edges`` ``(a, b, d)``: ``x[b] == x[a] + d``.
 
     The one union-find of the package (the validator keeps its own, to stay
-    independent). Returns per item its component's root and ``x[i] -
-    x[root]``, and the positions of the edges that contradict the ones before
-    them (left out). Use ``d = 0`` for plain connectivity. O((n + e) log n)
-    with path halving.
+    independent); `alias_components` runs its compiled twin when it is built.
+    Returns per item its component's root and ``x[i] - x[root]``, and the
+    positions of the edges that contradict the ones before them (left out).
+    Use ``d = 0`` for plain connectivity. O((n + e) log n) with path halving.
     """
     parent = list(range(n))
     to_parent = [0] * n  # x[i] - x[parent[i]]

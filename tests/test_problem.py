@@ -105,3 +105,29 @@ def test_replace_keeps_every_field():
     assert list(copy.buffers) == list(problem.buffers)
     assert copy.aliases == problem.aliases and copy.regions == problem.regions
     assert copy.conflicts.tolist() == [[0, 2]] and copy.widths.tolist() == [4, 8, 4]
+
+
+def test_the_compiled_union_find_gives_the_python_loops_groups():
+    """Random alias graphs, contradictions included: the same roots, differences and
+    contradicting edges from the C kernel as from `union_find`'s Python loop."""
+    from memplan.problem import _compiled_union_find, union_find
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n, e = int(rng.integers(1, 60)), int(rng.integers(0, 120))
+        a, b = rng.integers(0, n, e), rng.integers(0, n, e)
+        d = rng.integers(-3, 4, e) * (trial % 2)  # odd trials: differences, contradictions
+        compiled = _compiled_union_find(n, a, b, d)
+        assert compiled is not None  # the test extra builds the kernels
+        looped = union_find(n, zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
+        assert [part.tolist() for part in compiled] == [list(part) for part in looped]
+
+
+def test_the_compiled_union_find_leaves_differences_past_int64_to_python():
+    from memplan.problem import _compiled_union_find, union_find
+
+    big = np.int64(2**62)
+    a, b, d = np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([big, big, big])
+    assert _compiled_union_find(4, a, b, d) is None
+    root, to_root, _ = union_find(4, zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
+    assert root == [0] * 4 and to_root[3] == 3 * 2**62
