@@ -310,3 +310,23 @@ def test_a_static_view_of_a_transformed_constant_is_folded_with_its_base():
     problem = Problem(rows, aliases=[Alias("t", "v")], steps=steps)
     (folding,) = explain(problem).folding
     assert (folding.tensor, folding.buffers, folding.bound) == ("v", ("t", "v"), 300)
+
+
+def test_the_json_lists_every_tensor_one_a_line_and_reads_back_as_the_dataclasses():
+    """`json_text`: a long list (the tensors live at a peak) one compact item a line; the
+    document reads back equal to `dataclasses.asdict`'s, whichever encoder wrote it."""
+    from dataclasses import asdict
+
+    from memplan.diagnosis.explanation import LONG_LIST, json_text
+
+    many = LONG_LIST + 5
+    problem = Problem([Buffer(f"t{i}", 8 + i, 0, 2) for i in range(many)] +
+                      [Buffer('odd "id" \\ here', 1, 1, 3)])
+    found = explain(problem, plan_with("greedy_by_size", problem), time_limit=None)
+    text = json_text(found.to_dict())
+    expected = asdict(found)
+    expected.pop("_plot")
+    assert json.loads(text) == json.loads(json.dumps(expected))
+    lines = text.splitlines()
+    assert sum(line.startswith('{"id": "t') for line in lines) == many  # one tensor a line
+    assert len(found.peaks[0].tensors) == many + 1

@@ -12,7 +12,6 @@ explanation as JSON beside what is printed (``--quiet``: nothing printed).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain, plan_in_time
+from memplan.diagnosis.explanation import json_text
 from memplan.errors import ProblemError
 from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
@@ -147,10 +147,11 @@ def run(args: argparse.Namespace) -> int:
 def _show(found, args: argparse.Namespace) -> None:
     """The explanation to ``-o`` as JSON, and printed (as JSON with ``--json``) unless
     ``--quiet``."""
+    text = json_text(found.to_dict()) if args.output or (args.json and not args.quiet) \
+        else None
     if args.output:
-        text = json.dumps(found.to_dict(), indent=1) + "\n"
-        write_atomically(args.output, lambda temporary: Path(temporary).write_text(text))
+        write_atomically(args.output, lambda temporary: Path(temporary).write_text(text + "\n"))
     if not args.quiet:
-        print(json.dumps(found.to_dict(), indent=1) if args.json else found)
+        print(text if args.json else found)
 
 
