@@ -25,6 +25,9 @@ EXPLAIN_CPU_PER_BUFFER = 9e-6  # explain: a buffer's share of what it does whate
 # (the peak and its tensors, the bound, the producers and readers; beside the plan's pass and
 # check): the most measured at 300k buffers, load 11: decoder 9.0 us (steps and aliases),
 # training step 3.2, network-like 0.9
+CHANGE_CPU_PER_BUFFER = 1.2e-6  # explain: a buffer's share of one remedy measured (the
+# problem rebuilt with one tensor changed, its bound: 1.2 CPU-s at 1M training buffers,
+# load 9): a remedy starts only if this much is left, the first one too
 EXPLAIN_PLAN_SHARE = 1 / 3  # explain: of the time left after loading, the CPU seconds of the
 # plan whose gap is explained (its wall limit: the time left less COMMAND_LEAST_SHARE)
 

@@ -330,3 +330,19 @@ def test_the_json_lists_every_tensor_one_a_line_and_reads_back_as_the_dataclasse
     lines = text.splitlines()
     assert sum(line.startswith('{"id": "t') for line in lines) == many  # one tensor a line
     assert len(found.peaks[0].tensors) == many + 1
+
+
+def test_a_remedy_starts_only_when_its_estimated_rebuild_fits_the_deadline(monkeypatch):
+    """The first remedy too is priced before it runs (`CHANGE_CPU_PER_BUFFER` a buffer):
+    when that would pass the deadline, none runs and the cut is named."""
+    import time
+
+    from memplan.diagnosis import what_if
+
+    problem = Problem([Buffer("a", 8, 0, 3), Buffer("b", 4, 1, 2)])
+    deadline = time.perf_counter() + 30.0
+    cut: list[str] = []
+    assert what_if.remedies(problem, ["a"], deadline=deadline, cut=cut) and not cut
+    monkeypatch.setattr(what_if, "CHANGE_CPU_PER_BUFFER", 60.0)  # 120 s for two buffers
+    assert what_if.remedies(problem, ["a"], deadline=deadline, cut=cut) == []
+    assert cut == ["remedies"]

@@ -32,9 +32,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import Stopwatch, ends_after, past
+from memplan.budget import Stopwatch, ends_after
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Alias, Buffer, Problem, alias_components
+from memplan.shares import CHANGE_CPU_PER_BUFFER
 
 CHANGES = ("end_earlier", "recompute", "split")
 
@@ -114,12 +115,14 @@ def remedies(problem: Problem, tensors: list[str], *, bound: int | None = None,
              links: tuple[dict[str, int], dict[str, list[int]]] | None = None) -> list[Remedy]:
     """Each change of `CHANGES` that applies to each of ``tensors``, measured; those that
     would not end by ``deadline`` (a `time.perf_counter` value; each is taken to last as
-    long as the one before) are left out, and then ``"remedies"`` is added to ``cut``.
+    long as the one before, the first `CHANGE_CPU_PER_BUFFER` a buffer) are left out, and
+    then ``"remedies"`` is added to ``cut``.
     ``links``: `producers_and_readers` of the problem, when the caller has them."""
     bound = lower_bound(problem) if bound is None else bound
     producer, readers = producers_and_readers(problem) if links is None else links
     found = []
-    last = 0.0  # wall seconds of the last change measured
+    last = len(problem) * CHANGE_CPU_PER_BUFFER  # wall seconds of the last change measured
+    # (before the first: its CPU seconds as a quiet machine gives them)
     for id in tensors:
         b = problem.buffer(problem.index(id))
         tried: list[tuple[str, dict[str, list[Buffer]], str]] = []
@@ -174,14 +177,16 @@ def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200,
                    ) -> tuple[int | None, list[Remedy]]:
     """``(floor, remedies)``: the bound under the plan's alias choices (None: the limit
     passed before it), and per optional alias
-    the plan did not take (at most ``most`` of them, and those started by ``deadline``, a
-    `time.perf_counter` value, else ``"in-place aliases"`` is added to ``cut``) the floor
+    the plan did not take (at most ``most`` of them, and those that end by ``deadline``, a
+    `time.perf_counter` value, each a rebuild of `CHANGE_CPU_PER_BUFFER` a buffer, else
+    ``"in-place aliases"`` is added to ``cut``) the floor
     if it took that one too."""
     untaken = untaken_aliases(problem, plan)
     if not untaken:
         return lower_bound(problem), []
-    if past(deadline):  # the floor is a bound of the problem with fewer aliases: one more
-        if cut is not None:  # pass the limit has no room for
+    rebuild = len(problem) * CHANGE_CPU_PER_BUFFER
+    if ends_after(rebuild, deadline):  # the floor: a bound of the problem with fewer
+        if cut is not None:  # aliases, one more rebuild the limit has no room for
             cut.append("in-place aliases")
         return None, []
     dropped = set(untaken)
@@ -200,7 +205,7 @@ def alias_remedies(problem: Problem, plan: Plan, *, most: int = 200,
     live_roots = set(root[(chosen.starts <= peak) & (chosen.ends > peak)].tolist())
     found = []
     for k in untaken[:most]:
-        if past(deadline):
+        if ends_after(rebuild, deadline):
             if cut is not None:
                 cut.append("in-place aliases")
             break
