@@ -16,6 +16,9 @@ POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap reads its clock an
 
 # --- commands (memplan.cli): the limit counts from when memplan began to load
 COMMAND_LEAST_SHARE = 0.1  # of --time-limit: what the work keeps however long loading took
+COMMAND_SLACK = 0.1  # of --time-limit: what a command may end past it, its reading aside
+# (the promise: the limit + 10 % + reading the file); a command whose work no limit cuts
+# needs more after the reading says so first
 OUTPUT_CPU_PER_BUFFER = 5e-6  # a buffer's writing, per output file (JSON: about 4 us; CSV,
 # C header and page less): kept off the solve's limit at the command's pace
 CEILING_CPU_PER_BUFFER = 3.5e-6  # a buffer's share of the work every solve does whatever

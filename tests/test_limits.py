@@ -181,6 +181,23 @@ def test_commands_say_first_when_the_work_no_limit_cuts_cannot_fit(monkeypatch, 
     assert said[0].endswith("s more, beyond --time-limit 5")
 
 
+def test_a_long_reading_alone_is_not_said_the_work_after_it_is(monkeypatch, capsys):
+    """The limit promises its seconds + 10 % after the reading: a reading of 100 s with
+    work that fits is silent; work of the limit + 10 % and more after it is said, with the
+    estimate of `CEILING_CPU_PER_BUFFER` a buffer at the command's pace."""
+    monkeypatch.setattr(checks, "command_spent", lambda: 100.0)
+    monkeypatch.setattr(checks, "command_pace", lambda: 1.0)
+    per_second = int(1 / checks.CEILING_CPU_PER_BUFFER)  # buffers a CPU second
+    checks.warn_beyond_limit("solve", 5 * per_second, 5.0, "one pass")  # 5 s: fits 5.5
+    assert capsys.readouterr().err == ""
+    checks.warn_beyond_limit("solve", 6 * per_second, 5.0, "one pass")  # 6 s: does not
+    said = capsys.readouterr().err
+    assert said.startswith("memplan solve: ") and "reading took 100.0 s" in said
+    assert said.rstrip().endswith("need about 6.0 s more, beyond --time-limit 5")
+    checks.warn_beyond_limit("solve", 5 * per_second, 5.0, "one pass", after=1.0)  # outputs
+    assert "need about 6.0 s more" in capsys.readouterr().err
+
+
 def _changed_row_by_row(problem, changes):
     """The changed problem built from `Buffer` rows, as explain built it before."""
     buffers = [piece for b in problem.buffers for piece in changes.get(b.id, [b])]

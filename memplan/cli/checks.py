@@ -32,7 +32,7 @@ from memplan.cli.exit_codes import BAD_INPUT
 from memplan.errors import ProblemError, printable_line
 from memplan.limits import check_capacity, check_time_limit, check_workers, parse_gap, parse_size
 from memplan.output_files import check_output
-from memplan.shares import CEILING_CPU_PER_BUFFER, COMMAND_LEAST_SHARE
+from memplan.shares import CEILING_CPU_PER_BUFFER, COMMAND_SLACK
 
 _NO_LIMIT = ("none", "inf", "infinity", "unlimited")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
@@ -225,17 +225,18 @@ def check_html_path(path: str | None, option: str = "--html") -> None:
 def warn_beyond_limit(command: str, buffers: int, limit: float | None, work: str, *,
                       per_buffer: float | None = None, after: float = 0.0) -> None:
     """One line on stderr, before the planning, when ``--time-limit`` cannot be kept: the
-    reading so far, the ``work`` no limit cuts (``per_buffer`` CPU seconds a buffer, default
+    ``work`` no limit cuts (``per_buffer`` CPU seconds a buffer, default
     `CEILING_CPU_PER_BUFFER`, on the clock at the command's pace so far) and ``after`` wall
-    seconds (the outputs) add up to more than the limit, and more than the
-    `COMMAND_LEAST_SHARE` of it that the work keeps however long the reading took. It says
-    how long: ``memplan explain: 1,000,000 buffers: reading took 14.2 s; ... need about
-    9.6 s more, beyond --time-limit 5``."""
+    seconds (the outputs) need more than the limit and its `COMMAND_SLACK` after the
+    reading (which the limit does not cover: a command given less than the reading took
+    keeps `COMMAND_LEAST_SHARE` of its limit for its work). It says how long: ``memplan
+    explain: 1,000,000 buffers: reading took 14.2 s; ... need about 9.6 s more, beyond
+    --time-limit 5``."""
     if limit is None or not math.isfinite(limit):
         return
     spent = command_spent()
     rate = CEILING_CPU_PER_BUFFER if per_buffer is None else per_buffer
     needed = buffers * rate * command_pace() + after
-    if spent + needed > limit and needed > COMMAND_LEAST_SHARE * limit:
+    if needed > (1 + COMMAND_SLACK) * limit:
         print(f"memplan {command}: {buffers:,} buffers: reading took {spent:.1f} s; {work} need "
               f"about {needed:.1f} s more, beyond --time-limit {limit:g}", file=sys.stderr)
