@@ -24,10 +24,11 @@ OUTPUT_CPU_PER_BUFFER = 5e-6  # a buffer's writing, per output file (JSON: about
 CEILING_CPU_PER_BUFFER = 3.5e-6  # a buffer's share of the work every solve does whatever
 # the limit: the bound, parts, units, the time sweep's pass and the validation of its plan
 # (measured at load 16: 3.2 CPU-s at 1M network-like buffers, 3.4 at 1M training)
-EXPLAIN_CPU_PER_BUFFER = 9e-6  # explain: a buffer's share of what it does whatever the limit
-# (the peak and its tensors, the bound, the producers and readers; beside the plan's pass and
-# check): the most measured at 300k buffers, load 11: decoder 9.0 us (steps and aliases),
-# training step 3.2, network-like 0.9
+EXPLAIN_CPU_PER_BUFFER = 4.5e-6  # explain: a buffer's share of what it does whatever the
+# limit (the peak and its tensors, the bound, the producers and readers; beside the plan's
+# pass and check): the most measured at 10^6 buffers, load 8-10, the whole command's CPU
+# less its reading and the plan's: decoder 4.2 us (steps and aliases), training step 2.1
+# (350k tensors at the peak), network-like 0.9
 CHANGE_CPU_PER_BUFFER = 1.2e-6  # explain: a buffer's share of one remedy measured (the
 # problem rebuilt with one tensor changed, its bound: 1.2 CPU-s at 1M training buffers,
 # load 9): a remedy starts only if this much is left, the first one too
