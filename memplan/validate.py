@@ -97,26 +97,40 @@ def _sharing(problem: Problem, offsets: np.ndarray) -> tuple[np.ndarray, set[tup
     and a -> c taken) does not let b and c share: an in-place write serves
     one output.
     """
-    parent = list(range(len(problem)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     src, dst = problem.alias_src, problem.alias_dst
     honoured = offsets[dst] == offsets[src] + problem.alias_delta
     mandatory = honoured & ~problem.alias_optional
-    for a, b in zip(src[mandatory].tolist(), dst[mandatory].tolist(), strict=True):
-        parent[find(a)] = find(b)
-    label = np.array([find(i) for i in range(len(problem))], dtype=np.int64) \
-        if mandatory.any() else np.arange(len(problem), dtype=np.int64)  # each its own
+    label = _components(len(problem), src[mandatory], dst[mandatory])
     optional = honoured & problem.alias_optional
     links = {(min(x, y), max(x, y)) for x, y in zip(label[src[optional]].tolist(),
                                                     label[dst[optional]].tolist(), strict=True)
              if x != y}
     return label, links
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per item of ``n``, the smallest item joined to it by the edges ``(a[k], b[k])``.
+
+    Rounds over all edges at once: each tree's root is hooked under the smallest root
+    it meets (always a smaller item: no cycle), then every pointer jumps to its root.
+    A tree that meets another merges in each round, so their number halves: O(log n)
+    rounds of O(n + e) numpy, where a Python loop took 1 us an item (0.4 CPU-s at
+    10^6 buffers). The validator's own (no planner's union-find), to stay independent."""
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        ra, rb = label[a], label[b]
+        apart = ra != rb
+        if not apart.any():
+            return label
+        ra, rb = ra[apart], rb[apart]
+        low = np.minimum(ra, rb)
+        np.minimum.at(label, ra, low)
+        np.minimum.at(label, rb, low)
+        while True:  # every pointer to its root
+            up = label[label]
+            if np.array_equal(up, label):
+                break
+            label = up
 
 
 def _offsets_of(problem: Problem, plan, found: list[Violation], limit: int) -> np.ndarray | None:

@@ -270,3 +270,23 @@ def test_the_compiled_sweep_agrees_with_python_with_thousands_live(seed):
         clash = ((problem.starts < problem.ends[a]) & (problem.starts[a] < problem.ends)
                  & (offsets < tops[a]) & (offsets[a] < tops)) if planted else np.zeros(n, bool)
         assert bool(listed) == (clash.sum() > 1)  # a clashes with itself
+
+
+def test_the_validators_alias_components_are_the_union_finds_partition():
+    """`_components` (numpy rounds) groups items as `memplan.problem.union_find` does, each
+    labelled by its group's smallest item, on random graphs and on a long chain."""
+    from memplan.problem import union_find
+    from memplan.validate import _components
+
+    rng = np.random.default_rng(3)
+    graphs = [(5000, np.arange(4999)[::-1], np.arange(1, 5000)[::-1])]  # a chain, backwards
+    for _ in range(100):
+        n, e = int(rng.integers(1, 80)), int(rng.integers(0, 150))
+        graphs.append((n, rng.integers(0, n, e), rng.integers(0, n, e)))
+    for n, a, b in graphs:
+        label = _components(n, a, b).tolist()
+        root, _, _ = union_find(n, zip(a.tolist(), b.tolist(), [0] * len(a), strict=True))
+        smallest = {}
+        for i, r in enumerate(root):
+            smallest.setdefault(r, i)
+        assert label == [smallest[r] for r in root]
