@@ -198,6 +198,22 @@ def test_a_long_reading_alone_is_not_said_the_work_after_it_is(monkeypatch, caps
     assert "need about 6.0 s more" in capsys.readouterr().err
 
 
+def test_explain_prices_its_own_work_at_its_constant(monkeypatch, tmp_path, capsys):
+    """`explain --planner none` says it cannot keep its limit when `EXPLAIN_CPU_PER_BUFFER`
+    a buffer, at the command's pace, needs more than the limit + 10 %, and not otherwise."""
+    from memplan.cli import explain as explain_command
+
+    path = tmp_path / "net.json"
+    write_problem(path, network_like(300, 4))
+    monkeypatch.setattr(checks, "command_pace", lambda: 1.0)
+    monkeypatch.setattr(explain_command, "EXPLAIN_CPU_PER_BUFFER", 4.5 / 300)
+    assert main(["explain", str(path), "--time-limit", "5", "--planner", "none"]) == 0
+    assert "beyond" not in capsys.readouterr().err  # 4.5 s of 5.5
+    monkeypatch.setattr(explain_command, "EXPLAIN_CPU_PER_BUFFER", 6.0 / 300)
+    assert main(["explain", str(path), "--time-limit", "5", "--planner", "none"]) == 0
+    assert "need about 6.0 s more, beyond --time-limit 5" in capsys.readouterr().err
+
+
 def _changed_row_by_row(problem, changes):
     """The changed problem built from `Buffer` rows, as explain built it before."""
     buffers = [piece for b in problem.buffers for piece in changes.get(b.id, [b])]
