@@ -82,8 +82,9 @@ def _markdown(table) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``memplan compare``: read every model (one line when the work no limit cuts cannot
-    fit ``--time-limit`` then, `warn_beyond_limit`), run the planners, print the table."""
+    """``memplan compare``: read every model (one line when the work no limit cuts needs more
+    than ``--time-limit`` + 10 % after the reading, `warn_beyond_limit`), run the planners,
+    print the table."""
     if args.output:
         check_output_path(args.output, "-o")  # before any planning
     import pandas  # noqa: F401  (the table's, 0.5-4 s: before the limit's least share is set)

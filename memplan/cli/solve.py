@@ -94,9 +94,9 @@ def _from_start(options: api.SolveOptions, buffers: int, outputs: int) -> api.So
     does what writing ``outputs`` files of ``buffers`` buffers will take
     (`OUTPUT_CPU_PER_BUFFER`, on the clock at the command's pace so far: a quarter of a core
     beside busy processes makes it 4x longer); at least `COMMAND_LEAST_SHARE` stays. When
-    the reading so far, the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`)
-    and the writing cannot fit the limit, one line on stderr says so, with the time needed,
-    before the planning starts (`warn_beyond_limit`)."""
+    the one pass every solve runs and its check (`CEILING_CPU_PER_BUFFER`) and the writing
+    need more than the limit + `COMMAND_SLACK` after the reading, one line on stderr says
+    so, with the time needed, before the planning starts (`warn_beyond_limit`)."""
     if options.time_limit is None:
         return options
     writing = outputs * buffers * OUTPUT_CPU_PER_BUFFER * command_pace()
