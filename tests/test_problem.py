@@ -131,3 +131,20 @@ def test_the_compiled_union_find_leaves_differences_past_int64_to_python():
     assert _compiled_union_find(4, a, b, d) is None
     root, to_root, _ = union_find(4, zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
     assert root == [0] * 4 and to_root[3] == 3 * 2**62
+
+
+def test_alias_groups_are_the_same_without_the_compiled_kernel(monkeypatch):
+    import memplan.problem as vocabulary
+
+    rng = np.random.default_rng(11)
+    buffers = [Buffer(f"b{i}", 8, 0, 4) for i in range(30)]
+    aliases = [Alias(f"b{a}", f"b{b}", int(d)) for a, b, d in
+               zip(rng.integers(0, 30, 25), rng.integers(0, 30, 25), rng.integers(0, 3, 25) * 8,
+                   strict=True) if a != b]
+    problem = Problem(buffers, aliases=[Alias(a.src, a.dst, a.delta, optional=True)
+                                        for a in aliases])
+    order = np.arange(len(aliases))[::-1]
+    compiled = vocabulary.alias_components(problem, order)
+    monkeypatch.setattr(vocabulary, "_union_find_kernel", None)
+    looped = vocabulary.alias_components(problem, order)
+    assert [part.tolist() for part in compiled] == [part.tolist() for part in looped]
