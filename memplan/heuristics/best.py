@@ -104,7 +104,7 @@ import numpy as np
 from memplan.bounds import lower_bound, time_overlap_count
 from memplan.budget import Budget, Stopwatch, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
-from memplan.heuristics import anneal, compiled_place
+from memplan.heuristics import anneal, compiled_place, long_first
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
@@ -145,6 +145,10 @@ class BestOptions:
                                     "units (memplan.heuristics.long_lived)")
     peak_stack: bool = option(True, "then (with the sweep) the O(n log n) sweeps outward from "
                                     "a stack at the peak (memplan.heuristics.peak_stack)")
+    long_first: bool = option(True, "then (with the sweep, on problems over "
+                                    "breadth_first_buffers with few long-lived units) the "
+                                    "long-lived units planned first "
+                                    "(memplan.heuristics.long_first)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
     descent: float = option(0.5, "share of a timed search for the canonical descent (the "
@@ -239,6 +243,11 @@ class Run:
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
         stacked = [("peak_stack", lambda: stack_offsets(self.units(False), deadline=ends()))
                    ] if chosen.sweep and chosen.peak_stack else []
+        if chosen.sweep and chosen.long_first and \
+                len(self.problem) > chosen.breadth_first_buffers and \
+                long_first.takes(self.units(False)):  # after the stack: a share of the time
+            stacked.append(("long_first", lambda: long_first.first_offsets(
+                self.units(False), deadline=ends(), cpu=self.cpu_left())))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]

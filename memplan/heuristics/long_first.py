@@ -1,0 +1,200 @@
+"""``long_first``: the long-lived units planned first as a small problem, the rest fitted in.
+
+On a network's schedule of 10^6 buffers a thousand buffers live for 20-80 %
+of it and carry 82 % of the peak; the other units live a few steps. A time
+sweep (or `memplan.heuristics.peak_stack`, exact at one cut step) leaves
+holes between the long-lived units at the other high steps, and a large
+one-step workspace then lands on top. This planner plans the long-lived units
+first, in a small problem where the short units of each stretch of time
+between two long-unit events are one stand-in, a rectangle as high as their
+own sweep needs::
+
+    address
+      ^   +---------+  +-------------+
+      |   | room 1  |  |   room 2    |  stand-ins: the short units of each
+      |   +----+----+--+--+----------+  stretch, swept alone, moved in whole
+      |   | a  |    b  x  |    c     |  x: a short unit crossing a boundary,
+      |   +----+----------+----------+     planned with the long ones
+      +---+----+----------+----------+-----> time
+          stretch boundaries: the long units' starts and ends
+
+The long units are constant within a stretch, so the small problem's live
+load is the whole problem's, less what the rooms waste. Steps:
+
+- long units: free units whose span exceeds ``long_share`` of the schedule
+  (and `MIN_SPAN` steps); pinned units are long units the small plan keeps
+  where they are;
+- stretches: between consecutive starts and ends of long units; a short unit
+  that ends after its stretch (crosses a boundary) joins the small problem
+  as itself;
+- the other short units, one time sweep of them all from address 0
+  (`time_sweep.run_sweep`, compiled when built; a stretch's units are all
+  gone when the next begins, so each stretch is swept on its own), with both
+  placements, the lower per stretch: a stretch's room is as high as its
+  units reach;
+- the small problem (long units, crossing units, one room per stretch,
+  aligned to its units' alignments) planned by ``best`` (found by name in the
+  registry) for ``share`` of the CPU time left; each room's units moved up by
+  its offset.
+
+Every unit keeps its place in the small plan or in its room, so the arena is
+the small plan's. Cost: the small problem's planner (its share of the time)
+and O(n log n) besides. Memory O(n). Known limits: the rooms hold their
+height over their whole stretch (on `network_like(300_000)` the small
+problem's bound is 1.2 % above the whole's); optional aliases are never
+taken; units in explicit conflict hold their bytes over the union of their
+lifetimes (as in `time_sweep`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memplan.budget import Budget, to_deadline
+from memplan.heuristics.time_sweep import Sweep, run_sweep, spans, unit_sweep_plan
+from memplan.heuristics.units import Units
+from memplan.options import option
+from memplan.plan import Plan
+from memplan.problem import NO_OFFSET, Problem
+from memplan.registry import planners, register
+
+MIN_SPAN = 64  # steps: a unit living fewer is short, whatever the schedule's length
+MAX_LONG_SHARE = 0.01  # more long units than this share of the units: not taken
+
+
+@dataclass(frozen=True)
+class LongFirstOptions:
+    """Options of ``long_first``."""
+
+    long_share: float = option(0.001, "a unit living over this share of the schedule is "
+                                      "long-lived")
+    share: float = option(0.5, "share of the CPU time left for planning the long units")
+
+
+def long_units(units: Units, start: np.ndarray, end: np.ndarray,
+               long_share: float = LongFirstOptions.long_share) -> np.ndarray:
+    """The free units whose span exceeds ``long_share`` of the schedule and `MIN_SPAN`."""
+    free = units.free
+    horizon = int(end.max(initial=0))
+    span = end[free] - start[free]
+    return free[span > max(MIN_SPAN, long_share * horizon)]
+
+
+def takes(units: Units, long_share: float = LongFirstOptions.long_share) -> bool:
+    """Whether the problem has long units, and few (`MAX_LONG_SHARE`): the small problem is
+    then small. O(n)."""
+    count = len(long_units(units, *spans(units), long_share))
+    return 0 < count <= MAX_LONG_SHARE * len(units)
+
+
+def stretch_edges(units: Units, start: np.ndarray, end: np.ndarray, longs: np.ndarray,
+                  shorts: np.ndarray) -> np.ndarray:
+    """The stretches' boundaries: 0, the schedule's end, and per long unit's start (end) the
+    step up to `MIN_SPAN` before (after) it where the short units alive across weigh least
+    (they join the small problem as themselves). O(n log n); no array as long as the
+    schedule."""
+    horizon = int(end.max(initial=0))
+    times = np.unique(np.concatenate([[0, horizon], start[shorts], end[shorts]]))
+    extent = units.extent[shorts]
+    born = np.zeros(len(times) + 1, np.int64)
+    np.add.at(born, np.searchsorted(times, start[shorts]), extent)
+    change = born.copy()
+    np.add.at(change, np.searchsorted(times, end[shorts]), -extent)
+    across = (np.cumsum(change) - born)[:-1]  # alive just before times[k] and at it
+    # per long event, the lightest event time of its window (ties: the one nearest it)
+    cuts = [[0, horizon]]
+    for events, lo, hi in ((start[longs], -MIN_SPAN, 0), (end[longs], 0, MIN_SPAN)):
+        first = np.searchsorted(times, events + lo)
+        last = np.searchsorted(times, events + hi, side="right")
+        chosen = events.copy()
+        for k, (a, b) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+            if a == b:
+                continue
+            if lo:  # before a start: the latest of the lightest
+                chosen[k] = times[b - 1 - int(np.argmin(across[a:b][::-1]))]
+            else:  # after an end: the earliest
+                chosen[k] = times[a + int(np.argmin(across[a:b]))]
+        cuts.append(chosen)
+    return np.unique(np.concatenate(cuts))
+
+
+def rooms(units: Units, start: np.ndarray, end: np.ndarray, inner: np.ndarray,
+          stretch: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bases of the ``inner`` units within their stretch's room (one sweep of them all from
+    address 0, the lower placement per stretch) and each of the ``count`` rooms' height."""
+    order = inner[np.lexsort((inner, -units.extent[inner], start[inner]))]
+    by_end = inner[np.argsort(end[inner], kind="stable")]
+    chosen, height = None, None
+    for best in (True, False):
+        sweep = Sweep(units.extent, units.residue, units.modulus, order, start[order], by_end,
+                      end[by_end], np.zeros((0, 2), np.int64), np.zeros(len(units), np.int64), 0)
+        base = run_sweep(sweep, best, None)[0][inner]
+        reach = np.zeros(count, np.int64)
+        np.maximum.at(reach, stretch, base + units.extent[inner])
+        if chosen is None:
+            chosen, height = base, reach
+            continue
+        lower = reach < height
+        take = lower[stretch]
+        chosen[take], height[lower] = base[take], reach[lower]
+    return chosen, height
+
+
+def first_offsets(units: Units, deadline: float | None = None, cpu: float | None = None,
+                  long_share: float = LongFirstOptions.long_share,
+                  share: float = LongFirstOptions.share) -> tuple[np.ndarray, dict]:
+    """Buffer offsets: the long and crossing units by the small problem's plan, the others
+    in their stretch's room (see the module doc); and stats. ``cpu``: CPU seconds left."""
+    start, end = spans(units)
+    if not len(units.free):
+        base = np.where(units.pinned_base == NO_OFFSET, 0, units.pinned_base)
+        return units.offsets(base), {"cut": 0, "long_units": 0}
+    longs = long_units(units, start, end, long_share)
+    shorts = np.setdiff1d(units.free, longs)
+    edges = stretch_edges(units, start, end, longs, shorts)
+    stretch = np.searchsorted(edges, start[shorts], side="right") - 1
+    crosses = end[shorts] > edges[np.minimum(stretch + 1, len(edges) - 1)]
+    inner, stretch = shorts[~crosses], stretch[~crosses]
+    rel, height = rooms(units, start, end, inner, stretch, len(edges))
+    used = np.flatnonzero(height)
+    align = np.ones(len(edges), np.int64)
+    np.lcm.at(align, stretch, units.modulus[inner])
+    # the small problem: long, pinned and crossing units (by extent plus residue: any base
+    # raised to the unit's congruence stays inside), then the rooms
+    group = np.concatenate([longs, units.pinned, shorts[crosses]])
+    pinned = units.pinned_base[group]
+    residue = np.where(pinned == NO_OFFSET, units.residue[group], 0)
+    small = Problem.from_arrays(
+        np.concatenate([units.extent[group] + residue, height[used]]),
+        np.concatenate([start[group], edges[used]]),
+        np.concatenate([end[group], edges[used + 1]]),
+        alignments=np.concatenate([np.where(pinned == NO_OFFSET, units.modulus[group], 1),
+                                   align[used]]),
+        pinned=np.concatenate([pinned, np.full(len(used), NO_OFFSET, np.int64)]),
+        name="long-first", pins_from_plan=True)
+    seconds = None if deadline is None else max(0.0, to_deadline(deadline))
+    if cpu is None and seconds is not None:  # no CPU allowance: a share of the clock's
+        seconds *= share
+    found = planners()["best"](small, time_limit=seconds,
+                               cpu=None if cpu is None else cpu * share, long_first=False)
+    base = np.zeros(len(units), np.int64)
+    base[group] = found.offsets[:len(group)] + residue
+    room = np.zeros(len(edges), np.int64)
+    room[used] = found.offsets[len(group):]
+    base[inner] = rel + room[stretch]
+    return units.offsets(base), {"cut": 0, "long_units": len(longs),
+                                 "crossing_units": int(crosses.sum()), "rooms": len(used),
+                                 "small_winner": found.stats.get("winner")}
+
+
+@register("long_first")
+def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None = None,
+         **options) -> Plan:
+    """The long-first plan (see the module doc); ``seed`` and ``hint`` are not used."""
+    return unit_sweep_plan("long_first", first_offsets, problem, budget, LongFirstOptions(),
+                           options)
+
+
+plan.options = LongFirstOptions()
