@@ -247,7 +247,8 @@ class Run:
                 len(self.problem) > chosen.breadth_first_buffers and \
                 long_first.takes(self.units(False)):  # after the stack: a share of the time
             stacked.append(("long_first", lambda: long_first.first_offsets(
-                self.units(False), deadline=ends(), cpu=self.cpu_left())))
+                self.units(False), deadline=ends(), cpu=None if self.clock.cpu is None and
+                self.clock.deadline is None else self.cpu_left())))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]

@@ -1,0 +1,121 @@
+"""The ``long_first`` planner: the long-lived units planned first, the short ones in rooms.
+
+Correctness: every plan through the validator, with every feature of the
+vocabulary; the stretches are cut where the short units alive across weigh
+least; ``best`` runs it on large problems with few long units. How good at
+10^5-10^6 buffers: BENCHMARKS.md.
+"""
+
+import random
+
+import numpy as np
+
+from benchmarks.generate import network_like
+from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
+from memplan.groups import alias_units
+from memplan.heuristics.long_first import (
+    MIN_SPAN,
+    first_offsets,
+    long_units,
+    stretch_edges,
+    takes,
+)
+from memplan.heuristics.time_sweep import spans
+from memplan.heuristics.units import Units
+
+
+def featured(seed: int) -> Problem:
+    """Random lifetimes over a schedule long enough for long units, with alignments, pins,
+    mandatory and optional aliases and explicit conflicts."""
+    rng = random.Random(seed)
+    horizon = rng.randint(2 * MIN_SPAN, 6 * MIN_SPAN)
+    buffers = []
+    for i in range(rng.randint(1, 60)):
+        start = rng.randint(0, horizon - 1)
+        length = rng.randint(MIN_SPAN, horizon) if rng.random() < 0.2 else rng.randint(1, 5)
+        buffers.append(Buffer(f"b{i}", rng.choice((1, 3, 8, 24, 40, 64)), start,
+                              min(horizon, start + length),
+                              alignment=rng.choice((1, 1, 2, 4, 8, 16)),
+                              offset=64 * i if rng.random() < 0.1 else None))
+    names = [b.id for b in buffers]
+    aliases, conflicts = [], []
+    for _ in range(rng.randint(0, 4) if len(names) > 1 else 0):
+        a, b = rng.sample(names, 2)
+        if rng.random() < 0.5:
+            aliases.append(Alias(a, b, rng.choice((0, 16, 32)), optional=rng.random() < 0.5))
+        else:
+            conflicts.append((a, b))
+    problem = Problem(buffers, aliases=aliases, conflicts=conflicts, name=f"featured-{seed}")
+    alias_units(problem)  # a pin may put an alias group below 0: ProblemError
+    return problem
+
+
+def test_plans_are_valid_with_every_feature():
+    checked = with_long = 0
+    for seed in range(150):
+        try:
+            problem = featured(seed)
+        except ProblemError:
+            continue
+        plan = plan_with("long_first", problem)
+        assert validate(problem, plan) == [], problem.name
+        assert plan.arena_size >= lower_bound(problem)
+        checked += 1
+        with_long += plan.stats["long_units"] > 0
+    assert checked > 100 and with_long > 50
+
+
+def test_it_beats_the_time_sweep_where_the_long_units_fragment_it():
+    problem = network_like(3000, 2)
+    plan = plan_with("long_first", problem)
+    assert validate(problem, plan) == []
+    assert plan.stats["long_units"] == 2 and plan.stats["rooms"] > 0
+    assert plan.arena_size < plan_with("time_sweep", problem).arena_size
+
+
+def test_a_stretch_ends_where_the_short_units_alive_across_weigh_least():
+    """``L`` starts at 100; ``s1`` (8 bytes) and ``s2`` (1 byte) are alive across 98 and 99;
+    only ``s3`` (2 bytes) across 97, nothing across 95::
+
+        s1 [96, 101)  s2 [97, 100)  s3 [94, 98)  L [100, 300)
+    """
+    problem = Problem([Buffer("s1", 8, 96, 101), Buffer("s2", 1, 97, 100),
+                       Buffer("s3", 2, 94, 98), Buffer("L", 4, 100, 300)])
+    units = Units.build(problem, pairs=False)
+    start, end = spans(units)
+    longs = long_units(units, start, end)
+    assert longs.tolist() == [3]
+    shorts = np.array([0, 1, 2])
+    # the lightest event time up to MIN_SPAN steps before 100: 94 (nothing alive across)
+    assert stretch_edges(units, start, end, longs, shorts).tolist() == [0, 94, 300]
+    plan = plan_with("long_first", problem)
+    assert validate(problem, plan) == []
+    assert plan.stats["crossing_units"] == 0
+
+
+def test_it_is_taken_only_with_few_long_units():
+    short = [Buffer(f"s{i}", 4, i, i + 2) for i in range(300)]
+    assert not takes(Units.build(Problem(short), pairs=False))  # none
+    one = [Buffer("L0", 4, 0, 200)]
+    assert takes(Units.build(Problem(short + one), pairs=False))  # 1 in 301
+    many = [Buffer(f"L{i}", 4, i, 200 + i) for i in range(4)]
+    assert not takes(Units.build(Problem(short + many), pairs=False))  # 4 in 304: over 1 %
+
+
+def test_only_pinned_buffers_stay_where_they_are():
+    problem = Problem([Buffer("x", 8, 0, 3, offset=16), Buffer("y", 4, 1, 2, offset=0)])
+    offsets, stats = first_offsets(Units.build(problem, pairs=False))
+    assert offsets.tolist() == [16, 0] and stats["long_units"] == 0
+
+
+def test_best_tries_it_after_the_stack_on_large_problems_with_few_long_units():
+    problem = network_like(5000, 0)  # the stack does not meet the bound there
+    plan = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0,
+                     orders=())  # no order x placement pass: the ceiling ends them
+    assert validate(problem, plan) == []
+    names = list(plan.stats["arenas"])
+    assert names.index("long_first") == names.index("peak_stack") + 1
+    assert plan.arena_size <= plan.stats["arenas"]["long_first"]
+    off = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0, orders=(),
+                    long_first=False)
+    assert "long_first" not in off.stats["arenas"]
