@@ -9,9 +9,11 @@ least; ``best`` runs it on large problems with few long units. How good at
 import random
 
 import numpy as np
+import pytest
 
 from benchmarks.generate import network_like
 from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
+from memplan.errors import PairLimitError
 from memplan.groups import alias_units
 from memplan.heuristics.long_first import (
     MIN_SPAN,
@@ -108,14 +110,21 @@ def test_only_pinned_buffers_stay_where_they_are():
     assert offsets.tolist() == [16, 0] and stats["long_units"] == 0
 
 
-def test_best_tries_it_after_the_stack_on_large_problems_with_few_long_units():
+def test_best_tries_it_before_the_stack_on_large_problems_with_few_long_units():
     problem = network_like(5000, 0)  # the stack does not meet the bound there
     plan = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0,
                      orders=())  # no order x placement pass: the ceiling ends them
     assert validate(problem, plan) == []
     names = list(plan.stats["arenas"])
-    assert names.index("long_first") == names.index("peak_stack") + 1
+    assert names.index("peak_stack") == names.index("long_first") + 1
     assert plan.arena_size <= plan.stats["arenas"]["long_first"]
     off = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0, orders=(),
                     long_first=False)
     assert "long_first" not in off.stats["arenas"]
+
+
+def test_a_small_problem_over_max_pairs_is_refused_by_count():
+    units = Units.build(network_like(3000, 2), pairs=False)
+    with pytest.raises(PairLimitError, match="long_first: the small problem has"):
+        first_offsets(units, max_pairs=1)
+    assert first_offsets(units, max_pairs=10 ** 6)[1]["long_units"] == 2

@@ -16,6 +16,12 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
   each side swept away from it; O(n log n) a try, up to 16): on networks
   whose long-lived buffers carry the peak, the plan from 300k buffers on;
+  just before the stack, on those problems when they have long-lived units
+  (at most 1 % of them), the long-lived units planned first
+  (`memplan.heuristics.long_first`: a small problem with the short units as
+  one room per stretch, planned by ``best`` and its canonical descent for
+  half the CPU time left; skipped where the small problem has over
+  `long_first.SMALL_PAIRS` pairs overlapping in time);
 - every composition of the fast orders (size, spatial, breadth, start,
   temporal) with both placements (best fit, first fit): ten one-pass plans,
   the registered presets among them, most useful first (on problems over
@@ -245,10 +251,11 @@ class Run:
                    ] if chosen.sweep and chosen.peak_stack else []
         if chosen.sweep and chosen.long_first and \
                 len(self.problem) > chosen.breadth_first_buffers and \
-                long_first.takes(self.units(False)):  # after the stack: a share of the time
-            stacked.append(("long_first", lambda: long_first.first_offsets(
+                long_first.takes(self.units(False)):  # before the stack: a share of the time
+            stacked.insert(0, ("long_first", lambda: long_first.first_offsets(
                 self.units(False), deadline=ends(), cpu=None if self.clock.cpu is None and
-                self.clock.deadline is None else self.cpu_left())))
+                self.clock.deadline is None else self.cpu_left(),
+                max_pairs=long_first.SMALL_PAIRS)))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]

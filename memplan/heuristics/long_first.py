@@ -52,7 +52,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memplan.bounds import time_overlap_count
 from memplan.budget import Budget, to_deadline
+from memplan.errors import PairLimitError
 from memplan.heuristics.time_sweep import Sweep, run_sweep, spans, unit_sweep_plan
 from memplan.heuristics.units import Units
 from memplan.options import option
@@ -62,6 +64,9 @@ from memplan.registry import planners, register
 
 MIN_SPAN = 64  # steps: a unit living fewer is short, whatever the schedule's length
 MAX_LONG_SHARE = 0.01  # more long units than this share of the units: not taken
+# more pairs in the small problem: `best` skips the pass (the canonical descent, which plans
+# it near its bound, takes up to a million; the other passes leave it 5 % above at 10^6)
+SMALL_PAIRS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -83,10 +88,32 @@ def long_units(units: Units, start: np.ndarray, end: np.ndarray,
 
 
 def takes(units: Units, long_share: float = LongFirstOptions.long_share) -> bool:
-    """Whether the problem has long units, and few (`MAX_LONG_SHARE`): the small problem is
-    then small. O(n)."""
+    """Whether the problem has long units, and few of them (`MAX_LONG_SHARE`). O(n)."""
     count = len(long_units(units, *spans(units), long_share))
     return 0 < count <= MAX_LONG_SHARE * len(units)
+
+
+class Split:
+    """The long units, the stretches, and which short units cross a stretch's end."""
+
+    def __init__(self, units: Units, start: np.ndarray, end: np.ndarray, longs: np.ndarray):
+        self.longs = longs
+        shorts = np.setdiff1d(units.free, longs)
+        self.edges = edges = stretch_edges(units, start, end, longs, shorts)
+        stretch = np.searchsorted(edges, start[shorts], side="right") - 1
+        crosses = end[shorts] > edges[stretch + 1]
+        self.inner, self.stretch = shorts[~crosses], stretch[~crosses]
+        # the small problem's own units: long, pinned and crossing
+        self.group = np.concatenate([longs, units.pinned, shorts[crosses]])
+
+    def small_spans(self, start: np.ndarray, end: np.ndarray,
+                    rooms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and ends of the small problem's units and of the ``rooms`` (default: a
+        room per stretch)."""
+        edges = self.edges
+        rooms = np.arange(len(edges) - 1) if rooms is None else rooms
+        return (np.concatenate([start[self.group], edges[rooms]]),
+                np.concatenate([end[self.group], edges[rooms + 1]]))
 
 
 def stretch_edges(units: Units, start: np.ndarray, end: np.ndarray, longs: np.ndarray,
@@ -144,32 +171,34 @@ def rooms(units: Units, start: np.ndarray, end: np.ndarray, inner: np.ndarray,
 
 def first_offsets(units: Units, deadline: float | None = None, cpu: float | None = None,
                   long_share: float = LongFirstOptions.long_share,
-                  share: float = LongFirstOptions.share) -> tuple[np.ndarray, dict]:
+                  share: float = LongFirstOptions.share,
+                  max_pairs: int | None = None) -> tuple[np.ndarray, dict]:
     """Buffer offsets: the long and crossing units by the small problem's plan, the others
-    in their stretch's room (see the module doc); and stats. ``cpu``: CPU seconds left."""
+    in their stretch's room (see the module doc); and stats. ``cpu``: CPU seconds left.
+    `PairLimitError` when the small problem has over ``max_pairs`` pairs of units
+    overlapping in time (None: any number)."""
     start, end = spans(units)
     if not len(units.free):
         base = np.where(units.pinned_base == NO_OFFSET, 0, units.pinned_base)
         return units.offsets(base), {"cut": 0, "long_units": 0}
-    longs = long_units(units, start, end, long_share)
-    shorts = np.setdiff1d(units.free, longs)
-    edges = stretch_edges(units, start, end, longs, shorts)
-    stretch = np.searchsorted(edges, start[shorts], side="right") - 1
-    crosses = end[shorts] > edges[np.minimum(stretch + 1, len(edges) - 1)]
-    inner, stretch = shorts[~crosses], stretch[~crosses]
+    split = Split(units, start, end, long_units(units, start, end, long_share))
+    if max_pairs is not None:
+        pairs = time_overlap_count(*split.small_spans(start, end))
+        if pairs > max_pairs:
+            raise PairLimitError(f"long_first: the small problem has {pairs:,} pairs "
+                                 f"overlapping in time, over {max_pairs:,}")
+    edges, inner, stretch, group = split.edges, split.inner, split.stretch, split.group
     rel, height = rooms(units, start, end, inner, stretch, len(edges))
     used = np.flatnonzero(height)
     align = np.ones(len(edges), np.int64)
     np.lcm.at(align, stretch, units.modulus[inner])
     # the small problem: long, pinned and crossing units (by extent plus residue: any base
     # raised to the unit's congruence stays inside), then the rooms
-    group = np.concatenate([longs, units.pinned, shorts[crosses]])
     pinned = units.pinned_base[group]
     residue = np.where(pinned == NO_OFFSET, units.residue[group], 0)
     small = Problem.from_arrays(
         np.concatenate([units.extent[group] + residue, height[used]]),
-        np.concatenate([start[group], edges[used]]),
-        np.concatenate([end[group], edges[used + 1]]),
+        *split.small_spans(start, end, used),
         alignments=np.concatenate([np.where(pinned == NO_OFFSET, units.modulus[group], 1),
                                    align[used]]),
         pinned=np.concatenate([pinned, np.full(len(used), NO_OFFSET, np.int64)]),
@@ -177,15 +206,16 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
     seconds = None if deadline is None else max(0.0, to_deadline(deadline))
     if cpu is None and seconds is not None:  # no CPU allowance: a share of the clock's
         seconds *= share
-    found = planners()["best"](small, time_limit=seconds,
-                               cpu=None if cpu is None else cpu * share, long_first=False)
+    found = planners()["best"](small, time_limit=seconds, cpu=None if cpu is None else
+                               cpu * share, long_first=False, descent=1.0)
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
     room = np.zeros(len(edges), np.int64)
     room[used] = found.offsets[len(group):]
     base[inner] = rel + room[stretch]
-    return units.offsets(base), {"cut": 0, "long_units": len(longs),
-                                 "crossing_units": int(crosses.sum()), "rooms": len(used),
+    return units.offsets(base), {"cut": 0, "long_units": len(split.longs),
+                                 "crossing_units": len(group) - len(split.longs) -
+                                 len(units.pinned), "rooms": len(used),
                                  "small_winner": found.stats.get("winner")}
 
 
