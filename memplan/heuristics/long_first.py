@@ -52,8 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.bounds import time_overlap_count
-from memplan.budget import Budget, to_deadline
+from memplan.bounds import load_profile, lower_bound, time_overlap_count
+from memplan.budget import Budget, Stopwatch, to_deadline
 from memplan.errors import PairLimitError
 from memplan.heuristics.time_sweep import Sweep, run_sweep, spans, unit_sweep_plan
 from memplan.heuristics.units import Units
@@ -67,6 +67,8 @@ MAX_LONG_SHARE = 0.01  # more long units than this share of the units: not taken
 # more pairs in the small problem: `best` skips the pass (the canonical descent, which plans
 # it near its bound, takes up to a million; the other passes leave it 5 % above at 10^6)
 SMALL_PAIRS = 1_000_000
+TIGHTEN_ROOMS = 16  # rooms planned again, at most, the highest first
+TIGHTEN_SHARE = 0.2  # of the small problem's CPU time, for them
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,60 @@ def rooms(units: Units, start: np.ndarray, end: np.ndarray, inner: np.ndarray,
     return chosen, height
 
 
+def small_problem(units: Units, start: np.ndarray, end: np.ndarray, split: Split,
+                  height: np.ndarray) -> tuple[Problem, np.ndarray, np.ndarray]:
+    """The small problem: long, pinned and crossing units (by extent plus residue: any base
+    raised to the unit's congruence stays inside), then the rooms of nonzero ``height``;
+    the residues of the first, and the stretches of the rooms."""
+    group, inner, stretch = split.group, split.inner, split.stretch
+    used = np.flatnonzero(height)
+    align = np.ones(len(height), np.int64)
+    np.lcm.at(align, stretch, units.modulus[inner])
+    pinned = units.pinned_base[group]
+    residue = np.where(pinned == NO_OFFSET, units.residue[group], 0)
+    small = Problem.from_arrays(
+        np.concatenate([units.extent[group] + residue, height[used]]),
+        *split.small_spans(start, end, used),
+        alignments=np.concatenate([np.where(pinned == NO_OFFSET, units.modulus[group], 1),
+                                   align[used]]),
+        pinned=np.concatenate([pinned, np.full(len(used), NO_OFFSET, np.int64)]),
+        name="long-first", pins_from_plan=True)
+    return small, residue, used
+
+
+def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel: np.ndarray,
+            height: np.ndarray, seconds: float | None, cpu: float | None) -> int:
+    """Lower, in place, the rooms whose stretch the small problem's live load puts above the
+    whole's bound, the highest first (at most `TIGHTEN_ROOMS`, within ``seconds`` and
+    ``cpu``, shared among them): each room's units planned by ``best`` as a problem of
+    their own, kept when lower than the sweep's. The rooms lowered."""
+    small, _, used = small_problem(units, start, end, split, height)
+    times, loads = load_profile(small)
+    edges, bound = split.edges, lower_bound(units.problem)
+    first = np.searchsorted(times, edges[used], side="right") - 1
+    last = np.searchsorted(times, edges[used + 1])
+    high = np.array([loads[a:b].max() for a, b in zip(first.tolist(), last.tolist(),
+                                                      strict=True)], np.int64)
+    over = used[high > bound][np.argsort(-high[high > bound], kind="stable")][:TIGHTEN_ROOMS]
+    watch, lowered = Stopwatch(), 0
+    for tried, k in enumerate(over.tolist()):
+        rooms_left = len(over) - tried
+        wall = None if seconds is None else (seconds - watch.elapsed()) / rooms_left
+        left = None if cpu is None else (cpu - watch.cpu_elapsed()) / rooms_left
+        if (wall is not None and wall <= 0) or (left is not None and left <= 0):
+            break
+        member = np.flatnonzero(split.stretch == k)
+        inner = split.inner[member]
+        residue = units.residue[inner]
+        room = Problem.from_arrays(units.extent[inner] + residue, start[inner], end[inner],
+                                   alignments=units.modulus[inner], name="long-first-room")
+        found = planners()["best"](room, time_limit=wall, cpu=left, long_first=False)
+        if found.arena_size < height[k]:
+            rel[member], height[k] = found.offsets + residue, found.arena_size
+            lowered += 1
+    return lowered
+
+
 def first_offsets(units: Units, deadline: float | None = None, cpu: float | None = None,
                   long_share: float = LongFirstOptions.long_share,
                   share: float = LongFirstOptions.share,
@@ -189,25 +245,19 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                                  f"overlapping in time, over {max_pairs:,}")
     edges, inner, stretch, group = split.edges, split.inner, split.stretch, split.group
     rel, height = rooms(units, start, end, inner, stretch, len(edges))
-    used = np.flatnonzero(height)
-    align = np.ones(len(edges), np.int64)
-    np.lcm.at(align, stretch, units.modulus[inner])
-    # the small problem: long, pinned and crossing units (by extent plus residue: any base
-    # raised to the unit's congruence stays inside), then the rooms
-    pinned = units.pinned_base[group]
-    residue = np.where(pinned == NO_OFFSET, units.residue[group], 0)
-    small = Problem.from_arrays(
-        np.concatenate([units.extent[group] + residue, height[used]]),
-        *split.small_spans(start, end, used),
-        alignments=np.concatenate([np.where(pinned == NO_OFFSET, units.modulus[group], 1),
-                                   align[used]]),
-        pinned=np.concatenate([pinned, np.full(len(used), NO_OFFSET, np.int64)]),
-        name="long-first", pins_from_plan=True)
     seconds = None if deadline is None else max(0.0, to_deadline(deadline))
     if cpu is None and seconds is not None:  # no CPU allowance: a share of the clock's
         seconds *= share
-    found = planners()["best"](small, time_limit=seconds, cpu=None if cpu is None else
-                               cpu * share, long_first=False, descent=1.0)
+    cpu = None if cpu is None else cpu * share
+    watch = Stopwatch()
+    tightened = tighten(units, start, end, split, rel, height,
+                        None if seconds is None else seconds * TIGHTEN_SHARE,
+                        None if cpu is None else cpu * TIGHTEN_SHARE)
+    small, residue, used = small_problem(units, start, end, split, height)
+    found = planners()["best"](
+        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
+        descent=1.0)
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
     room = np.zeros(len(edges), np.int64)
@@ -216,6 +266,7 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
     return units.offsets(base), {"cut": 0, "long_units": len(split.longs),
                                  "crossing_units": len(group) - len(split.longs) -
                                  len(units.pinned), "rooms": len(used),
+                                 "tightened": tightened,
                                  "small_winner": found.stats.get("winner")}
 
 
