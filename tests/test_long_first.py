@@ -6,15 +6,12 @@ least; ``best`` runs it on large problems with few long units. How good at
 10^5-10^6 buffers: BENCHMARKS.md.
 """
 
-import random
-
 import numpy as np
 import pytest
 
 from benchmarks.generate import network_like
-from memplan import Alias, Buffer, Problem, ProblemError, lower_bound, plan_with, validate
+from memplan import Buffer, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import PairLimitError
-from memplan.groups import alias_units
 from memplan.heuristics.long_first import (
     MIN_SPAN,
     first_offsets,
@@ -24,39 +21,14 @@ from memplan.heuristics.long_first import (
 )
 from memplan.heuristics.time_sweep import spans
 from memplan.heuristics.units import Units
-
-
-def featured(seed: int) -> Problem:
-    """Random lifetimes over a schedule long enough for long units, with alignments, pins,
-    mandatory and optional aliases and explicit conflicts."""
-    rng = random.Random(seed)
-    horizon = rng.randint(2 * MIN_SPAN, 6 * MIN_SPAN)
-    buffers = []
-    for i in range(rng.randint(1, 60)):
-        start = rng.randint(0, horizon - 1)
-        length = rng.randint(MIN_SPAN, horizon) if rng.random() < 0.2 else rng.randint(1, 5)
-        buffers.append(Buffer(f"b{i}", rng.choice((1, 3, 8, 24, 40, 64)), start,
-                              min(horizon, start + length),
-                              alignment=rng.choice((1, 1, 2, 4, 8, 16)),
-                              offset=64 * i if rng.random() < 0.1 else None))
-    names = [b.id for b in buffers]
-    aliases, conflicts = [], []
-    for _ in range(rng.randint(0, 4) if len(names) > 1 else 0):
-        a, b = rng.sample(names, 2)
-        if rng.random() < 0.5:
-            aliases.append(Alias(a, b, rng.choice((0, 16, 32)), optional=rng.random() < 0.5))
-        else:
-            conflicts.append((a, b))
-    problem = Problem(buffers, aliases=aliases, conflicts=conflicts, name=f"featured-{seed}")
-    alias_units(problem)  # a pin may put an alias group below 0: ProblemError
-    return problem
+from tests.test_peak_stack import featured
 
 
 def test_plans_are_valid_with_every_feature():
     checked = with_long = 0
     for seed in range(150):
         try:
-            problem = featured(seed)
+            problem = featured(seed, scale=MIN_SPAN // 4)  # long units live over MIN_SPAN
         except ProblemError:
             continue
         plan = plan_with("long_first", problem)
@@ -72,6 +44,7 @@ def test_it_beats_the_time_sweep_where_the_long_units_fragment_it():
     plan = plan_with("long_first", problem)
     assert validate(problem, plan) == []
     assert plan.stats["long_units"] == 2 and plan.stats["rooms"] > 0
+    assert plan.stats["tightened"] >= 1  # a room planned again by best
     assert plan.arena_size < plan_with("time_sweep", problem).arena_size
 
 

@@ -38,11 +38,11 @@ def fragmented() -> Problem:
                    name="fragmented")
 
 
-def featured(seed: int) -> Problem:
+def featured(seed: int, scale: int = 1) -> Problem:
     """Random lifetimes, a few long-lived, with alignments, pins, mandatory and optional
-    aliases and explicit conflicts."""
+    aliases and explicit conflicts; the schedule ``scale`` times longer."""
     rng = random.Random(seed)
-    horizon = rng.randint(3, 30)
+    horizon = rng.randint(3, 30) * scale
     buffers = []
     for i in range(rng.randint(1, 40)):
         start = rng.randint(0, horizon - 1)

@@ -32,6 +32,9 @@ load is the whole problem's, less what the rooms waste. Steps:
   gone when the next begins, so each stretch is swept on its own), with both
   placements, the lower per stretch: a stretch's room is as high as its
   units reach;
+- the rooms whose stretch the small problem's live load puts above the whole
+  problem's bound (the sweep left holes there), the highest first, planned
+  again by ``best`` as problems of their own (`TIGHTEN_SHARE` of the time);
 - the small problem (long units, crossing units, one room per stretch,
   aligned to its units' alignments) planned by ``best`` (found by name in the
   registry) for ``share`` of the CPU time left; each room's units moved up by
@@ -40,10 +43,11 @@ load is the whole problem's, less what the rooms waste. Steps:
 Every unit keeps its place in the small plan or in its room, so the arena is
 the small plan's. Cost: the small problem's planner (its share of the time)
 and O(n log n) besides. Memory O(n). Known limits: the rooms hold their
-height over their whole stretch (on `network_like(300_000)` the small
-problem's bound is 1.2 % above the whole's); optional aliases are never
-taken; units in explicit conflict hold their bytes over the union of their
-lifetimes (as in `time_sweep`).
+height over their whole stretch; `best` plans a small problem of 4000 units
+(10^6 network-like buffers) 5 % above its bound, so `best` skips this pass
+beyond `SMALL_PAIRS`; optional aliases are never taken; units in explicit
+conflict hold their bytes over the union of their lifetimes (as in
+`time_sweep`).
 """
 
 from __future__ import annotations
