@@ -21,6 +21,7 @@ from memplan.heuristics.long_first import (
 )
 from memplan.heuristics.time_sweep import spans
 from memplan.heuristics.units import Units
+from memplan.plan import Plan
 from tests.test_peak_stack import featured
 
 
@@ -83,13 +84,13 @@ def test_only_pinned_buffers_stay_where_they_are():
     assert offsets.tolist() == [16, 0] and stats["long_units"] == 0
 
 
-def test_best_tries_it_before_the_stack_on_large_problems_with_few_long_units():
+def test_best_tries_it_after_the_stack_on_large_problems_with_few_long_units():
     problem = network_like(5000, 0)  # the stack does not meet the bound there
     plan = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0,
                      orders=())  # no order x placement pass: the ceiling ends them
     assert validate(problem, plan) == []
     names = list(plan.stats["arenas"])
-    assert names.index("peak_stack") == names.index("long_first") + 1
+    assert names.index("long_first") == names.index("peak_stack") + 1
     assert plan.arena_size <= plan.stats["arenas"]["long_first"]
     off = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0, orders=(),
                     long_first=False)
@@ -101,3 +102,12 @@ def test_a_small_problem_over_max_pairs_is_refused_by_count():
     with pytest.raises(PairLimitError, match="long_first: the small problem has"):
         first_offsets(units, max_pairs=1)
     assert first_offsets(units, max_pairs=10 ** 6)[1]["long_units"] == 2
+
+
+def test_a_limit_already_past_stacks_the_small_problem_and_the_rooms():
+    problem = network_like(3000, 2)
+    offsets, stats = first_offsets(Units.build(problem, pairs=False), deadline=0.0)
+    assert stats["cut"] > 0
+    assert validate(problem, Plan.from_offsets(problem, offsets, planner="cut")) == []
+    plan = plan_with("long_first", problem, time_limit=0)
+    assert validate(problem, plan) == [] and plan.stats["cut"] > 0

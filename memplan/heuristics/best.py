@@ -16,7 +16,7 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
   each side swept away from it; O(n log n) a try, up to 16): on networks
   whose long-lived buffers carry the peak, the plan from 300k buffers on;
-  just before the stack, on those problems when they have long-lived units
+  right after the stack, on those problems when they have long-lived units
   (at most 1 % of them), the long-lived units planned first
   (`memplan.heuristics.long_first`: a small problem with the short units as
   one room per stretch, planned by ``best`` and its canonical descent for
@@ -249,10 +249,11 @@ class Run:
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
         stacked = [("peak_stack", lambda: stack_offsets(self.units(False), deadline=ends()))
                    ] if chosen.sweep and chosen.peak_stack else []
+        # after the stack: at a limit of a few seconds the stack's first try is the better
         if chosen.sweep and chosen.long_first and \
                 len(self.problem) > chosen.breadth_first_buffers and \
-                long_first.takes(self.units(False)):  # before the stack: a share of the time
-            stacked.insert(0, ("long_first", lambda: long_first.first_offsets(
+                long_first.takes(self.units(False)):
+            stacked.append(("long_first", lambda: long_first.first_offsets(
                 self.units(False), deadline=ends(), cpu=None if self.clock.cpu is None and
                 self.clock.deadline is None else self.cpu_left(),
                 max_pairs=long_first.SMALL_PAIRS)))

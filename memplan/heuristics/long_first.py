@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.bounds import load_profile, lower_bound, time_overlap_count
-from memplan.budget import Budget, Stopwatch, to_deadline
+from memplan.budget import Budget, Stopwatch, past, to_deadline
 from memplan.errors import PairLimitError
 from memplan.heuristics.time_sweep import Sweep, run_sweep, spans, unit_sweep_plan
 from memplan.heuristics.units import Units
@@ -229,6 +229,26 @@ def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel:
     return lowered
 
 
+def stacked(units: Units, split: Split, rel: np.ndarray,
+            height: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Buffer offsets with the small problem's units and rooms one above another (the pinned
+    units where they are, the rest above them): valid, and cut."""
+    base = np.where(units.pinned_base == NO_OFFSET, 0, units.pinned_base)
+    top = int((base[units.pinned] + units.extent[units.pinned]).max(initial=0))
+    room = np.zeros(len(height), np.int64)
+    for unit in split.group[units.pinned_base[split.group] == NO_OFFSET].tolist():
+        base[unit] = units.aligned(unit, top)
+        top = int(base[unit]) + int(units.extent[unit])
+    align = np.ones(len(height), np.int64)
+    np.lcm.at(align, split.stretch, units.modulus[split.inner])
+    for k in np.flatnonzero(height).tolist():
+        room[k] = top + (-top) % int(align[k])
+        top = int(room[k]) + int(height[k])
+    base[split.inner] = rel + room[split.stretch]
+    return units.offsets(base), {"cut": len(split.group) + len(split.inner),
+                                 "long_units": len(split.longs)}
+
+
 def first_offsets(units: Units, deadline: float | None = None, cpu: float | None = None,
                   long_share: float = LongFirstOptions.long_share,
                   share: float = LongFirstOptions.share,
@@ -249,6 +269,8 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                                  f"overlapping in time, over {max_pairs:,}")
     edges, inner, stretch, group = split.edges, split.inner, split.stretch, split.group
     rel, height = rooms(units, start, end, inner, stretch, len(edges))
+    if deadline is not None and past(deadline):  # no time for the small problem: its units
+        return stacked(units, split, rel, height)  # stacked, as a cut sweep does
     seconds = None if deadline is None else max(0.0, to_deadline(deadline))
     if cpu is None and seconds is not None:  # no CPU allowance: a share of the clock's
         seconds *= share
