@@ -133,6 +133,7 @@ ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
+LONG_FIRST_SWEEPS = 8  # `long_first` starts with at least this many first sweeps' CPU left
 
 
 @dataclass(frozen=True)
@@ -253,10 +254,7 @@ class Run:
         if chosen.sweep and chosen.long_first and \
                 len(self.problem) > chosen.breadth_first_buffers and \
                 long_first.takes(self.units(False)):
-            stacked.append(("long_first", lambda: long_first.first_offsets(
-                self.units(False), deadline=ends(), cpu=None if self.clock.cpu is None and
-                self.clock.deadline is None else self.cpu_left(),
-                max_pairs=long_first.SMALL_PAIRS)))
+            stacked.append(("long_first", lambda: self.long_first_pass(ends())))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
@@ -268,6 +266,21 @@ class Run:
         if len(self.problem) > chosen.breadth_first_buffers:
             return sweeps[:1] + stacked + sweeps[1:] + greedy
         return sweeps + stacked + greedy
+
+    def long_first_pass(self, deadline: float | None) -> tuple[np.ndarray, dict] | None:
+        """`long_first`'s pass, or None (not run) when the CPU time left, or the time to
+        ``deadline`` at this call's pace, is under `LONG_FIRST_SWEEPS` times the first
+        sweep's CPU time: its O(n log n) part, which no limit cuts, costs about four."""
+        if self.clock.cpu is None and self.clock.deadline is None:
+            cpu = None
+        else:
+            cpu, need = self.cpu_left(), LONG_FIRST_SWEEPS * self.tried[0][3].get("pass_cpu", 0.0)
+            # on the clock too, at this call's pace so far (wall seconds per CPU second)
+            pace = max(1.0, self.clock.elapsed() / max(self.clock.spent(), 1e-9))
+            if cpu < need or (deadline is not None and to_deadline(deadline) < need * pace):
+                return None
+        return long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
+                                        max_pairs=long_first.SMALL_PAIRS)
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
         """Run one pass unless the time is out or a plan meets the bound; keep its plan."""
@@ -282,7 +295,12 @@ class Run:
             return
         try:
             watch = Stopwatch()
-            offsets, stats = step()
+            done = step()
+            if done is None:  # too little time for it
+                self.skipped.append(name)
+                self.late = True
+                return
+            offsets, stats = done
             stats = {**stats, "pass_cpu": watch.cpu_elapsed()}
         except PairLimitError as why:
             self.skipped.append(name)
