@@ -84,13 +84,13 @@ def test_only_pinned_buffers_stay_where_they_are():
     assert offsets.tolist() == [16, 0] and stats["long_units"] == 0
 
 
-def test_best_tries_it_after_the_stack_on_large_problems_with_few_long_units():
+def test_best_tries_it_before_the_stack_on_large_problems_with_few_long_units():
     problem = network_like(5000, 0)  # the stack does not meet the bound there
     plan = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0,
                      orders=())  # no order x placement pass: the ceiling ends them
     assert validate(problem, plan) == []
     names = list(plan.stats["arenas"])
-    assert names.index("long_first") == names.index("peak_stack") + 1
+    assert names.index("peak_stack") == names.index("long_first") + 1
     assert plan.arena_size <= plan.stats["arenas"]["long_first"]
     off = plan_with("best", problem, breadth_first_buffers=1000, search_evaluations=0, orders=(),
                     long_first=False)

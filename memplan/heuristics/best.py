@@ -16,8 +16,9 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
   each side swept away from it; O(n log n) a try, up to 16): on networks
   whose long-lived buffers carry the peak, the plan from 300k buffers on;
-  right after the stack, on those problems when they have long-lived units
-  (at most 1 % of them), the long-lived units planned first
+  just before the stack, on those problems when they have long-lived units
+  (at most 1 % of them) and at least `LONG_FIRST_SWEEPS` first sweeps' CPU
+  time left, the long-lived units planned first
   (`memplan.heuristics.long_first`: a small problem with the short units as
   one room per stretch, planned by ``best`` and its canonical descent for
   half the CPU time left; skipped where the small problem has over
@@ -250,11 +251,12 @@ class Run:
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
         stacked = [("peak_stack", lambda: stack_offsets(self.units(False), deadline=ends()))
                    ] if chosen.sweep and chosen.peak_stack else []
-        # after the stack: at a limit of a few seconds the stack's first try is the better
+        # before the stack, which takes the time its pass is given; where that is short the
+        # stack's first try is the better, and `long_first_pass` leaves it the time
         if chosen.sweep and chosen.long_first and \
                 len(self.problem) > chosen.breadth_first_buffers and \
                 long_first.takes(self.units(False)):
-            stacked.append(("long_first", lambda: self.long_first_pass(ends())))
+            stacked.insert(0, ("long_first", lambda: self.long_first_pass(ends())))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
