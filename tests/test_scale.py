@@ -409,7 +409,8 @@ def test_best_runs_the_ceiling_the_stack_then_the_breadth_pass_after_the_sweep_o
     if not compiled_place.available():
         pytest.skip("the compiled kernel is not built")
     problem = network_like(1200, 10)
-    plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60)
+    plan = plan_with("best", problem, breadth_first_buffers=1000, time_limit=60,
+                     long_first=False)  # else just before the stack (test_long_first)
     assert validate(problem, plan) == []
     first, second, third, fourth = list(plan.stats["arenas"])[:4]  # a plan at once; the
     assert first.startswith("time_sweep") and second == "greedy_by_size"  # pass every call

@@ -14,6 +14,7 @@ from memplan.heuristics import (  # noqa: F401  (each module registers its plann
     genetic,
     greedy,
     hill_climb,
+    long_first,
     long_lived,
     peak_stack,
     pools,

@@ -16,6 +16,13 @@ XLA's ChooseBestHeap, then a search. Steps:
   (`memplan.heuristics.peak_stack`: the units live at a high step stacked,
   each side swept away from it; O(n log n) a try, up to 16): on networks
   whose long-lived buffers carry the peak, the plan from 300k buffers on;
+  just before the stack, on those problems when they have long-lived units
+  (at most 1 % of them) and at least `LONG_FIRST_SWEEPS` first sweeps' CPU
+  time left, the long-lived units planned first
+  (`memplan.heuristics.long_first`: a small problem with the short units as
+  one room per stretch, planned by ``best`` and its canonical descent for
+  half the CPU time left; skipped where the small problem has over
+  `long_first.SMALL_PAIRS` pairs overlapping in time);
 - every composition of the fast orders (size, spatial, breadth, start,
   temporal) with both placements (best fit, first fit): ten one-pass plans,
   the registered presets among them, most useful first (on problems over
@@ -104,7 +111,7 @@ import numpy as np
 from memplan.bounds import lower_bound, time_overlap_count
 from memplan.budget import Budget, Stopwatch, past, to_deadline
 from memplan.errors import NoPlanError, PairLimitError
-from memplan.heuristics import anneal, compiled_place
+from memplan.heuristics import anneal, compiled_place, long_first
 from memplan.heuristics.greedy import PRESETS, GreedyOptions, greedy_offsets
 from memplan.heuristics.hill_climb import HillClimbOptions, climb
 from memplan.heuristics.long_lived import band_offsets
@@ -127,6 +134,7 @@ ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
+LONG_FIRST_SWEEPS = 8  # `long_first` starts with at least this many first sweeps' CPU left
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,10 @@ class BestOptions:
                                     "units (memplan.heuristics.long_lived)")
     peak_stack: bool = option(True, "then (with the sweep) the O(n log n) sweeps outward from "
                                     "a stack at the peak (memplan.heuristics.peak_stack)")
+    long_first: bool = option(True, "then (with the sweep, on problems over "
+                                    "breadth_first_buffers with few long-lived units) the "
+                                    "long-lived units planned first "
+                                    "(memplan.heuristics.long_first)")
     breadth_first_buffers: int = option(5000, "larger problems try the breadth order first "
                                               "(it gave the smallest plans there)")
     descent: float = option(0.5, "share of a timed search for the canonical descent (the "
@@ -239,6 +251,12 @@ class Run:
                 self.units(False), "best_fit", ends())))  # sweep may find no time left
         stacked = [("peak_stack", lambda: stack_offsets(self.units(False), deadline=ends()))
                    ] if chosen.sweep and chosen.peak_stack else []
+        # before the stack, which takes the time its pass is given; where that is short the
+        # stack's first try is the better, and `long_first_pass` leaves it the time
+        if chosen.sweep and chosen.long_first and \
+                len(self.problem) > chosen.breadth_first_buffers and \
+                long_first.takes(self.units(False)):
+            stacked.insert(0, ("long_first", lambda: self.long_first_pass(ends())))
         greedy = [(name, partial(lambda c: greedy_offsets(
             self.units(not self.compiled), c, ends(), compiled=self.compiled), composition))
             for name, composition in self.compositions()]
@@ -250,6 +268,21 @@ class Run:
         if len(self.problem) > chosen.breadth_first_buffers:
             return sweeps[:1] + stacked + sweeps[1:] + greedy
         return sweeps + stacked + greedy
+
+    def long_first_pass(self, deadline: float | None) -> tuple[np.ndarray, dict] | None:
+        """`long_first`'s pass, or None (not run) when the CPU time left, or the time to
+        ``deadline`` at this call's pace, is under `LONG_FIRST_SWEEPS` times the first
+        sweep's CPU time: its O(n log n) part, which no limit cuts, costs about four."""
+        if self.clock.cpu is None and self.clock.deadline is None:
+            cpu = None
+        else:
+            cpu, need = self.cpu_left(), LONG_FIRST_SWEEPS * self.tried[0][3].get("pass_cpu", 0.0)
+            # on the clock too, at this call's pace so far (wall seconds per CPU second)
+            pace = max(1.0, self.clock.elapsed() / max(self.clock.spent(), 1e-9))
+            if cpu < need or (deadline is not None and to_deadline(deadline) < need * pace):
+                return None
+        return long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
+                                        max_pairs=long_first.SMALL_PAIRS)
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
         """Run one pass unless the time is out or a plan meets the bound; keep its plan."""
@@ -264,7 +297,12 @@ class Run:
             return
         try:
             watch = Stopwatch()
-            offsets, stats = step()
+            done = step()
+            if done is None:  # too little time for it
+                self.skipped.append(name)
+                self.late = True
+                return
+            offsets, stats = done
             stats = {**stats, "pass_cpu": watch.cpu_elapsed()}
         except PairLimitError as why:
             self.skipped.append(name)
