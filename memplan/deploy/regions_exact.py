@@ -388,6 +388,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
+    sweeps: dict = {}  # the relaxation's sweeps, which the two runs may share (`_swept`)
+
     def build(packed: bool) -> RegionModel:
         model = RegionModel(problem, weights, packed=packed)
         model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
@@ -395,7 +397,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
     chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
-                     stats)
+                     stats, sweeps)
     if chosen is None:
         return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -414,7 +416,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, threads, stats["ceiling"])
+                         (left, deadline, relative_gap), seed, threads, stats["ceiling"],
+                         sweeps)
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -452,7 +455,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
-            stats: dict) -> tuple | None:
+            stats: dict, sweeps: dict) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
@@ -465,9 +468,11 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
     stage ends there; else the full model runs, its objective at least the bound. With a
     gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
-    after its relaxation whatever the distance (the gap reported on the cost says it).
+    after its relaxation, laid out by the greedy passes alone, whatever the distance (the
+    gap reported on the cost says it).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
-    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
+    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``;
+    ``sweeps``: the relaxation's sweeps so far (`_swept`)."""
     seconds, deadline, gap = limits
     relaxed, model = build(False), None  # the full model, built when the relaxation is short
     problem = relaxed.problem
@@ -479,8 +484,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
         # a cap left out, the sweep's bound is a lower one: it holds within the cap too
-        swept = None if stage != "cost" else sweep_relaxation(
-            relaxed, None if best is None else relaxed.value(*best, stage), uncapped=True)
+        swept = None if stage != "cost" else _swept(
+            relaxed, None if best is None else relaxed.value(*best, stage), sweeps)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -497,14 +502,16 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
+        # with a gap, the cost after the arenas only breaks their ties: no search, the
+        # greedy passes lay its relaxation out
+        breaking = gap > 0 and n > 0
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
+        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
+                         sweep=stage == "cost" and not breaking, order=not breaking)
         stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
-        # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
-        tie_break = gap > 0 and n > 0 and best is not None
+        tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
         if best is not None and left is not None and left < FULL_MODEL_LEAST:
             stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
@@ -544,23 +551,41 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     return offsets, regions, proven_cost, proven_arena
 
 
+def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
+           ) -> tuple[int, np.ndarray] | None:
+    """`sweep_relaxation` of ``relaxed`` within ``ceiling``, its cap left out, or what an
+    earlier sweep of the same problem and kept tops (``sweeps``) already says: one that
+    succeeded within a ceiling at least as high has the same optimum and choice (the
+    states the lower ceiling prunes cost more than the optimum), or none when that optimum
+    is above ``ceiling``. The ceiling's run of stage 1 sweeps again what the first swept."""
+    key = tuple(sorted(relaxed.kept.items()))
+    if key in sweeps:
+        high, found = sweeps[key]
+        if high is None or ceiling is not None and ceiling <= high:
+            return found if ceiling is None or found[0] <= ceiling else None
+    found = sweep_relaxation(relaxed, ceiling, uncapped=True)
+    if found is not None:
+        sweeps[key] = (ceiling, found)
+    return found
+
+
 def _close(value: float, bound: float, gap: float) -> bool:
     """Whether ``value`` is proven within ``gap`` (a share of it) of ``bound``."""
     return value - bound <= gap * value
 
 
 def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
-               gap: float) -> Plan:
+               gap: float, order: bool = True) -> Plan:
     """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
     that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
-    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
-    their capacity; those whose top counts) laid out again with the order search: the
-    search costs more than the passes, and the passes mostly suffice."""
+    ``gap`` of ``bound`` (the cost depends on the choice alone), and ``order``, the regions
+    at fault (over their capacity; those whose top counts) laid out again with the order
+    search: the search costs more than the passes, and the passes mostly suffice."""
     problem = relaxed.problem
     quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
     fits = relaxed.admits(quick)
-    if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
-                                           bound, gap)):
+    if not order or fits and (stage == "cost" or _close(
+            relaxed.value(quick.offsets, quick.regions, stage), bound, gap)):
         return quick
     names = [r.name for r in problem.regions]
     at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
@@ -598,13 +623,15 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 
 
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-              limits: tuple[float, float, float | None, float | None], search: bool):
+              limits: tuple[float, float, float | None, float | None], *, sweep: bool,
+              order: bool):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
-    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
-    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
-    None: no allowance) and ``search``, the plans of the layout sweep
-    (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
-    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
+    out by the heuristics (`_layout_of`, with the order search when ``order``); then, while
+    that is not within the gap of the bound (``limits``: the bound, the gap, the deadline
+    and the stage's CPU seconds left, None: no allowance) and ``sweep``, the plans of the
+    layout sweep (`memplan.deploy.regions_layout`) forwards, then backwards in time, their
+    last region laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU
+    second left, none when no work is left (its guide alone costs a relaxation's sweep)."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -615,13 +642,15 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         return best
 
     if chosen is not None:
-        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
-    for reverse in (False, True) if search else ():
+        best = kept(_layout_of(relaxed, chosen, stage, bound, gap, order), best)
+    for reverse in (False, True) if sweep else ():
         value = None if best is None else relaxed.value(*best, stage)
         if value is not None and _close(value, bound, gap):
             break
         work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
             0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU))
+        if work == 0:
+            break
         found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
                              max_work=work)
         if found is not None:
