@@ -554,19 +554,19 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
 def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
            ) -> tuple[int, np.ndarray] | None:
     """`sweep_relaxation` of ``relaxed`` within ``ceiling``, its cap left out, or what an
-    earlier sweep of the same problem and kept tops (``sweeps``) already says: one that
-    succeeded within a ceiling at least as high has the same optimum and choice (the
-    states the lower ceiling prunes cost more than the optimum), or none when that optimum
-    is above ``ceiling``. The ceiling's run of stage 1 sweeps again what the first swept."""
+    earlier sweep of the same problem and kept tops (``sweeps``) found: its optimum and
+    choice, none when that optimum is above ``ceiling``. A new sweep would find the same
+    (a ceiling prunes only states dearer than it), or give up past its states with a
+    higher ceiling (CP-SAT would then solve it). The ceiling's run of stage 1 asks again
+    for what the first swept."""
     key = tuple(sorted(relaxed.kept.items()))
-    if key in sweeps:
-        high, found = sweeps[key]
-        if high is None or ceiling is not None and ceiling <= high:
-            return found if ceiling is None or found[0] <= ceiling else None
-    found = sweep_relaxation(relaxed, ceiling, uncapped=True)
-    if found is not None:
-        sweeps[key] = (ceiling, found)
-    return found
+    if key not in sweeps:
+        found = sweep_relaxation(relaxed, ceiling, uncapped=True)
+        if found is None:
+            return None
+        sweeps[key] = found
+    found = sweeps[key]
+    return found if ceiling is None or found[0] <= ceiling else None
 
 
 def _close(value: float, bound: float, gap: float) -> bool:
