@@ -72,6 +72,8 @@ every run stops once its objective is proven within that share.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from ortools.sat.python import cp_model
 
@@ -388,7 +390,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    sweeps: dict = {}  # the relaxation's sweeps, which the two runs may share (`_swept`)
+    shared = _Shared(over=None if ceiling is None else slow_measures(problem, ceiling))
 
     def build(packed: bool) -> RegionModel:
         model = RegionModel(problem, weights, packed=packed)
@@ -397,7 +399,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
     chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
-                     stats, sweeps)
+                     stats, shared)
     if chosen is None:
         return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -415,9 +417,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
+        shared.over = None  # its plans are all within the ceiling
         chosen = _choose(capped, heuristic, heuristic, objective,
                          (left, deadline, relative_gap), seed, threads, stats["ceiling"],
-                         sweeps)
+                         shared)
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -455,7 +458,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
-            stats: dict, sweeps: dict) -> tuple | None:
+            stats: dict, shared: _Shared) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
@@ -468,11 +471,11 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
     stage ends there; else the full model runs, its objective at least the bound. With a
     gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
-    after its relaxation, laid out by the greedy passes alone, whatever the distance (the
-    gap reported on the cost says it).
+    after its relaxation whatever the distance (the gap reported on the cost says it), and
+    is left out when its plan would end over the ceiling anyway (`_beyond`).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
     none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``;
-    ``sweeps``: the relaxation's sweeps so far (`_swept`)."""
+    ``shared``: what the runs share (`_Shared`)."""
     seconds, deadline, gap = limits
     relaxed, model = build(False), None  # the full model, built when the relaxation is short
     problem = relaxed.problem
@@ -485,7 +488,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         began = stats["stage_cpu"]
         # a cap left out, the sweep's bound is a lower one: it holds within the cap too
         swept = None if stage != "cost" else _swept(
-            relaxed, None if best is None else relaxed.value(*best, stage), sweeps)
+            relaxed, None if best is None else relaxed.value(*best, stage), shared.sweeps)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -502,15 +505,18 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        # with a gap, the cost after the arenas only breaks their ties: no search, the
-        # greedy passes lay its relaxation out
-        breaking = gap > 0 and n > 0
+        breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
+        if breaking and _beyond(relaxed, best, chosen, shared.over):
+            stats[f"{stage}_status"] = "relaxation"  # its plan ends over the ceiling anyway
+            proven[stage] = bound
+            continue
+        searched = stage == "cost" and not breaking
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
-                         sweep=stage == "cost" and not breaking, order=not breaking)
+        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
         stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
+        # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
         if best is not None and left is not None and left < FULL_MODEL_LEAST:
@@ -551,6 +557,32 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     return offsets, regions, proven_cost, proven_arena
 
 
+@dataclass
+class _Shared:
+    """What the two stage-1 runs share: the relaxation's sweeps by their kept tops
+    (`_swept`); in the first run, the ceiling's slow bytes and slow arena (`_beyond`)."""
+
+    over: tuple[int, int] | None
+    sweeps: dict = field(default_factory=dict)
+
+
+def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
+            over: tuple[int, int] | None) -> bool:
+    """Whether a tie-break can only end over the ceiling (``over``: its slow bytes and slow
+    arena; None: no ceiling): ``best`` (offsets and regions) has more of either, and the
+    relaxation's ``chosen`` regions more slow bytes, however they are laid out. The tie-break
+    keeps one of the two, the ceiling's run then plans anew and the first run's plan goes;
+    its bound on the cost counts for the cost objective only, which has no tie-break."""
+    if over is None or best is None or chosen is None:
+        return False
+    problem = relaxed.problem
+    now = slow_measures(problem, Plan.from_offsets(problem, best[0], planner="stage 1",
+                                                   regions=best[1]))
+    slow = slow_regions(problem)[chosen]
+    return any(mine > cap for mine, cap in zip(now, over, strict=True)) and \
+        int(problem.sizes[slow].sum()) > over[0]
+
+
 def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
            ) -> tuple[int, np.ndarray] | None:
     """`sweep_relaxation` of ``relaxed`` within ``ceiling``, its cap left out, or what an
@@ -575,17 +607,17 @@ def _close(value: float, bound: float, gap: float) -> bool:
 
 
 def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
-               gap: float, order: bool = True) -> Plan:
+               gap: float) -> Plan:
     """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
     that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
-    ``gap`` of ``bound`` (the cost depends on the choice alone), and ``order``, the regions
-    at fault (over their capacity; those whose top counts) laid out again with the order
-    search: the search costs more than the passes, and the passes mostly suffice."""
+    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
+    their capacity; those whose top counts) laid out again with the order search: the
+    search costs more than the passes, and the passes mostly suffice."""
     problem = relaxed.problem
     quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
     fits = relaxed.admits(quick)
-    if not order or fits and (stage == "cost" or _close(
-            relaxed.value(quick.offsets, quick.regions, stage), bound, gap)):
+    if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
+                                           bound, gap)):
         return quick
     names = [r.name for r in problem.regions]
     at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
@@ -623,15 +655,14 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 
 
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-              limits: tuple[float, float, float | None, float | None], *, sweep: bool,
-              order: bool):
+              limits: tuple[float, float, float | None, float | None], search: bool):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
-    out by the heuristics (`_layout_of`, with the order search when ``order``); then, while
-    that is not within the gap of the bound (``limits``: the bound, the gap, the deadline
-    and the stage's CPU seconds left, None: no allowance) and ``sweep``, the plans of the
-    layout sweep (`memplan.deploy.regions_layout`) forwards, then backwards in time, their
-    last region laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU
-    second left, none when no work is left (its guide alone costs a relaxation's sweep)."""
+    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
+    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
+    None: no allowance) and ``search``, the plans of the layout sweep
+    (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
+    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left, none
+    when no work is left (its guide alone costs a sweep of the relaxation)."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -642,8 +673,8 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         return best
 
     if chosen is not None:
-        best = kept(_layout_of(relaxed, chosen, stage, bound, gap, order), best)
-    for reverse in (False, True) if sweep else ():
+        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
+    for reverse in (False, True) if search else ():
         value = None if best is None else relaxed.value(*best, stage)
         if value is not None and _close(value, bound, gap):
             break
