@@ -60,7 +60,16 @@ What that second run proves holds within the ceiling only: the plan's
 bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
 which hold for every plan; ``stats["ceiling"]`` has the second run's statuses
 and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
-the plans within the ceiling, the set the plan was chosen from).
+the plans within the ceiling, the set the plan was chosen from). The second
+run's first stage starts from the first run's bound (a lower bound within the
+ceiling too): its own relaxation, capped, is a knapsack over every step that
+CP-SAT seldom closes in its share.
+
+The arena stage with two banks (the slow one the only costing region) aims the
+layout sweep (`memplan.deploy.regions_layout`) at its bound: the slow loads of
+every state within the gap of it, so a plan the sweep finds and the slow bank's
+layout reaches is proven; the order search lays the choice out only when it
+does not (`_laid_out`).
 
 Bounds: beside NoOverlap2D, every region's bytes at each step where the
 live set is maximal are at most its capacity and at most its top
@@ -112,6 +121,10 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+AIM_STATES = 1 << 6  # the arena stage's layout sweep: its beam (of 32, 64 and 128 states,
+# 64 proved the most of the decoders' slow arenas: wider is not surer, and costs more)
+AIM_WORK = 1 << 22  # state entries it may touch whatever the stage's CPU left (the beam
+# of 64 took 0.3-3.3 M on the decoders' banks); it runs in place of the order search
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -393,9 +406,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
         return model
 
+    floors: dict = {}  # the first stage's bound, for the run within the ceiling
     chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
-                     stats)
+                     stats, floors)
     if chosen is None:
         return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -414,7 +428,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, threads, stats["ceiling"])
+                         (left, deadline, relative_gap), seed, threads, stats["ceiling"],
+                         floors)
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -452,7 +467,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
-            stats: dict) -> tuple | None:
+            stats: dict, floors: dict) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
@@ -467,7 +482,10 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
     after its relaxation whatever the distance (the gap reported on the cost says it).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
-    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
+    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``.
+    ``floors``: the first stage's bound by its name (the model's units), read and written:
+    a run without the ceiling's cap proves one that holds within the cap too, often more
+    than the capped relaxation proves in its share (CP-SAT on a knapsack of every step)."""
     seconds, deadline, gap = limits
     relaxed, model = build(False), None  # the full model, built when the relaxation is short
     problem = relaxed.problem
@@ -497,6 +515,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
+        if n == 0:
+            bound = max(bound, floors.get(stage, 0.0))
         searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
@@ -530,6 +550,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 bound = max(bound, solver.best_objective_bound)
         else:  # proven within the gap by its bound, or a tie-break left at its relaxation
             stats[f"{stage}_status"] = "relaxation"
+        if n == 0:
+            floors[stage] = bound
         proven[stage] = bound
         if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
             for kept in (relaxed, model):
@@ -549,15 +571,13 @@ def _close(value: float, bound: float, gap: float) -> bool:
     return value - bound <= gap * value
 
 
-def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
-               gap: float) -> Plan:
-    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
-    that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
-    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
-    their capacity; those whose top counts) laid out again with the order search: the
-    search costs more than the passes, and the passes mostly suffice."""
-    problem = relaxed.problem
-    quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
+def _searched(relaxed: RegionModel, quick: Plan, stage: str, bound: float, gap: float) -> Plan:
+    """``quick`` (a region choice laid out by the heuristics' greedy passes alone, `lay_out`)
+    when it meets every constraint of ``relaxed`` and, for the arena stage, is within ``gap``
+    of ``bound`` (the cost depends on the choice alone); else the regions at fault (over
+    their capacity; those whose top counts) laid out again with the order search, kept
+    when better: the search costs more than the passes, and the passes mostly suffice."""
+    problem, regions = relaxed.problem, quick.regions
     fits = relaxed.admits(quick)
     if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
                                            bound, gap)):
@@ -600,11 +620,17 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
               limits: tuple[float, float, float | None, float | None], search: bool):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
-    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
-    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
-    None: no allowance) and ``search``, the plans of the layout sweep
+    out by the heuristics (`lay_out`, then `_searched`); then, while that is not within the
+    gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
+    seconds left, None: no allowance) and ``search``, the plans of the layout sweep
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
-    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
+    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
+
+    The arena stage, where the sweep can aim at it (`_arena_aim`), runs the sweep before
+    the order search: its slow loads within the gap of the bound, a narrow beam
+    (`AIM_STATES`), at least `AIM_WORK` entries; the order search only when that finds no
+    plan within the gap. On the decoders' banks the order search seldom lowered the
+    relaxation's slow arena, while the aimed sweep reached the bound itself."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -614,20 +640,50 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
             return laid.offsets, laid.regions
         return best
 
-    if chosen is not None:
-        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
+    def close(best) -> bool:
+        return best is not None and _close(relaxed.value(*best, stage), bound, gap)
+
+    def swept(reverse: bool, least: int, **options):
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, max(least, int(
+            max(0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU)))
+        found = sweep_layout(relaxed, deadline=deadline, reverse=reverse, max_work=work,
+                             **options)
+        return None if found is None else lay_out(problem, found[1], [len(problem.regions) - 1],
+                                                   offsets=found[2])
+
+    aim = _arena_aim(relaxed, bound, gap) if stage == "arena" else None
+    quick = None if chosen is None else \
+        lay_out(problem, chosen, range(len(problem.regions)), search_evaluations=0)
+    if quick is not None:
+        best = kept(quick, best)
+    if aim is not None and not close(best):
+        before = relaxed.aim
+        relaxed.aim = aim if before is None else min(before, aim)
+        try:
+            for reverse in (False, True):
+                laid = swept(reverse, AIM_WORK, max_states=AIM_STATES)
+                best = best if laid is None else kept(laid, best)
+                if close(best):
+                    break
+        finally:
+            relaxed.aim = before
+    if quick is not None and not close(best):
+        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
     for reverse in (False, True) if search else ():
-        value = None if best is None else relaxed.value(*best, stage)
-        if value is not None and _close(value, bound, gap):
+        if close(best):
             break
-        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
-            0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU))
-        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
-                             max_work=work)
-        if found is not None:
-            best = kept(lay_out(problem, found[1], [len(problem.regions) - 1],
-                                offsets=found[2]), best)
+        laid = swept(reverse, 0, ceiling=None if best is None else relaxed.value(*best, stage))
+        best = best if laid is None else kept(laid, best)
     return best
+
+
+def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:
+    """The slow arena (bytes) within ``gap`` of the arena ``bound`` (the model's units), which
+    the layout sweep keeps the slow loads within (`RegionModel.aim`); None unless there are
+    two regions and only the last (the one the sweep leaves to its caller) costs."""
+    if len(relaxed.limit) != 2 or list(relaxed.top) != [1]:
+        return None
+    return int(bound / (1 - gap) / relaxed.weight[1] + 1e-9)
 
 
 def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarray | None = None,
