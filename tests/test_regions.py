@@ -561,7 +561,7 @@ def test_the_arena_stage_aims_the_layout_sweep_at_its_bound(monkeypatch):
     start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))
     plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01,
                               hint=start)
-    assert beams[0] == exact.AIM_STATES
+    assert beams[0] == exact.NARROW_STATES
     assert plan.stats["arena_status"] == "relaxation"
     assert plan.stats["arena_optimal"]
     assert plan.stats["region_sizes"]["dram"] < start.stats["region_sizes"]["dram"]

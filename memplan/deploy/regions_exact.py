@@ -121,10 +121,10 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
-AIM_STATES = 1 << 6  # the arena stage's layout sweep: its beam (of 32, 64 and 128 states,
-# 64 proved the most of the decoders' slow arenas: wider is not surer, and costs more)
-AIM_WORK = 1 << 22  # state entries it may touch whatever the stage's CPU left (the beam
-# of 64 took 0.3-3.3 M on the decoders' banks); it runs in place of the order search
+NARROW_STATES = 1 << 6  # the layout sweep before the order search: its beam (of 32, 64
+# and 128 states, 64 proved the most of the decoders' slow arenas: wider is not surer)
+NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left (the beam
+# of 64 took 0.3-3.3 M on the decoders' banks); the order search it saves cost as much
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -179,8 +179,10 @@ class RegionModel:
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
-        # the slow arena the layout sweep keeps within (a ceiling's): an aim, no constraint
+        # the slow arena and slow bytes the layout sweep keeps within (a ceiling's): aims,
+        # no constraints
         self.aim: int | None = None
+        self.aim_bytes: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
@@ -255,7 +257,7 @@ class RegionModel:
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
         self.capped = (slow_bytes, slow_arena)
-        self.aim = slow_arena
+        self.aim, self.aim_bytes = slow_arena, slow_bytes
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
@@ -403,7 +405,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     def build(packed: bool) -> RegionModel:
         model = RegionModel(problem, weights, packed=packed)
-        model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
+        if ceiling is not None:
+            model.aim_bytes, model.aim = slow_measures(problem, ceiling)
         return model
 
     floors: dict = {}  # the first stage's bound, for the run within the ceiling
@@ -626,11 +629,13 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
     laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
 
-    The arena stage, where the sweep can aim at it (`_arena_aim`), runs the sweep before
-    the order search: its slow loads within the gap of the bound, a narrow beam
-    (`AIM_STATES`), at least `AIM_WORK` entries; the order search only when that finds no
-    plan within the gap. On the decoders' banks the order search seldom lowered the
-    relaxation's slow arena, while the aimed sweep reached the bound itself."""
+    With ``search``, and in the arena stage where the sweep can aim at the bound
+    (`_arena_aim`: its slow loads within the gap of it), a narrow sweep (`NARROW_STATES`,
+    at least `NARROW_WORK` entries) runs first, forwards then backwards; the order search
+    only when that finds no plan within the gap, then the wide sweeps (`MAX_STATES` of
+    `memplan.deploy.regions_layout`) in the CPU left. On the decoders' banks the order
+    search seldom came closer than the relaxation's choice, while the narrow sweep reached
+    the bound itself in 0.1-0.5 CPU-s."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -646,8 +651,9 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     def swept(reverse: bool, least: int, **options):
         work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, max(least, int(
             max(0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU)))
-        found = sweep_layout(relaxed, deadline=deadline, reverse=reverse, max_work=work,
-                             **options)
+        found = None if not work else sweep_layout(
+            relaxed, None if stage == "arena" or best is None else relaxed.value(*best, stage),
+            deadline=deadline, reverse=reverse, max_work=work, **options)
         return None if found is None else lay_out(problem, found[1], [len(problem.regions) - 1],
                                                    offsets=found[2])
 
@@ -656,23 +662,23 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         lay_out(problem, chosen, range(len(problem.regions)), search_evaluations=0)
     if quick is not None:
         best = kept(quick, best)
-    if aim is not None and not close(best):
+    if quick is not None and not close(best):
+        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
+    if (search or aim is not None) and not close(best):
         before = relaxed.aim
-        relaxed.aim = aim if before is None else min(before, aim)
+        relaxed.aim = aim if before is None or aim is None else min(before, aim)
         try:
-            for reverse in (False, True):
-                laid = swept(reverse, AIM_WORK, max_states=AIM_STATES)
+            for reverse in (False, True) if aim is not None else (False,):
+                laid = swept(reverse, NARROW_WORK, max_states=NARROW_STATES)
                 best = best if laid is None else kept(laid, best)
                 if close(best):
                     break
         finally:
             relaxed.aim = before
-    if quick is not None and not close(best):
-        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
     for reverse in (False, True) if search else ():
         if close(best):
             break
-        laid = swept(reverse, 0, ceiling=None if best is None else relaxed.value(*best, stage))
+        laid = swept(reverse, 0)
         best = best if laid is None else kept(laid, best)
     return best
 

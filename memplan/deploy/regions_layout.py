@@ -22,9 +22,9 @@ Steps (`sweep_layout`):
   the region's top, right above or below a live unit of the region (each at
   the unit's alignment, within the capacity, apart from every live unit there);
 - in the last region only the loads per step are kept within its capacity,
-  as in the relaxation: the caller lays it out and checks it; with a cap
-  (`RegionModel.cap`, two regions, the last the slow one) a state whose bytes
-  there pass the cap's slow bytes goes (they only grow);
+  as in the relaxation: the caller lays it out and checks it; with slow bytes
+  aimed at (`RegionModel.aim_bytes`, a ceiling's; two regions, the last the
+  slow one) a state whose bytes there pass them goes (they only grow);
 - equal states merge at their least cost; then each state's cost plus what
   the units still to come cost at least (`Guide`: the relaxation swept the
   other way in time, its states kept) orders the states, ties to the widest
@@ -68,8 +68,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     passes ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a
     known plan's cost. ``reverse``: the sweep runs backwards in time (another search,
     often finding what the forward one misses). With two regions, the model's ``aim`` (a
-    slow arena) bounds the slow region's loads, and a cap's slow bytes
-    (`RegionModel.cap`) the bytes put there (its slow arena is the caller's to check)."""
+    slow arena) bounds the slow region's loads, and its ``aim_bytes`` (slow bytes) the
+    bytes put there (the slow arena laid out is the caller's to check)."""
     geometry, problem = model.geometry, model.problem
     if geometry.separations or len(model.limit) < 2:
         return None
@@ -80,9 +80,9 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     placed = len(limits) - 1  # regions below this index get offsets
     if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
         limits[placed] = min(limits[placed], model.aim)
-    # a cap's slow bytes (`RegionModel.cap`) bound the bytes each state puts in the last region
-    most = model.capped[0] if model.capped is not None and placed == 1 and \
-        slow_regions(problem).tolist() == [False, True] else None
+    # the slow bytes aimed at (a ceiling's) bound the bytes each state puts in the last region
+    most = model.aim_bytes if placed == 1 and slow_regions(problem).tolist() == [False, True] \
+        else None
     unit_size = np.array([int(problem.sizes[list(unit.members)].sum())
                           for unit in geometry.units], np.int64)
     line = timeline(model, reverse)
