@@ -66,10 +66,12 @@ ceiling too): its own relaxation, capped, is a knapsack over every step that
 CP-SAT seldom closes in its share.
 
 The arena stage with two banks (the slow one the only costing region) aims the
-layout sweep (`memplan.deploy.regions_layout`) at its bound: the slow loads of
-every state within the gap of it, so a plan the sweep finds and the slow bank's
-layout reaches is proven; the order search lays the choice out only when it
-does not (`_laid_out`).
+layout sweep (`memplan.deploy.regions_layout`) at its bound when the
+relaxation's choice laid out is not within the gap: the slow loads of every
+state within the gap of it, so a plan the sweep finds and the slow bank's
+layout reaches is proven (`_laid_out`). With a ceiling, the sweep's states keep
+within its slow bytes and slow arena in both runs, so the first run's plan
+mostly stays within it and the second run is not needed.
 
 Bounds: beside NoOverlap2D, every region's bytes at each step where the
 live set is maximal are at most its capacity and at most its top
@@ -123,8 +125,8 @@ from memplan.validate import validate
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 NARROW_STATES = 1 << 6  # the layout sweep before the order search: its beam (of 32, 64
 # and 128 states, 64 proved the most of the decoders' slow arenas: wider is not surer)
-NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left (the beam
-# of 64 took 0.3-3.3 M on the decoders' banks); the order search it saves cost as much
+NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left: the beam
+# of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to 1 << 22 proved the same ones)
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -630,12 +632,11 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
 
     With ``search``, and in the arena stage where the sweep can aim at the bound
-    (`_arena_aim`: its slow loads within the gap of it), a narrow sweep (`NARROW_STATES`,
-    at least `NARROW_WORK` entries) runs first, forwards then backwards; the order search
-    only when that finds no plan within the gap, then the wide sweeps (`MAX_STATES` of
-    `memplan.deploy.regions_layout`) in the CPU left. On the decoders' banks the order
-    search seldom came closer than the relaxation's choice, while the narrow sweep reached
-    the bound itself in 0.1-0.5 CPU-s."""
+    (`_arena_aim`: its slow loads within the gap of it), a narrow sweep forwards
+    (`NARROW_STATES`, at least `NARROW_WORK` entries) runs before the wide ones
+    (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
+    banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
+    CPU left to finish."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -668,11 +669,8 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         before = relaxed.aim
         relaxed.aim = aim if before is None or aim is None else min(before, aim)
         try:
-            for reverse in (False, True) if aim is not None else (False,):
-                laid = swept(reverse, NARROW_WORK, max_states=NARROW_STATES)
-                best = best if laid is None else kept(laid, best)
-                if close(best):
-                    break
+            laid = swept(False, NARROW_WORK, max_states=NARROW_STATES)
+            best = best if laid is None else kept(laid, best)
         finally:
             relaxed.aim = before
     for reverse in (False, True) if search else ():
