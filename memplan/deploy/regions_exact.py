@@ -123,7 +123,7 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
-NARROW_STATES = 1 << 6  # the layout sweep before the order search: its beam (of 32, 64
+NARROW_STATES = 1 << 6  # the layout sweep before the wide one: its beam (of 32, 64
 # and 128 states, 64 proved the most of the decoders' slow arenas: wider is not surer)
 NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left: the beam
 # of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to 1 << 22 proved the same ones)
@@ -667,7 +667,7 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         best = kept(_searched(relaxed, quick, stage, bound, gap), best)
     if (search or aim is not None) and not close(best):
         before = relaxed.aim
-        relaxed.aim = aim if before is None or aim is None else min(before, aim)
+        relaxed.aim = before if aim is None else aim if before is None else min(before, aim)
         try:
             laid = swept(False, NARROW_WORK, max_states=NARROW_STATES)
             best = best if laid is None else kept(laid, best)
