@@ -63,7 +63,10 @@ and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
 the plans within the ceiling, the set the plan was chosen from). The second
 run's first stage starts from the first run's bound (a lower bound within the
 ceiling too): its own relaxation, capped, is a knapsack over every step that
-CP-SAT seldom closes in its share.
+CP-SAT seldom closes in its share. It also reuses the first run's sweep of the
+relaxation at the same kept tops (`_swept`), and the first run leaves out a
+tie-break whose plans all end over the ceiling (`_beyond`): the same plans and
+bounds, less of the export's CPU.
 
 The arena stage with two banks (the slow one the only costing region) aims the
 layout sweep (`memplan.deploy.regions_layout`) at its bound when the
