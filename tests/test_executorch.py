@@ -206,6 +206,29 @@ def test_control_flow_subgraphs_sit_below_their_parent():
                            flipped.calls), eager(flipped)) == "identical"  # other branch
 
 
+def test_each_graphs_inputs_and_outputs_are_checked_once(monkeypatch):
+    """ExecuTorch's pass checks the graph's own inputs and outputs; memplan's checks each
+    control-flow subgraph's, not the graph's again."""
+    from executorch.exir.memory_planning import Verifier
+
+    checked: list = []
+    io = Verifier.verify_graph_input_output
+    monkeypatch.setattr(Verifier, "verify_graph_input_output",
+                        lambda self: checked.append(id(self.graph_module)) or io(self))
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: x.relu() * 2, lambda x: x.sin() - 3,
+                              (x,)) + x
+
+    model = zoo.Model("branchy", Branchy().eval(), [(torch.randn(4, 16),)])
+    edge = export(model)
+    checked.clear()
+    lower(edge, memplan.executorch.memory_planning_pass(time_limit=5))
+    assert len(checked) == 3  # the graph and its two branches
+    assert len(set(checked)) == 3
+
+
 def test_storage_backed_specs_sit_in_their_base():
     """ExecuTorch's reinplace pass stores a clone in its input (``storage_base``)."""
     model = zoo.llama(64, 1, 8, vocab=64)

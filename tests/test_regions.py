@@ -382,11 +382,16 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
                               objective=objective)
         assert bound <= optimum + 1e-6
     ceiling = plan_regions(problem, weights=weights)  # within it, the bounds hold too
-    if not ceiling.stats["over_capacity"]:
-        plan = plan_regions_exact(problem, time_limit=5, weights=weights, ceiling=ceiling)
-        optimum = _exhaustive_cost(problem, weights, within=slow_measures(problem, ceiling))
-        assert plan.stats["cost"] >= optimum - 1e-6
-        assert plan.stats.get("ceiling", {}).get("cost_bound", 0.0) <= optimum + 1e-6
+    if ceiling.stats["over_capacity"]:
+        return
+    for objective, measure, field in (("cost", "cost", "cost_bound"),
+                                      ("arena", "arena", "arena_bound")):
+        plan = plan_regions_exact(problem, time_limit=5, weights=weights, ceiling=ceiling,
+                                  objective=objective)
+        optimum = _exhaustive_cost(problem, weights, measure,
+                                   within=slow_measures(problem, ceiling))
+        assert plan.stats["cost" if measure == "cost" else "arena_cost"] >= optimum - 1e-6
+        assert plan.stats.get("ceiling", {}).get(field, 0.0) <= optimum + 1e-6
 
 
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[1::4],
@@ -508,6 +513,16 @@ def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, probl
     assert model.value(plan.offsets, plan.regions, "cost") == cost
     assert region_cost(problem, regions, weights) >= _exhaustive_cost(problem, weights) - 1e-6
     assert sweep_layout(model, ceiling=cost - 1) is None
+    ceiling = plan_regions(problem, weights=weights)
+    if len(problem.regions) > 2 or ceiling.stats["over_capacity"]:
+        return
+    within = slow_measures(problem, ceiling)
+    model.cap(within[0] // 2, within[1])  # half the slow bytes: states past them go
+    found = sweep_layout(model)
+    if found is not None:
+        plan = lay_out(problem, found[1], [1], offsets=found[2])
+        check(problem, plan)
+        assert slow_measures(problem, plan)[0] <= within[0] // 2
 
 
 def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(monkeypatch):
@@ -528,6 +543,28 @@ def test_the_layout_sweep_closes_the_gap_a_poor_layout_of_the_relaxation_leaves(
     assert plan.stats["cost_status"] == "relaxation"
     assert plan.stats["cost_optimal"]
     assert plan.stats["cost"] < region_cost(CHAIN, everything_slow)
+    check(CHAIN, plan)
+
+
+def test_the_arena_stage_aims_the_layout_sweep_at_its_bound(monkeypatch):
+    """When the relaxation's choice, laid out, is far from the arena bound, the layout sweep
+    with its slow loads kept within the bound (a narrow beam) reaches it: the arena is
+    proven optimal without the full model."""
+    import memplan.deploy.regions_exact as exact
+
+    everything_slow = np.ones(len(CHAIN), np.int64)
+    read, beams = exact.RegionModel.read, []
+    monkeypatch.setattr(exact.RegionModel, "read", lambda self, solver: (
+        read(self, solver)[0], everything_slow) if not self.packed else read(self, solver))
+    monkeypatch.setattr(exact, "sweep_layout", lambda *args, **kw: beams.append(
+        kw.get("max_states")) or sweep_layout(*args, **kw))
+    start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))
+    plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01,
+                              hint=start)
+    assert beams[0] == exact.NARROW_STATES
+    assert plan.stats["arena_status"] == "relaxation"
+    assert plan.stats["arena_optimal"]
+    assert plan.stats["region_sizes"]["dram"] < start.stats["region_sizes"]["dram"]
     check(CHAIN, plan)
 
 

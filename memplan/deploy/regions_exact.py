@@ -60,7 +60,21 @@ What that second run proves holds within the ceiling only: the plan's
 bounds (its gap, ``cost_optimal``, ``arena_optimal``) are the first run's,
 which hold for every plan; ``stats["ceiling"]`` has the second run's statuses
 and the bounds it proved (``cost_bound``, ``arena_bound``: lower bounds among
-the plans within the ceiling, the set the plan was chosen from).
+the plans within the ceiling, the set the plan was chosen from). The second
+run's first stage starts from the first run's bound (a lower bound within the
+ceiling too): its own relaxation, capped, is a knapsack over every step that
+CP-SAT seldom closes in its share. It also reuses the first run's sweep of the
+relaxation at the same kept tops (`_swept`), and the first run leaves out a
+tie-break whose plans all end over the ceiling (`_beyond`): the same plans and
+bounds, less of the export's CPU.
+
+The arena stage with two banks (the slow one the only costing region) aims the
+layout sweep (`memplan.deploy.regions_layout`) at its bound when the
+relaxation's choice laid out is not within the gap: the slow loads of every
+state within the gap of it, so a plan the sweep finds and the slow bank's
+layout reaches is proven (`_laid_out`). With a ceiling, the sweep's states keep
+within its slow bytes and slow arena in both runs, so the first run's plan
+mostly stays within it and the second run is not needed.
 
 Bounds: beside NoOverlap2D, every region's bytes at each step where the
 live set is maximal are at most its capacity and at most its top
@@ -71,6 +85,8 @@ every run stops once its objective is proven within that share.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -112,6 +128,10 @@ from memplan.solver.geometry import build_geometry
 from memplan.validate import validate
 
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+NARROW_STATES = 1 << 6  # the layout sweep before the wide one: its beam (of 32, 64
+# and 128 states, 64 proved the most of the decoders' slow arenas: wider is not surer)
+NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left: the beam
+# of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to 1 << 22 proved the same ones)
 
 
 def region_weights(problem: Problem) -> list[int]:
@@ -166,8 +186,10 @@ class RegionModel:
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
-        # the slow arena the layout sweep keeps within (a ceiling's): an aim, no constraint
+        # the slow arena and slow bytes the layout sweep keeps within (a ceiling's): aims,
+        # no constraints
         self.aim: int | None = None
+        self.aim_bytes: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
         self.cost = sum(unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
@@ -242,7 +264,7 @@ class RegionModel:
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
         self.capped = (slow_bytes, slow_arena)
-        self.aim = slow_arena
+        self.aim, self.aim_bytes = slow_arena, slow_bytes
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
@@ -388,14 +410,17 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
+    shared = _Shared(over=None if ceiling is None else slow_measures(problem, ceiling))
+
     def build(packed: bool) -> RegionModel:
         model = RegionModel(problem, weights, packed=packed)
-        model.aim = None if ceiling is None else slow_measures(problem, ceiling)[1]
+        if ceiling is not None:
+            model.aim_bytes, model.aim = slow_measures(problem, ceiling)
         return model
 
     chosen = _choose(build, first,
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
-                     stats)
+                     stats, shared)
     if chosen is None:
         return _infeasible(problem, heuristic, clock, stats, weights)
     offsets, regions, proven_cost, proven_arena = chosen
@@ -413,8 +438,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
+        shared.over = None  # its plans are all within the ceiling
         chosen = _choose(capped, heuristic, heuristic, objective,
-                         (left, deadline, relative_gap), seed, threads, stats["ceiling"])
+                         (left, deadline, relative_gap), seed, threads, stats["ceiling"],
+                         shared)
         offsets, regions = chosen[:2] if chosen is not None else \
             (heuristic.offsets.copy(), heuristic.regions.copy())
         for key, bound in zip(("cost_bound", "arena_bound"), chosen[2:] if chosen else (),
@@ -452,7 +479,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
-            stats: dict) -> tuple | None:
+            stats: dict, shared: _Shared) -> tuple | None:
     """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
@@ -465,9 +492,11 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     plan when it fits. When the best plan so far is within ``gap`` of that bound, the
     stage ends there; else the full model runs, its objective at least the bound. With a
     gap (> 0), the cost stage that follows the arenas' only breaks their ties: it ends
-    after its relaxation whatever the distance (the gap reported on the cost says it).
+    after its relaxation whatever the distance (the gap reported on the cost says it), and
+    is left out when its plan would end over the ceiling anyway (`_beyond`).
     ``limits``: CPU seconds per worker, the deadline (a `time.perf_counter` value; None:
-    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``."""
+    none) and the relative gap; the CPU the runs took is added to ``stats["stage_cpu"]``;
+    ``shared``: what the runs share (`_Shared`), read and written."""
     seconds, deadline, gap = limits
     relaxed, model = build(False), None  # the full model, built when the relaxation is short
     problem = relaxed.problem
@@ -479,8 +508,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
         # a cap left out, the sweep's bound is a lower one: it holds within the cap too
-        swept = None if stage != "cost" else sweep_relaxation(
-            relaxed, None if best is None else relaxed.value(*best, stage), uncapped=True)
+        swept = None if stage != "cost" else _swept(
+            relaxed, None if best is None else relaxed.value(*best, stage), shared.sweeps)
         if swept is not None:  # the relaxation solved exactly by the sweep
             bound, chosen = swept
             stats[f"{stage}_relaxed"] = "swept"
@@ -497,14 +526,21 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 return None  # not even the loads of every step fit the capacities
             bound = solver.best_objective_bound if status in _SOLVED else 0.0
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
-        searched = stage == "cost" and not (gap > 0 and n > 0)  # not a tie-break's
+        if n == 0:
+            bound = max(bound, shared.floors.get(stage, 0.0))
+        breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
+        if breaking and _beyond(relaxed, best, chosen, shared.over):
+            stats[f"{stage}_status"] = "relaxation"  # its plan ends over the ceiling anyway
+            proven[stage] = bound
+            continue
+        searched = stage == "cost" and not breaking
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
         best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
         stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
-        tie_break = gap > 0 and n > 0 and best is not None
+        tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
         if best is not None and left is not None and left < FULL_MODEL_LEAST:
             stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
@@ -530,6 +566,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
                 bound = max(bound, solver.best_objective_bound)
         else:  # proven within the gap by its bound, or a tie-break left at its relaxation
             stats[f"{stage}_status"] = "relaxation"
+        if n == 0:
+            shared.floors[stage] = bound
         proven[stage] = bound
         if stage == "arena" and best is not None:  # keep the arenas, then lower the cost
             for kept in (relaxed, model):
@@ -544,20 +582,67 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     return offsets, regions, proven_cost, proven_arena
 
 
+@dataclass
+class _Shared:
+    """What the two stage-1 runs share: the relaxation's sweeps by their kept tops
+    (`_swept`), the first stage's bounds; in the first run, the ceiling's slow bytes and
+    slow arena (`_beyond`)."""
+
+    over: tuple[int, int] | None
+    sweeps: dict = field(default_factory=dict)
+    # the first stage's bound by its name (the model's units): a run without the ceiling's
+    # cap proves one that holds within the cap too, often more than the capped relaxation
+    # proves in its share (CP-SAT on a knapsack of every step)
+    floors: dict = field(default_factory=dict)
+
+
+def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
+            over: tuple[int, int] | None) -> bool:
+    """Whether a tie-break can only end over the ceiling (``over``: its slow bytes and slow
+    arena; None: no ceiling): ``best`` (offsets and regions) has more of either, and the
+    relaxation's ``chosen`` regions more slow bytes, however they are laid out. The tie-break
+    keeps one of the two, the ceiling's run then plans anew and the first run's plan goes;
+    its bound on the cost counts for the cost objective only, which has no tie-break."""
+    if over is None or best is None or chosen is None:
+        return False
+    problem = relaxed.problem
+    now = slow_measures(problem, Plan.from_offsets(problem, best[0], planner="stage 1",
+                                                   regions=best[1]))
+    slow = slow_regions(problem)[chosen]
+    return any(mine > cap for mine, cap in zip(now, over, strict=True)) and \
+        int(problem.sizes[slow].sum()) > over[0]
+
+
+def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
+           ) -> tuple[int, np.ndarray] | None:
+    """`sweep_relaxation` of ``relaxed`` within ``ceiling``, its cap left out, or what an
+    earlier sweep of the same problem and kept tops (``sweeps``) found: its optimum and
+    choice, none when that optimum is above ``ceiling``. A new sweep would find the same
+    (a ceiling prunes only states dearer than it), or give up past its states with a
+    higher ceiling (CP-SAT would then solve it). The ceiling's run of stage 1 asks again
+    for what the first swept."""
+    key = tuple(sorted(relaxed.kept.items()))
+    if key not in sweeps:
+        found = sweep_relaxation(relaxed, ceiling, uncapped=True)
+        if found is None:
+            return None
+        sweeps[key] = found
+    found = sweeps[key]
+    return found if ceiling is None or found[0] <= ceiling else None
+
+
 def _close(value: float, bound: float, gap: float) -> bool:
     """Whether ``value`` is proven within ``gap`` (a share of it) of ``bound``."""
     return value - bound <= gap * value
 
 
-def _layout_of(relaxed: RegionModel, regions: np.ndarray, stage: str, bound: float,
-               gap: float) -> Plan:
-    """A region choice laid out (`lay_out`) by the heuristics' greedy passes alone; when
-    that layout breaks a constraint of ``relaxed`` or, for the arena stage, is not within
-    ``gap`` of ``bound`` (the cost depends on the choice alone), the regions at fault (over
-    their capacity; those whose top counts) laid out again with the order search: the
-    search costs more than the passes, and the passes mostly suffice."""
-    problem = relaxed.problem
-    quick = lay_out(problem, regions, range(len(problem.regions)), search_evaluations=0)
+def _searched(relaxed: RegionModel, quick: Plan, stage: str, bound: float, gap: float) -> Plan:
+    """``quick`` (a region choice laid out by the heuristics' greedy passes alone, `lay_out`)
+    when it meets every constraint of ``relaxed`` and, for the arena stage, is within ``gap``
+    of ``bound`` (the cost depends on the choice alone); else the regions at fault (over
+    their capacity; those whose top counts) laid out again with the order search, kept
+    when better: the search costs more than the passes, and the passes mostly suffice."""
+    problem, regions = relaxed.problem, quick.regions
     fits = relaxed.admits(quick)
     if fits and (stage == "cost" or _close(relaxed.value(quick.offsets, quick.regions, stage),
                                            bound, gap)):
@@ -600,11 +685,18 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
               limits: tuple[float, float, float | None, float | None], search: bool):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
-    out by the heuristics (`_layout_of`); then, while that is not within the gap of the
-    bound (``limits``: the bound, the gap, the deadline and the stage's CPU seconds left,
-    None: no allowance) and ``search``, the plans of the layout sweep
+    out by the heuristics (`lay_out`, then `_searched`); then, while that is not within the
+    gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
+    seconds left, None: no allowance) and ``search``, the plans of the layout sweep
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
-    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left."""
+    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
+
+    With ``search``, and in the arena stage where the sweep can aim at the bound
+    (`_arena_aim`: its slow loads within the gap of it), a narrow sweep forwards
+    (`NARROW_STATES`, at least `NARROW_WORK` entries) runs before the wide ones
+    (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
+    banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
+    CPU left to finish."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
@@ -614,20 +706,48 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
             return laid.offsets, laid.regions
         return best
 
-    if chosen is not None:
-        best = kept(_layout_of(relaxed, chosen, stage, bound, gap), best)
+    def close(best) -> bool:
+        return best is not None and _close(relaxed.value(*best, stage), bound, gap)
+
+    def swept(reverse: bool, least: int, **options):
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, max(least, int(
+            max(0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU)))
+        found = None if not work else sweep_layout(
+            relaxed, None if stage == "arena" or best is None else relaxed.value(*best, stage),
+            deadline=deadline, reverse=reverse, max_work=work, **options)
+        return None if found is None else lay_out(problem, found[1], [len(problem.regions) - 1],
+                                                   offsets=found[2])
+
+    aim = _arena_aim(relaxed, bound, gap) if stage == "arena" else None
+    quick = None if chosen is None else \
+        lay_out(problem, chosen, range(len(problem.regions)), search_evaluations=0)
+    if quick is not None:
+        best = kept(quick, best)
+    if quick is not None and not close(best):
+        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
+    if (search or aim is not None) and not close(best):
+        before = relaxed.aim
+        relaxed.aim = before if aim is None else aim if before is None else min(before, aim)
+        try:
+            laid = swept(False, NARROW_WORK, max_states=NARROW_STATES)
+            best = best if laid is None else kept(laid, best)
+        finally:
+            relaxed.aim = before
     for reverse in (False, True) if search else ():
-        value = None if best is None else relaxed.value(*best, stage)
-        if value is not None and _close(value, bound, gap):
+        if close(best):
             break
-        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
-            0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU))
-        found = sweep_layout(relaxed, value, deadline=deadline, reverse=reverse,
-                             max_work=work)
-        if found is not None:
-            best = kept(lay_out(problem, found[1], [len(problem.regions) - 1],
-                                offsets=found[2]), best)
+        laid = swept(reverse, 0)
+        best = best if laid is None else kept(laid, best)
     return best
+
+
+def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:
+    """The slow arena (bytes) within ``gap`` of the arena ``bound`` (the model's units), which
+    the layout sweep keeps the slow loads within (`RegionModel.aim`); None unless there are
+    two regions and only the last (the one the sweep leaves to its caller) costs."""
+    if len(relaxed.limit) != 2 or list(relaxed.top) != [1]:
+        return None
+    return int(bound / (1 - gap) / relaxed.weight[1] + 1e-9)
 
 
 def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarray | None = None,

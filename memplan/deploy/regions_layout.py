@@ -22,7 +22,9 @@ Steps (`sweep_layout`):
   the region's top, right above or below a live unit of the region (each at
   the unit's alignment, within the capacity, apart from every live unit there);
 - in the last region only the loads per step are kept within its capacity,
-  as in the relaxation: the caller lays it out and checks it;
+  as in the relaxation: the caller lays it out and checks it; with slow bytes
+  aimed at (`RegionModel.aim_bytes`, a ceiling's; two regions, the last the
+  slow one) a state whose bytes there pass them goes (they only grow);
 - equal states merge at their least cost; then each state's cost plus what
   the units still to come cost at least (`Guide`: the relaxation swept the
   other way in time, its states kept) orders the states, ties to the widest
@@ -45,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan.budget import past
+from memplan.deploy.regions import slow_regions
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 
 MAX_STATES = 1 << 8  # states the beam keeps at one step
@@ -65,8 +68,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     passes ``deadline`` (a `time.perf_counter` value: the caller's limit). ``ceiling``: a
     known plan's cost. ``reverse``: the sweep runs backwards in time (another search,
     often finding what the forward one misses). With two regions, the model's ``aim`` (a
-    slow arena) bounds the slow region's loads (a cap, `RegionModel.cap`, is the
-    caller's to check)."""
+    slow arena) bounds the slow region's loads, and its ``aim_bytes`` (slow bytes) the
+    bytes put there (the slow arena laid out is the caller's to check)."""
     geometry, problem = model.geometry, model.problem
     if geometry.separations or len(model.limit) < 2:
         return None
@@ -77,6 +80,11 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     placed = len(limits) - 1  # regions below this index get offsets
     if model.aim is not None and placed == 1:  # the slow arena aimed at bounds its loads
         limits[placed] = min(limits[placed], model.aim)
+    # the slow bytes aimed at (a ceiling's) bound the bytes each state puts in the last region
+    most = model.aim_bytes if placed == 1 and slow_regions(problem).tolist() == [False, True] \
+        else None
+    unit_size = np.array([int(problem.sizes[list(unit.members)].sum())
+                          for unit in geometry.units], np.int64)
     line = timeline(model, reverse)
     ends = line.ends
     groups = geometry.groups
@@ -91,6 +99,7 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
     offset = np.zeros((1, 0), np.int64)  # and its offset there (0 in the last region)
     costs = np.zeros(1, np.int64)
+    slow = np.zeros(1, np.int64)  # per state: the bytes its units put in the last region
     trail: list[tuple] = []  # (parents, unit, regions, offsets) per branching or cut
     work = 0
     for t in events:
@@ -106,8 +115,10 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             parts = []
             for k, price in zip(choices[u].tolist(), prices[u].tolist(), strict=True):
                 if k >= placed:
-                    parts.append((np.arange(len(costs)), np.full(len(costs), k),
-                                  np.zeros(len(costs), np.int64), costs + price))
+                    state = np.arange(len(costs)) if most is None else \
+                        np.flatnonzero(slow + unit_size[u] <= most)
+                    parts.append((state, np.full(len(state), k), np.zeros(len(state), np.int64),
+                                  costs[state] + price, slow[state] + unit_size[u]))
                     continue
                 mine = region == k  # the live units in region k, first in each row
                 count = int(mine.sum(axis=1).max(initial=0))
@@ -126,11 +137,12 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                     (candidates + width <= limits[k])
                 state, at = np.nonzero(ok)
                 parts.append((state, np.full(len(state), k), candidates[state, at],
-                              costs[state] + price))
+                              costs[state] + price, slow[state]))
             parents = np.concatenate([p[0] for p in parts])
             regions = np.concatenate([p[1] for p in parts])
             offsets = np.concatenate([p[2] for p in parts])
             costs = np.concatenate([p[3] for p in parts])
+            slow = np.concatenate([p[4] for p in parts])
             region = np.column_stack([region[parents], regions])
             offset = np.column_stack([offset[parents], offsets])
             live.append(u)
@@ -138,11 +150,11 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             if len(costs) > CROWD * max_states:  # many units start at once: the cheapest
                 _, least, chosen = merged(np.hstack([region, offset]), costs)
                 kept = chosen[np.argsort(least, kind="stable")[:CROWD * max_states]]
-                region, offset, costs = region[kept], offset[kept], costs[kept]
+                region, offset, costs, slow = region[kept], offset[kept], costs[kept], slow[kept]
                 trail.append((kept, None, None, None))
         if starting.get(t):
             states, costs, chosen = merged(np.hstack([region, offset]), costs)
-            region, offset = states[:, :len(live)], states[:, len(live):]
+            region, offset, slow = states[:, :len(live)], states[:, len(live):], slow[chosen]
             trail.append((chosen, None, None, None))
         if t in box_starts and len(costs):
             column[live] = np.arange(len(live))
@@ -150,7 +162,7 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             fits = ((region == placed) * held).sum(axis=1) <= limits[placed]
             if not fits.all():
                 kept = np.flatnonzero(fits)
-                region, offset, costs = region[kept], offset[kept], costs[kept]
+                region, offset, costs, slow = region[kept], offset[kept], costs[kept], slow[kept]
                 trail.append((kept, None, None, None))
         if starting.get(t) and len(costs):
             bound = costs + guide.rest(t, live, region)
@@ -158,7 +170,7 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
                                 bound))
             order = order[bound[order] <= (np.inf if ceiling is None else ceiling)]
             kept = order[:max_states]
-            region, offset, costs = region[kept], offset[kept], costs[kept]
+            region, offset, costs, slow = region[kept], offset[kept], costs[kept], slow[kept]
             trail.append((kept, None, None, None))
         if not len(costs):
             return None

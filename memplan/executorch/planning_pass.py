@@ -13,7 +13,8 @@ suite holds one algorithm, `memplan.executorch.spec_planner.MemplanAlgorithm`.
 ExecuTorch's pass verifies storage reuse only for an algorithm named
 ``greedy`` (its default suite is not: it never does); after each graph this
 one runs `verify_graph` with the pass's own flags: graph inputs and outputs
-allocated as configured (ExecuTorch's ``Verifier``, linear), then what the
+allocated as configured (ExecuTorch's ``Verifier``, linear; ExecuTorch's pass checks
+the graph's own, this one its subgraphs'), then what the
 Verifier's pairwise storage check proves (no two live tensors on shared bytes
 unless one is stored in the other, ``mem_obj_id`` consistent) as one sweep
 over time (`memplan.executorch.spec_check`, O(n log n); ``verify="executorch"``
@@ -72,7 +73,7 @@ class MemplanPlanningPass(MemoryPlanningPass):
                      alloc_mutable_buffers=self.alloc_mutable_buffers
                      and not self.share_mutable_buffers,
                      allow_overlap=self.allow_lifetime_and_storage_overlap,
-                     storage=None if self.algorithm.verify else self.verify)
+                     storage=None if self.algorithm.verify else self.verify, io=False)
         check_regions = getattr(self.algorithm, "check_regions", None)
         if check_regions is not None:  # a target memory map: every region within its size
             check_regions(graph_module)
@@ -84,15 +85,19 @@ class MemplanPlanningPass(MemoryPlanningPass):
 
 def verify_graph(graph_module, signature=None, *, alloc_graph_input: bool = True,
                  alloc_graph_output: bool = True, alloc_mutable_buffers: bool = True,
-                 allow_overlap: bool = False, storage: str | None = "memplan") -> None:
+                 allow_overlap: bool = False, storage: str | None = "memplan",
+                 io: bool = True) -> None:
     """Check a planned graph and its control-flow subgraphs (see the module docstring);
     `InvalidPlanError` naming what is wrong. The storage check: ``"memplan"``'s sweep,
     O(specs log specs); ``"executorch"``: the Verifier's pairwise one, O(specs^2);
-    None leaves it out (the algorithm ran it on its own plan)."""
+    None leaves it out (the algorithm ran it on its own plan). ``io=False`` leaves out
+    the Verifier's check of the graph's own inputs and outputs (ExecuTorch's pass ran it
+    with the same flags; the subgraphs' are checked here)."""
     verifier = Verifier(graph_module, alloc_graph_input, alloc_graph_output,
                         alloc_mutable_buffers, signature)
     try:
-        verifier.verify_graph_input_output()
+        if io:
+            verifier.verify_graph_input_output()
         if storage == "executorch":
             verifier.verify_storage_reuse(allow_overlap)
     except Exception as error:  # ExecuTorch's InternalError or AssertionError
