@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import Stopwatch
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
 from memplan.errors import ProblemError
 from memplan.groups import AliasUnits, alias_units
@@ -421,13 +421,14 @@ def plan_each(problem: Problem, region: np.ndarray, chosen, offsets: np.ndarray,
               sizes: np.ndarray, *, planner: str = "best", time_limit: float | None = None,
               seed: int = 0, **options) -> None:
     """Plan the buffers of each ``chosen`` region on their own with ``planner`` (through
-    the scratch post-pass), writing their offsets and granted sizes in place."""
+    the scratch post-pass), each with a budget of ``time_limit`` wall seconds, writing
+    their offsets and granted sizes in place."""
     for r in sorted(chosen):
         members = region == r
         if not members.any():
             continue
         plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
-                            time_limit=time_limit, seed=seed, **options)
+                            budget=Budget.of_limit(time_limit), seed=seed, **options)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
 
 

@@ -362,7 +362,8 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
                        hint: Plan | None = None, threads: int = 2, weights=None,
                        objective: str = "cost", ceiling: Plan | None = None,
-                       relative_gap: float = 0.0, cpu: float | None = None) -> Plan:
+                       relative_gap: float = 0.0, cpu: float | None = None,
+                       budget: Budget | None = None) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
     ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
@@ -370,10 +371,11 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
     stops once proven within this share of its bound (0: the optimum, or the limit);
     ``cpu``: the CPU seconds per worker the stages share (default: ``time_limit``'s worth),
-    within ``time_limit`` on the wall clock."""
+    within ``time_limit`` on the wall clock; ``budget``: a caller's budget (its allowance
+    per worker) instead of both."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    clock = Budget.of_limit(time_limit)
+    clock = Budget.of_limit(time_limit, cpu=cpu) if budget is None else budget
     deadline = clock.deadline
     heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
@@ -385,7 +387,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
         if heuristic.stats.get("over_capacity") or not within(problem, heuristic, ceiling):
             heuristic = ceiling
-    allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
+    allowance = clock.allowance()  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     def build(packed: bool) -> RegionModel:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from memplan.bounds import live_bytes
+from memplan.budget import Budget
 from memplan.deploy.regions import checked_weights, plan_gaps, plan_regions, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.errors import ProblemError, renamed
@@ -155,7 +156,7 @@ def fast_curve(problem: Problem, plan: Plan, *, weights=None, sizes=None,
         if time_limit is not None:
             from memplan.deploy.regions_exact import plan_regions_exact
 
-            grown = plan_regions_exact(larger, time_limit=time_limit, hint=grown,
+            grown = plan_regions_exact(larger, budget=Budget.of_limit(time_limit), hint=grown,
                                        weights=weights)
         point = _point(larger, grown, measure)
         extra = (point.fast - capacity) / KIB

@@ -76,7 +76,7 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.budget import Stopwatch
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.regions import (
     cost_bound,
     plan_gaps,
@@ -439,10 +439,10 @@ def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
         threads = threads or THREADS
-        plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
-                                  weights=weights, objective=goal, ceiling=guard,
-                                  relative_gap=relative_gap, threads=threads,
-                                  cpu=None if cpu is None else cpu / threads)
+        plan = plan_regions_exact(problem, seed=seed, hint=plan, weights=weights,
+                                  objective=goal, ceiling=guard, relative_gap=relative_gap,
+                                  threads=threads, budget=Budget.of_limit(
+                                      time_limit, cpu=None if cpu is None else cpu / threads))
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)

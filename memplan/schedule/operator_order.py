@@ -68,7 +68,15 @@ from memplan.limits import check_time_limit, check_workers
 from memplan.onnx.onnx_options import OnnxOptions
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
-from memplan.shares import FAST_SHARE, STARTS_SHARE, WINDOW_SHARE
+from memplan.shares import (
+    FAST_SHARE,
+    LEAST_LEFT,
+    LEAST_SECONDS,
+    ORDER_MODEL_SHARE,
+    STARTS_SHARE,
+    WINDOW_LEAST_CPU,
+    WINDOW_SHARE,
+)
 
 if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
     from onnx import ModelProto
@@ -410,8 +418,9 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
     solver = cp_solver(threads=threads, seed=seed,
-                       seconds=max(0.01, to_deadline(deadline)))
-    with CpuCap(solver, _cpu_workers(threads), allowance / 2 if windowed else None) as cap:
+                       seconds=max(LEAST_SECONDS, to_deadline(deadline)))
+    with CpuCap(solver, _cpu_workers(threads), allowance * ORDER_MODEL_SHARE if windowed else
+                None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
@@ -463,7 +472,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     windows = improved = 0
     while best > floor:
         left = to_deadline(budget.deadline)
-        if left <= 0.05:
+        if left <= LEAST_LEFT:
             break
         load, _, _ = deps.load(order)
         position = np.empty(deps.n, np.int64)
@@ -475,7 +484,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
         solver = cp_solver(threads=threads, seed=seed + windows, seconds=left)
-        window_cpu = max(1.0, WINDOW_SHARE * budget.allowance())
+        window_cpu = max(WINDOW_LEAST_CPU, WINDOW_SHARE * budget.allowance())
         with CpuCap(solver, _cpu_workers(threads), window_cpu):
             status = solver.solve(model.cp)
         windows += 1
@@ -640,10 +649,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, time_limit - watch.elapsed())
+        left = max(LEAST_SECONDS, time_limit - watch.elapsed())
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, seed=seed, threads=threads,
-            budget=Budget.of_limit(left, cpu=max(0.01, time_limit - clock.spent())))
+            budget=Budget.of_limit(left, cpu=max(LEAST_SECONDS, time_limit - clock.spent())))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]
