@@ -428,8 +428,8 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
-                exact = plan_with(EXACT, problem, hint=heuristic,
-                                  options=record, time_limit=left)
+                exact = plan_with(EXACT, problem, hint=heuristic,  # validated: no check
+                                  options=record, budget=Budget.of_limit(left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)
@@ -500,7 +500,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
         left = None if settings.time_limit is None else \
             max(0.0, settings.time_limit - watch.elapsed())
         report.exact = report.plan = _checked(problem, exact_planner(
-            problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
+            problem, budget=Budget.of_limit(left), seed=settings.seed, hint=heuristic, **extra))
     return report
 
 
