@@ -12,8 +12,10 @@ a constant import it by name from here. Work counts that are no time
 
 # --- the clock itself (memplan.budget)
 PACE_CPU = 0.005  # CPU seconds of a call before its pace (wall per CPU second) is measured
-POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap (and the canonical race) reads
-# its clock and stop event
+POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap (and the canonical race, and the
+# fit race's joint stop) reads its clock and stop event
+WATCH_SECONDS = 0.05  # wall: how often a thread waiting on a search looks at its CPU, nodes
+# and Ctrl-C (the canonical head start, CP-SAT's lanes, the capacity reason's checks)
 LEAST_SECONDS = 0.01  # wall: the least limit a CP-SAT run is given (the capacity reason's
 # checks, the operator order's); an LNS window left less than this after its build is skipped
 LEAST_LEFT = 0.05  # wall, and CPU: less left, the LNS and the order's windows start no other
@@ -116,3 +118,4 @@ SEARCH_CPU_PER_NODE = 4e-4  # ExecuTorch's regions: CPU seconds (all threads) of
 
 # --- sweeps
 PARQUET_EVERY = 5.0  # wall seconds between rewrites of a sweep's Parquet output
+SWEEP_WATCH_SECONDS = 0.5  # wall: how often a sweep looks for finished tasks (and Ctrl-C)

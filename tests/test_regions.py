@@ -166,7 +166,7 @@ def test_solve_gives_the_exact_region_planner_the_time_the_heuristic_left(monkey
         handed.update(kwargs), exact(*args, **kwargs))[1])
     plan = memplan.solve(TRAP, time_limit=2.5)
     check(TRAP, plan)
-    assert handed["time_limit"] <= 1.5
+    assert handed["budget"].limit <= 1.5
 
 
 #  fast holds 100: "long" (70 B, steps 0-2) or each of a, b, c (60 B, one step each)

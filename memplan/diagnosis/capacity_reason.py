@@ -57,7 +57,13 @@ import numpy as np
 from memplan.bounds import live_bytes
 from memplan.budget import Budget, Stopwatch
 from memplan.problem import NO_OFFSET, Alias, Problem
-from memplan.shares import LEAST_SECONDS, QUICK_CHECK, WINDOW_CHECK_LEAST, WINDOW_CHECK_SHARE
+from memplan.shares import (
+    LEAST_SECONDS,
+    QUICK_CHECK,
+    WATCH_SECONDS,
+    WINDOW_CHECK_LEAST,
+    WINDOW_CHECK_SHARE,
+)
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
 
@@ -291,7 +297,7 @@ class _Checker:
             fits.append(literal)
         cp.add_assumptions(fits)
         solver = cp_solver(threads=self.threads, seed=0, ctrl_c=False,
-                           seconds=max(LEAST_SECONDS, min(self.left(), seconds or 1e9)))
+                           seconds=max(LEAST_SECONDS, min(self.left(), seconds or math.inf)))
         status = _solve(solver, cp)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "feasible", set()
@@ -335,7 +341,7 @@ def _solve(solver, cp) -> int:
     thread.start()
     try:
         while thread.is_alive():
-            thread.join(0.05)
+            thread.join(WATCH_SECONDS)
     except KeyboardInterrupt:
         solver.stop_search()
         thread.join()

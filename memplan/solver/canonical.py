@@ -69,6 +69,7 @@ from memplan.shares import (
     PACE_AFTER_SECONDS,
     POLL_SECONDS,
     PROBE_SECONDS,
+    WATCH_SECONDS,
 )
 from memplan.solver.outcome import Outcome
 
@@ -302,7 +303,7 @@ def run_head_start(race: Race, most: float, stop: threading.Event | None) -> boo
     while not race.settled.is_set():
         if race.cpu() >= most or race.nodes >= HEAD_START_NODES or race.slow():
             return False
-        if wait(race, 0.05, stop):
+        if wait(race, WATCH_SECONDS, stop):
             return True
     return False
 
