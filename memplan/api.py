@@ -72,7 +72,9 @@ from memplan.registry import ceiling_planner, plan_with, planners
 from memplan.shares import (
     COMPARE_SLACK,
     EXACT_LEAST,
+    HEURISTIC_LEAST,
     HEURISTIC_MOST,
+    HEURISTIC_SHARE,
     SEARCH_LEAST,
     SEARCH_SHARE,
     VALIDATE_MARGIN,
@@ -426,8 +428,8 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
-                exact = plan_with(EXACT, problem, hint=heuristic,
-                                  options=record, time_limit=left)
+                exact = plan_with(EXACT, problem, hint=heuristic,  # validated: no check
+                                  options=record, budget=Budget.of_limit(left))
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)
@@ -473,13 +475,15 @@ def _search_seconds(problem: Problem, settings: SolveOptions,
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or half the time limit (>= 1 s), never more
-    than ``HEURISTIC_MOST`` of it (what follows the heuristics takes a little time too)."""
+    """Seconds for each heuristic: the option, or `HEURISTIC_SHARE` of the time limit (at
+    least `HEURISTIC_LEAST`), never more than `HEURISTIC_MOST` of it (what follows the
+    heuristics takes a little time too)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
     if settings.time_limit is None:
-        return 1.0
-    return min(max(1.0, settings.time_limit / 2), HEURISTIC_MOST * settings.time_limit)
+        return HEURISTIC_LEAST
+    return min(max(HEURISTIC_LEAST, HEURISTIC_SHARE * settings.time_limit),
+               HEURISTIC_MOST * settings.time_limit)
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
@@ -496,7 +500,7 @@ def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planne
         left = None if settings.time_limit is None else \
             max(0.0, settings.time_limit - watch.elapsed())
         report.exact = report.plan = _checked(problem, exact_planner(
-            problem, time_limit=left, seed=settings.seed, hint=heuristic, **extra))
+            problem, budget=Budget.of_limit(left), seed=settings.seed, hint=heuristic, **extra))
     return report
 
 

@@ -12,7 +12,13 @@ a constant import it by name from here. Work counts that are no time
 
 # --- the clock itself (memplan.budget)
 PACE_CPU = 0.005  # CPU seconds of a call before its pace (wall per CPU second) is measured
-POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap reads its clock and stop event
+POLL_SECONDS = 0.02  # wall: how often a CP-SAT run's CPU cap (and the canonical race, and the
+# fit race's joint stop) reads its clock and stop event
+WATCH_SECONDS = 0.05  # wall: how often a thread waiting on a search looks at its CPU, nodes
+# and Ctrl-C (the canonical head start, CP-SAT's lanes, the capacity reason's checks)
+LEAST_SECONDS = 0.01  # wall: the least limit a CP-SAT run is given (the capacity reason's
+# checks, the operator order's); an LNS window left less than this after its build is skipped
+LEAST_LEFT = 0.05  # wall, and CPU: less left, the LNS and the order's windows start no other
 
 # --- commands (memplan.cli): the limit counts from when memplan began to load
 COMMAND_LEAST_SHARE = 0.1  # of --time-limit: what the work keeps however long loading took
@@ -38,6 +44,8 @@ EXPLAIN_PLAN_SHARE = 1 / 3  # explain: of the time left after loading, the CPU s
 # --- library entry points (memplan.api, memplan.diagnosis)
 HEURISTIC_MOST = 0.9  # of the time limit, on the wall clock: the most the heuristics' own
 # limit may be by default, so that the exact planner and the validation still fit the limit
+HEURISTIC_SHARE, HEURISTIC_LEAST = 0.5, 1.0  # of the time limit, and at least these seconds
+# (also without a limit): each heuristic's own limit by default, half for the exact planner
 SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # before the exact planner on large problems: a timed
 # search of `best` of this many CPU seconds (at most HEURISTIC_MOST of the limit), or this
 # share of a longer limit (its work, SEARCH_WORK units, bounds it on small ones)
@@ -46,6 +54,9 @@ VALIDATE_MARGIN = 1.5  # times a timed validation, kept to validate the next pla
 # later passes, the exact planner's plan after the heuristics')
 COMPARE_SLACK = 0.05  # of compare's time limit: what a last planner may take past it
 CAPACITY_SHARE = 0.8  # explain: of the time limit, the most the capacity reason takes
+WINDOW_CHECK_SHARE, WINDOW_CHECK_LEAST = 0.1, 1.0  # capacity reason: of its limit (and at
+# least these seconds), one check of a time window around a loaded step: a few windows
+# are tried before the whole problem gets what is left
 QUICK_CHECK = 0.5  # a CP-SAT check this short runs in the caller's thread (no other thread)
 
 # --- the ceiling (memplan.registry): the cheapest greedy, uncut, unless its work would not fit
@@ -75,6 +86,10 @@ DESCENT_STEP_SECONDS = 16.0  # minimise: most CPU seconds (per thread) one fit r
 DETERMINISTIC_SLICE = 0.5  # deterministic seconds of the first round-robin slice
 WINDOW_CPU = 2.0  # LNS: most CPU seconds (per CP-SAT thread) one neighbourhood gets
 PROBE_SECONDS = 1.0  # canonical, minimise: the first probes' time; doubled when all are given up
+PROBE_CPU_SHARE = 0.5  # minimise: of a part's CPU seconds, the most its canonical fit probe
+# takes (less than PROBE_SECONDS: no probe, too short to finish one pass over a large part)
+CLOCK_CUT_SHARE = 0.99  # of a deterministic CP-SAT run's wall cap: a run that took this
+# much of it ended at the clock, not at its deterministic budget
 PACE_AFTER_SECONDS = 1.0  # canonical racing CP-SAT: CPU seconds (a thread's) before its pace
 # counts, and the slowest pace (nodes a CPU second) it keeps going at: tilings 2-5 k,
 HEAD_START_PACE = 8_000  # MiniMalloc's 25 k and more
@@ -99,6 +114,9 @@ FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have lef
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
 STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list schedules take
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's
+WINDOW_LEAST_CPU = 1.0  # exact order: CPU seconds one window gets, at least
+ORDER_MODEL_SHARE = 0.5  # exact order on large graphs: of its allowance, the whole model's run
+# (the rest goes to windows around the peak)
 
 # --- compiler passes (memplan.executorch)
 SEARCH_CPU_PER_NODE = 4e-4  # ExecuTorch's regions: CPU seconds (all threads) of the search a
@@ -107,3 +125,4 @@ SEARCH_CPU_PER_NODE = 4e-4  # ExecuTorch's regions: CPU seconds (all threads) of
 
 # --- sweeps
 PARQUET_EVERY = 5.0  # wall seconds between rewrites of a sweep's Parquet output
+SWEEP_WATCH_SECONDS = 0.5  # wall: how often a sweep looks for finished tasks (and Ctrl-C)

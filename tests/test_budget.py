@@ -81,6 +81,44 @@ def test_every_time_constant_of_the_package_is_in_the_table():
     assert len(defined) > 30 and all("  # " in line for line in defined)
 
 
+WAITS = {"wait", "sleep", "join"}  # calls whose number is a time (``str.join`` takes none)
+TIMED = {"seconds", "cpu", "time_limit", "timeout", "wall", "deadline"}  # keywords of a time
+
+
+def time_literals(source: str) -> list[int]:
+    """Lines of ``source`` that give a time as a number rather than by a name of the table: a
+    number waited on, or a number (but 0 and 1, none and the whole) inside a timed keyword."""
+    def numbers(node) -> bool:
+        return any(isinstance(n, ast.Constant) and type(n.value) in (int, float) and
+                   n.value not in (0, 1) for n in ast.walk(node))
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        waited = [a for a in node.args if isinstance(a, ast.Constant) and
+                  type(a.value) in (int, float)] if name in WAITS else []
+        if waited or any(k.arg in TIMED and numbers(k.value) for k in node.keywords):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_time_is_given_as_a_bare_number():
+    """A wait, a poll or a stage's seconds are named in `memplan.shares`, not written inline."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in ROOT.rglob("*.py")
+             if path.name not in ("shares.py", "budget.py")
+             for line in time_literals(path.read_text())]
+    assert found == []
+
+
+def test_the_time_literal_check_sees_one():
+    assert time_literals("event.wait(0.05)\n") == [1]
+    assert time_literals("x = solve(p, seconds=max(0.01, left))\n") == [1]
+    assert time_literals("x = solve(p, seconds=max(LEAST_SECONDS, left), seed=3)\n") == []
+    assert time_literals("', '.join(names[:3])\nevent.wait(POLL_SECONDS)\n") == []
+
+
 def test_split_gives_a_child_its_allowance_by_the_deadline():
     parent = Budget.of_limit(60.0, cpu=10.0)
     child = parent.split(2.0)

@@ -166,7 +166,7 @@ def test_solve_gives_the_exact_region_planner_the_time_the_heuristic_left(monkey
         handed.update(kwargs), exact(*args, **kwargs))[1])
     plan = memplan.solve(TRAP, time_limit=2.5)
     check(TRAP, plan)
-    assert handed["time_limit"] <= 1.5
+    assert handed["budget"].limit <= 1.5
 
 
 #  fast holds 100: "long" (70 B, steps 0-2) or each of a, b, c (60 B, one step each)
@@ -192,13 +192,13 @@ def test_the_arena_objective_and_weights_choose_what_goes_slow():
     check(TRADE, by_arena)
     assert _in_slow(TRADE, by_arena) == {"a", "b", "c"}
     assert by_arena.stats["region_sizes"]["slow"] == 60 and by_arena.stats["arena_optimal"]
-    read_often = plan_regions_exact(TRADE, time_limit=5, weights=[10, 1, 1, 1])
+    read_often = plan_regions_exact(TRADE, time_limit=5, reads=[10, 1, 1, 1])
     assert _in_slow(TRADE, read_often) == {"a", "b", "c"}
     assert read_often.stats["cost"] == 180 and read_often.stats["cost_optimal"]
     with pytest.raises(ProblemError, match="objective"):
         plan_regions_exact(TRADE, objective="peak")
-    with pytest.raises(ProblemError, match="weights"):
-        plan_regions(TRADE, weights=[1, 2])
+    with pytest.raises(ProblemError, match="reads must be"):
+        plan_regions(TRADE, reads=[1, 2])
 
 
 @needs_exact
@@ -269,7 +269,7 @@ def test_the_cost_bound_adds_disjoint_peaks_at_their_lightest_bytes():
     # one byte lives through both peaks: 21 bytes at each, the peaks no longer add up
     tied = problem.replace(buffers=[*map(problem.buffer, range(4)), Buffer("e", 1, 0, 4)])
     assert cost_bound(tied, [*weights, 100]) == 21 * 2
-    plan = plan_regions(problem, weights=weights)
+    plan = plan_regions(problem, reads=weights)
     check(problem, plan)
     assert plan.stats["cost"] == 180 and plan.stats["cost_bound"] == 60
 
@@ -371,7 +371,7 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
     never above the least any choice reaches; at a proven optimum, exactly it."""
     for objective, measure, field in (("cost", "cost", "cost_bound"),
                                       ("arena", "arena", "arena_bound")):
-        plan = plan_regions_exact(problem, time_limit=5, weights=weights, objective=objective)
+        plan = plan_regions_exact(problem, time_limit=5, reads=weights, objective=objective)
         optimum = _exhaustive_cost(problem, weights, measure)
         assert plan.stats[field] <= optimum + 1e-6
         value = plan.stats["cost" if measure == "cost" else "arena_cost"]
@@ -381,12 +381,12 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
                               objective=objective)
         assert bound <= optimum + 1e-6
-    ceiling = plan_regions(problem, weights=weights)  # within it, the bounds hold too
+    ceiling = plan_regions(problem, reads=weights)  # within it, the bounds hold too
     if ceiling.stats["over_capacity"]:
         return
     for objective, measure, field in (("cost", "cost", "cost_bound"),
                                       ("arena", "arena", "arena_bound")):
-        plan = plan_regions_exact(problem, time_limit=5, weights=weights, ceiling=ceiling,
+        plan = plan_regions_exact(problem, time_limit=5, reads=weights, ceiling=ceiling,
                                   objective=objective)
         optimum = _exhaustive_cost(problem, weights, measure,
                                    within=slow_measures(problem, ceiling))
@@ -403,8 +403,8 @@ def test_with_no_cpu_the_plan_is_the_hints_or_better_and_its_bounds_still_hold(s
     stays at most the exhaustive optimum."""
     for objective, measure, field in (("cost", "cost", "cost_bound"),
                                       ("arena", "arena", "arena_bound")):
-        start = plan_regions(problem, weights=weights)
-        plan = plan_regions_exact(problem, time_limit=5, weights=weights, objective=objective,
+        start = plan_regions(problem, reads=weights)
+        plan = plan_regions_exact(problem, time_limit=5, reads=weights, objective=objective,
                                   cpu=0.0, relative_gap=0.01, hint=start)
         check(problem, plan)
         optimum = _exhaustive_cost(problem, weights, measure)
@@ -513,7 +513,7 @@ def test_the_layout_sweep_plans_fit_and_never_pass_below_the_optimum(seed, probl
     assert model.value(plan.offsets, plan.regions, "cost") == cost
     assert region_cost(problem, regions, weights) >= _exhaustive_cost(problem, weights) - 1e-6
     assert sweep_layout(model, ceiling=cost - 1) is None
-    ceiling = plan_regions(problem, weights=weights)
+    ceiling = plan_regions(problem, reads=weights)
     if len(problem.regions) > 2 or ceiling.stats["over_capacity"]:
         return
     within = slow_measures(problem, ceiling)

@@ -99,7 +99,7 @@ def test_leaving_out_a_tie_break_beyond_the_ceiling_changes_no_plan(monkeypatch)
     """The arena objective within a ceiling plans the same with and without the tie-breaks
     `_beyond` leaves out (one thread: a repeatable search): on `_ties`, where the first
     run's is left out, and within the heuristic's plan on the small problems."""
-    cases = [_ties()] + [(problem, weights, plan_regions(problem, weights=weights))
+    cases = [_ties()] + [(problem, weights, plan_regions(problem, reads=weights))
                          for _, problem, weights in _small_region_problems()[::4]]
     beyond, left = exact._beyond, []
     for problem, weights, ceiling in cases:
@@ -109,7 +109,7 @@ def test_leaving_out_a_tie_break_beyond_the_ceiling_changes_no_plan(monkeypatch)
         for leave_out in (True, False):
             monkeypatch.setattr(exact, "_beyond", lambda *args, leave_out=leave_out:
                                 leave_out and (left.append(beyond(*args)) or left[-1]))
-            plans.append(plan_regions_exact(problem, time_limit=5, weights=weights,
+            plans.append(plan_regions_exact(problem, time_limit=5, reads=weights,
                                             objective="arena", relative_gap=0.01,
                                             ceiling=ceiling, threads=1))
         left_out, kept = plans

@@ -53,6 +53,32 @@ def test_an_old_keyword_warns_and_both_at_once_are_refused():
         renamed_keyword("banks", 3, "regions", 4)
 
 
+def test_the_regions_reads_were_weights():
+    """``weights=`` of the region planners and their explanation is ``reads=``: the same
+    result, with one warning naming the new keyword."""
+    from memplan.deploy.regions import plan_regions
+    from memplan.diagnosis.region_curve import explain_regions, fast_peak
+    from memplan.problem import Region
+
+    problem = Problem([Buffer("long", 70, 0, 3)] + [Buffer(n, 60, t, t + 1)
+                                                    for t, n in enumerate("abc")],
+                      regions=[Region("fast", 100, 0.0), Region("slow", None, 1.0)])
+    reads = [10, 1, 1, 1]
+    new = plan_regions(problem, planner="greedy_by_size", reads=reads)
+    with pytest.warns(DeprecationWarning, match=r"plan_regions\(weights=...\) is deprecated: "
+                      "use reads=") as caught:
+        old = plan_regions(problem, planner="greedy_by_size", weights=reads)
+    assert len(caught) == 1 and old.regions.tolist() == new.regions.tolist()
+    assert old.stats["cost"] == new.stats["cost"]
+    with pytest.warns(DeprecationWarning, match="fast_peak"):
+        assert fast_peak(problem, new, weights=reads) == fast_peak(problem, new, reads)
+    with pytest.warns(DeprecationWarning, match="explain_regions"):
+        assert explain_regions(problem, new, weights=reads, sizes=[128]) == \
+            explain_regions(problem, new, reads=reads, sizes=[128])
+    with pytest.raises(ProblemError, match="old name"):
+        plan_regions(problem, reads=reads, weights=reads)
+
+
 def test_the_executorch_pass_takes_banks_as_regions():
     from executorch.exir.banked_memory_planning import Bank, TargetMemoryMap
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memplan.budget import Budget
 from memplan.deploy.scratch import place_scratch, plan_scratch, post_pass_scratch
 from memplan.errors import ProblemError
 from memplan.plan import Plan
@@ -125,7 +126,7 @@ def test_stage_two_grants_more_at_the_same_peak():
 
     heuristic = plan_scratch(SCRATCH_NET, planner="best")
     offsets, sizes, stats = grow_scratch(SCRATCH_NET, heuristic.offsets, heuristic.sizes.copy(),
-                                         heuristic.arena_size, time_limit=5)
+                                         heuristic.arena_size, budget=Budget.of_limit(5))
     plan = Plan.from_offsets(SCRATCH_NET, offsets, planner="stage 2", sizes=sizes)
     check(SCRATCH_NET, plan)
     assert plan.arena_size <= heuristic.arena_size

@@ -97,15 +97,15 @@ def explain_with_regions(problem: Problem, regions: list[Region], args: argparse
     from memplan.diagnosis.region_curve import explain_regions, step_reads
 
     placed = problem.replace(regions=regions)
-    weights = np.maximum(step_reads(placed), 1)
+    reads = np.maximum(step_reads(placed), 1)
     limit = math.inf if args.time_limit is None else args.time_limit
     plan = plan_regions_exact(placed, time_limit=command_left(limit), threads=args.threads,
-                              hint=plan_regions(placed, weights=weights), weights=weights)
+                              hint=plan_regions(placed, reads=reads), reads=reads)
     if plan.stats["over_capacity"]:
         over = ", ".join(plan.stats["over_capacity"])
         raise ProblemError(f"the model does not fit the regions ({over} over): a larger "
                            f"region, or memplan explain --capacity on one arena says why")
-    return explain_regions(placed, plan, weights=weights)
+    return explain_regions(placed, plan, reads=reads)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -48,9 +48,9 @@ from __future__ import annotations
 import numpy as np
 
 from memplan.bounds import live_bytes, lower_bound
-from memplan.budget import Stopwatch
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, renamed_keyword
 from memplan.groups import AliasUnits, alias_units
 from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
@@ -86,7 +86,7 @@ def checked_weights(problem: Problem, weights=None) -> np.ndarray:
         return np.ones(len(problem))
     weights = np.asarray(weights, float)
     if weights.shape != (len(problem),) or not np.isfinite(weights).all() or (weights < 0).any():
-        raise ProblemError(f"weights must be one finite number >= 0 per buffer "
+        raise ProblemError(f"reads must be one finite number >= 0 per buffer "
                            f"({len(problem)}), got shape {weights.shape}", file=problem.source)
     return weights
 
@@ -375,9 +375,11 @@ def assign(problem: Problem, allowed: np.ndarray, weights: np.ndarray) -> np.nda
 
 
 def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float | None = None,
-                 seed: int = 0, weights=None, **options) -> Plan:
-    """Assign regions and plan each one with ``planner`` (see the module doc); ``weights``
-    per buffer multiply its bytes in the cost (how often it is read)."""
+                 seed: int = 0, reads=None, weights=None, **options) -> Plan:
+    """Assign regions and plan each one with ``planner`` (see the module doc); ``reads`` per
+    buffer (how often it is read) multiply its bytes in the cost (``weights``: their old
+    name)."""
+    weights = renamed_keyword("weights", weights, "reads", reads, where="plan_regions")
     if not problem.regions:
         raise ProblemError("the problem has no memory regions", file=problem.source)
     watch = Stopwatch()
@@ -421,13 +423,14 @@ def plan_each(problem: Problem, region: np.ndarray, chosen, offsets: np.ndarray,
               sizes: np.ndarray, *, planner: str = "best", time_limit: float | None = None,
               seed: int = 0, **options) -> None:
     """Plan the buffers of each ``chosen`` region on their own with ``planner`` (through
-    the scratch post-pass), writing their offsets and granted sizes in place."""
+    the scratch post-pass), each with a budget of ``time_limit`` wall seconds, writing
+    their offsets and granted sizes in place."""
     for r in sorted(chosen):
         members = region == r
         if not members.any():
             continue
         plan = plan_scratch(subproblem(problem, members, one_arena=True), planner=planner,
-                            time_limit=time_limit, seed=seed, **options)
+                            budget=Budget.of_limit(time_limit), seed=seed, **options)
         offsets[members], sizes[members] = plan.offsets, plan.sizes
 
 

@@ -111,7 +111,7 @@ from memplan.deploy.regions_layout import sweep_layout
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
-from memplan.errors import ProblemError
+from memplan.errors import ProblemError, renamed_keyword
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import (
@@ -382,22 +382,26 @@ def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tup
 
 
 def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, seed: int = 0,
-                       hint: Plan | None = None, threads: int = 2, weights=None,
+                       hint: Plan | None = None, threads: int = 2, reads=None,
                        objective: str = "cost", ceiling: Plan | None = None,
-                       relative_gap: float = 0.0, cpu: float | None = None) -> Plan:
+                       relative_gap: float = 0.0, cpu: float | None = None,
+                       budget: Budget | None = None, weights=None) -> Plan:
     """The exact region choice and layout (module doc); ``hint`` replaces the heuristic's
     (with a ceiling: in the first stage-1 run, unless it fits within the ceiling);
-    ``weights`` per buffer multiply its bytes in the cost; ``objective``: one of
+    ``reads`` per buffer (how often it is read; ``weights``: their old name) multiply its
+    bytes in the cost; ``objective``: one of
     `OBJECTIVES`; ``ceiling``: a plan that fits, whose slow bytes and slow arena
     (`slow_measures`) the result never exceeds (module doc); ``relative_gap``: each stage
     stops once proven within this share of its bound (0: the optimum, or the limit);
     ``cpu``: the CPU seconds per worker the stages share (default: ``time_limit``'s worth),
-    within ``time_limit`` on the wall clock."""
+    within ``time_limit`` on the wall clock; ``budget``: a caller's budget (its allowance
+    per worker) instead of both."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    clock = Budget.of_limit(time_limit)
+    weights = renamed_keyword("weights", weights, "reads", reads, where="plan_regions_exact")
+    clock = Budget.of_limit(time_limit, cpu=cpu) if budget is None else budget
     deadline = clock.deadline
-    heuristic = hint if hint is not None else plan_regions(problem, weights=weights)
+    heuristic = hint if hint is not None else plan_regions(problem, reads=weights)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
     if ceiling is not None:
         wrong = ceiling.stats.get("over_capacity", ["not a region plan"]) or \
@@ -407,7 +411,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                                f"{'; '.join(map(str, wrong[:3]))}", file=problem.source)
         if heuristic.stats.get("over_capacity") or not within(problem, heuristic, ceiling):
             heuristic = ceiling
-    allowance = time_limit if cpu is None else cpu  # CPU seconds per worker, all stages
+    allowance = clock.allowance()  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
     shared = _Shared(over=None if ceiling is None else slow_measures(problem, ceiling))

@@ -203,11 +203,12 @@ def scratch_stats(problem: Problem, sizes: np.ndarray) -> dict[str, int]:
 
 
 def plan_scratch(problem: Problem, *, planner: str = "best", time_limit: float | None = None,
-                 seed: int = 0, **options) -> Plan:
+                 seed: int = 0, budget: Budget | None = None, **options) -> Plan:
     """Plan the activations with ``planner``, then place the scratch buffers (module doc).
 
-    ``options`` go to the activation planner. The plan's ``sizes`` are the
-    granted sizes; ``stats`` says how much variable scratch was granted.
+    ``options`` go to the activation planner, with ``budget`` (a caller's) or one of
+    ``time_limit``. The plan's ``sizes`` are the granted sizes; ``stats`` says how much
+    variable scratch was granted.
     """
     if problem.regions:
         raise ProblemError("the scratch post-pass plans one arena; plan problems with memory "
@@ -218,7 +219,7 @@ def plan_scratch(problem: Problem, *, planner: str = "best", time_limit: float |
     stats: dict = {"activation_planner": planner}
     if (~scratch).any():
         rest = plan_with(planner, subproblem(problem, ~scratch),
-                         budget=Budget.of_limit(time_limit),
+                         budget=Budget.of_limit(time_limit) if budget is None else budget,
                          seed=seed, **options)
         offsets[~scratch] = rest.offsets
         stats.update(activation_arena=rest.arena_size, activation_status=rest.status)

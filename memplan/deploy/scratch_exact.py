@@ -41,7 +41,7 @@ import threading
 import numpy as np
 from ortools.sat.python import cp_model
 
-from memplan.budget import Budget, wall_left
+from memplan.budget import Budget
 from memplan.deploy.scratch import plan_scratch, scratch_stats
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -63,13 +63,13 @@ def growable(problem: Problem) -> np.ndarray:
 
 
 def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak: int, *,
-                 time_limit: float | None = None, cpu: float | None = None, seed: int = 0,
-                 threads: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
+                 budget: Budget, seed: int = 0, threads: int = 2
+                 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Stage 2: re-place the buffers under ``peak`` to grant the most variable scratch.
 
     ``offsets`` and ``sizes`` are a valid plan within ``peak`` (the hint); at most
-    ``time_limit`` wall seconds and ``cpu`` CPU seconds per worker (None: no cap).
-    Returns the new offsets, the granted sizes and the solver's statistics.
+    ``budget``'s wall seconds (its ``limit``) and CPU seconds per worker (its ``cpu``;
+    None: no cap). Returns the new offsets, the granted sizes and the solver's statistics.
     """
     grows = np.flatnonzero(growable(problem))
     if len(grows) == 0:
@@ -106,9 +106,9 @@ def grow_scratch(problem: Problem, offsets: np.ndarray, sizes: np.ndarray, peak:
     model.hint(offsets)
     for variable, value in hints:
         cp.add_hint(variable, value)
-    solver = cp_solver(threads=threads, seed=seed, seconds=None if time_limit is None
-                       else max(MIN_STAGE_SECONDS, time_limit))
-    with CpuCap(solver, threads, cpu) as cap:
+    solver = cp_solver(threads=threads, seed=seed, seconds=None if budget.limit is None
+                       else max(MIN_STAGE_SECONDS, budget.limit))
+    with CpuCap(solver, threads, budget.cpu) as cap:
         status = solver.solve(cp)
     if status not in _STATUS:
         return offsets, sizes, {"scratch_status": "unknown", "scratch_cpu": cap.spent}
@@ -149,9 +149,9 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     else:
         offsets, sizes, peak = peak_plan.offsets, problem.sizes, peak_plan.arena_size
     offsets, sizes, stats = grow_scratch(
-        problem, offsets, sizes.copy(), peak, time_limit=wall_left(clock.deadline), seed=seed,
-        cpu=None if allowance is None else max(MIN_STAGE_SECONDS, allowance - cap.spent),
-        threads=threads)
+        problem, offsets, sizes.copy(), peak, seed=seed, threads=threads,
+        budget=clock.stage(None if allowance is None else
+                           max(MIN_STAGE_SECONDS, allowance - cap.spent)))
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):
         offsets, sizes = heuristic.offsets, heuristic_sizes  # never worse than the heuristic
         stats["kept"] = "heuristic"

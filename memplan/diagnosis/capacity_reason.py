@@ -57,7 +57,13 @@ import numpy as np
 from memplan.bounds import live_bytes
 from memplan.budget import Budget, Stopwatch
 from memplan.problem import NO_OFFSET, Alias, Problem
-from memplan.shares import QUICK_CHECK
+from memplan.shares import (
+    LEAST_SECONDS,
+    QUICK_CHECK,
+    WATCH_SECONDS,
+    WINDOW_CHECK_LEAST,
+    WINDOW_CHECK_SHARE,
+)
 
 FITS, LIVE_LOAD, PINNED, PACKING, UNDECIDED = "fits", "live_load", "pinned", "packing", "undecided"
 
@@ -124,8 +130,9 @@ def subproblem(problem: Problem, members, capacity: int | None) -> Problem:
 
 
 def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
-                     threads: int = 1) -> Reason | None:
-    """The most loaded step above ``capacity`` and a small set of its live buffers, or None.
+                     threads: int = 1, budget: Budget | None = None) -> Reason | None:
+    """The most loaded step above ``capacity`` and a small set of its live buffers, or None;
+    its checks within ``budget`` (a caller's) or ``time_limit`` wall seconds.
 
     The set is shrunk by the load at the step, then checked buffer by buffer
     (`_minimal_by_buffer`): a load that fits does not mean a layout does
@@ -137,7 +144,7 @@ def live_load_reason(problem: Problem, capacity: int, *, time_limit: float = 10.
         return None
     step = int(np.argmax(load))
     live = np.flatnonzero((problem.starts <= step) & (problem.ends > step))
-    checker = _Checker(problem, capacity, time_limit, threads)
+    checker = _Checker(problem, capacity, _limit(budget, time_limit), threads)
     kept = _over_capacity(checker, live, step)
     kept, minimal = _minimal_by_buffer(checker, kept, kept)
     if _load_at(problem, kept, step) <= capacity:  # CP-SAT, not the load, proved the rest
@@ -235,10 +242,15 @@ def pinned_reason(problem: Problem, capacity: int) -> Reason | None:
                   1, proven=True, minimal=True)
 
 
+def _limit(budget: Budget | None, time_limit: float) -> Budget:
+    """The checks' budget: the caller's, or one of ``time_limit`` wall seconds from now."""
+    return Budget.of_limit(time_limit) if budget is None else budget
+
+
 class _Checker:
     """CP-SAT checks of 'these alias groups fit under the capacity', within one time budget."""
 
-    def __init__(self, problem: Problem, capacity: int, time_limit: float, threads: int):
+    def __init__(self, problem: Problem, capacity: int, clock: Budget, threads: int):
         self.problem, self.capacity, self.threads = problem, capacity, threads
         root = problem.alias_groups[0]
         groups: dict[int, list[int]] = {}
@@ -248,7 +260,7 @@ class _Checker:
         self.group_of = {idx: g for g, members in enumerate(self.groups) for idx in members}
         self.pinned = {g for g, members in enumerate(self.groups)
                        if (problem.pinned[members] != NO_OFFSET).any()}
-        self.clock = Budget.of_limit(time_limit)  # every check's limit: the time left
+        self.clock = clock  # every check's limit: the time left
         self.checks = 0
 
     def left(self) -> float:
@@ -285,7 +297,7 @@ class _Checker:
             fits.append(literal)
         cp.add_assumptions(fits)
         solver = cp_solver(threads=self.threads, seed=0, ctrl_c=False,
-                           seconds=max(0.01, min(self.left(), seconds or 1e9)))
+                           seconds=max(LEAST_SECONDS, min(self.left(), seconds or math.inf)))
         status = _solve(solver, cp)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "feasible", set()
@@ -329,7 +341,7 @@ def _solve(solver, cp) -> int:
     thread.start()
     try:
         while thread.is_alive():
-            thread.join(0.05)
+            thread.join(WATCH_SECONDS)
     except KeyboardInterrupt:
         solver.stop_search()
         thread.join()
@@ -340,16 +352,17 @@ def _solve(solver, cp) -> int:
 
 
 def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
-                   threads: int = 1) -> Reason:
-    """A small set of buffers CP-SAT proves cannot fit ``capacity`` (see the module docstring).
+                   threads: int = 1, budget: Budget | None = None) -> Reason:
+    """A small set of buffers CP-SAT proves cannot fit ``capacity`` (see the module docstring),
+    within ``budget`` (a caller's) or ``time_limit`` wall seconds.
 
     Call it when every step's live load fits. Returns kind ``fits`` when CP-SAT
     finds a layout of the whole problem, ``undecided`` when time runs out first.
     """
     watch = Stopwatch()
-    checker = _Checker(problem, capacity, time_limit, threads)
+    checker = _Checker(problem, capacity, _limit(budget, time_limit), threads)
     every = set(range(len(checker.groups)))
-    status, core = _windowed(checker, every, time_limit)
+    status, core = _windowed(checker, every)
     if status != "infeasible":
         return Reason(FITS if status == "feasible" else UNDECIDED, capacity,
                       checks=checker.checks, seconds=watch.elapsed())
@@ -365,7 +378,7 @@ def packing_reason(problem: Problem, capacity: int, *, time_limit: float = 10.0,
     return _packing(checker, members, minimal and by_buffer, watch)
 
 
-def _windowed(checker: _Checker, every: set[int], time_limit: float) -> tuple[str, set[int]]:
+def _windowed(checker: _Checker, every: set[int]) -> tuple[str, set[int]]:
     """The first infeasible check among time windows around the most loaded steps, widened
     by doubling (a few seconds each), then the whole problem with the time left."""
     problem = checker.problem
@@ -382,8 +395,10 @@ def _windowed(checker: _Checker, every: set[int], time_limit: float) -> tuple[st
             if len(inside) < 2 or inside in seen or inside == every:
                 continue
             seen.add(inside)
-            status, core = checker.check(set(inside) | checker.pinned,
-                                         seconds=max(1.0, time_limit / 10))
+            status, core = checker.check(set(inside) | checker.pinned, seconds=None if
+                                         checker.clock.limit is None else max(
+                                             WINDOW_CHECK_LEAST,
+                                             WINDOW_CHECK_SHARE * checker.clock.limit))
             if status == "infeasible":
                 return status, core
         width *= 2

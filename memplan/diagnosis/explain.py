@@ -168,14 +168,15 @@ def _capacity(d: _Describer, capacity: int, plan: Plan | None, deadline: float,
     """Why ``capacity`` is (not) met, each step within what is left until ``deadline``."""
     problem = d.problem
     reason = pinned_reason(problem, capacity) or live_load_reason(
-        problem, capacity, time_limit=_left(deadline), threads=threads)
+        problem, capacity, budget=Budget.of_limit(_left(deadline)), threads=threads)
     if reason is None and (plan is None or plan.arena_size > capacity or plan.regions is not None):
         plan = plan_in_time("best", subproblem(problem, range(len(problem)), None),
                             _left(deadline) / 2)
     if reason is None and plan.arena_size <= capacity and plan.regions is None:
         reason = Reason(FITS, capacity)
     if reason is None:
-        reason = packing_reason(problem, capacity, time_limit=_left(deadline), threads=threads)
+        reason = packing_reason(problem, capacity, budget=Budget.of_limit(_left(deadline)),
+                                threads=threads)
     tensors = tuple(sorted((d.tensor(i) for i in reason.buffers), key=lambda t: (-t.size, t.id)))
     return CapacityExplanation(reason.kind, capacity, _reason_text(d, reason), reason.step,
                                reason.window, reason.live_bytes, reason.proven, reason.minimal,

@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from memplan.bounds import live_bytes
+from memplan.budget import Budget
 from memplan.deploy.regions import checked_weights, plan_gaps, plan_regions, region_plan
 from memplan.deploy.scratch import subproblem
-from memplan.errors import ProblemError, renamed
+from memplan.errors import ProblemError, renamed, renamed_keyword
 from memplan.plan import Plan
 from memplan.problem import Problem
 
@@ -116,9 +117,12 @@ def _point(problem: Problem, plan: Plan, weights: np.ndarray) -> CurvePoint:
     return CurvePoint(capacity, int(sizes.sum()), int((sizes * weights[slow]).sum()), arena)
 
 
-def fast_peak(problem: Problem, plan: Plan, weights=None) -> tuple[int, int, list]:
+def fast_peak(problem: Problem, plan: Plan, reads=None, *,
+              weights=None) -> tuple[int, int, list]:
     """``(step, bytes, [(id, bytes, reads), ...])``: the fast region's fullest step and the
-    buffers it holds then, largest first (reads: the weights, 0 when not given)."""
+    buffers it holds then, largest first (``reads``: how often each buffer is read, 0 when
+    not given; ``weights``: its old name)."""
+    weights = renamed_keyword("weights", weights, "reads", reads, where="fast_peak")
     fast = plan.regions == _fast(problem)
     if not fast.any():
         return 0, 0, []
@@ -131,11 +135,13 @@ def fast_peak(problem: Problem, plan: Plan, weights=None) -> tuple[int, int, lis
     return step, int(load[step]), rows
 
 
-def fast_curve(problem: Problem, plan: Plan, *, weights=None, sizes=None,
-               time_limit: float | None = None) -> list[CurvePoint]:
+def fast_curve(problem: Problem, plan: Plan, *, reads=None, sizes=None,
+               time_limit: float | None = None, weights=None) -> list[CurvePoint]:
     """The plan at larger fast regions (``sizes`` in bytes, default `GROWTH` of the current
     one in whole KiB): the current plan's point first, then one per size; see the module
-    docstring. ``time_limit``: the exact region planner per point, else the heuristic."""
+    docstring. ``time_limit``: the exact region planner per point, else the heuristic;
+    ``reads``: how often each buffer is read (``weights``: its old name)."""
+    weights = renamed_keyword("weights", weights, "reads", reads, where="fast_curve")
     fast = _fast(problem)
     capacity = problem.regions[fast].capacity
     if capacity is None:
@@ -151,12 +157,12 @@ def fast_curve(problem: Problem, plan: Plan, *, weights=None, sizes=None,
         regions = list(problem.regions)
         regions[fast] = type(regions[fast])(regions[fast].name, int(size), regions[fast].cost)
         larger = problem.replace(regions=regions)
-        grown = plan_regions(larger, weights=weights)
+        grown = plan_regions(larger, reads=weights)
         if time_limit is not None:
             from memplan.deploy.regions_exact import plan_regions_exact
 
-            grown = plan_regions_exact(larger, time_limit=time_limit, hint=grown,
-                                       weights=weights)
+            grown = plan_regions_exact(larger, budget=Budget.of_limit(time_limit), hint=grown,
+                                       reads=weights)
         point = _point(larger, grown, measure)
         extra = (point.fast - capacity) / KIB
         points.append(CurvePoint(point.fast, point.slow_bytes, point.traffic,
@@ -178,10 +184,12 @@ def step_reads(problem: Problem) -> np.ndarray:
     return reads
 
 
-def explain_regions(problem: Problem, plan: Plan, *, weights=None, sizes=None,
-                    time_limit: float | None = None) -> RegionExplanation:
+def explain_regions(problem: Problem, plan: Plan, *, reads=None, sizes=None,
+                    time_limit: float | None = None, weights=None) -> RegionExplanation:
     """The fast region's peak (`fast_peak`) and the curve of larger ones (`fast_curve`) for a
-    plan over regions; ``weights``: how often each buffer is read."""
+    plan over regions; ``reads``: how often each buffer is read (``weights``: its old
+    name)."""
+    weights = renamed_keyword("weights", weights, "reads", reads, where="explain_regions")
     fast = _fast(problem)
     step, peak, tensors = fast_peak(problem, plan, weights)
     steps = problem.steps or ()
@@ -192,7 +200,7 @@ def explain_regions(problem: Problem, plan: Plan, *, weights=None, sizes=None,
     ceiling = stats.get("ceiling", {}).get("cost_bound", 0.0) > stats["cost_bound"]
     return RegionExplanation(problem.regions[fast].name, problem.regions[fast].capacity, step,
                              name, peak, tensors,
-                             fast_curve(problem, plan, weights=weights, sizes=sizes,
+                             fast_curve(problem, plan, reads=weights, sizes=sizes,
                                         time_limit=time_limit),
                              gap=plan_gaps(stats)["cost"], within_ceiling=ceiling)
 

@@ -76,7 +76,7 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
-from memplan.budget import Stopwatch
+from memplan.budget import Budget, Stopwatch
 from memplan.deploy.regions import (
     cost_bound,
     plan_gaps,
@@ -433,16 +433,16 @@ def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
     weights = np.maximum(reads, 1)
     goal = OBJECTIVES[objective]
     # BankedGreedy's plan starts the search; the region heuristic only where it has none
-    plan = guard if guard is not None else plan_regions(problem, weights=weights)
+    plan = guard if guard is not None else plan_regions(problem, reads=weights)
     gaps = proven_gaps(plan.stats)
     done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
         threads = threads or THREADS
-        plan = plan_regions_exact(problem, time_limit=time_limit, seed=seed, hint=plan,
-                                  weights=weights, objective=goal, ceiling=guard,
-                                  relative_gap=relative_gap, threads=threads,
-                                  cpu=None if cpu is None else cpu / threads)
+        plan = plan_regions_exact(problem, seed=seed, hint=plan, reads=weights,
+                                  objective=goal, ceiling=guard, relative_gap=relative_gap,
+                                  threads=threads, budget=Budget.of_limit(
+                                      time_limit, cpu=None if cpu is None else cpu / threads))
     if plan.stats["over_capacity"]:
         raise _no_plan(problem, plan, steps)
     violations = validate(problem, plan)
@@ -557,7 +557,7 @@ def explain_report(report: RegionReport, **options: Any):
     if report.plan is None:
         raise ProblemError(f"{report.graph} has no region plan to explain")
     return explain_regions(report.region_problem, report.plan,
-                           weights=np.maximum(report.reads, 1), **options)
+                           reads=np.maximum(report.reads, 1), **options)
 
 
 def check_regions(target: TargetMemoryMap, bufsizes: list[int]) -> None:

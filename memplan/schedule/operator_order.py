@@ -61,14 +61,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import Budget, CpuClock, Stopwatch, past, to_deadline
+from memplan.budget import Budget, past, to_deadline
 from memplan.errors import ProblemError, naming, renamed_keyword
 from memplan.groups import group_congruence
 from memplan.limits import check_time_limit, check_workers
 from memplan.onnx.onnx_options import OnnxOptions
 from memplan.problem import Problem, alias_components
 from memplan.registry import plan_with
-from memplan.shares import FAST_SHARE, STARTS_SHARE, WINDOW_SHARE
+from memplan.shares import (
+    FAST_SHARE,
+    LEAST_LEFT,
+    LEAST_SECONDS,
+    ORDER_MODEL_SHARE,
+    STARTS_SHARE,
+    WINDOW_LEAST_CPU,
+    WINDOW_SHARE,
+)
 
 if TYPE_CHECKING:  # onnx is imported when a model is reordered, not with the command line
     from onnx import ModelProto
@@ -410,8 +418,9 @@ def exact_order(deps: Dependencies, problem: Problem, hint: np.ndarray,
     model = _order_model(deps, problem)
     _add_hint(model, deps, hint, hint_offsets)
     solver = cp_solver(threads=threads, seed=seed,
-                       seconds=max(0.01, to_deadline(deadline)))
-    with CpuCap(solver, _cpu_workers(threads), allowance / 2 if windowed else None) as cap:
+                       seconds=max(LEAST_SECONDS, to_deadline(deadline)))
+    with CpuCap(solver, _cpu_workers(threads), allowance * ORDER_MODEL_SHARE if windowed else
+                None) as cap:
         status = solver.solve(model.cp)  # large: the rest goes to windows
     stats = {"status": solver.status_name(status),
              "bound": max(floor, int(solver.best_objective_bound)),
@@ -463,7 +472,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
     windows = improved = 0
     while best > floor:
         left = to_deadline(budget.deadline)
-        if left <= 0.05:
+        if left <= LEAST_LEFT:
             break
         load, _, _ = deps.load(order)
         position = np.empty(deps.n, np.int64)
@@ -475,7 +484,7 @@ def _improve_windows(deps: Dependencies, problem: Problem, order: np.ndarray,
             model.cp.add(model.position[step] == int(position[step]))
         _add_hint(model, deps, order, offsets)
         solver = cp_solver(threads=threads, seed=seed + windows, seconds=left)
-        window_cpu = max(1.0, WINDOW_SHARE * budget.allowance())
+        window_cpu = max(WINDOW_LEAST_CPU, WINDOW_SHARE * budget.allowance())
         with CpuCap(solver, _cpu_workers(threads), window_cpu):
             status = solver.solve(model.cp)
         windows += 1
@@ -596,21 +605,20 @@ def reorder(model: str | os.PathLike | bytes | ModelProto, *, method: str = "fas
     time_limit = check_time_limit(time_limit, "time_limit", unlimited=False)
     if threads != 0:  # 0: CP-SAT's default
         check_workers(threads, "threads")
-    watch, clock = Stopwatch(), CpuClock().start()
+    budget = Budget.of_limit(time_limit, cpu=time_limit)  # the wall limit and this thread's CPU
     options = OnnxOptions(**{k: v for k, v in onnx_options.items() if v is not None})
     proto, source = load_graph(model)  # planning reads no weights
     with naming(source):  # the frontend sees a parsed model below: errors name the file here
-        result = _reorder(proto, source, options, method=method, time_limit=time_limit,
-                          seed=seed, threads=threads, watch=watch, clock=clock)
+        result = _reorder(proto, source, options, method=method, budget=budget, seed=seed,
+                          threads=threads)
     result.source = model
     return result
 
 
 def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, method: str,
-             time_limit: float, seed: int, threads: int, watch: Stopwatch,
-             clock: CpuClock) -> Reordering:
-    """`reorder` on the parsed model ``proto`` (``watch``: started with the call; ``clock``:
-    this thread's CPU since then)."""
+             budget: Budget, seed: int, threads: int) -> Reordering:
+    """`reorder` on the parsed model ``proto`` (``budget``: made with the call, its limit
+    the wall seconds and the CPU seconds of this thread)."""
     from memplan.onnx.onnx import from_onnx
     from memplan.onnx.onnx_graph import analyze, bind_dims
     from memplan.onnx.onnx_shapes import infer_shapes
@@ -621,11 +629,12 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
     original = from_onnx(proto, **vars(options)).replace(source=source)
     if len(original) == 0 or not graph.positions:  # nothing to order by: the file's order
         return Reordering(proto, original, original, list(graph.positions), method,
-                          watch.elapsed(), stats={
+                          budget.elapsed(), stats={
                               "kept_file_order": True, "note": "no buffers to plan"})
     deps = dependencies(original, graph, optional_taken=True)
     order, stats = fast_order(deps, budget=Budget.of_limit(
-        time_limit - watch.elapsed(), cpu=time_limit * (FAST_SHARE if method == "exact" else 1.0)),
+        budget.limit - budget.elapsed(),
+        cpu=budget.limit * (FAST_SHARE if method == "exact" else 1.0)),
         seed=seed)
     best_bound = offsets = None
     runtime = set(graph.positions)
@@ -640,10 +649,10 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         fast_problem = problem_of(order)[1]
         hinted = fast_problem.replace(aliases=[a for a in fast_problem.aliases if not a.optional])
         hint_offsets = _by_ids(plan_with("best", hinted, seed=seed).offsets, hinted, original)
-        left = max(0.01, time_limit - watch.elapsed())
+        left = max(LEAST_SECONDS, budget.limit - budget.elapsed())
         order, offsets, exact_stats = exact_order(
             exact_deps, original, order, hint_offsets, seed=seed, threads=threads,
-            budget=Budget.of_limit(left, cpu=max(0.01, time_limit - clock.spent())))
+            budget=Budget.of_limit(left, cpu=max(LEAST_SECONDS, budget.left())))
         stats["exact"] = exact_stats
         if not original.alias_optional.any():
             best_bound = exact_stats["bound"]
@@ -656,4 +665,4 @@ def _reorder(proto: ModelProto, source: str | None, options: OnnxOptions, *, met
         positions, candidate, problem = list(graph.positions), proto, original
         stats["kept_file_order"] = True
     return Reordering(candidate, problem, original, positions, method,
-                      watch.elapsed(), best_bound, offsets, stats)
+                      budget.elapsed(), best_bound, offsets, stats)

@@ -63,7 +63,14 @@ import numpy as np
 
 from memplan.budget import Stopwatch, ThreadClock, deadline_in, to_deadline
 from memplan.problem import NO_OFFSET, Problem
-from memplan.shares import HEAD_START_PACE, NODES_PER_SECOND, PACE_AFTER_SECONDS, PROBE_SECONDS
+from memplan.shares import (
+    HEAD_START_PACE,
+    NODES_PER_SECOND,
+    PACE_AFTER_SECONDS,
+    POLL_SECONDS,
+    PROBE_SECONDS,
+    WATCH_SECONDS,
+)
 from memplan.solver.outcome import Outcome
 
 try:
@@ -296,7 +303,7 @@ def run_head_start(race: Race, most: float, stop: threading.Event | None) -> boo
     while not race.settled.is_set():
         if race.cpu() >= most or race.nodes >= HEAD_START_NODES or race.slow():
             return False
-        if wait(race, 0.05, stop):
+        if wait(race, WATCH_SECONDS, stop):
             return True
     return False
 
@@ -320,9 +327,9 @@ def wait(race: Race, seconds: float | None, stop: threading.Event | None) -> boo
         while not race.settled.is_set():
             if race.cpu_limit is not None and race.cpu() >= race.cpu_limit:
                 race.narrow(0)  # its threads stop at once; the last one out settles it
-                race.settled.wait(0.02)
+                race.settled.wait(POLL_SECONDS)
                 continue
-            step = 0.02 if end is None else min(0.02, to_deadline(end))
+            step = POLL_SECONDS if end is None else min(POLL_SECONDS, to_deadline(end))
             if step <= 0:
                 return False
             race.settled.wait(step)

@@ -14,6 +14,7 @@ import math
 
 from ortools.sat.python import cp_model
 
+from memplan.shares import CLOCK_CUT_SHARE
 from memplan.solver.exact_options import ExactOptions
 
 
@@ -95,7 +96,7 @@ def cut_by_clock(solver: cp_model.CpSolver) -> bool:
     budget (so another run may not repeat it)."""
     params = solver.parameters
     return (params.interleave_search and params.max_time_in_seconds < float("inf")
-            and solver.wall_time >= 0.99 * params.max_time_in_seconds
+            and solver.wall_time >= CLOCK_CUT_SHARE * params.max_time_in_seconds
             and solver.deterministic_time < params.max_deterministic_time)
 
 

@@ -44,7 +44,7 @@ from ortools.sat.python import cp_model
 
 from memplan.bounds import live_bytes
 from memplan.budget import Stopwatch
-from memplan.shares import DETERMINISTIC_SLICE
+from memplan.shares import DETERMINISTIC_SLICE, WATCH_SECONDS
 from memplan.solver.cp_params import bound_of, cut_by_clock, exact_solver, proven_bound
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
@@ -112,7 +112,7 @@ def _wait(lanes: list[_Lane], stop: threading.Event | None) -> bool:
     """Wait until a lane ends; True when ``stop`` or Ctrl-C asked to end them all."""
     try:
         while not any(lane.done.is_set() for lane in lanes):
-            lanes[0].done.wait(0.05)
+            lanes[0].done.wait(WATCH_SECONDS)
             if stop is not None and stop.is_set():
                 return True
     except KeyboardInterrupt:
@@ -168,7 +168,7 @@ def search(model: Model, options: ExactOptions, *, seconds: float | None,
         for lane in running:
             lane.solver.stop_search()
         for lane in running:
-            while not lane.done.wait(0.05):
+            while not lane.done.wait(WATCH_SECONDS):
                 pass
             state.absorb(lane, final=False)
     outcome = state.outcome or Outcome("unknown" if state.best is None else "feasible",

@@ -67,7 +67,7 @@ from memplan.errors import NoPlanError, ProblemError, UnsoundBoundError
 from memplan.plan import Plan, plan_status
 from memplan.problem import Problem, check_single_region
 from memplan.registry import CEILING, ceiling_planner, plan_with, register
-from memplan.shares import WARM_START_SECONDS, WARM_START_SHARE
+from memplan.shares import PROBE_CPU_SHARE, WARM_START_SECONDS, WARM_START_SHARE
 from memplan.solver import canonical, floors
 from memplan.solver.cp_import import import_within
 from memplan.solver.exact_options import ExactOptions, Progress
@@ -274,7 +274,7 @@ class _Run:
                 time_overlap_count(scaled.starts, scaled.ends) > PROBE_PAIRS:
             return None
         scale = max(1.0, len(part.buffers) / PROBE_BUFFERS)
-        most = None if cpu is None else cpu / 2
+        most = None if cpu is None else cpu * PROBE_CPU_SHARE
         if most is not None and most < canonical.PROBE_SECONDS:
             return None  # too short to finish one pass over a large part: no use, and memory
         probe = canonical.PROBE_SECONDS * scale if most is None else \

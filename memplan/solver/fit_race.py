@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from memplan.shares import HEAD_START_SECONDS
+from memplan.shares import HEAD_START_SECONDS, POLL_SECONDS
 from memplan.solver import canonical
 from memplan.solver.exact_options import ExactOptions
 
@@ -36,7 +36,7 @@ class Joint:
         threading.Thread(target=self._watch, name="memplan-joint", daemon=True).start()
 
     def _watch(self):
-        while not self._closed.wait(0.02):
+        while not self._closed.wait(POLL_SECONDS):
             if (self._race.settled.is_set() and self._race.verdict is not None) or \
                     (self._stop is not None and self._stop.is_set()):
                 self.event.set()

@@ -60,7 +60,7 @@ from ortools.sat.python import cp_model
 
 from memplan.budget import CpuClock, Stopwatch, to_deadline
 from memplan.problem import NO_OFFSET, Alias, Problem
-from memplan.shares import WINDOW_CPU
+from memplan.shares import LEAST_LEFT, LEAST_SECONDS, WINDOW_CPU
 from memplan.solver.cp_params import cp_solver
 from memplan.solver.cpu_budget import CpuCap
 from memplan.solver.exact_options import ExactOptions
@@ -257,7 +257,7 @@ def _solve_window(sub: Problem, n_free: int, y0: int, arena: int, offsets: np.nd
     model = build_model(sub, lower_bound=0, upper_bound=arena, minimize=False,
                         by_section=False)  # sections: slower on windows, measured
     built = watch.elapsed()
-    if seconds is not None and seconds - built <= 0.01:
+    if seconds is not None and seconds - built <= LEAST_SECONDS:
         return None, False, {"built": built}
     cp = model.cp
     free_units = sorted({int(model.geometry.unit_of[i]) for i in range(n_free)})
@@ -303,8 +303,9 @@ def improve(problem: Problem, offsets: np.ndarray, *, floor: int, seconds: float
                                                  or stalled < STALL):
             left = to_deadline(deadline)
             cpu_left = None if cpu is None else cpu - clock.spent()
-            if left <= max(0.05, build) or (cpu_left is not None and cpu_left <= 0.05) or \
-                    (options.stop is not None and options.stop.is_set()):
+            stopped = options.stop is not None and options.stop.is_set()
+            if left <= max(LEAST_LEFT, build) or stopped or \
+                    (cpu_left is not None and cpu_left <= LEAST_LEFT):
                 result.interrupted = options.stop is not None and options.stop.is_set()
                 break
             picking = Stopwatch()

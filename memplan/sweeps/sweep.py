@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from memplan.budget import Stopwatch
 from memplan.errors import ProblemError, renamed, require
 from memplan.options import options_record
+from memplan.shares import SWEEP_WATCH_SECONDS
 from memplan.sweeps.sweep_io import COLUMNS, RowWriter, finish_row
 from memplan.sweeps.sweep_options import SweepOptions
 from memplan.sweeps.sweep_tasks import (
@@ -202,7 +203,8 @@ def _run(engine, todo: list[Task], rows: dict, writer, progress, retries: int, o
     try:
         while pending:
             try:
-                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                finished, pending = wait(pending, timeout=SWEEP_WATCH_SECONDS,
+                                         return_when=FIRST_COMPLETED)
             except TimeoutError:
                 finished = set()
             for future in finished:
