@@ -73,6 +73,9 @@ VALIDATE_SHARE = 0.2  # best: of the limit, on the wall clock, kept for validati
 # validation is timed: the winner's validation must end within the caller's limit and load
 # slows it as much as the passes, so this reserve enforces the limit (no hand-over)
 SLICE_SECONDS = 0.05  # anneal: wall seconds of search between two looks for Ctrl-C
+ROOMS_SHARE = 0.2  # long_first: of the small problem's CPU time, for the rooms planned again
+LONG_FIRST_SWEEPS = 8  # best: `long_first` starts only with this many first sweeps' CPU
+# time left (its small problem and rooms cost a few sweeps; less, and `peak_stack` gets it)
 
 # --- the exact planner (memplan.solver)
 WARM_START_SHARE = 0.1  # of the time limit given to the warm-start heuristic, and at least
@@ -105,6 +108,9 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
+NARROW_WORK = 1 << 21  # regions: state entries the narrow layout sweep may touch whatever
+# the stage's CPU left: its beam of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to
+# 1 << 22 proved the same ones)
 LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep touches a CPU
 # second (Phi-3's 50 % bank: 16.8 M in 1.0 s at load 12); its work within a stage's CPU left
 RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter

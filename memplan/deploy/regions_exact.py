@@ -118,6 +118,7 @@ from memplan.shares import (
     FULL_MODEL_LEAST,
     LAYOUT_WORK_PER_CPU,
     MIN_STAGE_SECONDS,
+    NARROW_WORK,
     RELAX_LEAST,
     RELAX_SHARE,
     STAGE_SHARE,
@@ -130,8 +131,6 @@ from memplan.validate import validate
 _SOLVED = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 NARROW_STATES = 1 << 6  # the layout sweep before the wide one: its beam (of 32, 64
 # and 128 states, 64 proved the most of the decoders' slow arenas: wider is not surer)
-NARROW_WORK = 1 << 21  # state entries it may touch whatever the stage's CPU left: the beam
-# of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to 1 << 22 proved the same ones)
 
 
 def region_weights(problem: Problem) -> list[int]:

@@ -125,7 +125,7 @@ from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
 from memplan.registry import CEILING, ceiling_fits, planners, register
-from memplan.shares import VALIDATE_MARGIN, VALIDATE_SHARE
+from memplan.shares import LONG_FIRST_SWEEPS, VALIDATE_MARGIN, VALIDATE_SHARE
 from memplan.validate import mark_valid, validate
 
 ORDERS = ("size", "breadth", "spatial", "start", "temporal")
@@ -134,7 +134,6 @@ ORDERS = ("size", "breadth", "spatial", "start", "temporal")
 UNTIMED_SEARCH = 2000  # orders searched without a time limit or a budget, at most ...
 UNTIMED_WORK = 500_000  # ... and about this many units placed
 CLIMB_STEPS = 100  # hill-climbing steps of the search in Python, without a budget
-LONG_FIRST_SWEEPS = 8  # `long_first` starts with at least this many first sweeps' CPU left
 
 
 @dataclass(frozen=True)

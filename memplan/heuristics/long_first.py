@@ -34,7 +34,7 @@ load is the whole problem's, less what the rooms waste. Steps:
   units reach;
 - the rooms whose stretch the small problem's live load puts above the whole
   problem's bound (the sweep left holes there), the highest first, planned
-  again by ``best`` as problems of their own (`TIGHTEN_SHARE` of the time);
+  again by ``best`` as problems of their own (`memplan.shares.ROOMS_SHARE` of the time);
 - the small problem (long units, crossing units, one room per stretch,
   aligned to its units' alignments) planned by ``best`` (found by name in the
   registry) for ``share`` of the CPU time left; each room's units moved up by
@@ -65,14 +65,14 @@ from memplan.options import option
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.registry import planners, register
+from memplan.shares import ROOMS_SHARE
 
 MIN_SPAN = 64  # steps: a unit living fewer is short, whatever the schedule's length
-MAX_LONG_SHARE = 0.01  # more long units than this share of the units: not taken
+MAX_LONG_FRACTION = 0.01  # more long units than this share of the units: not taken
 # more pairs in the small problem: `best` skips the pass (the canonical descent, which plans
 # it near its bound, takes up to a million; the other passes leave it 5 % above at 10^6)
 SMALL_PAIRS = 1_000_000
 TIGHTEN_ROOMS = 16  # rooms planned again, at most, the highest first
-TIGHTEN_SHARE = 0.2  # of the small problem's CPU time, for them
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,9 @@ def long_units(units: Units, start: np.ndarray, end: np.ndarray,
 
 
 def takes(units: Units, long_share: float = LongFirstOptions.long_share) -> bool:
-    """Whether the problem has long units, and few of them (`MAX_LONG_SHARE`). O(n)."""
+    """Whether the problem has long units, and few of them (`MAX_LONG_FRACTION`). O(n)."""
     count = len(long_units(units, *spans(units), long_share))
-    return 0 < count <= MAX_LONG_SHARE * len(units)
+    return 0 < count <= MAX_LONG_FRACTION * len(units)
 
 
 class Split:
@@ -277,8 +277,8 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
     cpu = None if cpu is None else cpu * share
     watch = Stopwatch()
     tightened = tighten(units, start, end, split, rel, height,
-                        None if seconds is None else seconds * TIGHTEN_SHARE,
-                        None if cpu is None else cpu * TIGHTEN_SHARE)
+                        None if seconds is None else seconds * ROOMS_SHARE,
+                        None if cpu is None else cpu * ROOMS_SHARE)
     small, residue, used = small_problem(units, start, end, split, height)
     found = planners()["best"](
         small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
