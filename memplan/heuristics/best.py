@@ -277,8 +277,8 @@ class Run:
         else:
             cpu, need = self.cpu_left(), LONG_FIRST_SWEEPS * self.tried[0][3].get("pass_cpu", 0.0)
             # on the clock too, at this call's pace so far (wall seconds per CPU second)
-            pace = max(1.0, self.clock.elapsed() / max(self.clock.spent(), 1e-9))
-            if cpu < need or (deadline is not None and to_deadline(deadline) < need * pace):
+            if cpu < need or (deadline is not None and
+                              to_deadline(deadline) < need * self.clock.pace()):
                 return None
         return long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
                                         max_pairs=long_first.SMALL_PAIRS)
