@@ -413,12 +413,13 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     allowance = clock.allowance()  # CPU seconds per worker, all stages
     share = None if allowance is None else allowance * STAGE_SHARE
     stats: dict = {"objective": objective, "stage_cpu": 0.0}
-    shared = _Shared(over=None if ceiling is None else slow_measures(problem, ceiling))
+    capped_at = None if ceiling is None else slow_measures(problem, ceiling)  # bytes, arena
+    shared = _Shared(over=capped_at)
 
     def build(packed: bool) -> RegionModel:
         model = RegionModel(problem, weights, packed=packed)
-        if ceiling is not None:
-            model.aim_bytes, model.aim = slow_measures(problem, ceiling)
+        if capped_at is not None:
+            model.aim_bytes, model.aim = capped_at
         return model
 
     chosen = _choose(build, first,
@@ -435,7 +436,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             ceiling):
         def capped(packed: bool) -> RegionModel:
             model = RegionModel(problem, weights, packed=packed)
-            model.cap(*slow_measures(problem, ceiling))
+            model.cap(*capped_at)
             return model
 
         left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
