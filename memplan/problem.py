@@ -444,8 +444,10 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
 
     No plan can move them, so every planner would return an overlap. Members
     of one mandatory alias group, and the two sides of an optional alias the
-    pins honour, may share. A buffer whose mandatory alias group holds a
-    pinned buffer is pinned too, by its aliases. First a numpy test
+    pins honour, may share, unless they are in explicit conflict (a conflict
+    keeps two buffers apart whatever alias joins them, as the validator reads
+    it). A buffer whose mandatory alias group holds a pinned buffer is pinned
+    too, by its aliases. First a numpy test
     (`_may_clash`) that no two meet; only when some might (or the pairs are
     too many to list), a sweep over the pinned buffers by start time that
     names them: O(p log p + p * l) for p pinned buffers, l of them live at once
@@ -466,9 +468,11 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
         if optional and pinned[d] != NO_OFFSET and pinned[d] == pinned[s] + k}
     explicit = {frozenset(pair) for pair in problem.conflicts.tolist()}
 
+    def meet(i: int, j: int) -> bool:
+        return pinned[i] < pinned[j] + sizes[j] and pinned[j] < pinned[i] + sizes[i]
+
     def clash(i: int, j: int) -> bool:
-        return (pinned[i] < pinned[j] + sizes[j] and pinned[j] < pinned[i] + sizes[i]
-                and root[i] != root[j] and frozenset((i, j)) not in linked)
+        return meet(i, j) and root[i] != root[j] and frozenset((i, j)) not in linked
 
     order = held[np.argsort(problem.starts[held], kind="stable")].tolist()
     live: list[int] = []
@@ -483,7 +487,7 @@ def _check_pins(problem: Problem, root: np.ndarray, delta: np.ndarray) -> None:
         live.append(i)
     for pair in explicit:
         i, j = sorted(pair)
-        if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and clash(i, j):
+        if pinned[i] != NO_OFFSET and pinned[j] != NO_OFFSET and meet(i, j):
             problem._fail(j, f"{pinned_by(j)} where {pinned_by(i)} {ids[i]!r} is, and the two "
                              f"conflict")
 

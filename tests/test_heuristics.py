@@ -214,6 +214,22 @@ def test_colliding_pinned_buffers_are_a_problem_error():
         Problem([Buffer("a", 8, 0, 2, offset=0), Buffer("b", 8, 1, 3, offset=4)])
 
 
+def test_pinned_buffers_in_conflict_clash_whatever_alias_joins_them():
+    """An optional alias the pins honour lets two pinned buffers share bytes, unless they
+    are in explicit conflict: then no plan exists, and the problem says so before any
+    planner (a sweep that reserves pinned bytes would put the two on shared bytes)."""
+    buffers = [Buffer("k", 40, 0, 1, offset=384), Buffer("j", 1, 0, 1),
+               Buffer("h", 1, 0, 1, offset=448), Buffer("x", 8, 0, 1)]
+    aliases = [Alias("k", "j", 32, optional=True), Alias("j", "h", 32)]  # j at 416, in k
+    with pytest.raises(ProblemError, match="buffer 'j': pinned by its aliases where pinned "
+                                           "'k' is, and the two conflict"):
+        Problem(buffers, aliases=aliases, conflicts=[("j", "k")])
+    shared = Problem(buffers, aliases=aliases)
+    for name in [*HEURISTICS, "time_sweep", "peak_stack", "long_lived"]:
+        plan = run(name, shared)
+        assert plan.offset_of(shared, "j") == 416 and not validate(shared, plan)
+
+
 def test_a_capacity_below_the_bound_is_reported_infeasible():
     problem = Problem([Buffer("a", 8, 0, 2), Buffer("b", 8, 1, 3)], capacity=12)
     for name in HEURISTICS:
