@@ -280,8 +280,10 @@ class Run:
             if cpu < need or (deadline is not None and
                               to_deadline(deadline) < need * self.clock.pace()):
                 return None
-        return long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
+        done = long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
                                         max_pairs=long_first.SMALL_PAIRS)
+        self.clock.elsewhere += done[1].get("descent_cpu", 0.0)  # its probes' threads
+        return done
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
         """Run one pass unless the time is out or a plan meets the bound; keep its plan."""

@@ -70,8 +70,9 @@ from memplan.shares import ROOMS_SHARE
 MIN_SPAN = 64  # steps: a unit living fewer is short, whatever the schedule's length
 MAX_LONG_FRACTION = 0.01  # more long units than this share of the units: not taken
 # more pairs in the small problem: `best` skips the pass (the canonical descent, which plans
-# it near its bound, takes up to a million; the other passes leave it 5 % above at 10^6)
-SMALL_PAIRS = 1_000_000
+# it near its bound, is given up to this many; the other passes leave it 5 % above at 10^6,
+# where it has 1.59 M: 6.4 CPU-s of the descent and 0.7 GB in all bring it to 1.00004)
+SMALL_PAIRS = 2_000_000
 TIGHTEN_ROOMS = 16  # rooms planned again, at most, the highest first
 
 
@@ -81,7 +82,7 @@ class LongFirstOptions:
 
     long_share: float = option(0.001, "a unit living over this share of the schedule is "
                                       "long-lived")
-    share: float = option(0.5, "share of the CPU time left for planning the long units")
+    share: float = option(0.8, "share of the CPU time left for planning the long units")
 
 
 def long_units(units: Units, start: np.ndarray, end: np.ndarray,
@@ -229,6 +230,29 @@ def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel:
     return lowered
 
 
+def plan_small(small: Problem, seconds: float | None, cpu: float | None) -> tuple[Plan, float]:
+    """The small problem's plan, and the CPU seconds its descent's probes took in threads of
+    their own: ``best``'s passes, then the canonical descent (both found by name in the
+    registry) for the CPU seconds left, up to `SMALL_PAIRS` pairs; where the descent does
+    not take it (pins, more pairs), or untimed, ``best`` with its search."""
+    watch = Stopwatch()
+    if seconds is not None or cpu is not None:
+        start = planners()["best"](small, time_limit=seconds, cpu=cpu, long_first=False,
+                                   search_evaluations=0)
+        if start.arena_size <= lower_bound(small):
+            return start, 0.0
+        found = planners()["canonical"](
+            small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
+            cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), hint=start,
+            max_pairs=SMALL_PAIRS)
+        if "fallback" not in found.stats:
+            return found, found.stats.get("cpu_seconds", 0.0)
+    return planners()["best"](
+        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
+        descent=1.0), 0.0
+
+
 def stacked(units: Units, split: Split, rel: np.ndarray,
             height: np.ndarray) -> tuple[np.ndarray, dict]:
     """Buffer offsets with the small problem's units and rooms one above another (the pinned
@@ -280,10 +304,9 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                         None if seconds is None else seconds * ROOMS_SHARE,
                         None if cpu is None else cpu * ROOMS_SHARE)
     small, residue, used = small_problem(units, start, end, split, height)
-    found = planners()["best"](
-        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
-        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
-        descent=1.0)
+    found, descent_cpu = plan_small(
+        small, None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()))
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
     room = np.zeros(len(edges), np.int64)
@@ -293,7 +316,8 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                                  "crossing_units": len(group) - len(split.longs) -
                                  len(units.pinned), "rooms": len(used),
                                  "tightened": tightened,
-                                 "small_winner": found.stats.get("winner")}
+                                 "small_winner": found.stats.get("winner", found.planner),
+                                 "descent_cpu": descent_cpu}
 
 
 @register("long_first")
