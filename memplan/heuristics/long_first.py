@@ -89,15 +89,32 @@ def long_units(units: Units, start: np.ndarray, end: np.ndarray,
                long_share: float = LongFirstOptions.long_share) -> np.ndarray:
     """The free units whose span exceeds ``long_share`` of the schedule and `MIN_SPAN`."""
     free = units.free
-    horizon = int(end.max(initial=0))
-    span = end[free] - start[free]
-    return free[span > max(MIN_SPAN, long_share * horizon)]
+    return free[lived_long(start[free], end[free], int(end.max(initial=0)), long_share)]
+
+
+def lived_long(start: np.ndarray, end: np.ndarray, horizon: int,
+               long_share: float = LongFirstOptions.long_share) -> np.ndarray:
+    """Which of these lifetimes exceed ``long_share`` of the ``horizon`` and `MIN_SPAN`."""
+    return end - start > max(MIN_SPAN, long_share * horizon)
+
+
+def few_long(count: int, total: int) -> bool:
+    """Whether ``count`` long units of ``total`` are some, and few (`MAX_LONG_FRACTION`)."""
+    return 0 < count <= MAX_LONG_FRACTION * total
 
 
 def takes(units: Units, long_share: float = LongFirstOptions.long_share) -> bool:
     """Whether the problem has long units, and few of them (`MAX_LONG_FRACTION`). O(n)."""
-    count = len(long_units(units, *spans(units), long_share))
-    return 0 < count <= MAX_LONG_FRACTION * len(units)
+    return few_long(len(long_units(units, *spans(units), long_share)), len(units))
+
+
+def takes_buffers(problem: Problem) -> bool:
+    """`takes`, counted on the buffers (not their alias units): O(n), without building
+    units (`memplan.api` sizes the heuristics' time by it)."""
+    free = problem.pinned == NO_OFFSET
+    horizon = int(problem.ends.max(initial=0))
+    count = int(lived_long(problem.starts[free], problem.ends[free], horizon).sum())
+    return few_long(count, len(problem))
 
 
 class Split:
