@@ -36,18 +36,21 @@ load is the whole problem's, less what the rooms waste. Steps:
   problem's bound (the sweep left holes there), the highest first, planned
   again by ``best`` as problems of their own (`memplan.shares.ROOMS_SHARE` of the time);
 - the small problem (long units, crossing units, one room per stretch,
-  aligned to its units' alignments) planned by ``best`` (found by name in the
-  registry) for ``share`` of the CPU time left; each room's units moved up by
-  its offset.
+  aligned to its units' alignments) planned for ``share`` of the CPU time
+  left by ``best``'s passes, then the canonical descent (both found by name
+  in the registry; the descent up to `SMALL_PAIRS` pairs, past its own
+  default: the small problem's units live a few steps each); each room's
+  units moved up by its offset.
 
 Every unit keeps its place in the small plan or in its room, so the arena is
 the small plan's. Cost: the small problem's planner (its share of the time)
 and O(n log n) besides. Memory O(n). Known limits: the rooms hold their
-height over their whole stretch; `best` plans a small problem of 4000 units
-(10^6 network-like buffers) 5 % above its bound, so `best` skips this pass
-beyond `SMALL_PAIRS`; optional aliases are never taken; units in explicit
-conflict hold their bytes over the union of their lifetimes (as in
-`time_sweep`).
+height over their whole stretch; the small problem of 10^6 network-like
+buffers (4000 units, 1.59 M pairs) needs about 6 CPU-s of the descent to
+come within 0.01 % of its bound (`best`'s other passes leave it 5 % above),
+and `best` skips this pass beyond `SMALL_PAIRS`; optional aliases are never
+taken; units in explicit conflict hold their bytes over the union of their
+lifetimes (as in `time_sweep`).
 """
 
 from __future__ import annotations
