@@ -256,21 +256,19 @@ def plan_small(small: Problem, seconds: float | None, cpu: float | None) -> tupl
     registry) for the CPU seconds left, up to `SMALL_PAIRS` pairs; where the descent does
     not take it (pins, more pairs), or untimed, ``best`` with its search."""
     watch = Stopwatch()
+
+    def left() -> dict:  # the time limit and the CPU seconds left
+        return {"time_limit": None if seconds is None else max(0.0, seconds - watch.elapsed()),
+                "cpu": None if cpu is None else max(0.0, cpu - watch.cpu_elapsed())}
+
     if seconds is not None or cpu is not None:
-        start = planners()["best"](small, time_limit=seconds, cpu=cpu, long_first=False,
-                                   search_evaluations=0)
+        start = planners()["best"](small, **left(), long_first=False, search_evaluations=0)
         if start.arena_size <= lower_bound(small):
             return start, 0.0
-        found = planners()["canonical"](
-            small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
-            cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), hint=start,
-            max_pairs=SMALL_PAIRS)
+        found = planners()["canonical"](small, **left(), hint=start, max_pairs=SMALL_PAIRS)
         if "fallback" not in found.stats:
             return found, found.stats.get("cpu_seconds", 0.0)
-    return planners()["best"](
-        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
-        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
-        descent=1.0), 0.0
+    return planners()["best"](small, **left(), long_first=False, descent=1.0), 0.0
 
 
 def stacked(units: Units, split: Split, rel: np.ndarray,
