@@ -58,6 +58,7 @@ from memplan.budget import Budget, Stopwatch, deadline_in, to_deadline
 from memplan.deploy.multimodel import MultiModel, combine, stack
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.formats import readers
+from memplan.heuristics import long_first
 from memplan.limits import (
     check_capacity,
     check_seed,
@@ -68,7 +69,7 @@ from memplan.limits import (
 from memplan.options import option, options_record, renamed_fields
 from memplan.plan import Plan, fits, gap_of, plan_rank
 from memplan.problem import Buffer, Problem
-from memplan.registry import ceiling_planner, plan_with, planners
+from memplan.registry import ceiling_fits, ceiling_planner, plan_with, planners
 from memplan.shares import (
     COMPARE_SLACK,
     EXACT_LEAST,
@@ -77,6 +78,7 @@ from memplan.shares import (
     HEURISTIC_SHARE,
     SEARCH_LEAST,
     SEARCH_SHARE,
+    SEARCH_SWEEPS_SHARE,
     VALIDATE_MARGIN,
 )
 from memplan.solver.exact import by_neighbourhoods, canonical_first
@@ -466,12 +468,18 @@ def _search_seconds(problem: Problem, settings: SolveOptions,
     """Seconds of `best`'s timed order search before the exact planner, or None (a fixed
     budget, `SEARCH_WORK`): minimising a problem that the exact planner would improve by
     neighbourhoods, where its windows gain less than the order search in its first
-    seconds (training traces: docs/explanation/heuristic-search.md)."""
+    seconds (training traces: docs/explanation/heuristic-search.md); `SEARCH_SWEEPS_SHARE`
+    of the limit where the ceiling's work does not fit it (`ceiling_fits`: `best` runs only
+    its sweeps, `long_first` and the stack) and `long_first` takes the problem (a few
+    long-lived buffers: its descent gains with its time, and the windows at that size move
+    none of the long-lived buffers that set the peak)."""
     limit = settings.time_limit
     if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
             is not None or not by_neighbourhoods(problem, record):
         return None
-    return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, SEARCH_SHARE * limit))
+    sweeps = not ceiling_fits(problem, limit) and long_first.takes_buffers(problem)
+    share = SEARCH_SWEEPS_SHARE if sweeps else SEARCH_SHARE
+    return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, share * limit))
 
 
 def heuristic_seconds(settings: SolveOptions) -> float:

@@ -49,6 +49,10 @@ HEURISTIC_SHARE, HEURISTIC_LEAST = 0.5, 1.0  # of the time limit, and at least t
 SEARCH_LEAST, SEARCH_SHARE = 9.0, 1 / 6  # before the exact planner on large problems: a timed
 # search of `best` of this many CPU seconds (at most HEURISTIC_MOST of the limit), or this
 # share of a longer limit (its work, SEARCH_WORK units, bounds it on small ones)
+SEARCH_SWEEPS_SHARE = 0.5  # that share where the ceiling's work does not fit the limit (only
+# the sweeps, `long_first` and the stack run) and `long_first` takes the problem: its small
+# problem's descent needs about 6 CPU-s at 10^6 network-like buffers, where the exact
+# planner's windows moved none of the long-lived buffers that set the peak (124, none improved)
 EXACT_LEAST = 0.02  # of the time limit: less left after the heuristics, no exact planner
 VALIDATE_MARGIN = 1.5  # times a timed validation, kept to validate the next plan (`best`'s
 # later passes, the exact planner's plan after the heuristics')

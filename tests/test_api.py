@@ -194,3 +194,23 @@ def test_large_problems_give_the_order_search_its_own_time_before_the_exact_plan
                                ExactOptions()) is None
     report = api.solve_report(large, short)
     assert validate(large, report.plan) == []
+
+
+def test_half_the_limit_goes_to_best_where_only_its_sweeps_run_and_long_first_takes_it(
+        monkeypatch):
+    from memplan import registry
+    from memplan.solver.exact_options import ExactOptions
+
+    count = ExactOptions().lns_buffers + 1
+    starts, ends = np.arange(count), np.arange(count) + 3
+    ends[0] = count  # one buffer lives the whole schedule: long_first takes the problem
+    few_long = Problem.from_arrays(np.full(count, 64), starts, ends)
+    short_only = Problem.from_arrays(np.full(count, 64), np.arange(count), np.arange(count) + 3)
+    settings = api.solve_options(time_limit=60)
+    # the ceiling fits: a sixth, as on every large problem
+    assert api._search_seconds(few_long, settings, ExactOptions()) == pytest.approx(10.0)
+    # its work does not fit the limit (as 370 M pairs in 60 s): half, with long_first only
+    monkeypatch.setattr(registry, "CEILING_PAIRS_PER_SECOND", 1)
+    monkeypatch.setattr(registry, "CEILING_LEAST_WORK", 0)
+    assert api._search_seconds(few_long, settings, ExactOptions()) == pytest.approx(30.0)
+    assert api._search_seconds(short_only, settings, ExactOptions()) == pytest.approx(10.0)

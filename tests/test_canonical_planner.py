@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memplan import Alias, Buffer, Problem, lower_bound, plan_with, validate
+from memplan.bounds import time_overlap_count
 from memplan.formats import minimalloc_csv
 from memplan.solver import canonical
 from tests.conftest import CHALLENGING
@@ -106,3 +107,13 @@ def test_ctrl_c_in_the_descent_ends_best_with_the_plans_so_far(monkeypatch):
     assert plan.stats["interrupted"] and validate(problem, plan) == []
     assert "canonical" in plan.stats["arenas"] and "anneal" not in plan.stats["arenas"]
     assert plan.seconds < 20
+
+
+def test_max_pairs_sets_which_problems_it_takes():
+    problem = packed(0)
+    pairs = time_overlap_count(problem.starts, problem.ends)
+    start = plan_with("best_fit", problem)
+    refused = plan_with("canonical", problem, time_limit=1, hint=start, max_pairs=pairs - 1)
+    assert refused.stats["fallback"] == "hint" and list(refused.offsets) == list(start.offsets)
+    taken = plan_with("canonical", problem, time_limit=1, hint=start, max_pairs=pairs)
+    assert "fallback" not in taken.stats and validate(problem, taken) == []

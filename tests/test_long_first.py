@@ -12,16 +12,21 @@ import pytest
 from benchmarks.generate import network_like
 from memplan import Buffer, Problem, ProblemError, lower_bound, plan_with, validate
 from memplan.errors import PairLimitError
+from memplan.formats import minimalloc_csv
 from memplan.heuristics.long_first import (
     MIN_SPAN,
     first_offsets,
     long_units,
+    plan_small,
     stretch_edges,
     takes,
 )
 from memplan.heuristics.time_sweep import spans
 from memplan.heuristics.units import Units
 from memplan.plan import Plan
+from memplan.solver import canonical_planner
+from memplan.solver.canonical_planner import CanonicalOptions
+from tests.conftest import CHALLENGING
 from tests.test_peak_stack import featured
 
 
@@ -111,3 +116,18 @@ def test_a_limit_already_past_stacks_the_small_problem_and_the_rooms():
     assert validate(problem, Plan.from_offsets(problem, offsets, planner="cut")) == []
     plan = plan_with("long_first", problem, time_limit=0)
     assert validate(problem, plan) == [] and plan.stats["cut"] > 0
+
+
+def test_the_small_problem_gets_the_descent_past_its_default_pair_limit(monkeypatch):
+    """A small problem the descent's own default refuses (here every one: `max_pairs` 0, as
+    1.59 M pairs at 10^6 network-like buffers are past its million): ``best``'s passes and
+    order search, the plan before, stay above the bound; `plan_small` gives it the descent
+    up to `SMALL_PAIRS` and reaches the bound."""
+    problem = minimalloc_csv.read_problem(CHALLENGING / "C.1048576.csv", capacity=None)
+    monkeypatch.setattr(canonical_planner, "DEFAULTS", CanonicalOptions(max_pairs=0))
+    before = plan_with("best", problem, cpu=2, long_first=False, descent=1.0)
+    assert before.stats["winner"] != "canonical"
+    assert validate(problem, before) == [] and before.arena_size > lower_bound(problem)
+    found, probes = plan_small(problem, None, 2.0)
+    assert validate(problem, found) == [] and found.planner == "canonical"
+    assert found.arena_size == lower_bound(problem) and probes >= 0

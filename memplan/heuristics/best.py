@@ -20,8 +20,9 @@ XLA's ChooseBestHeap, then a search. Steps:
   (at most 1 % of them) and at least `LONG_FIRST_SWEEPS` first sweeps' CPU
   time left, the long-lived units planned first
   (`memplan.heuristics.long_first`: a small problem with the short units as
-  one room per stretch, planned by ``best`` and its canonical descent for
-  half the CPU time left; skipped where the small problem has over
+  one room per stretch, planned by ``best``'s passes and the canonical
+  descent for most of the CPU time left, the descent's probes counted in
+  this call's; skipped where the small problem has over
   `long_first.SMALL_PAIRS` pairs overlapping in time);
 - every composition of the fast orders (size, spatial, breadth, start,
   temporal) with both placements (best fit, first fit): ten one-pass plans,
@@ -280,8 +281,10 @@ class Run:
             if cpu < need or (deadline is not None and
                               to_deadline(deadline) < need * self.clock.pace()):
                 return None
-        return long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
+        done = long_first.first_offsets(self.units(False), deadline=deadline, cpu=cpu,
                                         max_pairs=long_first.SMALL_PAIRS)
+        self.clock.elsewhere += done[1].get("descent_cpu", 0.0)  # its probes' threads
+        return done
 
     def attempt(self, name: str, step: Callable[[], tuple[np.ndarray, dict]]) -> None:
         """Run one pass unless the time is out or a plan meets the bound; keep its plan."""

@@ -36,18 +36,21 @@ load is the whole problem's, less what the rooms waste. Steps:
   problem's bound (the sweep left holes there), the highest first, planned
   again by ``best`` as problems of their own (`memplan.shares.ROOMS_SHARE` of the time);
 - the small problem (long units, crossing units, one room per stretch,
-  aligned to its units' alignments) planned by ``best`` (found by name in the
-  registry) for ``share`` of the CPU time left; each room's units moved up by
-  its offset.
+  aligned to its units' alignments) planned for ``share`` of the CPU time
+  left by ``best``'s passes, then the canonical descent (both found by name
+  in the registry; the descent up to `SMALL_PAIRS` pairs, past its own
+  default: the small problem's units live a few steps each); each room's
+  units moved up by its offset.
 
 Every unit keeps its place in the small plan or in its room, so the arena is
 the small plan's. Cost: the small problem's planner (its share of the time)
 and O(n log n) besides. Memory O(n). Known limits: the rooms hold their
-height over their whole stretch; `best` plans a small problem of 4000 units
-(10^6 network-like buffers) 5 % above its bound, so `best` skips this pass
-beyond `SMALL_PAIRS`; optional aliases are never taken; units in explicit
-conflict hold their bytes over the union of their lifetimes (as in
-`time_sweep`).
+height over their whole stretch; the small problem of 10^6 network-like
+buffers (4000 units, 1.59 M pairs) needs about 6 CPU-s of the descent to
+come within 0.01 % of its bound (`best`'s other passes leave it 5 % above),
+and `best` skips this pass beyond `SMALL_PAIRS`; optional aliases are never
+taken; units in explicit conflict hold their bytes over the union of their
+lifetimes (as in `time_sweep`).
 """
 
 from __future__ import annotations
@@ -70,8 +73,9 @@ from memplan.shares import ROOMS_SHARE
 MIN_SPAN = 64  # steps: a unit living fewer is short, whatever the schedule's length
 MAX_LONG_FRACTION = 0.01  # more long units than this share of the units: not taken
 # more pairs in the small problem: `best` skips the pass (the canonical descent, which plans
-# it near its bound, takes up to a million; the other passes leave it 5 % above at 10^6)
-SMALL_PAIRS = 1_000_000
+# it near its bound, is given up to this many; the other passes leave it 5 % above at 10^6,
+# where it has 1.59 M: 6.4 CPU-s of the descent and 0.7 GB in all bring it to 1.00004)
+SMALL_PAIRS = 2_000_000
 TIGHTEN_ROOMS = 16  # rooms planned again, at most, the highest first
 
 
@@ -81,22 +85,39 @@ class LongFirstOptions:
 
     long_share: float = option(0.001, "a unit living over this share of the schedule is "
                                       "long-lived")
-    share: float = option(0.5, "share of the CPU time left for planning the long units")
+    share: float = option(0.8, "share of the CPU time left for planning the long units")
 
 
 def long_units(units: Units, start: np.ndarray, end: np.ndarray,
                long_share: float = LongFirstOptions.long_share) -> np.ndarray:
     """The free units whose span exceeds ``long_share`` of the schedule and `MIN_SPAN`."""
     free = units.free
-    horizon = int(end.max(initial=0))
-    span = end[free] - start[free]
-    return free[span > max(MIN_SPAN, long_share * horizon)]
+    return free[lived_long(start[free], end[free], int(end.max(initial=0)), long_share)]
+
+
+def lived_long(start: np.ndarray, end: np.ndarray, horizon: int,
+               long_share: float = LongFirstOptions.long_share) -> np.ndarray:
+    """Which of these lifetimes exceed ``long_share`` of the ``horizon`` and `MIN_SPAN`."""
+    return end - start > max(MIN_SPAN, long_share * horizon)
+
+
+def few_long(count: int, total: int) -> bool:
+    """Whether ``count`` long units of ``total`` are some, and few (`MAX_LONG_FRACTION`)."""
+    return 0 < count <= MAX_LONG_FRACTION * total
 
 
 def takes(units: Units, long_share: float = LongFirstOptions.long_share) -> bool:
     """Whether the problem has long units, and few of them (`MAX_LONG_FRACTION`). O(n)."""
-    count = len(long_units(units, *spans(units), long_share))
-    return 0 < count <= MAX_LONG_FRACTION * len(units)
+    return few_long(len(long_units(units, *spans(units), long_share)), len(units))
+
+
+def takes_buffers(problem: Problem) -> bool:
+    """`takes`, counted on the buffers (not their alias units): O(n), without building
+    units (`memplan.api` sizes the heuristics' time by it)."""
+    free = problem.pinned == NO_OFFSET
+    horizon = int(problem.ends.max(initial=0))
+    count = int(lived_long(problem.starts[free], problem.ends[free], horizon).sum())
+    return few_long(count, len(problem))
 
 
 class Split:
@@ -229,6 +250,27 @@ def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel:
     return lowered
 
 
+def plan_small(small: Problem, seconds: float | None, cpu: float | None) -> tuple[Plan, float]:
+    """The small problem's plan, and the CPU seconds its descent's probes took in threads of
+    their own: ``best``'s passes, then the canonical descent (both found by name in the
+    registry) for the CPU seconds left, up to `SMALL_PAIRS` pairs; where the descent does
+    not take it (pins, more pairs), or untimed, ``best`` with its search."""
+    watch = Stopwatch()
+
+    def left() -> dict:  # the time limit and the CPU seconds left
+        return {"time_limit": None if seconds is None else max(0.0, seconds - watch.elapsed()),
+                "cpu": None if cpu is None else max(0.0, cpu - watch.cpu_elapsed())}
+
+    if seconds is not None or cpu is not None:
+        start = planners()["best"](small, **left(), long_first=False, search_evaluations=0)
+        if start.arena_size <= lower_bound(small):
+            return start, 0.0
+        found = planners()["canonical"](small, **left(), hint=start, max_pairs=SMALL_PAIRS)
+        if "fallback" not in found.stats:
+            return found, found.stats.get("cpu_seconds", 0.0)
+    return planners()["best"](small, **left(), long_first=False, descent=1.0), 0.0
+
+
 def stacked(units: Units, split: Split, rel: np.ndarray,
             height: np.ndarray) -> tuple[np.ndarray, dict]:
     """Buffer offsets with the small problem's units and rooms one above another (the pinned
@@ -280,10 +322,9 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                         None if seconds is None else seconds * ROOMS_SHARE,
                         None if cpu is None else cpu * ROOMS_SHARE)
     small, residue, used = small_problem(units, start, end, split, height)
-    found = planners()["best"](
-        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
-        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
-        descent=1.0)
+    found, descent_cpu = plan_small(
+        small, None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()))
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
     room = np.zeros(len(edges), np.int64)
@@ -293,7 +334,8 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                                  "crossing_units": len(group) - len(split.longs) -
                                  len(units.pinned), "rooms": len(used),
                                  "tightened": tightened,
-                                 "small_winner": found.stats.get("winner")}
+                                 "small_winner": found.stats.get("winner", found.planner),
+                                 "descent_cpu": descent_cpu}
 
 
 @register("long_first")

@@ -12,10 +12,12 @@ its search time.
 Steps:
 - problems the canonical search does not take (aliases, pinned offsets,
   explicit conflicts, over `canonical.MAX_BUFFERS` buffers, no compiled
-  kernel) or over `MAX_PAIRS` overlapping pairs (each probe lists them, about
-  30 bytes and 70 ns a pair: a 15k-buffer training trace's 20 M took 1.5 s
-  and 0.5 GB a probe, and such probes rarely settle): the ``hint`` as it is,
-  or ``best``'s plan without a hint;
+  kernel) or over ``max_pairs`` overlapping pairs (`MAX_PAIRS` by default;
+  each probe lists them, about 30 bytes and 70 ns a pair: a 15k-buffer
+  training trace's 20 M took 1.5 s and 0.5 GB a probe, and such probes
+  rarely settle; `memplan.heuristics.long_first` gives its small problems,
+  4000 units with few steps each, up to two million): the ``hint`` as it
+  is, or ``best``'s plan without a hint;
 - the start: the ``hint``, else ``best``'s passes (no search) within
   `CANONICAL_START_SHARE` of the limit in CPU seconds (the canonical search's own
   first dive is a poor start on large problems: 96 times the bound on a
@@ -50,7 +52,7 @@ from memplan.registry import plan_with, register
 from memplan.shares import CANONICAL_START_SHARE, CANONICAL_UNTIMED_SECONDS
 from memplan.solver import canonical
 
-MAX_PAIRS = 1_000_000  # more time-overlapping pairs: the hint (see the module doc)
+MAX_PAIRS = 1_000_000  # more time-overlapping pairs, by default: the hint (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -60,15 +62,17 @@ class CanonicalOptions:
     threads: int = option(1, "threads for the probes' turns (0: one per core)")
     deterministic: bool = option(False, "probes limited by nodes, one thread: the same plan "
                                         "every run (as long as the clock does not cut it)")
+    max_pairs: int = option(MAX_PAIRS, "more pairs of buffers overlapping in time: no "
+                                       "descent (the hint, or best's plan)")
 
 
 DEFAULTS = CanonicalOptions()
 
 
-def takes(problem: Problem) -> bool:
+def takes(problem: Problem, max_pairs: int = MAX_PAIRS) -> bool:
     """Whether the descent runs on ``problem`` (else the hint or ``best``'s plan)."""
     return canonical.plain(problem) and \
-        time_overlap_count(problem.starts, problem.ends) <= MAX_PAIRS
+        time_overlap_count(problem.starts, problem.ends) <= max_pairs
 
 
 @register("canonical")
@@ -81,7 +85,7 @@ def plan(problem: Problem, *, budget: Budget, seed: int = 0, hint: Plan | None =
     chosen = parse_options("canonical", DEFAULTS, options)
     check_single_region(problem)
     seconds = CANONICAL_UNTIMED_SECONDS if time_limit is None else time_limit
-    if not takes(problem):
+    if not takes(problem, chosen.max_pairs):
         start = hint if hint is not None else plan_with("best", problem, seed=seed,
                                                         budget=Budget.of_limit(time_limit))
         return Plan.from_offsets(problem, start.offsets, planner="canonical",
