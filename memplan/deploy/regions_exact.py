@@ -107,7 +107,7 @@ from memplan.deploy.regions import (
     within,
 )
 from memplan.deploy.regions_layout import MAX_WORK as MAX_LAYOUT_WORK
-from memplan.deploy.regions_layout import sweep_layout
+from memplan.deploy.regions_layout import sweep_layout, work_per_cpu
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -116,9 +116,8 @@ from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import (
     FULL_MODEL_LEAST,
-    LAYOUT_WORK_PER_CPU,
     MIN_STAGE_SECONDS,
-    NARROW_WORK,
+    NARROW_CPU,
     RELAX_LEAST,
     RELAX_SHARE,
     STAGE_SHARE,
@@ -693,11 +692,12 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
     seconds left, None: no allowance) and ``search``, the plans of the layout sweep
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
-    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
+    laid out here; each sweep's work `memplan.deploy.regions_layout.work_per_cpu` entries
+    a CPU second left.
 
     With ``search``, and in the arena stage where the sweep can aim at the bound
     (`_arena_aim`: its slow loads within the gap of it), a narrow sweep forwards
-    (`NARROW_STATES`, at least `NARROW_WORK` entries) runs before the wide ones
+    (`NARROW_STATES`, at least `NARROW_CPU` seconds' worth of entries) runs before the wide ones
     (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
     banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
     CPU left to finish."""
@@ -713,9 +713,9 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     def close(best) -> bool:
         return best is not None and _close(relaxed.value(*best, stage), bound, gap)
 
-    def swept(reverse: bool, least: int, **options):
-        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, max(least, int(
-            max(0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU)))
+    def swept(reverse: bool, least: float, **options):
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
+            least, cpu_left - watch.cpu_elapsed()) * work_per_cpu()))
         found = None if not work else sweep_layout(
             relaxed, None if stage == "arena" or best is None else relaxed.value(*best, stage),
             deadline=deadline, reverse=reverse, max_work=work, **options)
@@ -733,7 +733,7 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         before = relaxed.aim
         relaxed.aim = before if aim is None else aim if before is None else min(before, aim)
         try:
-            laid = swept(False, NARROW_WORK, max_states=NARROW_STATES)
+            laid = swept(False, NARROW_CPU, max_states=NARROW_STATES)
             best = best if laid is None else kept(laid, best)
         finally:
             relaxed.aim = before
