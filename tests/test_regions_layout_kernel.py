@@ -3,6 +3,8 @@ in `memplan.deploy.regions_layout`: the same cost, regions and offsets, or both 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,7 @@ def test_the_compiled_sweep_is_the_python_sweep_on_random_region_problems(seed):
     for limit in (ceiling, ceiling - 1):
         assert _same(*_both(model, max_states=16, ceiling=limit))
     assert _same(*_both(model, max_states=64, max_work=20_000))  # past the work: None both
+    assert _both(model, deadline=time.perf_counter() - 1.0) == (None, None)  # past its limit
 
 
 @pytest.mark.parametrize("seed", range(8))

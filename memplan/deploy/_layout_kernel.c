@@ -40,7 +40,7 @@ typedef struct { /* the columns Python hands over (see sweep's doc) */
         *g_cell_ptr, *g_states, *g_costs, *price, *mix;
     int64_t n_events, units, regions, boxes, g_n, placed, most, max_states, crowd, max_work,
         horizon;
-    double ceiling, deadline;
+    double ceiling, deadline; /* deadline: on this file's clock (`now_seconds`) */
 } Sweep;
 
 static void states_free(States *s) {
@@ -496,14 +496,14 @@ out:
 static PyObject *sweep(PyObject *self, PyObject *args) {
     Py_buffer b[COLUMNS];
     long long placed, most, max_states, crowd, max_work, horizon;
-    double ceiling, deadline;
+    double ceiling, seconds; /* seconds: the wall clock left (inf: no limit) */
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*LLLLLLdd",
                           &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
                           &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &b[17],
                           &b[18], &b[19], &b[20], &b[21], &b[22], &b[23], &b[24], &b[25],
                           &b[26], &placed, &most, &max_states, &crowd, &max_work, &horizon, &ceiling,
-                          &deadline))
+                          &seconds))
         return NULL;
     const int64_t *a[COLUMNS];
     for (int i = 0; i < COLUMNS; i++) a[i] = b[i].buf;
@@ -513,7 +513,8 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     w.n_events = b[0].len / 8; w.units = b[4].len / 8; w.regions = b[13].len / 8;
     w.boxes = b[14].len / 8; w.g_n = b[18].len / 8;
     w.placed = placed; w.most = most; w.max_states = max_states; w.crowd = crowd;
-    w.max_work = max_work; w.horizon = horizon; w.ceiling = ceiling; w.deadline = deadline;
+    w.max_work = max_work; w.horizon = horizon; w.ceiling = ceiling;
+    w.deadline = seconds < INFINITY ? now_seconds() + seconds : INFINITY;
     PyObject *result = NULL;
     int ok = b[1].len == b[0].len && b[2].len == b[0].len + 8 && b[10].len == b[4].len + 8 &&
              b[25].len == w.units * w.regions * 8 && w.placed < w.regions &&
@@ -545,7 +546,7 @@ static PyMethodDef methods[] = {
      " residue, choice_ptr, choice_k, choice_price, limits, box_start, box_end, box_bytes,"
      " box_unit, g_steps, g_seen_ptr, g_seen, g_state_ptr, g_cell_ptr, g_states, g_costs,"
      " price, mix,"
-     " placed, most, max_states, crowd, max_work, horizon, ceiling, deadline)"
+     " placed, most, max_states, crowd, max_work, horizon, ceiling, seconds)"
      " -> (cost, unit regions, unit offsets) as int64 bytes, or None"},
     {NULL, NULL, 0, NULL}};
 
