@@ -115,6 +115,7 @@ from memplan.errors import ProblemError, renamed_keyword
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import (
+    AIM_CPU,
     FULL_MODEL_LEAST,
     LAYOUT_WORK_PER_CPU,
     MIN_STAGE_SECONDS,
@@ -143,10 +144,14 @@ def region_weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem, weights=None, *, packed: bool = True):
+    def __init__(self, problem: Problem, weights=None, *, packed: bool = True,
+                 pack_last: bool = True):
         """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
-        the region choice under the per-step loads alone; its optimum is a lower bound."""
-        self.packed = packed
+        the region choice under the per-step loads alone; its optimum is a lower bound.
+        ``pack_last=False``: every region packed but the last (the roomiest, which keeps its
+        per-step loads alone and is laid out afterwards): the aimed search's model
+        (`_aimed`), a relaxation too, much lighter than the full model."""
+        self.packed, self.pack_last = packed, pack_last
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -228,10 +233,12 @@ class RegionModel:
     def _pack(self) -> None:
         """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
         cp = self.cp
-        times: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
-        addresses: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
+        times: dict[int, list] = {k: [] for k in self._packed_regions()}
+        addresses: dict[int, list] = {k: [] for k in self._packed_regions()}
         for n, box in enumerate(self.geometry.boxes):
             for k, literal in self.inside[box.unit].items():
+                if k not in times:
+                    continue
                 times[k].append(cp.new_optional_fixed_size_interval_var(
                     box.start, box.end - box.start, literal, f"time{n}@{k}"))
                 addresses[k].append(cp.new_optional_fixed_size_interval_var(
@@ -251,8 +258,13 @@ class RegionModel:
             a_below, b_below = cp.new_bool_var(""), cp.new_bool_var("")
             cp.add(at_a + int(sizes[a]) <= at_b).only_enforce_if(a_below)
             cp.add(at_b + int(sizes[b]) <= at_a).only_enforce_if(b_below)
-            for k in self.inside[ua].keys() & self.inside[ub].keys():
+            for k in self.inside[ua].keys() & self.inside[ub].keys() & \
+                    set(self._packed_regions()):
                 cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
+
+    def _packed_regions(self) -> range:
+        """The regions whose layout the model holds (all, or all but the last)."""
+        return range(len(self.problem.regions) - (not self.pack_last))
 
     def cap(self, slow_bytes: int, slow_arena: int) -> None:
         """At most ``slow_bytes`` in the slow regions, their tops at most ``slow_arena``
@@ -416,8 +428,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     capped_at = None if ceiling is None else slow_measures(problem, ceiling)  # bytes, arena
     shared = _Shared(over=capped_at)
 
-    def build(packed: bool) -> RegionModel:
-        model = RegionModel(problem, weights, packed=packed)
+    def build(packed: bool, **options) -> RegionModel:
+        model = RegionModel(problem, weights, packed=packed, **options)
         if capped_at is not None:
             model.aim_bytes, model.aim = capped_at
         return model
@@ -434,8 +446,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     if ceiling is not None and not within(
             problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
             ceiling):
-        def capped(packed: bool) -> RegionModel:
-            model = RegionModel(problem, weights, packed=packed)
+        def capped(packed: bool, **options) -> RegionModel:
+            model = RegionModel(problem, weights, packed=packed, **options)
             model.cap(*capped_at)
             return model
 
@@ -484,7 +496,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
             stats: dict, shared: _Shared) -> tuple | None:
-    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
+    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation,
+    ``build(True, pack_last=False)`` the aimed search's model),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
     none proven); None when CP-SAT proved that no choice fits.
@@ -546,7 +559,16 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        if best is not None and left is not None and left < FULL_MODEL_LEAST:
+        aim = None if value is None or _close(value, bound, gap) or chosen is None else \
+            _arena_aim(relaxed, bound, gap) if stage == "arena" else None
+        if best is not None and left is not None and left < FULL_MODEL_LEAST and \
+                aim is not None and seconds > 0:  # at most stage 1's whole share
+            best, bound, spent = _aimed(build(True, pack_last=False), relaxed, chosen, best,
+                                        (bound, aim), (deadline, min(AIM_CPU, seconds), seed,
+                                                       threads))
+            stats[f"{stage}_status"] = "aimed"
+            stats["stage_cpu"] += spent
+        elif best is not None and left is not None and left < FULL_MODEL_LEAST:
             stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
         elif not tie_break and (value is None or not _close(value, bound, gap)):
             if model is None:
@@ -743,6 +765,41 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         laid = swept(reverse, 0)
         best = best if laid is None else kept(laid, best)
     return best
+
+
+def _aimed(model: RegionModel, relaxed: RegionModel, chosen: np.ndarray, best,
+           aims: tuple[float, int], limits: tuple[float | None, float, int, int]):
+    """The arena stage's last search when the stage has too little CPU left for the full
+    model: ``model`` (every region packed but the slow one, which keeps its loads alone)
+    with the slow top at most ``aims[1]`` (`_arena_aim`: within the gap of the bound
+    ``aims[0]``), hinted with the relaxation's ``chosen`` regions, the fast bank laid out
+    by the heuristics; ``limits``: the deadline, the CPU seconds per worker (`AIM_CPU`, at
+    most stage 1's share), the seed and threads. Its plan, the slow bank laid out here, is
+    kept when better (``best``: offsets and regions, or None).
+
+    Why: on the small decoders' banks the relaxation's bound is the optimum (a long CP-SAT
+    run of the full model proves it) and its choice, laid out, overflows the fast bank by
+    a few hundred bytes; the full model needs 0.7-3 CPU-s to reach the bound, this one,
+    without the slow bank's packing and with the aim as a constraint, 0.02-0.1 on CLIP's,
+    Mistral's and Phi-3's. INFEASIBLE proves every plan's slow arena above the aim (the
+    model is a relaxation of the full one): the bound rises to it. Returns the best plan
+    (offsets and regions), the bound and the CPU seconds per worker it took."""
+    bound, aim = aims
+    deadline, cpu, seed, threads = limits
+    problem, slow = relaxed.problem, len(relaxed.limit) - 1
+    model.keep_tops({**relaxed.kept, slow: min(aim, relaxed.kept.get(slow, aim))})
+    quick = lay_out(problem, chosen, range(slow), search_evaluations=0)
+    model.hint(quick.offsets, chosen)
+    solver, status, spent = model.solve(deadline, cpu, seed, threads)
+    if status == cp_model.INFEASIBLE:
+        return best, max(bound, float(relaxed.weight[slow] * (aim + 1))), spent
+    if status in _SOLVED:
+        offsets, regions = model.read(solver)
+        laid = lay_out(problem, regions, [slow], offsets=offsets)
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, "arena") < relaxed.value(*best, "arena")):
+            best = laid.offsets, laid.regions
+    return best, bound, spent
 
 
 def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:
