@@ -614,7 +614,8 @@ def test_the_aimed_search_never_proves_past_the_exhaustive_optimum(seed, problem
     weight = relaxed.weight[1]
     for aim in range(int(optimum) + 1):
         model = RegionModel(problem, weights, pack_last=False)
-        best, bound, _ = _aimed(model, relaxed, chosen, None, (0.0, aim), (None, 5.0, 0, 1))
+        best, bound, _ = _aimed(model, relaxed, (chosen, None), None, (0.0, aim),
+                                 (None, 5.0, 0, 1))
         assert bound / weight <= optimum
         assert aim < optimum or bound == 0.0
         if best is not None:

@@ -545,6 +545,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         if n == 0:
             bound = max(bound, shared.floors.get(stage, 0.0))
+            if chosen is not None:
+                shared.choices.setdefault(stage, chosen)
         breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
         if breaking and _beyond(relaxed, best, chosen, shared.over):
             stats[f"{stage}_status"] = "relaxation"  # its plan ends over the ceiling anyway
@@ -559,13 +561,17 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        aim = None if value is None or _close(value, bound, gap) or chosen is None else \
+        aim = None if value is None or _close(value, bound, gap) else \
             _arena_aim(relaxed, bound, gap) if stage == "arena" else None
         if best is not None and left is not None and left < FULL_MODEL_LEAST and \
-                aim is not None and seconds > 0:  # at most stage 1's whole share
-            best, bound, spent = _aimed(build(True, pack_last=False), relaxed, chosen, best,
-                                        (bound, aim), (deadline, min(AIM_CPU, seconds), seed,
-                                                       threads))
+                aim is not None and seconds > 0 and (stage, aim) not in shared.aimed:
+            shared.aimed.add((stage, aim))  # the first run's is capped as the second's
+            aimed = build(True, pack_last=False)
+            if shared.over is not None:  # the first run: a plan within the ceiling ends it
+                aimed.cap(*shared.over)
+            best, bound, spent = _aimed(aimed, relaxed,
+                                        (chosen, shared.choices.get(stage)), best,
+                                        (bound, aim), (deadline, AIM_CPU, seed, threads))
             stats[f"{stage}_status"] = "aimed"
             stats["stage_cpu"] += spent
         elif best is not None and left is not None and left < FULL_MODEL_LEAST:
@@ -620,6 +626,10 @@ class _Shared:
     # cap proves one that holds within the cap too, often more than the capped relaxation
     # proves in its share (CP-SAT on a knapsack of every step)
     floors: dict = field(default_factory=dict)
+    # the first stage's relaxation's choice by its name, in the first run: the aimed search's
+    # last hint in the ceiling's run, whose relaxation mostly gets no CPU (`_aimed`)
+    choices: dict = field(default_factory=dict)
+    aimed: set = field(default_factory=set)  # the stages and aims `_aimed` searched at
 
 
 def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
@@ -767,39 +777,54 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     return best
 
 
-def _aimed(model: RegionModel, relaxed: RegionModel, chosen: np.ndarray, best,
+def _aimed(model: RegionModel, relaxed: RegionModel, hints: tuple, best,
            aims: tuple[float, int], limits: tuple[float | None, float, int, int]):
     """The arena stage's last search when the stage has too little CPU left for the full
     model: ``model`` (every region packed but the slow one, which keeps its loads alone)
     with the slow top at most ``aims[1]`` (`_arena_aim`: within the gap of the bound
-    ``aims[0]``), hinted with the relaxation's ``chosen`` regions, the fast bank laid out
-    by the heuristics; ``limits``: the deadline, the CPU seconds per worker (`AIM_CPU`, at
-    most stage 1's share), the seed and threads. Its plan, the slow bank laid out here, is
-    kept when better (``best``: offsets and regions, or None).
+    ``aims[0]``), hinted with a region choice, the fast bank laid out by the heuristics:
+    ``hints[0]``, the relaxation's, else (None: it had no CPU) the cheapest choice at the
+    aim (`sweep_relaxation`, its cap left out: few slow bytes, so mostly within a
+    ceiling's), else ``hints[1]`` (the first run's relaxation's, `_Shared`; or None);
+    ``limits``: the deadline, the CPU seconds per worker (`AIM_CPU`: what the stage has
+    left is mostly less than the search needs), the seed and threads. Its plan, the slow
+    bank laid out here, is kept when better (``best``: offsets and regions, or None).
 
     Why: on the small decoders' banks the relaxation's bound is the optimum (a long CP-SAT
     run of the full model proves it) and its choice, laid out, overflows the fast bank by
     a few hundred bytes; the full model needs 0.7-3 CPU-s to reach the bound, this one,
     without the slow bank's packing and with the aim as a constraint, 0.02-0.1 on CLIP's,
-    Mistral's and Phi-3's. INFEASIBLE proves every plan's slow arena above the aim (the
-    model is a relaxation of the full one): the bound rises to it. Returns the best plan
-    (offsets and regions), the bound and the CPU seconds per worker it took."""
+    Mistral's, Phi-3's and (within BankedGreedy's slow bytes, hinted with the cheapest
+    choice) Gemma-2's. INFEASIBLE proves every plan's slow arena above the aim (the
+    model is a relaxation of the full one), unless ``model`` has a cap ``relaxed`` has not
+    (the first run's, a ceiling's: its plans within the ceiling, the run's bounds for
+    every plan): the bound rises to it. Returns the best plan (offsets and regions), the
+    bound and the CPU seconds per worker it took."""
     bound, aim = aims
     deadline, cpu, seed, threads = limits
-    problem, slow = relaxed.problem, len(relaxed.limit) - 1
+    problem, slow, watch = relaxed.problem, len(relaxed.limit) - 1, Stopwatch()
     model.keep_tops({**relaxed.kept, slow: min(aim, relaxed.kept.get(slow, aim))})
+    chosen, fallback = hints
+    if chosen is None:  # the cheapest choice at the aim
+        swept = sweep_relaxation(model, uncapped=True)
+        chosen = fallback if swept is None else swept[1]
+    if chosen is None:
+        return best, bound, watch.cpu_elapsed()
     quick = lay_out(problem, chosen, range(slow), search_evaluations=0)
     model.hint(quick.offsets, chosen)
+    laying = watch.cpu_elapsed()
     solver, status, spent = model.solve(deadline, cpu, seed, threads)
-    if status == cp_model.INFEASIBLE:
-        return best, max(bound, float(relaxed.weight[slow] * (aim + 1))), spent
+    if status == cp_model.INFEASIBLE and model.capped == relaxed.capped:
+        return best, max(bound, float(relaxed.weight[slow] * (aim + 1))), laying + spent
     if status in _SOLVED:
+        watch = Stopwatch()
         offsets, regions = model.read(solver)
         laid = lay_out(problem, regions, [slow], offsets=offsets)
         if relaxed.admits(laid) and (best is None or relaxed.value(
                 laid.offsets, laid.regions, "arena") < relaxed.value(*best, "arena")):
             best = laid.offsets, laid.regions
-    return best, bound, spent
+        laying += watch.cpu_elapsed()
+    return best, bound, laying + spent
 
 
 def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:
