@@ -599,7 +599,8 @@ def _two_banks(problems):
 def test_the_aimed_search_never_proves_past_the_exhaustive_optimum(seed, problem, weights):
     """At every aim from 0 to the exhaustive optimum's slow arena, the aimed search proves a
     bound never above that optimum and returns a plan only when it fits (its slow arena at
-    least the optimum); at the optimum it never proves one is missing."""
+    least the optimum); at the optimum it never proves one is missing; with a cap the
+    relaxation has not (the first run's, a ceiling's), it proves nothing."""
     from ortools.sat.python import cp_model
 
     from memplan.deploy.regions_exact import RegionModel, _aimed
@@ -623,6 +624,11 @@ def test_the_aimed_search_never_proves_past_the_exhaustive_optimum(seed, problem
             check(problem, plan)
             assert not plan.stats["over_capacity"]
             assert slow_measures(problem, plan)[1] >= optimum
+        capped = RegionModel(problem, weights, pack_last=False)
+        capped.cap(0, aim)  # nothing slow: a cap the relaxation has not proves nothing
+        _, bound, _ = _aimed(capped, relaxed, (chosen, None), None, (0.0, aim),
+                             (None, 5.0, 0, 1))
+        assert bound == 0.0
 
 
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::3],
