@@ -121,6 +121,9 @@ RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a
 # stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
 FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its
 # full model (built in 20-50 ms on ExecuTorch's graphs) once it has a plan; less: it ends
+AIM_CPU = 0.05  # regions: CPU seconds per worker of the arena stage's aimed search
+# (`memplan.deploy.regions_exact._aimed`) when it has less than FULL_MODEL_LEAST left and no
+# plan within the gap: on the decoders' banks it found the plan at the bound in 0.01-0.05
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
 STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list schedules take
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's
