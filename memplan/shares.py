@@ -112,15 +112,22 @@ SHARED_OBJECTS_UNTIMED_SECONDS = 60.0  # shared_objects_exact: its limit when no
 STAGE_SHARE = 0.5  # of the time limit, per CP-SAT thread: stage 1 (regions, or the peak)
 MIN_STAGE_SECONDS = 0.1  # wall: the shortest time limit one of their CP-SAT runs gets
 RELAX_SHARE = 0.25  # regions: of a stage's CPU, at most, for its relaxation
-NARROW_WORK = 1 << 21  # regions: state entries the narrow layout sweep may touch whatever
-# the stage's CPU left: its beam of 64 took 0.3-3.3 M on the decoders' banks (1 << 20 to
-# 1 << 22 proved the same ones)
-LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep touches a CPU
-# second (Phi-3's 50 % bank: 16.8 M in 1.0 s at load 12); its work within a stage's CPU left
+NARROW_CPU = 0.05  # regions: CPU seconds the narrow layout sweep may take whatever the
+# stage's CPU left, in state entries at the rate below: its beam of 64 took 0.3-3.3 M
+# entries on the decoders' banks (1 << 20 to 1 << 22 proved the same ones), 0.01-0.07 s
+# compiled
+LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep in numpy touches
+# a CPU second (Phi-3's 50 % bank: 16.8 M in 1.0 s at load 12); its work within a stage's
+# CPU left
+LAYOUT_KERNEL_WORK_PER_CPU = 45_000_000  # the same, compiled (``_layout_kernel.c``):
+# Phi-3's and Mistral's 50 % banks, a beam of 2,048: 16.8 M in 0.34 s at load 8
 RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter
 # stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
 FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its
 # full model (built in 20-50 ms on ExecuTorch's graphs) once it has a plan; less: it ends
+AIM_CPU = 0.05  # regions: CPU seconds per worker of the arena stage's aimed search
+# (`memplan.deploy.regions_exact._aimed`) when it has less than FULL_MODEL_LEAST left and no
+# plan within the gap: on the decoders' banks it found the plan at the bound in 0.01-0.05
 FAST_SHARE = 0.2  # exact order: of the time limit, for the fast order (the warm start)
 STARTS_SHARE = 0.25  # fast order: of its CPU seconds, the most the random list schedules take
 WINDOW_SHARE = 1 / 8  # exact order on large graphs: of the windows' CPU seconds, one window's

@@ -568,6 +568,69 @@ def test_the_arena_stage_aims_the_layout_sweep_at_its_bound(monkeypatch):
     check(CHAIN, plan)
 
 
+def test_with_little_cpu_left_the_arena_stage_aims_a_lighter_model_at_its_bound(monkeypatch):
+    """When the relaxation's choice, laid out, is far from the arena bound, the layout sweep
+    finds nothing and the stage has too little CPU for the full model, the aimed search
+    (every region packed but the slow one, its top at the bound) finds the plan at the
+    bound: the arena is proven optimal."""
+    import memplan.deploy.regions_exact as exact
+
+    everything_slow = np.ones(len(CHAIN), np.int64)
+    read = exact.RegionModel.read
+    monkeypatch.setattr(exact.RegionModel, "read", lambda self, solver: (
+        read(self, solver)[0], everything_slow) if not self.packed else read(self, solver))
+    monkeypatch.setattr(exact, "sweep_layout", lambda *args, **kw: None)
+    start = exact.lay_out(CHAIN, everything_slow, range(len(CHAIN.regions)))
+    plan = plan_regions_exact(CHAIN, time_limit=5, objective="arena", relative_gap=0.01,
+                              hint=start, cpu=2 * exact.FULL_MODEL_LEAST)
+    assert plan.stats["arena_status"] == "aimed"
+    assert plan.stats["arena_optimal"]
+    assert plan.stats["region_sizes"]["dram"] < start.stats["region_sizes"]["dram"]
+    check(CHAIN, plan)
+
+
+def _two_banks(problems):
+    """The problems of a fast and a slow region only (the aimed search's)."""
+    return [case for case in problems if len(case[1].regions) == 2]
+
+
+@pytest.mark.parametrize("seed,problem,weights", _two_banks(_small_region_problems()),
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_aimed_search_never_proves_past_the_exhaustive_optimum(seed, problem, weights):
+    """At every aim from 0 to the exhaustive optimum's slow arena, the aimed search proves a
+    bound never above that optimum and returns a plan only when it fits (its slow arena at
+    least the optimum); at the optimum it never proves one is missing; with a cap the
+    relaxation has not (the first run's, a ceiling's), it proves nothing."""
+    from ortools.sat.python import cp_model
+
+    from memplan.deploy.regions_exact import RegionModel, _aimed
+
+    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
+    optimum = _exhaustive_cost(problem, weights, "arena") / problem.regions[1].cost
+    relaxed = RegionModel(problem, weights, packed=False)
+    relaxed.cp.minimize(relaxed.arena)
+    solver, status, _ = relaxed.solve(None, 5.0, 0, 1)
+    assert status == cp_model.OPTIMAL
+    chosen = relaxed.read(solver)[1]
+    weight = relaxed.weight[1]
+    for aim in range(int(optimum) + 1):
+        model = RegionModel(problem, weights, pack_last=False)
+        best, bound, _ = _aimed(model, relaxed, (chosen, None), None, (0.0, aim),
+                                 (None, 5.0, 0, 1))
+        assert bound / weight <= optimum
+        assert aim < optimum or bound == 0.0
+        if best is not None:
+            plan = lay_out(problem, best[1], [], offsets=best[0])
+            check(problem, plan)
+            assert not plan.stats["over_capacity"]
+            assert slow_measures(problem, plan)[1] >= optimum
+        capped = RegionModel(problem, weights, pack_last=False)
+        capped.cap(0, aim)  # nothing slow: a cap the relaxation has not proves nothing
+        _, bound, _ = _aimed(capped, relaxed, (chosen, None), None, (0.0, aim),
+                             (None, 5.0, 0, 1))
+        assert bound == 0.0
+
+
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::3],
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_layout_sweeps_guide_is_exact_along_the_relaxations_choice(seed, problem,

@@ -107,7 +107,7 @@ from memplan.deploy.regions import (
     within,
 )
 from memplan.deploy.regions_layout import MAX_WORK as MAX_LAYOUT_WORK
-from memplan.deploy.regions_layout import sweep_layout
+from memplan.deploy.regions_layout import sweep_layout, work_per_cpu
 from memplan.deploy.regions_sweep import sweep_relaxation
 from memplan.deploy.scratch import subproblem
 from memplan.deploy.scratch_exact import plan_scratch_exact
@@ -115,10 +115,10 @@ from memplan.errors import ProblemError, renamed_keyword
 from memplan.plan import Plan, plan_rank
 from memplan.problem import NO_OFFSET, Problem
 from memplan.shares import (
+    AIM_CPU,
     FULL_MODEL_LEAST,
-    LAYOUT_WORK_PER_CPU,
     MIN_STAGE_SECONDS,
-    NARROW_WORK,
+    NARROW_CPU,
     RELAX_LEAST,
     RELAX_SHARE,
     STAGE_SHARE,
@@ -143,10 +143,14 @@ def region_weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem, weights=None, *, packed: bool = True):
+    def __init__(self, problem: Problem, weights=None, *, packed: bool = True,
+                 pack_last: bool = True):
         """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
-        the region choice under the per-step loads alone; its optimum is a lower bound."""
-        self.packed = packed
+        the region choice under the per-step loads alone; its optimum is a lower bound.
+        ``pack_last=False``: every region packed but the last (the roomiest, which keeps its
+        per-step loads alone and is laid out afterwards): the aimed search's model
+        (`_aimed`), a relaxation too, much lighter than the full model."""
+        self.packed, self.pack_last = packed, pack_last
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -228,10 +232,12 @@ class RegionModel:
     def _pack(self) -> None:
         """Per region, one NoOverlap2D over the optional boxes of the units that may go there."""
         cp = self.cp
-        times: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
-        addresses: dict[int, list] = {k: [] for k in range(len(self.problem.regions))}
+        times: dict[int, list] = {k: [] for k in self._packed_regions()}
+        addresses: dict[int, list] = {k: [] for k in self._packed_regions()}
         for n, box in enumerate(self.geometry.boxes):
             for k, literal in self.inside[box.unit].items():
+                if k not in times:
+                    continue
                 times[k].append(cp.new_optional_fixed_size_interval_var(
                     box.start, box.end - box.start, literal, f"time{n}@{k}"))
                 addresses[k].append(cp.new_optional_fixed_size_interval_var(
@@ -251,8 +257,13 @@ class RegionModel:
             a_below, b_below = cp.new_bool_var(""), cp.new_bool_var("")
             cp.add(at_a + int(sizes[a]) <= at_b).only_enforce_if(a_below)
             cp.add(at_b + int(sizes[b]) <= at_a).only_enforce_if(b_below)
-            for k in self.inside[ua].keys() & self.inside[ub].keys():
+            for k in self.inside[ua].keys() & self.inside[ub].keys() & \
+                    set(self._packed_regions()):
                 cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
+
+    def _packed_regions(self) -> range:
+        """The regions whose layout the model holds (all, or all but the last)."""
+        return range(len(self.problem.regions) - (not self.pack_last))
 
     def cap(self, slow_bytes: int, slow_arena: int) -> None:
         """At most ``slow_bytes`` in the slow regions, their tops at most ``slow_arena``
@@ -416,8 +427,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     capped_at = None if ceiling is None else slow_measures(problem, ceiling)  # bytes, arena
     shared = _Shared(over=capped_at)
 
-    def build(packed: bool) -> RegionModel:
-        model = RegionModel(problem, weights, packed=packed)
+    def build(packed: bool, **options) -> RegionModel:
+        model = RegionModel(problem, weights, packed=packed, **options)
         if capped_at is not None:
             model.aim_bytes, model.aim = capped_at
         return model
@@ -434,8 +445,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     if ceiling is not None and not within(
             problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
             ceiling):
-        def capped(packed: bool) -> RegionModel:
-            model = RegionModel(problem, weights, packed=packed)
+        def capped(packed: bool, **options) -> RegionModel:
+            model = RegionModel(problem, weights, packed=packed, **options)
             model.cap(*capped_at)
             return model
 
@@ -484,7 +495,8 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
 def _choose(build, hint: Plan, fallback: Plan, objective: str,
             limits: tuple[float | None, float | None, float], seed: int, threads: int,
             stats: dict, shared: _Shared) -> tuple | None:
-    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation),
+    """Stage 1 on ``build(True)`` (a `RegionModel`, ``build(False)`` its relaxation,
+    ``build(True, pack_last=False)`` the aimed search's model),
     hinted with ``hint``: the offsets and regions chosen (the ``fallback``'s when no
     search found any), and the proven lower bounds on the cost and the arena cost (None:
     none proven); None when CP-SAT proved that no choice fits.
@@ -532,6 +544,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
             chosen = relaxed.read(solver)[1] if status in _SOLVED else None
         if n == 0:
             bound = max(bound, shared.floors.get(stage, 0.0))
+            if chosen is not None:
+                shared.choices.setdefault(stage, chosen)
         breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
         if breaking and _beyond(relaxed, best, chosen, shared.over):
             stats[f"{stage}_status"] = "relaxation"  # its plan ends over the ceiling anyway
@@ -546,7 +560,20 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
         tie_break = breaking and best is not None
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        if best is not None and left is not None and left < FULL_MODEL_LEAST:
+        aim = None if value is None or _close(value, bound, gap) else \
+            _arena_aim(relaxed, bound, gap) if stage == "arena" else None
+        if best is not None and left is not None and left < FULL_MODEL_LEAST and \
+                aim is not None and seconds > 0 and (stage, aim) not in shared.aimed:
+            shared.aimed.add((stage, aim))  # the first run's is capped as the second's
+            aimed = build(True, pack_last=False)
+            if shared.over is not None:  # the first run: a plan within the ceiling ends it
+                aimed.cap(*shared.over)
+            best, bound, spent = _aimed(aimed, relaxed,
+                                        (chosen, shared.choices.get(stage)), best,
+                                        (bound, aim), (deadline, AIM_CPU, seed, threads))
+            stats[f"{stage}_status"] = "aimed"
+            stats["stage_cpu"] += spent
+        elif best is not None and left is not None and left < FULL_MODEL_LEAST:
             stats[f"{stage}_status"] = "budget"  # a plan, and no CPU left to search on
         elif not tie_break and (value is None or not _close(value, bound, gap)):
             if model is None:
@@ -598,6 +625,10 @@ class _Shared:
     # cap proves one that holds within the cap too, often more than the capped relaxation
     # proves in its share (CP-SAT on a knapsack of every step)
     floors: dict = field(default_factory=dict)
+    # the first stage's relaxation's choice by its name, in the first run: the aimed search's
+    # last hint in the ceiling's run, whose relaxation mostly gets no CPU (`_aimed`)
+    choices: dict = field(default_factory=dict)
+    aimed: set = field(default_factory=set)  # the stages and aims `_aimed` searched at
 
 
 def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
@@ -693,11 +724,12 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
     seconds left, None: no allowance) and ``search``, the plans of the layout sweep
     (`memplan.deploy.regions_layout`) forwards, then backwards in time, their last region
-    laid out here; each sweep's work `LAYOUT_WORK_PER_CPU` entries a CPU second left.
+    laid out here; each sweep's work `memplan.deploy.regions_layout.work_per_cpu` entries
+    a CPU second left.
 
     With ``search``, and in the arena stage where the sweep can aim at the bound
     (`_arena_aim`: its slow loads within the gap of it), a narrow sweep forwards
-    (`NARROW_STATES`, at least `NARROW_WORK` entries) runs before the wide ones
+    (`NARROW_STATES`, at least `NARROW_CPU` seconds' worth of entries) runs before the wide ones
     (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
     banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
     CPU left to finish."""
@@ -713,9 +745,9 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     def close(best) -> bool:
         return best is not None and _close(relaxed.value(*best, stage), bound, gap)
 
-    def swept(reverse: bool, least: int, **options):
-        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, max(least, int(
-            max(0.0, cpu_left - watch.cpu_elapsed()) * LAYOUT_WORK_PER_CPU)))
+    def swept(reverse: bool, least: float, **options):
+        work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
+            least, cpu_left - watch.cpu_elapsed()) * work_per_cpu()))
         found = None if not work else sweep_layout(
             relaxed, None if stage == "arena" or best is None else relaxed.value(*best, stage),
             deadline=deadline, reverse=reverse, max_work=work, **options)
@@ -733,7 +765,7 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         before = relaxed.aim
         relaxed.aim = before if aim is None else aim if before is None else min(before, aim)
         try:
-            laid = swept(False, NARROW_WORK, max_states=NARROW_STATES)
+            laid = swept(False, NARROW_CPU, max_states=NARROW_STATES)
             best = best if laid is None else kept(laid, best)
         finally:
             relaxed.aim = before
@@ -743,6 +775,56 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
         laid = swept(reverse, 0)
         best = best if laid is None else kept(laid, best)
     return best
+
+
+def _aimed(model: RegionModel, relaxed: RegionModel, hints: tuple, best,
+           aims: tuple[float, int], limits: tuple[float | None, float, int, int]):
+    """The arena stage's last search when the stage has too little CPU left for the full
+    model: ``model`` (every region packed but the slow one, which keeps its loads alone)
+    with the slow top at most ``aims[1]`` (`_arena_aim`: within the gap of the bound
+    ``aims[0]``), hinted with a region choice, the fast bank laid out by the heuristics:
+    ``hints[0]``, the relaxation's, else (None: it had no CPU) the cheapest choice at the
+    aim (`sweep_relaxation`, its cap left out: few slow bytes, so mostly within a
+    ceiling's), else ``hints[1]`` (the first run's relaxation's, `_Shared`; or None);
+    ``limits``: the deadline, the CPU seconds per worker (`AIM_CPU`: what the stage has
+    left is mostly less than the search needs), the seed and threads. Its plan, the slow
+    bank laid out here, is kept when better (``best``: offsets and regions, or None).
+
+    Why: on the small decoders' banks the relaxation's bound is the optimum (a long CP-SAT
+    run of the full model proves it) and its choice, laid out, overflows the fast bank by
+    a few hundred bytes; the full model needs 0.7-3 CPU-s to reach the bound, this one,
+    without the slow bank's packing and with the aim as a constraint, 0.02-0.1 on CLIP's,
+    Mistral's, Phi-3's and (within BankedGreedy's slow bytes, hinted with the cheapest
+    choice) Gemma-2's. INFEASIBLE proves every plan's slow arena above the aim (the
+    model is a relaxation of the full one), unless ``model`` has a cap ``relaxed`` has not
+    (the first run's, a ceiling's: its plans within the ceiling, the run's bounds for
+    every plan): the bound rises to it. Returns the best plan (offsets and regions), the
+    bound and the CPU seconds per worker it took."""
+    bound, aim = aims
+    deadline, cpu, seed, threads = limits
+    problem, slow, watch = relaxed.problem, len(relaxed.limit) - 1, Stopwatch()
+    model.keep_tops({**relaxed.kept, slow: min(aim, relaxed.kept.get(slow, aim))})
+    chosen, fallback = hints
+    if chosen is None:  # the cheapest choice at the aim
+        swept = sweep_relaxation(model, uncapped=True)
+        chosen = fallback if swept is None else swept[1]
+    if chosen is None:
+        return best, bound, watch.cpu_elapsed()
+    quick = lay_out(problem, chosen, range(slow), search_evaluations=0)
+    model.hint(quick.offsets, chosen)
+    laying = watch.cpu_elapsed()
+    solver, status, spent = model.solve(deadline, cpu, seed, threads)
+    if status == cp_model.INFEASIBLE and model.capped == relaxed.capped:
+        return best, max(bound, float(relaxed.weight[slow] * (aim + 1))), laying + spent
+    if status in _SOLVED:
+        watch = Stopwatch()
+        offsets, regions = model.read(solver)
+        laid = lay_out(problem, regions, [slow], offsets=offsets)
+        if relaxed.admits(laid) and (best is None or relaxed.value(
+                laid.offsets, laid.regions, "arena") < relaxed.value(*best, "arena")):
+            best = laid.offsets, laid.regions
+        laying += watch.cpu_elapsed()
+    return best, bound, laying + spent
 
 
 def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:

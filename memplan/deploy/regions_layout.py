@@ -39,16 +39,28 @@ Units are taken as their bounding rectangles (a unit of several boxes keeps
 the room of all of them while it lives: sound, maybe not tight). Problems with
 explicit conflicts beyond the lifetimes (``separations``) are left to CP-SAT.
 Cost: O(units * states * live^2) array work, at most ``max_work`` entries (a
-count, so a busy machine gets the same verdict).
+count, so a busy machine gets the same verdict). The beam runs compiled
+(``_layout_kernel.c``: the same states, merges and ties, about 45 M entries a CPU
+second against numpy's 12 M, and none of numpy's cost per step, which dominated the
+narrow beams); the numpy loop below is its fallback where no C compiler was at
+hand, and the tests hold the two equal. The guide stays in numpy.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 from memplan.budget import past
 from memplan.deploy.regions import slow_regions
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
+from memplan.shares import LAYOUT_KERNEL_WORK_PER_CPU, LAYOUT_WORK_PER_CPU
+
+try:
+    from memplan.deploy._layout_kernel import sweep as _kernel_sweep
+except ImportError:  # no C compiler at install time: the beam in numpy, below
+    _kernel_sweep = None
 
 MAX_STATES = 1 << 8  # states the beam keeps at one step
 GRID = 8  # multiples of its own width a unit tries in a region
@@ -94,6 +106,17 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     residue = groups.residue.astype(np.int64) % modulus
     box_starts = set(line.box_start.tolist())
     events, starting = line.events()
+    if _kernel_sweep is not None:
+        found = _kernel_sweep(*kernel_columns(
+            events, starting, box_starts, line, extent, unit_size, pinned, modulus, residue,
+            choices, prices, limits, guide), placed, -1 if most is None else most, max_states,
+            CROWD, max_work, guide.horizon, np.inf if ceiling is None else ceiling,
+            np.inf if deadline is None else deadline - time.perf_counter())
+        if found is None:
+            return None
+        cost, unit_regions, unit_offsets = found
+        return (cost, *_members(geometry, len(problem), np.frombuffer(unit_regions, np.int64),
+                                np.frombuffer(unit_offsets, np.int64)))
     column = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
@@ -185,6 +208,55 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             offsets[members] = at[best] + np.array(geometry.units[u].rel)
         best = int(parents[best])
     return cost, regions, offsets
+
+
+def work_per_cpu() -> int:
+    """The state entries `sweep_layout` touches a CPU second: compiled, or in numpy."""
+    return LAYOUT_WORK_PER_CPU if _kernel_sweep is None else LAYOUT_KERNEL_WORK_PER_CPU
+
+
+def kernel_columns(events, starting, box_starts, line, extent, unit_size, pinned, modulus,
+                   residue, choices, prices, limits, guide) -> tuple[np.ndarray, ...]:
+    """The sweep's columns as the compiled kernel takes them (``sweep`` in
+    ``_layout_kernel.c``): the steps (a box starts at each or not), the units starting at
+    each, the units' columns and choices, the boxes, and the guide's states by step, each
+    step's rows sorted for a binary search."""
+    column = np.ascontiguousarray
+    starts = [starting.get(t, []) for t in events]
+    steps = guide.steps.tolist()
+    seen = [guide.record[t][0] for t in steps]
+    states, costs = [], []
+    for t in steps:
+        rows_at, costs_at = guide.record[t][1], guide.record[t][2]
+        order = np.lexsort(rows_at.T[::-1]) if rows_at.shape[1] else np.arange(len(rows_at))
+        states.append(rows_at[order].reshape(-1))
+        costs.append(costs_at[order])
+    units = len(extent)
+    mix = np.random.default_rng(0).integers(1, 1 << 62, 2 * units + 2)  # `merged`'s hash
+    return tuple(column(a, np.int64) for a in (
+        events, [t in box_starts for t in events], np.cumsum([0] + [len(u) for u in starts]),
+        [u for at in starts for u in at], line.ends, extent, unit_size, pinned, modulus,
+        residue, np.cumsum([0] + [len(c) for c in choices]),
+        np.concatenate([np.zeros(0, np.int64), *choices]),
+        np.concatenate([np.zeros(0, np.int64), *prices]), limits, line.box_start,
+        line.box_end, line.box_bytes, line.box_unit, guide.steps,
+        np.cumsum([0] + [len(u) for u in seen]),
+        np.concatenate([np.zeros(0, np.int64), *seen]),
+        np.cumsum([0] + [len(c) for c in costs]), np.cumsum([0] + [len(c) for c in states]),
+        np.concatenate([np.zeros(0, np.int64), *states]),
+        np.concatenate([np.zeros(0, np.int64), *costs]), guide.price.reshape(-1), mix))
+
+
+def _members(geometry, buffers: int, unit_regions: np.ndarray, unit_offsets: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Each buffer's region and offset from its unit's."""
+    regions = np.zeros(buffers, np.int64)
+    offsets = np.zeros(buffers, np.int64)
+    for u, unit in enumerate(geometry.units):
+        members = list(unit.members)
+        regions[members] = unit_regions[u]
+        offsets[members] = unit_offsets[u] + np.array(unit.rel)
+    return regions, offsets
 
 
 class Guide:

@@ -1,0 +1,557 @@
+/* The layout sweep of memplan.deploy.regions_layout compiled: the beam of `sweep_layout`
+ * (the same states, merges, ties and work count as its Python twin, which the tests hold
+ * equal) without numpy's cost per call, which made the Python sweep's cost mostly per step
+ * rather than per state. Python prepares the columns (`kernel_columns` there): the steps,
+ * the units' choices, the boxes, and the guide's states sorted for a binary search.
+ *
+ *   state: per live unit its region and offset (0 in the last region), its cost, its bytes
+ *          in the last region, and the node of its choices (parent, unit, region, offset);
+ *   step:  ended units leave; each starting unit branches every state; equal states merge
+ *          at their least cost (sorted by a hash, then cost); the last region's loads are
+ *          checked where a box starts; the states ordered by cost plus the guide's rest,
+ *          ties to the widest free range, and the first `max_states` kept.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FAR (INT64_MAX / 4) /* where an absent unit sits (FAR in regions_layout.py) */
+#define GRID 8              /* multiples of its own width a unit tries */
+
+typedef struct { /* the states at one point of the sweep */
+    int64_t n, live;          /* states, live units (columns) */
+    int64_t *region, *offset; /* n x live */
+    int64_t *cost, *slow, *node;
+} States;
+
+typedef struct { /* the choices made: a tree of nodes, one per branching kept */
+    int64_t *parent, *unit, *region, *offset;
+    int64_t len, cap;
+} Nodes;
+
+typedef struct { /* the columns Python hands over (see sweep's doc) */
+    const int64_t *events, *is_box, *ev_ptr, *ev_units, *ends, *extent, *unit_size, *pinned,
+        *modulus, *residue, *choice_ptr, *choice_k, *choice_price, *limits, *box_start,
+        *box_end, *box_bytes, *box_unit, *g_steps, *g_seen_ptr, *g_seen, *g_state_ptr,
+        *g_cell_ptr, *g_states, *g_costs, *price, *mix;
+    int64_t n_events, units, regions, boxes, g_n, placed, most, max_states, crowd, max_work,
+        horizon;
+    double ceiling, deadline; /* deadline: on this file's clock (`now_seconds`) */
+} Sweep;
+
+static void states_free(States *s) {
+    free(s->region); free(s->offset); free(s->cost); free(s->slow); free(s->node);
+    memset(s, 0, sizeof *s);
+}
+
+static int states_alloc(States *s, int64_t n, int64_t live) {
+    size_t cells = (size_t)(n * live > 0 ? n * live : 1), rows = (size_t)(n ? n : 1);
+    s->n = n; s->live = live;
+    s->region = malloc(cells * sizeof(int64_t)); s->offset = malloc(cells * sizeof(int64_t));
+    s->cost = malloc(rows * sizeof(int64_t)); s->slow = malloc(rows * sizeof(int64_t));
+    s->node = malloc(rows * sizeof(int64_t));
+    if (!s->region || !s->offset || !s->cost || !s->slow || !s->node) {
+        states_free(s);
+        return 0;
+    }
+    return 1;
+}
+
+/* The rows ``pick`` of ``s`` (in that order), in place. */
+static int states_pick(States *s, const int64_t *pick, int64_t m) {
+    States t;
+    if (!states_alloc(&t, m, s->live)) return 0;
+    for (int64_t i = 0; i < m; i++) {
+        int64_t r = pick[i];
+        memcpy(t.region + i * s->live, s->region + r * s->live, (size_t)s->live * 8);
+        memcpy(t.offset + i * s->live, s->offset + r * s->live, (size_t)s->live * 8);
+        t.cost[i] = s->cost[r]; t.slow[i] = s->slow[r]; t.node[i] = s->node[r];
+    }
+    states_free(s);
+    *s = t;
+    return 1;
+}
+
+static int nodes_add(Nodes *g, int64_t parent, int64_t unit, int64_t region, int64_t offset) {
+    if (g->len == g->cap) {
+        int64_t cap = g->cap ? 2 * g->cap : 1024;
+        int64_t *p = realloc(g->parent, (size_t)cap * 8), *u = NULL, *r = NULL, *o = NULL;
+        if (p) g->parent = p;
+        if (p) u = realloc(g->unit, (size_t)cap * 8);
+        if (u) g->unit = u;
+        if (u) r = realloc(g->region, (size_t)cap * 8);
+        if (r) g->region = r;
+        if (r) o = realloc(g->offset, (size_t)cap * 8);
+        if (!o) return 0;
+        g->offset = o; g->cap = cap;
+    }
+    g->parent[g->len] = parent; g->unit[g->len] = unit; g->region[g->len] = region;
+    g->offset[g->len] = offset;
+    g->len++;
+    return 1;
+}
+
+/* Sorting with a context: the GIL is held, so one static context is enough. */
+static const int64_t *key_hash, *key_cost;
+static const double *key_bound;
+static const int64_t *key_wide;
+
+static int by_hash(const void *a, const void *b) { /* np.lexsort((cost, hash)), stable */
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    if (key_hash[i] != key_hash[j]) return key_hash[i] < key_hash[j] ? -1 : 1;
+    if (key_cost[i] != key_cost[j]) return key_cost[i] < key_cost[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int by_cost(const void *a, const void *b) { /* np.argsort(cost, kind="stable") */
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    if (key_cost[i] != key_cost[j]) return key_cost[i] < key_cost[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int by_bound(const void *a, const void *b) { /* np.lexsort((-wide, bound)) */
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    if (key_bound[i] != key_bound[j]) return key_bound[i] < key_bound[j] ? -1 : 1;
+    if (key_wide[i] != key_wide[j]) return key_wide[i] > key_wide[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* `merged` of regions_sweep.py on the rows (region, offset): the source rows kept, in
+ * the order of their hash, into ``chosen``; their count. */
+static int64_t merged(const States *s, const int64_t *mix, int64_t *chosen, int64_t *hash,
+                      int64_t *order) {
+    int64_t n = s->n, w = s->live;
+    if (!n) return 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = 0;
+        for (int64_t j = 0; j < w; j++)
+            h += (uint64_t)s->region[i * w + j] * (uint64_t)mix[j] +
+                 (uint64_t)s->offset[i * w + j] * (uint64_t)mix[w + j];
+        hash[i] = (int64_t)h;
+        order[i] = i;
+    }
+    key_hash = hash; key_cost = s->cost;
+    qsort(order, (size_t)n, sizeof(int64_t), w ? by_hash : by_cost);
+    if (!w) { chosen[0] = order[0]; return 1; }
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = order[i], q = i ? order[i - 1] : -1;
+        if (q < 0 || memcmp(s->region + r * w, s->region + q * w, (size_t)w * 8) ||
+            memcmp(s->offset + r * w, s->offset + q * w, (size_t)w * 8))
+            chosen[m++] = r;
+    }
+    return m;
+}
+
+static int64_t floor_mod(int64_t a, int64_t m) {
+    int64_t r = a % m;
+    return r < 0 ? r + m : r;
+}
+
+static int64_t aligned(int64_t v, int64_t residue, int64_t modulus, int up) {
+    if (modulus == 1) return v;
+    int64_t shift = floor_mod(residue - v, modulus);
+    return up ? v + shift : v + shift - (shift > 0 ? modulus : 0);
+}
+
+/* `Guide.rest`: per state, what the units starting after step ``t`` cost at least. */
+static void rest(const Sweep *w, int64_t t, const int64_t *live, const States *s,
+                 const int64_t *where, double *out) {
+    int64_t lo = 0, hi = w->g_n, key = w->horizon - t; /* searchsorted(side="right") - 1 */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (w->g_steps[mid] <= key) lo = mid + 1; else hi = mid;
+    }
+    int64_t at = lo - 1, n = s->n, k = s->live;
+    for (int64_t i = 0; i < n; i++) out[i] = 0.0;
+    if (at < 0) return;
+    const int64_t *seen = w->g_seen + w->g_seen_ptr[at];
+    int64_t m = w->g_seen_ptr[at + 1] - w->g_seen_ptr[at];
+    int64_t first = w->g_state_ptr[at], rows = w->g_state_ptr[at + 1] - first;
+    if (m != k) return;
+    for (int64_t j = 0; j < m; j++)
+        if (where[seen[j]] < 0) return;
+    if (!k) {
+        int64_t least = w->g_costs[first];
+        for (int64_t r = 1; r < rows; r++)
+            if (w->g_costs[first + r] < least) least = w->g_costs[first + r];
+        for (int64_t i = 0; i < n; i++) out[i] = (double)least;
+        return;
+    }
+    const int64_t *states = w->g_states + w->g_cell_ptr[at];
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t *mine = s->region + i * k;
+        int64_t a = 0, b = rows; /* the first row not below the state's, lexicographically */
+        while (a < b) {
+            int64_t mid = (a + b) / 2, c = 0;
+            for (int64_t j = 0; j < m && !c; j++) {
+                int64_t x = states[mid * m + j], y = mine[where[seen[j]]];
+                c = x < y ? -1 : x > y;
+            }
+            if (c < 0) a = mid + 1; else b = mid;
+        }
+        int hit = a < rows;
+        for (int64_t j = 0; j < m && hit; j++)
+            hit = states[a * m + j] == mine[where[seen[j]]];
+        if (!hit) { out[i] = INFINITY; continue; }
+        int64_t own = 0;
+        for (int64_t j = 0; j < k; j++) own += w->price[live[j] * w->regions + mine[j]];
+        out[i] = (double)(w->g_costs[first + a] - own);
+    }
+}
+
+/* `_widest_gap`: per state, the least over the placed regions of its widest free range. */
+static int64_t widest_gap(const Sweep *w, const States *s, int64_t i, const int64_t *live,
+                          int64_t *low, int64_t *high) {
+    int64_t widest = FAR, k = s->live;
+    for (int64_t r = 0; r < w->placed; r++) {
+        int64_t m = 0, limit = w->limits[r];
+        for (int64_t j = 0; j < k; j++)
+            if (s->region[i * k + j] == r) {
+                low[m] = s->offset[i * k + j];
+                high[m] = low[m] + w->extent[live[j]];
+                m++;
+            }
+        for (int64_t a = 1; a < m; a++) /* insertion sort by low (few units per region) */
+            for (int64_t b = a; b > 0 && low[b] < low[b - 1]; b--) {
+                int64_t x = low[b]; low[b] = low[b - 1]; low[b - 1] = x;
+                x = high[b]; high[b] = high[b - 1]; high[b - 1] = x;
+            }
+        int64_t ceiling = 0, gap = INT64_MIN;
+        for (int64_t a = 0; a < m; a++) {
+            if (low[a] - ceiling > gap) gap = low[a] - ceiling;
+            if (high[a] > ceiling) ceiling = high[a];
+        }
+        if (m < k) { /* the other units sit at the limit, after these */
+            if (limit - ceiling > gap) gap = limit - ceiling;
+            if (limit > ceiling) ceiling = limit;
+        }
+        if (limit - ceiling > gap) gap = limit - ceiling;
+        if (gap < widest) widest = gap;
+    }
+    return widest;
+}
+
+typedef struct { /* children of one unit's branching */
+    int64_t *parent, *region, *offset, *cost, *slow;
+    int64_t len, cap;
+} Children;
+
+static int child_add(Children *c, int64_t parent, int64_t region, int64_t offset, int64_t cost,
+                     int64_t slow) {
+    if (c->len == c->cap) {
+        int64_t cap = c->cap ? 2 * c->cap : 256;
+        int64_t **all[5] = {&c->parent, &c->region, &c->offset, &c->cost, &c->slow};
+        for (int a = 0; a < 5; a++) {
+            int64_t *p = realloc(*all[a], (size_t)cap * 8);
+            if (!p) return 0;
+            *all[a] = p;
+        }
+        c->cap = cap;
+    }
+    c->parent[c->len] = parent; c->region[c->len] = region; c->offset[c->len] = offset;
+    c->cost[c->len] = cost; c->slow[c->len] = slow;
+    c->len++;
+    return 1;
+}
+
+enum { DONE = 0, NONE = 1, NOMEM = -1 };
+
+/* Keeps only the nodes the states reach from ``mark`` on, renumbered from ``mark``. */
+static int compact(Nodes *g, States *s, int64_t mark) {
+    int64_t fresh = g->len - mark;
+    if (fresh <= 0) return 1;
+    int64_t *remap = malloc((size_t)fresh * 8), *stack = malloc((size_t)fresh * 8);
+    int64_t *saved = malloc((size_t)fresh * 4 * 8);
+    if (!remap || !stack || !saved) { free(remap); free(stack); free(saved); return 0; }
+    for (int64_t a = 0; a < fresh; a++) {
+        remap[a] = -1;
+        saved[4 * a] = g->parent[mark + a]; saved[4 * a + 1] = g->unit[mark + a];
+        saved[4 * a + 2] = g->region[mark + a]; saved[4 * a + 3] = g->offset[mark + a];
+    }
+    int64_t next = mark;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t depth = 0, v = s->node[i];
+        while (v >= mark && remap[v - mark] < 0) { stack[depth++] = v; v = saved[4 * (v - mark)]; }
+        while (depth--) {
+            int64_t old = stack[depth] - mark, parent = saved[4 * old];
+            if (parent >= mark) parent = remap[parent - mark];
+            g->parent[next] = parent; g->unit[next] = saved[4 * old + 1];
+            g->region[next] = saved[4 * old + 2]; g->offset[next] = saved[4 * old + 3];
+            remap[old] = next++;
+        }
+        if (s->node[i] >= mark) s->node[i] = remap[s->node[i] - mark];
+    }
+    g->len = next;
+    free(remap); free(stack); free(saved);
+    return 1;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The beam over every step; DONE with the best state's cost and each unit's region and
+ * offset in ``unit_region`` and ``unit_offset``, NONE (no plan: the Python twin's None),
+ * or NOMEM. */
+static int run(const Sweep *w, int64_t *best_cost, int64_t *unit_region, int64_t *unit_offset) {
+    int64_t U = w->units;
+    int64_t *live = malloc((size_t)(U + 1) * 8), *where = malloc((size_t)(U + 1) * 8);
+    int64_t *column = calloc((size_t)(U + 1), 8), *low = malloc((size_t)(U + 1) * 8);
+    int64_t *high = malloc((size_t)(U + 1) * 8), *held = malloc((size_t)(U + 1) * 8);
+    int64_t *keep = malloc((size_t)(U + 1) * 8);
+    int64_t cand_cap = 0, *cand = NULL, scratch_cap = 0, *chosen = NULL, *hash = NULL,
+            *order = NULL, *wide = NULL;
+    double *bound = NULL;
+    Nodes g = {0};
+    Children c = {0};
+    States s = {0};
+    int code = NOMEM;
+    if (!live || !where || !column || !low || !high || !held || !keep) goto out;
+    scratch_cap = 16;
+    chosen = malloc(16 * 8); hash = malloc(16 * 8); order = malloc(16 * 8); wide = malloc(16 * 8);
+    bound = malloc(16 * sizeof(double));
+    if (!chosen || !hash || !order || !wide || !bound) goto out;
+    for (int64_t u = 0; u < U; u++) where[u] = -1;
+    if (!states_alloc(&s, 1, 0)) goto out;
+    s.cost[0] = 0; s.slow[0] = 0; s.node[0] = -1;
+    int64_t nlive = 0, work = 0;
+    for (int64_t e = 0; e < w->n_events; e++) {
+        int64_t t = w->events[e];
+        if (w->deadline < INFINITY && now_seconds() > w->deadline) { code = NONE; goto out; }
+        int64_t kept = 0;
+        for (int64_t j = 0; j < nlive; j++)
+            if (w->ends[live[j]] > t) keep[kept++] = j;
+        if (kept < nlive) { /* ended units leave: their columns go */
+            for (int64_t i = 0; i < s.n; i++)
+                for (int64_t j = 0; j < kept; j++) {
+                    s.region[i * kept + j] = s.region[i * nlive + keep[j]];
+                    s.offset[i * kept + j] = s.offset[i * nlive + keep[j]];
+                }
+            for (int64_t j = 0; j < nlive; j++) where[live[j]] = -1;
+            for (int64_t j = 0; j < kept; j++) { live[j] = live[keep[j]]; where[live[j]] = j; }
+            nlive = kept; s.live = kept;
+        }
+        int64_t mark = g.len, starts = w->ev_ptr[e + 1] - w->ev_ptr[e];
+        for (int64_t a = w->ev_ptr[e]; a < w->ev_ptr[e + 1]; a++) {
+            int64_t u = w->ev_units[a], width = w->extent[u];
+            c.len = 0;
+            for (int64_t q = w->choice_ptr[u]; q < w->choice_ptr[u + 1]; q++) {
+                int64_t k = w->choice_k[q], price = w->choice_price[q];
+                if (k >= w->placed) {
+                    for (int64_t i = 0; i < s.n; i++)
+                        if (w->most < 0 || s.slow[i] + w->unit_size[u] <= w->most)
+                            if (!child_add(&c, i, k, 0, s.cost[i] + price,
+                                           s.slow[i] + w->unit_size[u])) goto out;
+                    continue;
+                }
+                int64_t limit = w->limits[k], count = 0;
+                for (int64_t i = 0; i < s.n; i++) {
+                    int64_t m = 0;
+                    for (int64_t j = 0; j < nlive; j++) m += s.region[i * nlive + j] == k;
+                    if (m > count) count = m;
+                }
+                int64_t fixed = limit / (width > 1 ? width : 1);
+                fixed = (fixed < GRID ? fixed : GRID) + 1;
+                int64_t per = w->pinned[u] >= 0 ? 1 : fixed + 2 * count;
+                work += s.n * per * (count + 1);
+                if (work > w->max_work) { code = NONE; goto out; }
+                if (per > cand_cap) {
+                    int64_t *p = realloc(cand, (size_t)per * 8);
+                    if (!p) goto out;
+                    cand = p; cand_cap = per;
+                }
+                for (int64_t i = 0; i < s.n; i++) {
+                    const int64_t *reg = s.region + i * nlive, *off = s.offset + i * nlive;
+                    int64_t m = 0, nc = 0;
+                    for (int64_t j = 0; j < nlive; j++)
+                        if (reg[j] == k) { low[m] = off[j]; high[m] = off[j] + w->extent[live[j]]; m++; }
+                    if (w->pinned[u] >= 0) cand[nc++] = w->pinned[u];
+                    else {
+                        for (int64_t f = 0; f < fixed - 1; f++)
+                            cand[nc++] = aligned(f * width, w->residue[u], w->modulus[u], 1);
+                        cand[nc++] = aligned(limit - width, w->residue[u], w->modulus[u], 1);
+                        for (int64_t j = 0; j < m; j++)
+                            cand[nc++] = aligned(high[j], w->residue[u], w->modulus[u], 1);
+                        for (int64_t j = 0; j < m; j++)
+                            cand[nc++] = aligned(low[j] - width, w->residue[u], w->modulus[u], 0);
+                    }
+                    for (int64_t x = 0; x < nc; x++) {
+                        int64_t at = cand[x];
+                        if (at < 0 || at + width > limit) continue;
+                        int clear = 1;
+                        for (int64_t j = 0; j < m && clear; j++)
+                            clear = at + width <= low[j] || high[j] <= at;
+                        if (clear && !child_add(&c, i, k, at, s.cost[i] + price, s.slow[i]))
+                            goto out;
+                    }
+                }
+            }
+            States t2;
+            if (!states_alloc(&t2, c.len, nlive + 1)) goto out;
+            for (int64_t i = 0; i < c.len; i++) {
+                int64_t p = c.parent[i];
+                memcpy(t2.region + i * (nlive + 1), s.region + p * nlive, (size_t)nlive * 8);
+                memcpy(t2.offset + i * (nlive + 1), s.offset + p * nlive, (size_t)nlive * 8);
+                t2.region[i * (nlive + 1) + nlive] = c.region[i];
+                t2.offset[i * (nlive + 1) + nlive] = c.offset[i];
+                t2.cost[i] = c.cost[i]; t2.slow[i] = c.slow[i];
+                if (!nodes_add(&g, s.node[p], u, c.region[i], c.offset[i])) {
+                    states_free(&t2);
+                    goto out;
+                }
+                t2.node[i] = g.len - 1;
+            }
+            states_free(&s);
+            s = t2;
+            live[nlive] = u; where[u] = nlive; nlive++;
+            if (s.n > scratch_cap) {
+                int64_t cap = 2 * s.n;
+                int64_t *p1 = realloc(chosen, (size_t)cap * 8), *p2 = NULL, *p3 = NULL, *p4 = NULL;
+                if (p1) chosen = p1;
+                if (p1) p2 = realloc(hash, (size_t)cap * 8);
+                if (p2) hash = p2;
+                if (p2) p3 = realloc(order, (size_t)cap * 8);
+                if (p3) order = p3;
+                if (p3) p4 = realloc(wide, (size_t)cap * 8);
+                if (p4) wide = p4;
+                double *p5 = p4 ? realloc(bound, (size_t)cap * sizeof(double)) : NULL;
+                if (!p5) goto out;
+                bound = p5; scratch_cap = cap;
+            }
+            if (s.n > w->crowd * w->max_states) { /* many units start at once: the cheapest */
+                int64_t m = merged(&s, w->mix, chosen, hash, order);
+                int64_t *least = hash; /* the merged rows' costs, then their order */
+                for (int64_t i = 0; i < m; i++) { least[i] = s.cost[chosen[i]]; order[i] = i; }
+                key_cost = least;
+                qsort(order, (size_t)m, sizeof(int64_t), by_cost);
+                int64_t top = m < w->crowd * w->max_states ? m : w->crowd * w->max_states;
+                for (int64_t i = 0; i < top; i++) wide[i] = chosen[order[i]];
+                if (!states_pick(&s, wide, top)) goto out;
+            }
+        }
+        if (starts) {
+            int64_t m = merged(&s, w->mix, chosen, hash, order);
+            if (!states_pick(&s, chosen, m)) goto out;
+        }
+        if (w->is_box[e] && s.n) {
+            for (int64_t j = 0; j < nlive; j++) { column[live[j]] = j; held[j] = 0; }
+            for (int64_t b = 0; b < w->boxes; b++)
+                if (w->box_start[b] <= t && w->box_end[b] > t) {
+                    int64_t col = column[w->box_unit[b]];
+                    if (col >= 0 && col < nlive) held[col] += w->box_bytes[b];
+                }
+            int64_t m = 0;
+            for (int64_t i = 0; i < s.n; i++) {
+                int64_t load = 0;
+                for (int64_t j = 0; j < nlive; j++)
+                    if (s.region[i * nlive + j] == w->placed) load += held[j];
+                if (load <= w->limits[w->placed]) chosen[m++] = i;
+            }
+            if (m < s.n && !states_pick(&s, chosen, m)) goto out;
+        }
+        if (starts && s.n) {
+            rest(w, t, live, &s, where, bound);
+            int64_t m = 0;
+            for (int64_t i = 0; i < s.n; i++) {
+                bound[i] += (double)s.cost[i];
+                wide[i] = widest_gap(w, &s, i, live, low, high);
+                order[i] = i;
+            }
+            key_bound = bound; key_wide = wide;
+            qsort(order, (size_t)s.n, sizeof(int64_t), by_bound);
+            for (int64_t i = 0; i < s.n && m < w->max_states; i++)
+                if (bound[order[i]] <= w->ceiling) chosen[m++] = order[i];
+            if (!states_pick(&s, chosen, m)) goto out;
+        }
+        if (!s.n) { code = NONE; goto out; }
+        if (!compact(&g, &s, mark)) goto out;
+    }
+    int64_t best = 0;
+    for (int64_t i = 1; i < s.n; i++)
+        if (s.cost[i] < s.cost[best]) best = i;
+    *best_cost = s.cost[best];
+    for (int64_t v = s.node[best]; v >= 0; v = g.parent[v]) {
+        unit_region[g.unit[v]] = g.region[v];
+        unit_offset[g.unit[v]] = g.offset[v];
+    }
+    code = DONE;
+out:
+    states_free(&s);
+    free(live); free(where); free(column); free(low); free(high); free(held); free(keep);
+    free(cand); free(chosen); free(hash); free(order); free(wide); free(bound);
+    free(g.parent); free(g.unit); free(g.region); free(g.offset);
+    free(c.parent); free(c.region); free(c.offset); free(c.cost); free(c.slow);
+    return code;
+}
+
+#define COLUMNS 27
+
+static PyObject *sweep(PyObject *self, PyObject *args) {
+    Py_buffer b[COLUMNS];
+    long long placed, most, max_states, crowd, max_work, horizon;
+    double ceiling, seconds; /* seconds: the wall clock left (inf: no limit) */
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*LLLLLLdd",
+                          &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
+                          &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &b[17],
+                          &b[18], &b[19], &b[20], &b[21], &b[22], &b[23], &b[24], &b[25],
+                          &b[26], &placed, &most, &max_states, &crowd, &max_work, &horizon, &ceiling,
+                          &seconds))
+        return NULL;
+    const int64_t *a[COLUMNS];
+    for (int i = 0; i < COLUMNS; i++) a[i] = b[i].buf;
+    Sweep w = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12],
+               a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23],
+               a[24], a[25], a[26]};
+    w.n_events = b[0].len / 8; w.units = b[4].len / 8; w.regions = b[13].len / 8;
+    w.boxes = b[14].len / 8; w.g_n = b[18].len / 8;
+    w.placed = placed; w.most = most; w.max_states = max_states; w.crowd = crowd;
+    w.max_work = max_work; w.horizon = horizon; w.ceiling = ceiling;
+    w.deadline = seconds < INFINITY ? now_seconds() + seconds : INFINITY;
+    PyObject *result = NULL;
+    int ok = b[1].len == b[0].len && b[2].len == b[0].len + 8 && b[10].len == b[4].len + 8 &&
+             b[25].len == w.units * w.regions * 8 && w.placed < w.regions &&
+             b[19].len == b[18].len + 8 && b[21].len == b[18].len + 8 &&
+             b[22].len == b[18].len + 8;
+    for (int i = 5; i < 10; i++) ok = ok && b[i].len == b[4].len;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "sweep: arrays of the wrong lengths");
+        goto release;
+    }
+    int64_t *unit_region = calloc((size_t)(w.units ? w.units : 1), 8);
+    int64_t *unit_offset = calloc((size_t)(w.units ? w.units : 1), 8);
+    int64_t cost = 0;
+    int code = unit_region && unit_offset ? run(&w, &cost, unit_region, unit_offset) : NOMEM;
+    if (code == NOMEM) PyErr_NoMemory();
+    else if (code == NONE) { Py_INCREF(Py_None); result = Py_None; }
+    else result = Py_BuildValue("(Ly#y#)", (long long)cost, (const char *)unit_region,
+                                (Py_ssize_t)(w.units * 8), (const char *)unit_offset,
+                                (Py_ssize_t)(w.units * 8));
+    free(unit_region); free(unit_offset);
+release:
+    for (int i = 0; i < COLUMNS; i++) PyBuffer_Release(&b[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"sweep", sweep, METH_VARARGS,
+     "sweep(events, is_box, ev_ptr, ev_units, ends, extent, unit_size, pinned, modulus,"
+     " residue, choice_ptr, choice_k, choice_price, limits, box_start, box_end, box_bytes,"
+     " box_unit, g_steps, g_seen_ptr, g_seen, g_state_ptr, g_cell_ptr, g_states, g_costs,"
+     " price, mix,"
+     " placed, most, max_states, crowd, max_work, horizon, ceiling, seconds)"
+     " -> (cost, unit regions, unit offsets) as int64 bytes, or None"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_layout_kernel",
+                                    "The compiled layout sweep of memplan.deploy.regions_layout.",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__layout_kernel(void) { return PyModule_Create(&module); }
