@@ -367,13 +367,19 @@ def test_the_cost_bound_never_passes_the_exhaustive_optimum(seed, problem, weigh
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed, problem,
                                                                             weights):
-    """The bounds the exact planner proves (its relaxation's, CP-SAT's) on each objective:
-    never above the least any choice reaches; at a proven optimum, exactly it."""
+    """The bounds the exact planner proves (its relaxation's, CP-SAT's; also with a CPU
+    allowance too small for the full model) on each objective: never above the least any
+    choice reaches; at a proven optimum, exactly it."""
+    from memplan.shares import FULL_MODEL_LEAST
+
     for objective, measure, field in (("cost", "cost", "cost_bound"),
                                       ("arena", "arena", "arena_bound")):
         plan = plan_regions_exact(problem, time_limit=5, reads=weights, objective=objective)
         optimum = _exhaustive_cost(problem, weights, measure)
         assert plan.stats[field] <= optimum + 1e-6
+        short = plan_regions_exact(problem, time_limit=5, reads=weights, objective=objective,
+                                   cpu=FULL_MODEL_LEAST, relative_gap=0.01)
+        assert short.stats[field] <= optimum + 1e-6
         value = plan.stats["cost" if measure == "cost" else "arena_cost"]
         assert value >= optimum - 1e-6
         if plan.stats[f"{measure}_optimal"]:
@@ -386,12 +392,14 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         return
     for objective, measure, field in (("cost", "cost", "cost_bound"),
                                       ("arena", "arena", "arena_bound")):
-        plan = plan_regions_exact(problem, time_limit=5, reads=weights, ceiling=ceiling,
-                                  objective=objective)
         optimum = _exhaustive_cost(problem, weights, measure,
                                    within=slow_measures(problem, ceiling))
-        assert plan.stats["cost" if measure == "cost" else "arena_cost"] >= optimum - 1e-6
-        assert plan.stats.get("ceiling", {}).get(field, 0.0) <= optimum + 1e-6
+        for cpu in (None, FULL_MODEL_LEAST):
+            plan = plan_regions_exact(problem, time_limit=5, reads=weights, ceiling=ceiling,
+                                      objective=objective, cpu=cpu,
+                                      relative_gap=0.0 if cpu is None else 0.01)
+            assert plan.stats["cost" if measure == "cost" else "arena_cost"] >= optimum - 1e-6
+            assert plan.stats.get("ceiling", {}).get(field, 0.0) <= optimum + 1e-6
 
 
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[1::4],
