@@ -224,7 +224,7 @@ class RegionAlgorithm(MemplanAlgorithm):
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0) -> MemoryAlgoResult:
-        watch = Stopwatch()
+        watch = Budget.of_limit(self.options.time_limit)  # the graph's, from the call on
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
         specs = list(dict.fromkeys(specs))
         greedy = BankedGreedy(self.target)
