@@ -222,7 +222,8 @@ def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel:
         residue = units.residue[inner]
         room = Problem.from_arrays(units.extent[inner] + residue, start[inner], end[inner],
                                    alignments=units.modulus[inner], name="long-first-room")
-        found = planners()["best"](room, time_limit=wall, cpu=left, long_first=False)
+        found = planners()["best"](room, budget=Budget.of_limit(wall, cpu=left),
+                                   long_first=False)
         if found.arena_size < height[k]:
             rel[member], height[k] = found.offsets + residue, found.arena_size
             lowered += 1
@@ -280,9 +281,9 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                         None if seconds is None else seconds * ROOMS_SHARE,
                         None if cpu is None else cpu * ROOMS_SHARE)
     small, residue, used = small_problem(units, start, end, split, height)
-    found = planners()["best"](
-        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
-        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
+    found = planners()["best"](small, budget=Budget.of_limit(
+        None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed())), long_first=False,
         descent=1.0)
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
