@@ -464,13 +464,12 @@ def naive_arena(problem: Problem) -> int:
     return top
 
 
-def _search_seconds(problem: Problem, settings: SolveOptions, record: ExactOptions,
-                    limit: float | None) -> float | None:
-    """CPU seconds of `best`'s timed order search before the exact planner (``limit``: the
-    pipeline's), or None (a fixed budget, `SEARCH_WORK`): minimising a problem that the
-    exact planner would improve by neighbourhoods, where its windows gain less than the
-    order search in its first seconds (training traces:
-    docs/explanation/heuristic-search.md)."""
+def _search_seconds(problem: Problem, settings: SolveOptions,
+                    record: ExactOptions, limit: float | None) -> float | None:
+    """Seconds of `best`'s timed order search before the exact planner, or None (a fixed
+    budget, `SEARCH_WORK`): minimising a problem that the exact planner would improve by
+    neighbourhoods, where its windows gain less than the order search in its first
+    seconds (training traces: docs/explanation/heuristic-search.md)."""
     if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
             is not None or not by_neighbourhoods(problem, record):
         return None

@@ -281,9 +281,9 @@ def first_offsets(units: Units, deadline: float | None = None, cpu: float | None
                         None if seconds is None else seconds * ROOMS_SHARE,
                         None if cpu is None else cpu * ROOMS_SHARE)
     small, residue, used = small_problem(units, start, end, split, height)
-    found = planners()["best"](small, budget=Budget.of_limit(
-        None if seconds is None else max(0.0, seconds - watch.elapsed()),
-        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed())), long_first=False,
+    found = planners()["best"](
+        small, time_limit=None if seconds is None else max(0.0, seconds - watch.elapsed()),
+        cpu=None if cpu is None else max(0.0, cpu - watch.cpu_elapsed()), long_first=False,
         descent=1.0)
     base = np.zeros(len(units), np.int64)
     base[group] = found.offsets[:len(group)] + residue
