@@ -117,12 +117,13 @@ class Budget(Stopwatch):
     def share(self, fraction: float = 1.0, *, by: float = 1.0, keep: float = 0.0,
               cpu: float | None = None) -> Budget:
         """A child budget for one stage starting now: ``fraction`` of the wall seconds left
-        until ``by`` of the limit has passed since this one began (`HEURISTIC_MOST`: the
-        heuristics' part), less ``keep`` seconds for what follows, never below 0 (no limit
-        without one), and an allowance of ``cpu`` CPU seconds."""
-        if self.limit is None:
+        until ``by`` of the limit has passed (`HEURISTIC_MOST`: the heuristics' part; 1: to
+        the deadline), less ``keep`` seconds for what follows, never below 0 (no limit
+        without a deadline), and an allowance of ``cpu`` CPU seconds."""
+        if self.deadline is None:
             return Budget.of_limit(None, cpu=cpu)
-        return Budget.of_limit(max(0.0, by * self.limit - self.elapsed() - keep) * fraction,
+        point = self.deadline - (1.0 - by) * self.limit  # ``by`` of the limit passed
+        return Budget.of_limit(max(0.0, point - time.perf_counter() - keep) * fraction,
                                cpu=cpu)
 
     def stage(self, cpu: float | None = None) -> Budget:
