@@ -50,7 +50,7 @@ import numpy as np
 from memplan.bounds import live_bytes, lower_bound
 from memplan.budget import Budget, Stopwatch
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
-from memplan.errors import ProblemError, renamed_keyword
+from memplan.errors import ProblemError, renamed, renamed_keyword
 from memplan.groups import AliasUnits, alias_units
 from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
@@ -475,3 +475,6 @@ def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: n
             if region[idx] == k:
                 break
     return moved
+
+
+__getattr__ = renamed(__name__, {"checked_weights": "checked_reads"})
