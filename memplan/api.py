@@ -405,7 +405,7 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, budget: Budget,
         else None
     plans = run_heuristics(  # a timed search: `best`'s seconds in CPU, the clock the limit's
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
-        time_limit=heuristic_seconds(settings, budget.limit) if timed is None else None,
+        time_limit=heuristic_seconds(settings, budget.limit) if timed is None else timed,
         budget=None if timed is None else budget.share(by=HEURISTIC_MOST, cpu=timed))
     ceiling = ceiling_planner(problem, budget.limit)
     if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
