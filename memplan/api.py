@@ -25,8 +25,11 @@ buffers it built itself (a list of `Buffer` or a `Problem`), no file::
 Settings are records passed explicitly: `SolveOptions` for the pipeline
 (``solve(problem, SolveOptions(time_limit=5))``, or its fields as keywords)
 and `ExactOptions` for the exact planner (``exact_options=``). The time limit
-goes ``SolveOptions.time_limit`` -> what the heuristics left of it -> the exact
-planner's `memplan.budget.Budget` -> `memplan.solver.exact.plan` (each part's share)
+goes ``SolveOptions.time_limit`` -> one `memplan.budget.Budget`, made as `solve_report`
+begins (a caller planning several problems, a part of one, or an ExecuTorch graph's
+arenas hands it a child budget instead, ``budget=``) -> a child budget per stage
+(`Budget.share`: the heuristics', each part's, the exact planner's) ->
+`memplan.solver.exact.plan` (each part's share)
 -> `memplan.solver.cp_search.search` (``seconds``) -> `memplan.solver.cp_params.cp_solver`
 (CP-SAT's ``max_time_in_seconds``).
 
@@ -272,15 +275,15 @@ def _checked(problem: Problem, plan: Plan, twin: Plan | None = None) -> Plan:
 
 def run_heuristics(problem: Problem, names: Iterable[str], *, seed: int = 0,
                    time_limit: float | None = 1.0, searched: bool = True,
-                   wall: float | None = None) -> dict[str, Plan]:
-    """Each named heuristic's validated plan, by name (``time_limit`` for each).
-    ``searched=False`` (the exact planner follows): ``best`` searches orders for a fixed
-    amount of work (``SEARCH_WORK`` units placed) instead of until the limit; ``wall``:
-    ``best`` takes ``time_limit`` in CPU seconds (its budget's ``cpu``), on the clock at most
-    ``wall`` seconds. Ctrl-C
+                   budget: Budget | None = None) -> dict[str, Plan]:
+    """Each named heuristic's validated plan, by name (``time_limit`` for each: a heuristic's
+    own seconds, not a share of what is left). ``searched=False`` (the exact planner
+    follows): ``best`` searches orders for a fixed amount of work (``SEARCH_WORK`` units
+    placed) instead of until the limit; ``budget``: ``best``'s own (a timed search: its CPU
+    allowance, and the wall deadline of the heuristics' part of the limit). Ctrl-C
     (``KeyboardInterrupt``) ends the run with the plans so far, the last one marked
     ``stats["interrupted"]``; it is raised again when there is none."""
-    extra = {"best": {"budget": Budget.of_limit(wall, cpu=time_limit)}} if wall is not None else \
+    extra = {"best": {"budget": budget}} if budget is not None else \
         {} if searched else {"best": {"search_evaluations": SEARCH_WORK // max(1, len(problem))}}
     plans: dict[str, Plan] = {}
     found = None  # the last plan, before its validation
@@ -355,22 +358,24 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
                  on_progress: Callable[..., Any] | None = None,
                  stop: threading.Event | None = None,
                  exact_options: ExactOptions | Mapping[str, Any] | None = None,
-                 **fields: Any) -> SolveReport:
+                 budget: Budget | None = None, **fields: Any) -> SolveReport:
     """`solve`, keeping every step's result (see the module docstring for the steps).
 
     Problems with memory regions or variable-size scratch go to their own
     planners (`memplan.deploy.regions`, `memplan.deploy.scratch` and their exact versions);
-    those take no progress callback, stop event or exact planner options.
+    those take no progress callback, stop event or exact planner options. ``budget``: the
+    caller's share of a limit of its own (a `Budget`, whose ``limit`` the pipeline's
+    shares are of), in place of ``time_limit`` (which is then not read).
     """
-    watch = Stopwatch()
     settings = solve_options(options, **fields)
+    budget = Budget.of_limit(settings.time_limit) if budget is None else budget
     problem = as_problem(problem)
     if capacity is not None:
         problem = problem.replace(capacity=check_capacity(capacity))
     deployment = _deployment_planners(problem)
     if deployment is not None:
-        report = _solve_deployment(problem, settings, *deployment, watch=watch)
-        report.seconds = watch.elapsed()
+        report = _solve_deployment(problem, settings, *deployment, budget=budget)
+        report.seconds = budget.elapsed()
         return report
     whole = partial(_solve_whole, on_progress=on_progress, stop=stop,
                     exact_options=exact_options)
@@ -378,34 +383,33 @@ def solve_report(problem: Problem | Iterable[Buffer], options: SolveOptions | No
         problem.widths is None else []
     if len(split) > 1:  # independent parts: each planned on its own (`memplan.parts`)
         report = parts.solve_parts(
-            problem, split, settings,
-            lambda piece, chosen: whole(piece, chosen, watch=Stopwatch()), _checked,
+            problem, split, settings, whole, _checked,
             lambda plan, heuristic, exact: SolveReport(problem, plan, naive_arena(problem), {
-                heuristic.planner: heuristic}, heuristic, exact), watch)
+                heuristic.planner: heuristic}, heuristic, exact), budget)
     else:
-        report = whole(problem, settings, watch=watch)
-    report.seconds = watch.elapsed()
+        report = whole(problem, settings, budget=budget)
+    report.seconds = budget.elapsed()
     return report
 
 
-def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
+def _solve_whole(problem: Problem, settings: SolveOptions, *, budget: Budget,
                  on_progress: Callable[..., Any] | None,
                  stop: threading.Event | None,
                  exact_options: ExactOptions | Mapping[str, Any] | None) -> SolveReport:
-    """`solve_report` of one problem planned whole: the heuristics, then the exact planner
-    with the time left since ``watch`` began."""
+    """`solve_report` of one problem planned whole within ``budget``: the heuristics, then
+    the exact planner with the time left."""
     names = heuristic_names() if settings.planner == "all" else [settings.planner]
     record = exact_settings(settings, exact_options, on_progress=on_progress, stop=stop)
     if settings.exact and settings.planner == "best" and problem.capacity is not None \
             and canonical_first(problem, record):
         names = [FIT_FIRST_HEURISTIC]  # `best` searches; the canonical search fits sooner
-    timed = _search_seconds(problem, settings, record) if settings.exact else None
+    timed = _search_seconds(problem, settings, record, budget.limit) if settings.exact \
+        else None
     plans = run_heuristics(  # a timed search: `best`'s seconds in CPU, the clock the limit's
         problem, names, seed=settings.seed, searched=not settings.exact or timed is not None,
-        time_limit=heuristic_seconds(settings) if timed is None else timed,
-        wall=None if timed is None else
-        max(0.0, HEURISTIC_MOST * settings.time_limit - watch.elapsed()))
-    ceiling = ceiling_planner(problem, settings.time_limit)
+        time_limit=heuristic_seconds(settings, budget.limit) if timed is None else timed,
+        budget=None if timed is None else budget.share(by=HEURISTIC_MOST, cpu=timed))
+    ceiling = ceiling_planner(problem, budget.limit)
     if "best" not in plans and ceiling not in plans:  # no plan of `solve` is larger
         plans.update(run_heuristics(problem, [ceiling], time_limit=None))
     heuristic = min(plans.values(), key=lambda plan: plan_rank(problem, plan))
@@ -424,14 +428,13 @@ def _solve_whole(problem: Problem, settings: SolveOptions, *, watch: Stopwatch,
             # checked too (as long as the heuristic's check): time kept for it; the
             # exact planner gets the rest of the limit
             check = VALIDATE_MARGIN * heuristic.stats.get("validate_seconds", 0.0)
-            left = None if settings.time_limit is None else \
-                settings.time_limit - watch.elapsed() - check
-            if left is not None and left <= EXACT_LEAST * settings.time_limit:
+            left = budget.share(keep=check)
+            if left.limit is not None and left.limit <= EXACT_LEAST * budget.limit:
                 report.out_of_time = report.plan.stats["cut_short"] = True
                 return report
             with watched(stop):  # Ctrl-C sets ``stop``; the exact planner watches it
                 exact = plan_with(EXACT, problem, hint=heuristic,  # validated: no check
-                                  options=record, budget=Budget.of_limit(left))
+                                  options=record, budget=left)
             report.interrupted = bool(exact.stats.get("interrupted")) or bool(
                 stop is not None and stop.is_set())
             report.exact = _checked(problem, exact, twin=heuristic)
@@ -464,7 +467,7 @@ def naive_arena(problem: Problem) -> int:
 
 
 def _search_seconds(problem: Problem, settings: SolveOptions,
-                    record: ExactOptions) -> float | None:
+                    record: ExactOptions, limit: float | None) -> float | None:
     """Seconds of `best`'s timed order search before the exact planner, or None (a fixed
     budget, `SEARCH_WORK`): minimising a problem that the exact planner would improve by
     neighbourhoods, where its windows gain less than the order search in its first
@@ -473,7 +476,6 @@ def _search_seconds(problem: Problem, settings: SolveOptions,
     its sweeps, `long_first` and the stack) and `long_first` takes the problem (a few
     long-lived buffers: its descent gains with its time, and the windows at that size move
     none of the long-lived buffers that set the peak)."""
-    limit = settings.time_limit
     if problem.capacity is not None or limit is None or settings.heuristic_time_limit \
             is not None or not by_neighbourhoods(problem, record):
         return None
@@ -482,33 +484,31 @@ def _search_seconds(problem: Problem, settings: SolveOptions,
     return min(HEURISTIC_MOST * limit, max(SEARCH_LEAST, share * limit))
 
 
-def heuristic_seconds(settings: SolveOptions) -> float:
-    """Seconds for each heuristic: the option, or `HEURISTIC_SHARE` of the time limit (at
-    least `HEURISTIC_LEAST`), never more than `HEURISTIC_MOST` of it (what follows the
-    heuristics takes a little time too)."""
+def heuristic_seconds(settings: SolveOptions, limit: float | None) -> float:
+    """Seconds for each heuristic: the option, or `HEURISTIC_SHARE` of the pipeline's
+    ``limit`` (at least `HEURISTIC_LEAST`), never more than `HEURISTIC_MOST` of it (what
+    follows the heuristics takes a little time too)."""
     if settings.heuristic_time_limit is not None:
         return settings.heuristic_time_limit
-    if settings.time_limit is None:
+    if limit is None:
         return HEURISTIC_LEAST
-    return min(max(HEURISTIC_LEAST, HEURISTIC_SHARE * settings.time_limit),
-               HEURISTIC_MOST * settings.time_limit)
+    return min(max(HEURISTIC_LEAST, HEURISTIC_SHARE * limit), HEURISTIC_MOST * limit)
 
 
 def _solve_deployment(problem: Problem, settings: SolveOptions, heuristic_planner: Callable,
-                      exact_planner: Callable, *, watch: Stopwatch) -> SolveReport:
-    """`solve_report` for regions or variable scratch: their heuristic, then their exact
-    with the time left since ``watch`` began."""
+                      exact_planner: Callable, *, budget: Budget) -> SolveReport:
+    """`solve_report` for regions or variable scratch within ``budget``: their heuristic,
+    then their exact with the time left."""
     planner = "best" if settings.planner == "all" else settings.planner
     heuristic = _checked(problem, heuristic_planner(
-        problem, planner=planner, time_limit=heuristic_seconds(settings), seed=settings.seed))
+        problem, planner=planner, time_limit=heuristic_seconds(settings, budget.limit),
+        seed=settings.seed))
     report = SolveReport(problem, heuristic, int(problem.max_sizes.sum()),
                          {heuristic.planner: heuristic}, heuristic, None)
     if settings.exact and heuristic.status != "optimal" and not heuristic.stats.get("cost_optimal"):
         extra = {} if settings.threads is None else {"threads": settings.threads}
-        left = None if settings.time_limit is None else \
-            max(0.0, settings.time_limit - watch.elapsed())
         report.exact = report.plan = _checked(problem, exact_planner(
-            problem, budget=Budget.of_limit(left), seed=settings.seed, hint=heuristic, **extra))
+            problem, budget=budget.share(), seed=settings.seed, hint=heuristic, **extra))
     return report
 
 
@@ -556,7 +556,7 @@ def solve_models(problems: Mapping[str, Problem], mode: str = "exclusive", *,
     if mode == "exclusive":
         return multi, solve_report(multi.problem, settings, **steps)
     share = None if settings.time_limit is None else settings.time_limit / len(multi.parts)
-    reports = [solve_report(part, replace(settings, time_limit=share), **steps)
+    reports = [solve_report(part, settings, budget=Budget.of_limit(share), **steps)
                for part in multi.parts]
     exact = None if all(r.exact is None for r in reports) else \
         stack(multi, [r.exact or r.heuristic for r in reports])

@@ -15,8 +15,8 @@ margins planners cut a budget by are in one table, `memplan.shares`.
 - `Budget` (a stopwatch too): the deadline, the allowance, the call's pace (wall
   seconds per CPU second so far: about 1 on an idle machine, 2-4 beside busy
   processes) and the deterministic flag; `left`, `expired`, `end` (the deadline of a
-  stage starting now), `split` and `stage` (a child budget for one planner or stage),
-  and what CP-SAT needs (`cp_limits`).
+  stage starting now), `split`, `share` and `stage` (a child budget for one planner or
+  stage), and what CP-SAT needs (`cp_limits`).
 - `ThreadClock`, `CpuClock`: CPU seconds of one thread, or of the process per
   CP-SAT thread, readable from another thread.
 - `wall_left`, `to_deadline`, `past`, `ends_after`: the questions a stage holding a
@@ -113,6 +113,18 @@ class Budget(Stopwatch):
             end = self.until(wall, self.spent() + cpu)
             child.seconds = max(0.0, end - now)
         return child
+
+    def share(self, fraction: float = 1.0, *, by: float = 1.0, keep: float = 0.0,
+              cpu: float | None = None) -> Budget:
+        """A child budget for one stage starting now: ``fraction`` of the wall seconds left
+        until ``by`` of the limit has passed (`HEURISTIC_MOST`: the heuristics' part; 1: to
+        the deadline), less ``keep`` seconds for what follows, never below 0 (no limit
+        without a deadline), and an allowance of ``cpu`` CPU seconds."""
+        if self.deadline is None:
+            return Budget.of_limit(None, cpu=cpu)
+        point = self.deadline - (1.0 - by) * self.limit  # ``by`` of the limit passed
+        return Budget.of_limit(max(0.0, point - time.perf_counter() - keep) * fraction,
+                               cpu=cpu)
 
     def stage(self, cpu: float | None = None) -> Budget:
         """A child budget for one stage's planner starting now: the wall time left to the

@@ -48,7 +48,7 @@ from dataclasses import replace
 import numpy as np
 
 from memplan.bounds import lower_bound
-from memplan.budget import Stopwatch
+from memplan.budget import Budget
 from memplan.plan import Plan
 from memplan.problem import NO_OFFSET, Problem
 from memplan.solver.preprocess import _piece, components
@@ -120,32 +120,30 @@ def _key(piece: Problem) -> tuple:
 
 
 def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: Callable,
-                checked: Callable, new_report: Callable, watch: Stopwatch):
+                checked: Callable, new_report: Callable, budget: Budget):
     """`memplan.api.SolveReport` of ``problem`` planned part by part (see the module doc).
 
-    ``solve_one(piece, settings)``: the pipeline on one part, its report; ``checked(problem,
-    plan, twin)``: the independent validation of the stitched whole (`memplan.api._checked`);
-    ``new_report(plan, heuristic, exact)``: the whole's report; ``watch``: started
-    when the caller's limit began to count."""
+    ``solve_one(piece, settings, budget=)``: the pipeline on one part within its child
+    budget, its report; ``checked(problem, plan, twin)``: the independent validation of the
+    stitched whole (`memplan.api._checked`); ``new_report(plan, heuristic, exact)``: the
+    whole's report; ``budget``: the caller's, which the parts share."""
     pieces = [_piece(problem, members, 1) for members in parts]
     distinct: dict[tuple, int] = {}
     same = [distinct.setdefault(_key(piece), k) for k, piece in enumerate(pieces)]
     bounds = [lower_bound(piece) for piece in pieces]
     planned = sorted(set(same), key=lambda k: bounds[k])  # the peak's part last: the most time
     whole_bound = max(bounds)
-    limit = settings.time_limit
     reports: dict[int, object] = {}
     left = sum(len(pieces[k]) for k in planned)
     for k in planned:
         piece = pieces[k]
         chosen = replace(settings, gap=settings.gap if settings.gap is not None or
                          bounds[k] >= whole_bound else f"{whole_bound - bounds[k]}B")
-        if limit is not None:
-            share = max(0.0, limit - watch.elapsed()) * len(piece) / left
-            chosen = replace(chosen, time_limit=share, heuristic_time_limit=None if
-                             settings.heuristic_time_limit is None else
-                             min(settings.heuristic_time_limit, share))
-        reports[k] = solve_one(piece, chosen)
+        share = budget.share(len(piece) / left)
+        if share.limit is not None and settings.heuristic_time_limit is not None:
+            chosen = replace(chosen, heuristic_time_limit=min(settings.heuristic_time_limit,
+                                                              share.limit))
+        reports[k] = solve_one(piece, chosen, budget=share)
         left -= len(piece)
 
     def whole(which: Callable, planner: str) -> Plan:
@@ -156,7 +154,7 @@ def solve_parts(problem: Problem, parts: list[np.ndarray], settings, solve_one: 
         bound = max(which(reports[k]).best_bound for k in same)
         plans = [which(reports[k]) for k in planned]
         plan = Plan.from_offsets(problem, offsets, planner=planner, best_bound=bound,
-                                 seconds=watch.elapsed(), stats={
+                                 seconds=budget.elapsed(), stats={
                                      "parts": len(parts), "distinct_parts": len(planned),
                                      "part_planners": [p.planner for p in plans],
                                      "cut_short": any(p.stats.get("cut_short") for p in plans),

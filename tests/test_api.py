@@ -186,12 +186,13 @@ def test_large_problems_give_the_order_search_its_own_time_before_the_exact_plan
 
     count = ExactOptions().lns_buffers + 1  # the exact planner would search neighbourhoods
     large = Problem.from_arrays(np.full(count, 64), np.arange(count), np.arange(count) + 3)
-    short, long = api.solve_options(time_limit=5), api.solve_options(time_limit=60)
-    assert api._search_seconds(large, short, ExactOptions()) == pytest.approx(4.5)  # 90 %
-    assert api._search_seconds(large, long, ExactOptions()) == pytest.approx(10.0)  # a sixth
-    assert api._search_seconds(large.replace(capacity=1 << 20), short, ExactOptions()) is None
+    short = api.solve_options(time_limit=5)
+    assert api._search_seconds(large, short, ExactOptions(), 5) == pytest.approx(4.5)  # 90 %
+    assert api._search_seconds(large, short, ExactOptions(), 60) == pytest.approx(10.0)  # 1/6
+    assert api._search_seconds(large.replace(capacity=1 << 20), short, ExactOptions(),
+                               5) is None
     assert api._search_seconds(Problem.from_arrays([64, 64], [0, 1], [2, 3]), short,
-                               ExactOptions()) is None
+                               ExactOptions(), 5) is None
     report = api.solve_report(large, short)
     assert validate(large, report.plan) == []
 

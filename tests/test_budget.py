@@ -165,3 +165,19 @@ def test_the_allowance_is_the_cpu_else_the_limit_and_a_stage_gets_the_wall_left(
     assert Budget.of_limit(None).stage().deadline is None
     fresh = Budget.of_limit(10.0).stage()
     assert 9.0 < fresh.limit <= 10.0 and fresh.cpu is None
+
+
+def test_share_gives_a_stage_its_part_of_the_wall_left():
+    """`Budget.share`: what `memplan.solve`'s stages get of its one budget (the heuristics'
+    part of the limit, each part's share of what is left, the exact planner's rest less
+    the validation's reserve), never below 0."""
+    began = time.perf_counter() - 4.0  # 4 s of a 10 s limit gone
+    parent = Budget.of_limit(10.0, began=began)
+    assert parent.share().limit == pytest.approx(6.0, abs=0.05)
+    assert parent.share(0.25).limit == pytest.approx(1.5, abs=0.05)
+    assert parent.share(by=0.5).limit == pytest.approx(1.0, abs=0.05)
+    assert parent.share(keep=1.0, cpu=2.0).limit == pytest.approx(5.0, abs=0.05)
+    assert parent.share(keep=1.0, cpu=2.0).cpu == 2.0
+    assert parent.share(by=0.3).limit == 0.0  # the heuristics' part is gone
+    assert Budget.of_limit(None).share(0.5, cpu=1.0).limit is None
+    assert Budget.of_limit(None).share(0.5, cpu=1.0).cpu == 1.0

@@ -139,7 +139,7 @@ def test_json_documents_are_written_a_line_per_buffer_and_offset(tmp_path):
                              stats={"nested": {"a": [1, 2]}, "ratio": 0.5, "name": 'q"uote'})
     document = {"problem": memplan_json.problem_to_dict(problem),
                 "plan": memplan_json.plan_to_dict(problem, plan)}
-    text = memplan_json.document_text(document)
+    text = memplan_json.json_text(document)
     assert json.loads(text) == document
     lines = text.splitlines()
     for buffer in problem.ids:  # each buffer's entry and its offset on a line of their own
@@ -149,3 +149,20 @@ def test_json_documents_are_written_a_line_per_buffer_and_offset(tmp_path):
     memplan_json.write_document(path, document)
     assert memplan_json.read_plan(path, memplan_json.read_problem(path)).offsets.tolist() == \
         [0, 64, 64, 96, 128]
+
+
+def test_json_text_lays_out_any_document_and_reads_back_the_same():
+    """One writer for memplan JSON and ``explain --json``: a short list whose items hold a
+    long list (a peak and its tensors) is laid out a level deeper, the long list an item
+    a line; a string that looks like the break between two objects stays whole."""
+    many = memplan_json.LONG_LIST + 1
+    tensors = [{"id": f"t{k}", "readers": [k, k + 1]} for k in range(many)]
+    tensors[3]["id"] = '}, {"id": x'
+    document = {"peaks": [{"step": 4, "tensors": tensors}], "empty": {}, "none": [],
+                "pairs": (("a", "b"), ("c", "d")), "nested": {"a": {"b": [1.5, None]}},
+                "flags": [True, False], "big": 2 ** 70}
+    text = memplan_json.json_text(document)
+    assert json.loads(text) == json.loads(json.dumps(document))
+    lines = [line.strip() for line in text.splitlines()]
+    assert sum(line.startswith('{"id": ') for line in lines) == many
+    assert '"step": 4,' in lines and '"pairs": [' in lines

@@ -384,7 +384,7 @@ def test_the_exact_planners_proven_bounds_never_pass_the_exhaustive_optimum(seed
         assert value >= optimum - 1e-6
         if plan.stats[f"{measure}_optimal"]:
             assert value == pytest.approx(optimum)
-        bound = relaxed_bound(problem, weights=weights if measure == "cost" else None,
+        bound = relaxed_bound(problem, reads=weights if measure == "cost" else None,
                               objective=objective)
         assert bound <= optimum + 1e-6
     ceiling = plan_regions(problem, reads=weights)  # within it, the bounds hold too
@@ -469,7 +469,7 @@ def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
             load[region, box.start:box.end] += box.high - box.low
         for k, limit in enumerate(model.limit):
             assert load[k].max() <= min(limit, model.kept.get(k, limit))
-    assert relaxed_bound(problem, weights=weights) <= _exhaustive_cost(problem, weights) + 1e-6
+    assert relaxed_bound(problem, reads=weights) <= _exhaustive_cost(problem, weights) + 1e-6
 
 
 def test_the_sweep_gives_up_past_its_states():

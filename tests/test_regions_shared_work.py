@@ -59,7 +59,7 @@ def _ties() -> tuple[Problem, np.ndarray, Plan]:
     chosen = np.array([0, 1, 1, 0, 0])
     laid = exact.lay_out(problem, chosen, range(2))
     return problem, reads, region_plan(problem, laid.offsets, chosen, planner="ceiling",
-                                       seconds=0.0, weights=reads)
+                                       seconds=0.0, reads=reads)
 
 
 def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
@@ -72,7 +72,7 @@ def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
                         runs.append(tuple(sorted(model.kept.items()))) or
                         sweep_relaxation(model, *args, **kw))
     plan = plan_regions_exact(problem, time_limit=5, objective="arena", relative_gap=0.01,
-                              ceiling=ceiling, weights=reads)
+                              ceiling=ceiling, reads=reads)
     check(problem, plan)
     assert "ceiling" in plan.stats  # the first run's plan was over it
     assert slow_measures(problem, plan) == slow_measures(problem, ceiling) == (18, 10)

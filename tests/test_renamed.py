@@ -77,6 +77,10 @@ def test_the_regions_reads_were_weights():
             explain_regions(problem, new, reads=reads, sizes=[128])
     with pytest.raises(ProblemError, match="old name"):
         plan_regions(problem, reads=reads, weights=reads)
+    from memplan.deploy import regions
+
+    with pytest.warns(DeprecationWarning, match="use checked_reads"):
+        assert regions.checked_weights is regions.checked_reads
 
 
 def test_the_executorch_pass_takes_banks_as_regions():

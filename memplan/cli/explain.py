@@ -24,8 +24,8 @@ from memplan.cli.exit_codes import FAILED, OK
 from memplan.cli.models import load
 from memplan.cli.parser import MODEL_KINDS, Parents, add_deprecated
 from memplan.diagnosis.explain import explain, plan_in_time
-from memplan.diagnosis.explanation import json_text
 from memplan.errors import ProblemError
+from memplan.formats.memplan_json import json_text
 from memplan.output_files import check_output, write_atomically
 from memplan.problem import Problem, Region
 from memplan.shares import (

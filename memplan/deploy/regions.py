@@ -8,7 +8,7 @@ each within every region's capacity (`OBJECTIVES`):
 
 - ``cost`` (the default): every buffer's bytes times its region's cost per
   byte (the bytes that live in slow memory, weighted), each buffer's bytes
-  times its ``weights`` entry when given (how often it is read: the traffic
+  times its ``reads`` entry when given (how often it is read: the traffic
   to slow memory);
 - ``arena``: every region's top (its arena) times its cost per byte: the
   smallest slow arena, for a model that must fit a given external memory;
@@ -50,7 +50,7 @@ import numpy as np
 from memplan.bounds import live_bytes, lower_bound
 from memplan.budget import Budget, Stopwatch
 from memplan.deploy.scratch import Layout, align, plan_scratch, subproblem
-from memplan.errors import ProblemError, renamed_keyword
+from memplan.errors import ProblemError, renamed, renamed_keyword
 from memplan.groups import AliasUnits, alias_units
 from memplan.plan import Plan, plan_status
 from memplan.problem import NO_OFFSET, Problem
@@ -79,22 +79,22 @@ def allowed_matrix(problem: Problem) -> np.ndarray:
     return allowed
 
 
-def checked_weights(problem: Problem, weights=None) -> np.ndarray:
+def checked_reads(problem: Problem, reads=None) -> np.ndarray:
     """Per buffer, how many times its bytes count in the cost (1 each when None); refused
     with `ProblemError` unless one finite number >= 0 per buffer."""
-    if weights is None:
+    if reads is None:
         return np.ones(len(problem))
-    weights = np.asarray(weights, float)
-    if weights.shape != (len(problem),) or not np.isfinite(weights).all() or (weights < 0).any():
+    reads = np.asarray(reads, float)
+    if reads.shape != (len(problem),) or not np.isfinite(reads).all() or (reads < 0).any():
         raise ProblemError(f"reads must be one finite number >= 0 per buffer "
-                           f"({len(problem)}), got shape {weights.shape}", file=problem.source)
-    return weights
+                           f"({len(problem)}), got shape {reads.shape}", file=problem.source)
+    return reads
 
 
-def region_cost(problem: Problem, regions: np.ndarray, weights=None) -> float:
+def region_cost(problem: Problem, regions: np.ndarray, reads=None) -> float:
     """Every buffer's (minimum) size, times its weight, times its region's cost per byte."""
     costs = np.array([r.cost for r in problem.regions], float)
-    weighted = problem.sizes * checked_weights(problem, weights)
+    weighted = problem.sizes * checked_reads(problem, reads)
     return float((weighted * costs[np.asarray(regions)]).sum())
 
 
@@ -103,7 +103,7 @@ def arena_cost(problem: Problem, region_sizes: dict[str, int]) -> float:
     return float(sum(r.cost * region_sizes.get(r.name, 0) for r in problem.regions))
 
 
-def cost_bound(problem: Problem, weights=None) -> float:
+def cost_bound(problem: Problem, reads=None) -> float:
     """A lower bound on the cost: each buffer in the cheapest region it may use, plus what
     the capacities force out of the cheaper regions, step by step.
 
@@ -118,10 +118,10 @@ def cost_bound(problem: Problem, weights=None) -> float:
     the steps where a buffer starts or ends.
     """
     costs = np.array([r.cost for r in problem.regions], float)
-    weights = checked_weights(problem, weights)
+    reads = checked_reads(problem, reads)
     allowed = allowed_matrix(problem)
     cheapest = np.where(allowed, costs, np.inf).min(axis=1)
-    base = float((problem.sizes * weights * cheapest).sum())
+    base = float((problem.sizes * reads * cheapest).sum())
     anywhere = allowed.all(axis=1)
     if len(costs) < 2 or not anywhere.any():
         return base
@@ -139,11 +139,11 @@ def cost_bound(problem: Problem, weights=None) -> float:
         extra += np.maximum(0, load - room) * step
     aliased = np.zeros(len(problem), bool)
     aliased[problem.alias_src] = aliased[problem.alias_dst] = True
-    lightest = _forced_out(problem, weights, anywhere & ~aliased, rooms)
-    return base + max(float(extra.max()) * float(weights[anywhere].min()), lightest)
+    lightest = _forced_out(problem, reads, anywhere & ~aliased, rooms)
+    return base + max(float(extra.max()) * float(reads[anywhere].min()), lightest)
 
 
-def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
+def _forced_out(problem: Problem, reads: np.ndarray, members: np.ndarray,
                 rooms: list[tuple[int, float]]) -> float:
     """The least weighted cost the ``members`` pay above their cheapest region: the
     dearest chain of steps with disjoint live sets, each step's cost the lightest bytes
@@ -161,7 +161,7 @@ def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
     horizon = problem.horizon
     if not len(index) or not rooms or horizon == 0:
         return 0.0
-    index = index[np.argsort(weights[index], kind="stable")]
+    index = index[np.argsort(reads[index], kind="stable")]
     count = len(index)
     rank = {int(i): k + 1 for k, i in enumerate(index.tolist())}
     tree_bytes, tree_cost = [0] * (count + 1), [0.0] * (count + 1)
@@ -169,7 +169,7 @@ def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
 
     def add(i: int, sign: int) -> None:
         size = sign * int(problem.sizes[i])
-        cost = size * float(weights[i])
+        cost = size * float(reads[i])
         k = rank[i]
         while k <= count:
             tree_bytes[k] += size
@@ -183,7 +183,7 @@ def _forced_out(problem: Problem, weights: np.ndarray, members: np.ndarray,
             if nxt <= count and held + tree_bytes[nxt] < excess:
                 position, held, paid = nxt, held + tree_bytes[nxt], paid + tree_cost[nxt]
             jump >>= 1
-        return paid + (excess - held) * float(weights[index[position]])
+        return paid + (excess - held) * float(reads[index[position]])
 
     # only the steps where a member starts or ends change the live set: the chain runs
     # over those (a step between two has the live set and the reach of the one before)
@@ -301,7 +301,7 @@ def region_tops(problem: Problem, offsets: np.ndarray, regions: np.ndarray,
 
 
 def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: float,
-                sizes=None, best_cost: float | None = None, stats=None, weights=None,
+                sizes=None, best_cost: float | None = None, stats=None, reads=None,
                 best_arena: float | None = None) -> Plan:
     """A plan over regions: arena size = the sum of the regions' tops, stats with the cost.
 
@@ -316,8 +316,8 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
     offsets, regions = np.asarray(offsets, np.int64), np.asarray(regions, np.int64)
     used = problem.sizes if sizes is None else np.asarray(sizes, np.int64)
     region_sizes, over = region_tops(problem, offsets, regions, used)
-    cost = region_cost(problem, regions, weights)
-    bound = max(cost_bound(problem, weights), best_cost or 0.0)
+    cost = region_cost(problem, regions, reads)
+    bound = max(cost_bound(problem, reads), best_cost or 0.0)
     arena = arena_cost(problem, region_sizes)
     floor = max(arena_bound(problem), best_arena or 0.0)
     bytes_bound = lower_bound(problem)
@@ -331,7 +331,7 @@ def region_plan(problem: Problem, offsets, regions, *, planner: str, seconds: fl
 
 
 def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
-                      costs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+                      costs: np.ndarray, reads: np.ndarray) -> np.ndarray:
     """Units by benefit: preferred-region rank, weighted bytes per step, size."""
     unit_of, count = units.unit_of, len(units)
     starts = np.full(count, np.iinfo(np.int64).max)
@@ -340,8 +340,8 @@ def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
     np.maximum.at(ends, unit_of, problem.ends)
     total = np.zeros(count, np.int64)  # the members' bytes
     np.add.at(total, unit_of, problem.sizes)
-    weighted = np.zeros(count)  # and those bytes times their weights
-    np.add.at(weighted, unit_of, problem.sizes * weights)
+    weighted = np.zeros(count)  # and those bytes times their reads
+    np.add.at(weighted, unit_of, problem.sizes * reads)
     first = units.first_member
     cheapest = np.where(allowed[first], costs, np.inf).argmin(axis=1)
     names = [r.name for r in problem.regions]
@@ -352,14 +352,14 @@ def _preference_order(problem: Problem, units: AliasUnits, allowed: np.ndarray,
     return np.lexsort((-total, -density, rank))
 
 
-def assign(problem: Problem, allowed: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def assign(problem: Problem, allowed: np.ndarray, reads: np.ndarray) -> np.ndarray:
     """Each unit to the cheapest allowed region whose live load still fits its capacity."""
     costs = np.array([r.cost for r in problem.regions], float)
     by_cost = np.argsort(costs, kind="stable")
     units = alias_units(problem)
     load = np.zeros((len(problem.regions), problem.horizon + 1), np.int64)
     region = np.full(len(problem), -1, np.int64)
-    for unit in _preference_order(problem, units, allowed, costs, weights).tolist():
+    for unit in _preference_order(problem, units, allowed, costs, reads).tolist():
         group = units.members(unit)
         choices = [r for r in by_cost.tolist() if allowed[group[0], r]]
         for r in choices:
@@ -379,20 +379,20 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
     """Assign regions and plan each one with ``planner`` (see the module doc); ``reads`` per
     buffer (how often it is read) multiply its bytes in the cost (``weights``: their old
     name)."""
-    weights = renamed_keyword("weights", weights, "reads", reads, where="plan_regions")
+    reads = renamed_keyword("weights", weights, "reads", reads, where="plan_regions")
     if not problem.regions:
         raise ProblemError("the problem has no memory regions", file=problem.source)
     watch = Stopwatch()
-    weights = checked_weights(problem, weights)
+    reads = checked_reads(problem, reads)
     allowed = allowed_matrix(problem)
-    region = assign(problem, allowed, weights)
+    region = assign(problem, allowed, reads)
     costs = np.array([r.cost for r in problem.regions], float)
     units = alias_units(problem)
     unit_of, first = units.unit_of, units.first_member
     offsets = np.zeros(len(problem), np.int64)
     sizes = problem.sizes.copy()
     stale = set(range(len(problem.regions)))
-    benefit = _preference_order(problem, units, allowed, costs, weights).tolist()
+    benefit = _preference_order(problem, units, allowed, costs, reads).tolist()
 
     def _dearer(unit: int, r: int) -> list[int]:
         return [k for k in np.argsort(costs, kind="stable").tolist()
@@ -413,9 +413,9 @@ def plan_regions(problem: Problem, *, planner: str = "best", time_limit: float |
                 target = _dearer(unit, r)[0]
                 region[unit_of == unit] = target
                 stale |= {r, target}
-    moved = refill(problem, allowed, region, offsets, sizes, weights)
+    moved = refill(problem, allowed, region, offsets, sizes, reads)
     return region_plan(problem, offsets, region, planner=f"regions+{planner}",
-                       seconds=watch.elapsed(), sizes=sizes, weights=weights,
+                       seconds=watch.elapsed(), sizes=sizes, reads=reads,
                        stats={"eviction_rounds": rounds, "refilled": moved})
 
 
@@ -435,7 +435,7 @@ def plan_each(problem: Problem, region: np.ndarray, chosen, offsets: np.ndarray,
 
 
 def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: np.ndarray,
-           sizes: np.ndarray, weights: np.ndarray | None = None) -> int:
+           sizes: np.ndarray, reads: np.ndarray | None = None) -> int:
     """Move buffers back down the cost order into free space; returns how many moved.
 
     In benefit order, each buffer alone in its alias group (not pinned, no
@@ -450,7 +450,7 @@ def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: n
     free[problem.conflicts.ravel()] = False
     moved = 0
     order = _preference_order(problem, units, allowed, costs,
-                              checked_weights(problem, weights))
+                              checked_reads(problem, reads))
     for unit in order.tolist():
         idx = int(units.first_member[unit])
         if not free[idx]:
@@ -475,3 +475,6 @@ def refill(problem: Problem, allowed: np.ndarray, region: np.ndarray, offsets: n
             if region[idx] == k:
                 break
     return moved
+
+
+__getattr__ = renamed(__name__, {"checked_weights": "checked_reads"})

@@ -25,7 +25,7 @@ The stage-1 model, built on the solver's geometry (`memplan.solver.geometry`):
   units sit in the same region;
 - ``top[r] >= offset + extent`` when ``in[u, r]`` (the arena objective only);
 - costs become integer weights (cost / smallest positive cost, to 1/1000);
-  buffer weights (reads) to 1/1000 too.
+  buffer reads to 1/1000 too.
 
 Stage 1 leaves optional aliases out (never taken: sound, so the region
 choice is feasible, though a choice that only fits by sharing is missed, and
@@ -96,7 +96,7 @@ from memplan.deploy.regions import (
     OBJECTIVES,
     allowed_matrix,
     arena_cost,
-    checked_weights,
+    checked_reads,
     plan_each,
     plan_regions,
     region_cost,
@@ -143,7 +143,7 @@ def region_weights(problem: Problem) -> list[int]:
 class RegionModel:
     """The CP-SAT model of the region choice and the layout of every region."""
 
-    def __init__(self, problem: Problem, weights=None, *, packed: bool = True,
+    def __init__(self, problem: Problem, reads=None, *, packed: bool = True,
                  pack_last: bool = True):
         """``packed=False``: the relaxation, without the packing (`_pack`, `_separate`):
         the region choice under the per-step loads alone; its optimum is a lower bound.
@@ -185,7 +185,7 @@ class RegionModel:
             self._pack()
             self._separate()
         self.weight = weight = region_weights(core)
-        scaled = np.round(1000 * checked_weights(core, weights)).astype(np.int64)
+        scaled = np.round(1000 * checked_reads(core, reads)).astype(np.int64)
         self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
                                         for unit in geometry.units]
         self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
@@ -381,10 +381,10 @@ def maximal_live_sets(boxes) -> list[list[int]]:
     return found
 
 
-def objective_rank(problem: Problem, plan: Plan, weights, objective: str) -> tuple:
+def objective_rank(problem: Problem, plan: Plan, reads, objective: str) -> tuple:
     """Region plans compare by this, lower is better: fitting, the ``objective`` (the arena
     cost then the cost, or the cost), then `plan_rank`'s arena and granted scratch."""
-    cost = region_cost(problem, plan.regions, weights)
+    cost = region_cost(problem, plan.regions, reads)
     if objective == "arena":
         return plan_rank(problem, plan, cost=(arena_cost(problem, plan.stats["region_sizes"]),
                                               cost))
@@ -408,10 +408,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     per worker) instead of both."""
     if objective not in OBJECTIVES:
         raise ProblemError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    weights = renamed_keyword("weights", weights, "reads", reads, where="plan_regions_exact")
+    reads = renamed_keyword("weights", weights, "reads", reads, where="plan_regions_exact")
     clock = Budget.of_limit(time_limit, cpu=cpu) if budget is None else budget
     deadline = clock.deadline
-    heuristic = hint if hint is not None else plan_regions(problem, reads=weights)
+    heuristic = hint if hint is not None else plan_regions(problem, reads=reads)
     first = heuristic  # the first stage-1 run's hint; ``heuristic``: the plan kept when better
     if ceiling is not None:
         wrong = ceiling.stats.get("over_capacity", ["not a region plan"]) or \
@@ -428,7 +428,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     shared = _Shared(over=capped_at)
 
     def build(packed: bool, **options) -> RegionModel:
-        model = RegionModel(problem, weights, packed=packed, **options)
+        model = RegionModel(problem, reads, packed=packed, **options)
         if capped_at is not None:
             model.aim_bytes, model.aim = capped_at
         return model
@@ -437,7 +437,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
                      heuristic, objective, (share, deadline, relative_gap), seed, threads,
                      stats, shared)
     if chosen is None:
-        return _infeasible(problem, heuristic, clock, stats, weights)
+        return _infeasible(problem, heuristic, clock, stats, reads)
     offsets, regions, proven_cost, proven_arena = chosen
     sharing = any(a.optional for a in problem.aliases)  # the model's bounds ignore it
     if sharing:
@@ -446,7 +446,7 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             problem, Plan.from_offsets(problem, offsets, planner="stage 1", regions=regions),
             ceiling):
         def capped(packed: bool, **options) -> RegionModel:
-            model = RegionModel(problem, weights, packed=packed, **options)
+            model = RegionModel(problem, reads, packed=packed, **options)
             model.cap(*capped_at)
             return model
 
@@ -479,15 +479,15 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
         spent += plan.stats["peak_cpu"] + plan.stats["scratch_cpu"]
         stats[f"{problem.regions[k].name}_status"] = plan.status
     plan = region_plan(problem, offsets, regions, planner="regions_exact",
-                       seconds=clock.elapsed(), sizes=sizes, weights=weights,
+                       seconds=clock.elapsed(), sizes=sizes, reads=reads,
                        best_cost=proven_cost, best_arena=proven_arena, stats=stats)
     # the start (within the ceiling) is kept when better, and were stage 2 to leave the ceiling
     if not within(problem, plan, ceiling) or \
-            objective_rank(problem, heuristic, weights, objective) < \
-            objective_rank(problem, plan, weights, objective):
+            objective_rank(problem, heuristic, reads, objective) < \
+            objective_rank(problem, plan, reads, objective):
         return region_plan(problem, heuristic.offsets, heuristic.regions,
                            planner=heuristic.planner, seconds=plan.seconds,
-                           sizes=heuristic.sizes, weights=weights, best_cost=proven_cost,
+                           sizes=heuristic.sizes, reads=reads, best_cost=proven_cost,
                            best_arena=proven_arena, stats=dict(stats, kept="heuristic"))
     return plan
 
@@ -694,7 +694,7 @@ def _searched(relaxed: RegionModel, quick: Plan, stage: str, bound: float, gap: 
     return searched
 
 
-def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
+def relaxed_bound(problem: Problem, *, reads=None, objective: str = "cost",
                   cpu: float = 1.0, seed: int = 0, threads: int = 2) -> float:
     """A lower bound on ``objective`` (`OBJECTIVES`; in the units of
     `memplan.deploy.regions.region_cost` and `arena_cost`) from the relaxation without
@@ -702,7 +702,7 @@ def relaxed_bound(problem: Problem, *, weights=None, objective: str = "cost",
     when the problem has optional aliases (the model leaves out the sharing they allow)."""
     if any(a.optional for a in problem.aliases):
         return 0.0
-    relaxed = RegionModel(problem, weights, packed=False)
+    relaxed = RegionModel(problem, reads, packed=False)
     if objective == "arena" and not relaxed.top:
         return 0.0
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
@@ -853,7 +853,7 @@ def lay_out(problem: Problem, regions: np.ndarray, chosen, *, offsets: np.ndarra
 
 
 def _infeasible(problem: Problem, heuristic: Plan, watch: Stopwatch, stats: dict,
-                weights) -> Plan:
+                reads) -> Plan:
     """The heuristic's plan, marked as proven not to fit when it does not: CP-SAT found no
     region choice (its model leaves optional aliases out: a heuristic plan that fits by
     sharing bytes is kept)."""
@@ -861,6 +861,6 @@ def _infeasible(problem: Problem, heuristic: Plan, watch: Stopwatch, stats: dict
         return heuristic
     plan = region_plan(problem, heuristic.offsets, heuristic.regions, planner="regions_exact",
                        seconds=watch.elapsed(), sizes=heuristic.sizes,
-                       weights=weights, stats=dict(stats, proven_infeasible=True))
+                       reads=reads, stats=dict(stats, proven_infeasible=True))
     plan.status = "infeasible"
     return plan

@@ -13,8 +13,6 @@ plot conventions of `memplan.viz`). Rendering is O(shown tensors + steps).
 
 from __future__ import annotations
 
-import json
-import uuid
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -183,34 +181,6 @@ def plain(value: Any) -> Any:
 
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})  # plain already
-
-
-LONG_LIST = 64  # a list longer than this is written one compact item a line
-
-
-def json_text(document: dict[str, Any]) -> str:
-    """``document`` as indented JSON, each list longer than `LONG_LIST` (the tensors live at
-    a peak) one compact item a line: the C encoder, where indenting every field takes
-    Python's (3 CPU-s for 350k tensors, against 0.7)."""
-    long: list[list] = []
-    token = uuid.uuid4().hex  # a placeholder no string of the document holds
-
-    def mark(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: mark(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            if len(value) <= LONG_LIST:
-                return [mark(item) for item in value]
-            long.append(value)
-            return f"{token}{len(long) - 1}."
-        return value
-
-    text = json.dumps(mark(document), indent=1)
-    encode = json.JSONEncoder().encode
-    for k, items in enumerate(long):
-        lines = ",\n".join(encode(item) for item in items)
-        text = text.replace(f'"{token}{k}."', f"[\n{lines}\n]", 1)
-    return text
 
 
 # ------------------------------------------------------------------ rendering
@@ -384,4 +354,4 @@ def plot_gap(e: Explanation, ax: Axes | None = None) -> Axes:
 
 
 __all__ = ["CapacityExplanation", "Explanation", "Folding", "Gap", "Operator", "Peak", "Tensor",
-           "json_text", "plain", "plot_explanation", "plot_gap", "render_text"]
+           "plain", "plot_explanation", "plot_gap", "render_text"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from memplan.bounds import live_bytes
 from memplan.budget import Budget
-from memplan.deploy.regions import checked_weights, plan_gaps, plan_regions, region_plan
+from memplan.deploy.regions import checked_reads, plan_gaps, plan_regions, region_plan
 from memplan.deploy.scratch import subproblem
 from memplan.errors import ProblemError, renamed, renamed_keyword
 from memplan.plan import Plan
@@ -107,14 +107,14 @@ def _fast(problem: Problem) -> int:
     return int(np.argmin([r.cost for r in problem.regions]))
 
 
-def _point(problem: Problem, plan: Plan, weights: np.ndarray) -> CurvePoint:
+def _point(problem: Problem, plan: Plan, reads: np.ndarray) -> CurvePoint:
     slow = plan.regions != _fast(problem)
     sizes = problem.sizes[slow]
     tops = plan.offsets[slow] + sizes
     arena = sum(int(tops[plan.regions[slow] == r].max(initial=0))
                 for r in set(plan.regions[slow].tolist()))
     capacity = problem.regions[_fast(problem)].capacity
-    return CurvePoint(capacity, int(sizes.sum()), int((sizes * weights[slow]).sum()), arena)
+    return CurvePoint(capacity, int(sizes.sum()), int((sizes * reads[slow]).sum()), arena)
 
 
 def fast_peak(problem: Problem, plan: Plan, reads=None, *,
@@ -122,14 +122,14 @@ def fast_peak(problem: Problem, plan: Plan, reads=None, *,
     """``(step, bytes, [(id, bytes, reads), ...])``: the fast region's fullest step and the
     buffers it holds then, largest first (``reads``: how often each buffer is read, 0 when
     not given; ``weights``: its old name)."""
-    weights = renamed_keyword("weights", weights, "reads", reads, where="fast_peak")
+    reads = renamed_keyword("weights", weights, "reads", reads, where="fast_peak")
     fast = plan.regions == _fast(problem)
     if not fast.any():
         return 0, 0, []
     load = live_bytes(subproblem(problem, fast, one_arena=True))
     step = int(np.argmax(load))
     live = np.flatnonzero(fast & (problem.starts <= step) & (problem.ends > step))
-    reads = np.zeros(len(problem), np.int64) if weights is None else np.asarray(weights)
+    reads = np.zeros(len(problem), np.int64) if reads is None else np.asarray(reads)
     rows = sorted(((problem.ids[i], int(problem.sizes[i]), int(reads[i])) for i in live),
                   key=lambda row: (-row[1], row[0]))
     return step, int(load[step]), rows
@@ -141,13 +141,13 @@ def fast_curve(problem: Problem, plan: Plan, *, reads=None, sizes=None,
     one in whole KiB): the current plan's point first, then one per size; see the module
     docstring. ``time_limit``: the exact region planner per point, else the heuristic;
     ``reads``: how often each buffer is read (``weights``: its old name)."""
-    weights = renamed_keyword("weights", weights, "reads", reads, where="fast_curve")
+    reads = renamed_keyword("weights", weights, "reads", reads, where="fast_curve")
     fast = _fast(problem)
     capacity = problem.regions[fast].capacity
     if capacity is None:
         raise ProblemError("the fast region has no capacity: nothing to grow",
                            file=problem.source)
-    measure = checked_weights(problem, weights)
+    measure = checked_reads(problem, reads)
     if sizes is None:
         sizes = sorted({max(capacity + KIB, -(-int(capacity * g) // KIB) * KIB)
                         for g in GROWTH})
@@ -157,12 +157,12 @@ def fast_curve(problem: Problem, plan: Plan, *, reads=None, sizes=None,
         regions = list(problem.regions)
         regions[fast] = type(regions[fast])(regions[fast].name, int(size), regions[fast].cost)
         larger = problem.replace(regions=regions)
-        grown = plan_regions(larger, reads=weights)
+        grown = plan_regions(larger, reads=reads)
         if time_limit is not None:
             from memplan.deploy.regions_exact import plan_regions_exact
 
             grown = plan_regions_exact(larger, budget=Budget.of_limit(time_limit), hint=grown,
-                                       reads=weights)
+                                       reads=reads)
         point = _point(larger, grown, measure)
         extra = (point.fast - capacity) / KIB
         points.append(CurvePoint(point.fast, point.slow_bytes, point.traffic,
@@ -189,18 +189,18 @@ def explain_regions(problem: Problem, plan: Plan, *, reads=None, sizes=None,
     """The fast region's peak (`fast_peak`) and the curve of larger ones (`fast_curve`) for a
     plan over regions; ``reads``: how often each buffer is read (``weights``: its old
     name)."""
-    weights = renamed_keyword("weights", weights, "reads", reads, where="explain_regions")
+    reads = renamed_keyword("weights", weights, "reads", reads, where="explain_regions")
     fast = _fast(problem)
-    step, peak, tensors = fast_peak(problem, plan, weights)
+    step, peak, tensors = fast_peak(problem, plan, reads)
     steps = problem.steps or ()
     name = steps[step].name if step < len(steps) else ""
     stats = plan.stats if "cost" in plan.stats else region_plan(
         problem, plan.offsets, plan.regions, planner=plan.planner, seconds=plan.seconds,
-        sizes=plan.sizes, weights=weights).stats
+        sizes=plan.sizes, reads=reads).stats
     ceiling = stats.get("ceiling", {}).get("cost_bound", 0.0) > stats["cost_bound"]
     return RegionExplanation(problem.regions[fast].name, problem.regions[fast].capacity, step,
                              name, peak, tensors,
-                             fast_curve(problem, plan, reads=weights, sizes=sizes,
+                             fast_curve(problem, plan, reads=reads, sizes=sizes,
                                         time_limit=time_limit),
                              gap=plan_gaps(stats)["cost"], within_ceiling=ceiling)
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from executorch.exir.memory_planning import (
@@ -55,8 +55,8 @@ from executorch.exir.memory_planning import (
     greedy,
 )
 
-from memplan.api import SolveOptions, solve
-from memplan.budget import Stopwatch
+from memplan.api import SolveOptions, solve_report
+from memplan.budget import Budget, Stopwatch
 from memplan.errors import InvalidPlanError, ProblemError, renamed_keyword
 from memplan.executorch.executorch_specs import SpecLayout, root_of, spec_layout
 from memplan.executorch.spec_check import check_mode, check_storage, spec_namer
@@ -103,7 +103,7 @@ class MemplanAlgorithm:
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0) -> MemoryAlgoResult:
-        watch = Stopwatch()
+        watch = Budget.of_limit(self.options.time_limit)  # the graph's, from the call on
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
 
         def planned() -> tuple[GraphReport, MemoryAlgoResult]:
@@ -151,16 +151,12 @@ class MemplanAlgorithm:
         """The report of a graph memplan did not plan (``fallback``: why)."""
         return GraphReport(graph, {}, {}, bufsizes, seconds, **fields)
 
-    def _plan(self, layout: SpecLayout, watch: Stopwatch) -> dict[int, Plan]:
+    def _plan(self, layout: SpecLayout, budget: Budget) -> dict[int, Plan]:
         """Each arena's plan, the time left shared equally among the arenas still to plan."""
         plans = {}
-        limit = self.options.time_limit
         for k, (mem_id, problem) in enumerate(sorted(layout.problems.items())):
-            share = None
-            if limit is not None:
-                left = limit - watch.elapsed()
-                share = max(0.0, left / (len(layout.problems) - k))
-            plans[mem_id] = solve(problem, replace(self.options, time_limit=share))
+            share = budget.share(1 / (len(layout.problems) - k))
+            plans[mem_id] = solve_report(problem, self.options, budget=share).plan
         return plans
 
 

@@ -182,11 +182,11 @@ class RegionReport(GraphReport):
         if self.plan is None:
             return dict.fromkeys(("traffic", "slow_arena", "slow_bytes"), 0.0)
         if self._gaps is None:
-            stats, weights = self.plan.stats, np.maximum(self.reads, 1)
+            stats, reads = self.plan.stats, np.maximum(self.reads, 1)
             gaps = proven_gaps(stats)
             if gaps["traffic"] > 0 and self.objective != "traffic":
                 gaps["traffic"] = min(gaps["traffic"], _gap(stats["cost"], relaxed_bound(
-                    self.region_problem, weights=weights)))
+                    self.region_problem, reads=reads)))
             if gaps["slow_arena"] > 0 and self.objective != "slow_arena":
                 gaps["slow_arena"] = min(gaps["slow_arena"], _gap(
                     stats["arena_cost"], relaxed_bound(self.region_problem, objective="arena")))
@@ -224,7 +224,7 @@ class RegionAlgorithm(MemplanAlgorithm):
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0) -> MemoryAlgoResult:
-        watch = Stopwatch()
+        watch = Budget.of_limit(self.options.time_limit)  # the graph's, from the call on
         graph = f"graph {len(self.reports)} ({len(graph_module.graph.nodes)} nodes)"
         specs = list(dict.fromkeys(specs))
         greedy = BankedGreedy(self.target)
@@ -430,16 +430,16 @@ def plan_target(problem: Problem, reads: np.ndarray, objective: str, *,
     proof = overflow(problem, steps)
     if proof is not None:
         raise proof
-    weights = np.maximum(reads, 1)
+    reads = np.maximum(reads, 1)
     goal = OBJECTIVES[objective]
     # BankedGreedy's plan starts the search; the region heuristic only where it has none
-    plan = guard if guard is not None else plan_regions(problem, reads=weights)
+    plan = guard if guard is not None else plan_regions(problem, reads=reads)
     gaps = proven_gaps(plan.stats)
     done = within(problem, plan, guard) and gaps["traffic"] <= relative_gap and (
         objective == "traffic" or gaps["slow_arena"] <= relative_gap)
     if not done or plan.stats["over_capacity"]:
         threads = threads or THREADS
-        plan = plan_regions_exact(problem, seed=seed, hint=plan, reads=weights,
+        plan = plan_regions_exact(problem, seed=seed, hint=plan, reads=reads,
                                   objective=goal, ceiling=guard, relative_gap=relative_gap,
                                   threads=threads, budget=Budget.of_limit(
                                       time_limit, cpu=None if cpu is None else cpu / threads))
@@ -477,7 +477,7 @@ def greedy_plan(problem: Problem, specs: list, result: MemoryAlgoResult | None,
             return None
         offsets[i], regions[i] = alloc.mem_offset - bases[alloc.mem_id], rank[alloc.mem_id]
     plan = region_plan(problem, offsets, regions, planner="BankedGreedy", seconds=0.0,
-                       weights=np.maximum(reads, 1))
+                       reads=np.maximum(reads, 1))
     return None if plan.stats["over_capacity"] or validate(problem, plan) else plan
 
 

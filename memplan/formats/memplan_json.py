@@ -362,48 +362,64 @@ def write_plan(path: str | os.PathLike, problem: Problem, plan: Plan) -> None:
 
 
 def write_document(path: str | os.PathLike, document: dict[str, Any]) -> None:
-    """Write a problem, a plan, or ``{"problem": ..., "plan": ...}`` (`document_text`),
+    """Write a problem, a plan, or ``{"problem": ..., "plan": ...}`` (`json_text`),
     through a temporary file renamed over ``path``."""
     with open_replacing(path, "w") as handle:
-        handle.write(document_text(document))
+        handle.write(json_text(document) + "\n")
 
 
-def document_text(document: dict[str, Any]) -> str:
-    """``document`` as JSON text, a line per field and per buffer, alias, step, offset
-    or statistic: readable, and encoded by json's C encoder, where
-    ``json.dump(indent=...)`` takes Python's (a problem and plan of 50k buffers: 0.17 s
-    of CPU against 0.55 s, which a command's time limit has to keep)."""
-    if "format" in document:
-        return _fields(document, 0) + "\n"
-    return _lines([f"{_KEY(key)}: {_fields(part, 1)}" for key, part in document.items()],
-                  "{}", 0) + "\n"  # {"problem": ..., "plan": ...}
+LONG_LIST = 64  # a list longer than this is written an item a line, without looking inside
 
 
-def _fields(document: dict[str, Any], depth: int) -> str:
-    """A document's fields, one a line; a list or object among them an item a line."""
-    return _lines([f"{_KEY(key)}: {_items(value, depth + 1)}"
-                   for key, value in document.items()], "{}", depth)
+def json_text(document: dict[str, Any]) -> str:
+    """``document`` as JSON text one can read and diff, every line written by json's C
+    encoder, where ``json.dumps(indent=...)`` takes Python's (a problem and plan of 50k
+    buffers: 0.17 CPU-s against 0.55; the 350k tensors at a peak of ``memplan explain``:
+    1.4 against 3.8), which a command's time limit has to keep. The memplan JSON writer
+    and ``memplan explain --json`` both write with it.
+
+    - an object: a field a line;
+    - a list of objects or lists: an item a line, each item on its one line, unless the
+      list is short (`LONG_LIST`) and the item holds a long list (a peak and its
+      tensors): then the item is laid out the same way, a level deeper;
+    - anything else (numbers, strings, a list of them): one line."""
+    return _laid_out(document, 0)
 
 
-def _items(value: Any, depth: int) -> str:
-    """A non-empty object, or list of lists or objects, an item a line; else one line.
-
-    A list of objects (buffers, aliases, steps) is encoded in one call, then broken
-    before each object that starts with the first one's key: in the encoder's output
-    ``}, {"id": `` stands only between two objects (a quote inside a string is escaped),
-    so only whitespace is added; 3x faster than a call an object."""
-    if isinstance(value, list) and value and all(type(item) is dict for item in value) \
-            and value[0]:
-        pad, key = " " * (depth + 1), _KEY(str(next(iter(value[0]))))
-        text = _ENCODE(value)[1:-1].replace(f"}}, {{{key}: ", f"}},\n{pad}{{{key}: ")
-        return f"[\n{pad}{text}\n{pad[1:]}]"
-    if isinstance(value, list) and any(isinstance(item, dict | list) for item in value):
-        return _lines(list(map(_ENCODE, value)), "[]", depth)  # (numbers: one line)
+def _laid_out(value: Any, depth: int) -> str:
+    if type(value) is int:
+        return str(value)
     if isinstance(value, dict) and value:
-        return _lines([f"{_KEY(str(key))}: " + (str(item) if type(item) is int else
-                                                _ENCODE(item)) for key, item in value.items()],
-                      "{}", depth)
+        return _lines([f"{_KEY(str(key))}: {_laid_out(item, depth + 1)}"
+                       for key, item in value.items()], "{}", depth)
+    if isinstance(value, list | tuple) and any(isinstance(item, dict | list | tuple)
+                                               for item in value):
+        if len(value) <= LONG_LIST and any(map(_holds_long, value)):
+            return _lines([_laid_out(item, depth + 1) for item in value], "[]", depth)
+        return _item_a_line(value, depth)
     return _ENCODE(value)
+
+
+def _holds_long(value: Any) -> bool:
+    """Whether ``value`` is, or holds, a list longer than `LONG_LIST` (not looked into)."""
+    if isinstance(value, dict):
+        return any(map(_holds_long, value.values()))
+    if isinstance(value, list | tuple):
+        return len(value) > LONG_LIST or any(map(_holds_long, value))
+    return False
+
+
+def _item_a_line(items: list | tuple, depth: int) -> str:
+    """``items`` an item a line. A list of objects (buffers, aliases, steps, tensors) is
+    encoded in one call, then broken before each object that starts with the first one's
+    key: in the encoder's output ``}, {"id": `` stands only between two objects (a quote
+    inside a string is escaped), so only whitespace is added; 3x faster than a call an
+    object."""
+    if all(type(item) is dict for item in items) and items[0]:
+        pad, key = " " * (depth + 1), _KEY(str(next(iter(items[0]))))
+        text = _ENCODE(items)[1:-1].replace(f"}}, {{{key}: ", f"}},\n{pad}{{{key}: ")
+        return f"[\n{pad}{text}\n{pad[1:]}]"
+    return _lines(list(map(_ENCODE, items)), "[]", depth)
 
 
 def _lines(lines: list[str], brackets: str, depth: int) -> str:

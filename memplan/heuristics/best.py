@@ -125,7 +125,7 @@ from memplan.heuristics.units import Units
 from memplan.options import option, parse_options
 from memplan.plan import Plan
 from memplan.problem import Problem, check_single_region
-from memplan.registry import CEILING, ceiling_fits, planners, register
+from memplan.registry import CEILING, ceiling_fits, planners, register, rejected_hint
 from memplan.shares import LONG_FIRST_SWEEPS, VALIDATE_MARGIN, VALIDATE_SHARE
 from memplan.validate import mark_valid, validate
 
@@ -417,10 +417,12 @@ class Run:
                 self.chosen.search_evaluations is not None or self.chosen.descent <= 0:
             return
         _, name, offsets, _ = min(self.tried, key=lambda tried: tried[0])
-        found = planner(self.problem, time_limit=None if self.clock.deadline is None else
-                        to_deadline(self.clock.deadline),
-                        hint=Plan.from_offsets(self.problem, offsets, planner=name),
-                        cpu=self.cpu_left() * self.chosen.descent)
+        hint = Plan.from_offsets(self.problem, offsets, planner=name)
+        if rejected_hint(self.problem, hint, "canonical"):  # checked before its budget starts
+            return
+        found = planner(self.problem, hint=hint, budget=Budget.of_limit(
+            None if self.clock.deadline is None else to_deadline(self.clock.deadline),
+            cpu=self.cpu_left() * self.chosen.descent))
         if "fallback" in found.stats:  # a problem the canonical search does not take
             return
         self.clock.elsewhere += found.stats.get("cpu_seconds", 0.0)  # its probes' threads

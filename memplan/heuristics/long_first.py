@@ -243,7 +243,8 @@ def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel:
         residue = units.residue[inner]
         room = Problem.from_arrays(units.extent[inner] + residue, start[inner], end[inner],
                                    alignments=units.modulus[inner], name="long-first-room")
-        found = planners()["best"](room, time_limit=wall, cpu=left, long_first=False)
+        found = planners()["best"](room, budget=Budget.of_limit(wall, cpu=left),
+                                   long_first=False)
         if found.arena_size < height[k]:
             rel[member], height[k] = found.offsets + residue, found.arena_size
             lowered += 1
