@@ -217,7 +217,9 @@ def test_colliding_pinned_buffers_are_a_problem_error():
 def test_pinned_buffers_in_conflict_clash_whatever_alias_joins_them():
     """An optional alias the pins honour lets two pinned buffers share bytes, unless they
     are in explicit conflict: then no plan exists, and the problem says so before any
-    planner (a sweep that reserves pinned bytes would put the two on shared bytes)."""
+    planner (a sweep that reserves pinned bytes would put the two on shared bytes).
+    Without the conflict, every planner keeps them sharing (``long_first`` carries the
+    alias into its small problem)."""
     buffers = [Buffer("k", 40, 0, 1, offset=384), Buffer("j", 1, 0, 1),
                Buffer("h", 1, 0, 1, offset=448), Buffer("x", 8, 0, 1)]
     aliases = [Alias("k", "j", 32, optional=True), Alias("j", "h", 32)]  # j at 416, in k
@@ -225,7 +227,7 @@ def test_pinned_buffers_in_conflict_clash_whatever_alias_joins_them():
                                            "'k' is, and the two conflict"):
         Problem(buffers, aliases=aliases, conflicts=[("j", "k")])
     shared = Problem(buffers, aliases=aliases)
-    for name in [*HEURISTICS, "time_sweep", "peak_stack", "long_lived"]:
+    for name in [*HEURISTICS, "time_sweep", "peak_stack", "long_lived", "long_first"]:
         plan = run(name, shared)
         assert plan.offset_of(shared, "j") == 416 and not validate(shared, plan)
 

@@ -473,6 +473,16 @@ def test_compiled_sweep_gives_the_free_lists_offsets(problem, placement):
     assert (stats["compiled"], python_stats["compiled"]) == (True, False)
 
 
+@settings(max_examples=100, deadline=None)
+@given(sweep_problems(), st.sampled_from(["long_first", "peak_stack", "long_lived"]))
+def test_the_planners_built_on_the_sweep_give_valid_plans(problem, name):
+    """Pins, alignments, aliases and conflicts: every plan validated (``long_first`` with
+    any long-enough unit taken as long-lived)."""
+    options = {"long_share": 0.0} if name == "long_first" else {}
+    plan = plan_with(name, problem, time_limit=1, **options)
+    assert validate(problem, plan) == []
+
+
 def _pinned_and_aligned(n: int, seed: int) -> Problem:
     """A random problem with pins among the free bytes, alignments and conflicts."""
     rng = np.random.default_rng(seed)

@@ -66,7 +66,7 @@ from memplan.heuristics.time_sweep import Sweep, run_sweep, spans, unit_sweep_pl
 from memplan.heuristics.units import Units
 from memplan.options import option
 from memplan.plan import Plan
-from memplan.problem import NO_OFFSET, Problem
+from memplan.problem import NO_OFFSET, Alias, Problem
 from memplan.registry import planners, register
 from memplan.shares import ROOMS_SHARE
 
@@ -213,8 +213,25 @@ def small_problem(units: Units, start: np.ndarray, end: np.ndarray, split: Split
         alignments=np.concatenate([np.where(pinned == NO_OFFSET, units.modulus[group], 1),
                                    align[used]]),
         pinned=np.concatenate([pinned, np.full(len(used), NO_OFFSET, np.int64)]),
-        name="long-first", pins_from_plan=True)
+        aliases=shared_pins(units, group), name="long-first", pins_from_plan=True)
     return small, residue, used
+
+
+def shared_pins(units: Units, group: np.ndarray) -> list[Alias]:
+    """The optional aliases of the small problem: two pinned units that an optional alias
+    the pins honour joins may share bytes (as the validator reads it), so the small
+    problem keeps the alias between their stand-ins (indexed as in ``group``)."""
+    problem, base = units.problem, units.pinned_base
+    held = base != NO_OFFSET
+    offsets = units.offsets(np.where(held, base, 0))
+    src, dst = units.unit_of[problem.alias_src], units.unit_of[problem.alias_dst]
+    joined = problem.alias_optional & (src != dst) & held[src] & held[dst] & (
+        offsets[problem.alias_dst] == offsets[problem.alias_src] + problem.alias_delta)
+    at = np.full(len(units), -1, np.int64)
+    at[group] = np.arange(len(group))
+    joined &= (at[src] >= 0) & (at[dst] >= 0)  # every pinned unit is in the group
+    return [Alias(str(at[a]), str(at[b]), int(base[b] - base[a]), optional=True)
+            for a, b in zip(src[joined].tolist(), dst[joined].tolist(), strict=True)]
 
 
 def tighten(units: Units, start: np.ndarray, end: np.ndarray, split: Split, rel: np.ndarray,
