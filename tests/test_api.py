@@ -209,9 +209,9 @@ def test_half_the_limit_goes_to_best_where_only_its_sweeps_run_and_long_first_ta
     short_only = Problem.from_arrays(np.full(count, 64), np.arange(count), np.arange(count) + 3)
     settings = api.solve_options(time_limit=60)
     # the ceiling fits: a sixth, as on every large problem
-    assert api._search_seconds(few_long, settings, ExactOptions()) == pytest.approx(10.0)
+    assert api._search_seconds(few_long, settings, ExactOptions(), 60) == pytest.approx(10.0)
     # its work does not fit the limit (as 370 M pairs in 60 s): half, with long_first only
     monkeypatch.setattr(registry, "CEILING_PAIRS_PER_SECOND", 1)
     monkeypatch.setattr(registry, "CEILING_LEAST_WORK", 0)
-    assert api._search_seconds(few_long, settings, ExactOptions()) == pytest.approx(30.0)
-    assert api._search_seconds(short_only, settings, ExactOptions()) == pytest.approx(10.0)
+    assert api._search_seconds(few_long, settings, ExactOptions(), 60) == pytest.approx(30.0)
+    assert api._search_seconds(short_only, settings, ExactOptions(), 60) == pytest.approx(10.0)

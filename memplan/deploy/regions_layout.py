@@ -48,11 +48,9 @@ hand, and the tests hold the two equal. The guide stays in numpy.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from memplan.budget import past
+from memplan.budget import past, to_deadline
 from memplan.deploy.regions import slow_regions
 from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
 from memplan.shares import LAYOUT_KERNEL_WORK_PER_CPU, LAYOUT_WORK_PER_CPU
@@ -111,7 +109,7 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
             events, starting, box_starts, line, extent, unit_size, pinned, modulus, residue,
             choices, prices, limits, guide), placed, -1 if most is None else most, max_states,
             CROWD, max_work, guide.horizon, np.inf if ceiling is None else ceiling,
-            np.inf if deadline is None else deadline - time.perf_counter())
+            np.inf if deadline is None else to_deadline(deadline))
         if found is None:
             return None
         cost, unit_regions, unit_offsets = found
