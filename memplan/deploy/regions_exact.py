@@ -554,7 +554,17 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         searched = stage == "cost" and not breaking
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
+        # a tie-break keeps a plan within the ceiling there (`RegionModel.admits`)
+        staying = breaking and best is not None and shared.over is not None and \
+            _inside(problem, best, shared.over)
+        if staying:
+            relaxed.capped = shared.over
+        try:
+            best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
+                             searched, shared.over if stage == "arena" else None)
+        finally:
+            if staying:
+                relaxed.capped = None
         stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
@@ -641,11 +651,18 @@ def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
     if over is None or best is None or chosen is None:
         return False
     problem = relaxed.problem
+    slow = slow_regions(problem)[chosen]
+    return not _inside(problem, best, over) and int(problem.sizes[slow].sum()) > over[0]
+
+
+def _inside(problem: Problem, best, over: tuple[int, int] | None) -> bool:
+    """Whether ``best`` (offsets and regions) has at most ``over``'s slow bytes and slow
+    arena (True without ``over``)."""
+    if over is None:
+        return True
     now = slow_measures(problem, Plan.from_offsets(problem, best[0], planner="stage 1",
                                                    regions=best[1]))
-    slow = slow_regions(problem)[chosen]
-    return any(mine > cap for mine, cap in zip(now, over, strict=True)) and \
-        int(problem.sizes[slow].sum()) > over[0]
+    return all(mine <= cap for mine, cap in zip(now, over, strict=True))
 
 
 def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
@@ -718,7 +735,8 @@ def relaxed_bound(problem: Problem, *, reads=None, objective: str = "cost",
 
 
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-              limits: tuple[float, float, float | None, float | None], search: bool):
+              limits: tuple[float, float, float | None, float | None], search: bool,
+              over: tuple[int, int] | None = None):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
     out by the heuristics (`lay_out`, then `_searched`); then, while that is not within the
     gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
@@ -732,18 +750,27 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     (`NARROW_STATES`, at least `NARROW_CPU` seconds' worth of entries) runs before the wide ones
     (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
     banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
-    CPU left to finish."""
+    CPU left to finish.
+
+    ``over`` (the first stage-1 run's ceiling: its slow bytes and slow arena, `_Shared`):
+    of two plans of one value, the one within it is kept, and a plan over it is not
+    close enough to end the search: the narrow sweep, whose states keep within it, then
+    mostly finds one at the same value, and the ceiling's run is not needed."""
     bound, gap, deadline, cpu_left = limits
     problem, watch = relaxed.problem, Stopwatch()
 
+    def rank(best) -> tuple[int, bool]:
+        return relaxed.value(*best, stage), not _inside(problem, best, over)
+
     def kept(laid: Plan, best):
-        if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+        if relaxed.admits(laid) and (best is None or rank((laid.offsets, laid.regions)) <
+                                     rank(best)):
             return laid.offsets, laid.regions
         return best
 
     def close(best) -> bool:
-        return best is not None and _close(relaxed.value(*best, stage), bound, gap)
+        return best is not None and _close(relaxed.value(*best, stage), bound, gap) and \
+            _inside(problem, best, over)
 
     def swept(reverse: bool, least: float, **options):
         work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
