@@ -450,7 +450,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             model.cap(*capped_at)
             return model
 
-        left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
+        # at least `RELAX_LEAST`: its relaxations, capped, give its proof (a first run that
+        # took its share and more, its narrow sweep searching within the ceiling, leaves none)
+        left = None if allowance is None else \
+            max((allowance - stats["stage_cpu"]) * STAGE_SHARE, RELAX_LEAST)
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         shared.over = None  # its plans are all within the ceiling
