@@ -557,14 +557,15 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         searched = stage == "cost" and not breaking
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        # a tie-break keeps a plan within the ceiling there (`RegionModel.admits`)
-        staying = breaking and best is not None and shared.over is not None and \
-            _inside(problem, best, shared.over)
+        # a tie-break keeps within the ceiling (`RegionModel.admits`): a plan over it goes
+        # anyway, to the ceiling's run, which then reuses its layouts (`_Shared.layouts`)
+        staying = breaking and shared.over is not None
         if staying:
             relaxed.capped = shared.over
         try:
             best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
-                             searched, shared.over if stage == "arena" else None)
+                             searched, shared.over if stage == "arena" else None,
+                             shared.layouts)
         finally:
             if staying:
                 relaxed.capped = None
@@ -629,8 +630,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
 @dataclass
 class _Shared:
     """What the two stage-1 runs share: the relaxation's sweeps by their kept tops
-    (`_swept`), the first stage's bounds; in the first run, the ceiling's slow bytes and
-    slow arena (`_beyond`)."""
+    (`_swept`), the choices laid out (`_laid_out`), the first stage's bounds; in the
+    first run, the ceiling's slow bytes and slow arena (`_beyond`, `_laid_out`)."""
 
     over: tuple[int, int] | None
     sweeps: dict = field(default_factory=dict)
@@ -642,6 +643,7 @@ class _Shared:
     # last hint in the ceiling's run, whose relaxation mostly gets no CPU (`_aimed`)
     choices: dict = field(default_factory=dict)
     aimed: set = field(default_factory=set)  # the stages and aims `_aimed` searched at
+    layouts: dict = field(default_factory=dict)  # `_laid_out`'s choices laid out
 
 
 def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
@@ -739,7 +741,7 @@ def relaxed_bound(problem: Problem, *, reads=None, objective: str = "cost",
 
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
               limits: tuple[float, float, float | None, float | None], search: bool,
-              over: tuple[int, int] | None = None):
+              over: tuple[int, int] | None = None, layouts: dict | None = None):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
     out by the heuristics (`lay_out`, then `_searched`); then, while that is not within the
     gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
@@ -758,8 +760,11 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     ``over`` (the first stage-1 run's ceiling: its slow bytes and slow arena, `_Shared`):
     of two plans of one value, the one within it is kept, and a plan over it is not
     close enough to end the search: the narrow sweep, whose states keep within it, then
-    mostly finds one at the same value, and the ceiling's run is not needed."""
+    mostly finds one at the same value, and the ceiling's run is not needed. ``layouts``:
+    the choices laid out so far (`_Shared`), read and written: the ceiling's run breaks
+    the arena's ties on the first run's choice, within the same cap."""
     bound, gap, deadline, cpu_left = limits
+    layouts = {} if layouts is None else layouts
     problem, watch = relaxed.problem, Stopwatch()
 
     def rank(best) -> tuple[int, bool]:
@@ -785,12 +790,18 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
                                                    offsets=found[2])
 
     aim = _arena_aim(relaxed, bound, gap) if stage == "arena" else None
-    quick = None if chosen is None else \
+    # what `_searched` does with a choice depends on it, the stage, the kept tops and the cap
+    key = None if chosen is None else (stage, chosen.tobytes(), tuple(sorted(
+        relaxed.kept.items())), relaxed.capped, bound if stage == "arena" else None)
+    quick = None if chosen is None else layouts[key][0] if key in layouts else \
         lay_out(problem, chosen, range(len(problem.regions)), search_evaluations=0)
     if quick is not None:
+        layouts.setdefault(key, [quick, None])
         best = kept(quick, best)
     if quick is not None and not close(best):
-        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
+        if layouts[key][1] is None:
+            layouts[key][1] = _searched(relaxed, quick, stage, bound, gap)
+        best = kept(layouts[key][1], best)
     if (search or aim is not None) and not close(best):
         before = relaxed.aim
         relaxed.aim = before if aim is None else aim if before is None else min(before, aim)
