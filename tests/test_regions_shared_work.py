@@ -103,6 +103,32 @@ def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
     assert plan.stats["arena_optimal"]
 
 
+def test_the_ceilings_run_lays_out_no_choice_the_first_run_laid_out(monkeypatch):
+    """The first run's plan over the ceiling (its arena stage made to keep the cheaper
+    plan, its tie-break not left out): both runs break the arena's ties on the same
+    choice, within the same cap; the ceiling's run lays it out no second time, and plans
+    as it would anew."""
+    problem, reads, ceiling = _ties()
+    laid_out, lay_out = exact._laid_out, exact.lay_out
+    monkeypatch.setattr(exact, "_beyond", lambda *args: False)
+    plans, layouts = [], []
+    for reuse in (True, False):
+        monkeypatch.setattr(exact, "_laid_out", lambda *args, reuse=reuse: laid_out(
+            *args[:6], None, args[7] if reuse else None))
+        monkeypatch.setattr(exact, "lay_out", lambda problem, regions, chosen, **kw:
+                            layouts.append((reuse, regions.tobytes(), tuple(chosen))) or
+                            lay_out(problem, regions, chosen, **kw))
+        plans.append(plan_regions_exact(problem, time_limit=5, objective="arena",
+                                        relative_gap=0.01, ceiling=ceiling, reads=reads,
+                                        threads=1))
+    reused, anew = plans
+    assert "ceiling" in reused.stats
+    mine = [entry for entry in layouts if entry[0]]
+    assert len(mine) == len(set(mine)) < len(layouts) - len(mine)
+    assert (reused.regions == anew.regions).all() and (reused.offsets == anew.offsets).all()
+    assert slow_measures(problem, reused) == (18, 10)
+
+
 def test_a_tie_break_is_beyond_the_ceiling_when_both_its_plans_are():
     """`_beyond`: the best plan so far over the ceiling, and the relaxation's choice with
     more slow bytes than it, in whatever layout; not when either may be within it."""
