@@ -64,9 +64,13 @@ the plans within the ceiling, the set the plan was chosen from). The second
 run's first stage starts from the first run's bound (a lower bound within the
 ceiling too): its own relaxation, capped, is a knapsack over every step that
 CP-SAT seldom closes in its share. It also reuses the first run's sweep of the
-relaxation at the same kept tops (`_swept`), and the first run leaves out a
-tie-break whose plans all end over the ceiling (`_beyond`): the same plans and
-bounds, less of the export's CPU.
+relaxation at the same kept tops (`_swept`) and its layouts of the same choice
+(`_laid_out`), and the first run leaves out a tie-break whose plans all end over the
+ceiling (`_beyond`): the same plans and bounds, less of the export's CPU. The first
+run's arena stage keeps, of two plans of one value, the one within the ceiling, and
+its tie-break keeps within it (a plan over it would go to the ceiling's run anyway):
+a plan at the bound within the ceiling needs no second run. The second run keeps at
+least `RELAX_LEAST` for its relaxations, whatever the first took.
 
 The arena stage with two banks (the slow one the only costing region) aims the
 layout sweep (`memplan.deploy.regions_layout`) at its bound when the
