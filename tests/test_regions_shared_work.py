@@ -115,9 +115,9 @@ def test_the_ceilings_run_lays_out_no_choice_the_first_run_laid_out(monkeypatch)
     for reuse in (True, False):
         monkeypatch.setattr(exact, "_laid_out", lambda *args, reuse=reuse: laid_out(
             *args[:6], None, args[7] if reuse else None))
-        monkeypatch.setattr(exact, "lay_out", lambda problem, regions, chosen, **kw:
-                            layouts.append((reuse, regions.tobytes(), tuple(chosen))) or
-                            lay_out(problem, regions, chosen, **kw))
+        monkeypatch.setattr(exact, "lay_out", lambda problem, regions, chosen, reuse=reuse,
+                            **kw: layouts.append((reuse, regions.tobytes(), tuple(chosen)))
+                            or lay_out(problem, regions, chosen, **kw))
         plans.append(plan_regions_exact(problem, time_limit=5, objective="arena",
                                         relative_gap=0.01, ceiling=ceiling, reads=reads,
                                         threads=1))
