@@ -122,7 +122,8 @@ LAYOUT_WORK_PER_CPU = 12_000_000  # regions: state entries the layout sweep in n
 LAYOUT_KERNEL_WORK_PER_CPU = 45_000_000  # the same, compiled (``_layout_kernel.c``):
 # Phi-3's and Mistral's 50 % banks, a beam of 2,048: 16.8 M in 0.34 s at load 8
 RELAX_LEAST = 0.05  # regions: CPU seconds per worker a relaxation may take of a shorter
-# stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs)
+# stage's share (it gives the proof; usually solved in 5-30 ms on ExecuTorch's graphs), and
+# the least the ceiling's run of stage 1 gets, whatever the first run took
 FULL_MODEL_LEAST = 0.05  # regions: CPU seconds per worker a stage must have left for its
 # full model (built in 20-50 ms on ExecuTorch's graphs) once it has a plan; less: it ends
 AIM_CPU = 0.05  # regions: CPU seconds per worker of the arena stage's aimed search

@@ -62,15 +62,38 @@ def _ties() -> tuple[Problem, np.ndarray, Plan]:
                                        seconds=0.0, reads=reads)
 
 
-def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
-    """The first run's plan is over the ceiling: the ceiling's run asks again for the cost
-    stage's relaxation at the same kept arena, and no second sweep runs; the plan is
-    within the ceiling, its arena proven optimal."""
-    problem, reads, ceiling = _ties()
+def _swept_tops(monkeypatch) -> list:
+    """The kept tops of every `sweep_relaxation` the exact planner runs, from now on."""
     runs: list = []
     monkeypatch.setattr(exact, "sweep_relaxation", lambda model, *args, **kw:
                         runs.append(tuple(sorted(model.kept.items()))) or
                         sweep_relaxation(model, *args, **kw))
+    return runs
+
+
+def test_the_first_run_keeps_the_plan_within_the_ceiling_at_one_arena(monkeypatch):
+    """`_ties`: both plans have the optimal arena, the cheaper over the ceiling; the first
+    run keeps the one within it (its tie-break too), so no ceiling's run follows: one
+    sweep, the plan within the ceiling, its arena proven optimal."""
+    problem, reads, ceiling = _ties()
+    runs = _swept_tops(monkeypatch)
+    plan = plan_regions_exact(problem, time_limit=5, objective="arena", relative_gap=0.01,
+                              ceiling=ceiling, reads=reads)
+    check(problem, plan)
+    assert "ceiling" not in plan.stats
+    assert slow_measures(problem, plan) == slow_measures(problem, ceiling) == (18, 10)
+    assert runs == [((1, 10),)]
+    assert plan.stats["arena_optimal"]
+
+
+def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
+    """The first run's plan is over the ceiling (`_inside` made to say every plan is within
+    it, so that the first run keeps the cheaper): the ceiling's run asks again for the
+    cost stage's relaxation at the same kept arena, and no second sweep runs; the plan is
+    within the ceiling, its arena proven optimal."""
+    problem, reads, ceiling = _ties()
+    monkeypatch.setattr(exact, "_inside", lambda *args: True)
+    runs = _swept_tops(monkeypatch)
     plan = plan_regions_exact(problem, time_limit=5, objective="arena", relative_gap=0.01,
                               ceiling=ceiling, reads=reads)
     check(problem, plan)
@@ -78,6 +101,32 @@ def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
     assert slow_measures(problem, plan) == slow_measures(problem, ceiling) == (18, 10)
     assert runs == [((1, 10),)]
     assert plan.stats["arena_optimal"]
+
+
+def test_the_ceilings_run_lays_out_no_choice_the_first_run_laid_out(monkeypatch):
+    """The first run's plan over the ceiling (its arena stage made to keep the cheaper
+    plan, its tie-break not left out): both runs break the arena's ties on the same
+    choice, within the same cap; the ceiling's run lays it out no second time, and plans
+    as it would anew."""
+    problem, reads, ceiling = _ties()
+    laid_out, lay_out = exact._laid_out, exact.lay_out
+    monkeypatch.setattr(exact, "_beyond", lambda *args: False)
+    plans, layouts = [], []
+    for reuse in (True, False):
+        monkeypatch.setattr(exact, "_laid_out", lambda *args, reuse=reuse: laid_out(
+            *args[:6], None, args[7] if reuse else None))
+        monkeypatch.setattr(exact, "lay_out", lambda problem, regions, chosen, reuse=reuse,
+                            **kw: layouts.append((reuse, regions.tobytes(), tuple(chosen)))
+                            or lay_out(problem, regions, chosen, **kw))
+        plans.append(plan_regions_exact(problem, time_limit=5, objective="arena",
+                                        relative_gap=0.01, ceiling=ceiling, reads=reads,
+                                        threads=1))
+    reused, anew = plans
+    assert "ceiling" in reused.stats
+    mine = [entry for entry in layouts if entry[0]]
+    assert len(mine) == len(set(mine)) < len(layouts) - len(mine)
+    assert (reused.regions == anew.regions).all() and (reused.offsets == anew.offsets).all()
+    assert slow_measures(problem, reused) == (18, 10)
 
 
 def test_a_tie_break_is_beyond_the_ceiling_when_both_its_plans_are():
@@ -98,9 +147,12 @@ def test_a_tie_break_is_beyond_the_ceiling_when_both_its_plans_are():
 def test_leaving_out_a_tie_break_beyond_the_ceiling_changes_no_plan(monkeypatch):
     """The arena objective within a ceiling plans the same with and without the tie-breaks
     `_beyond` leaves out (one thread: a repeatable search): on `_ties`, where the first
-    run's is left out, and within the heuristic's plan on the small problems."""
+    run's is left out (its arena stage made to keep the cheaper plan, over the ceiling),
+    and within the heuristic's plan on the small problems."""
     cases = [_ties()] + [(problem, weights, plan_regions(problem, reads=weights))
                          for _, problem, weights in _small_region_problems()[::4]]
+    laid_out = exact._laid_out
+    monkeypatch.setattr(exact, "_laid_out", lambda *args: laid_out(*args[:6]))
     beyond, left = exact._beyond, []
     for problem, weights, ceiling in cases:
         if ceiling.stats["over_capacity"]:

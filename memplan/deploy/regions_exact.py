@@ -64,9 +64,13 @@ the plans within the ceiling, the set the plan was chosen from). The second
 run's first stage starts from the first run's bound (a lower bound within the
 ceiling too): its own relaxation, capped, is a knapsack over every step that
 CP-SAT seldom closes in its share. It also reuses the first run's sweep of the
-relaxation at the same kept tops (`_swept`), and the first run leaves out a
-tie-break whose plans all end over the ceiling (`_beyond`): the same plans and
-bounds, less of the export's CPU.
+relaxation at the same kept tops (`_swept`) and its layouts of the same choice
+(`_laid_out`), and the first run leaves out a tie-break whose plans all end over the
+ceiling (`_beyond`): the same plans and bounds, less of the export's CPU. The first
+run's arena stage keeps, of two plans of one value, the one within the ceiling, and
+its tie-break keeps within it (a plan over it would go to the ceiling's run anyway):
+a plan at the bound within the ceiling needs no second run. The second run keeps at
+least `RELAX_LEAST` for its relaxations, whatever the first took.
 
 The arena stage with two banks (the slow one the only costing region) aims the
 layout sweep (`memplan.deploy.regions_layout`) at its bound when the
@@ -450,7 +454,10 @@ def plan_regions_exact(problem: Problem, *, time_limit: float | None = 10.0, see
             model.cap(*capped_at)
             return model
 
-        left = None if allowance is None else (allowance - stats["stage_cpu"]) * STAGE_SHARE
+        # at least `RELAX_LEAST`: its relaxations, capped, give its proof (a first run that
+        # took its share and more, its narrow sweep searching within the ceiling, leaves none)
+        left = None if allowance is None else \
+            max((allowance - stats["stage_cpu"]) * STAGE_SHARE, RELAX_LEAST)
         # the run's statuses; its bounds hold within the ceiling only
         stats["ceiling"] = {"stage_cpu": 0.0}
         shared.over = None  # its plans are all within the ceiling
@@ -554,7 +561,18 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         searched = stage == "cost" and not breaking
         laying = Stopwatch()
         left = None if share is None else share - (stats["stage_cpu"] - began)
-        best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left), searched)
+        # a tie-break keeps within the ceiling (`RegionModel.admits`): a plan over it goes
+        # anyway, to the ceiling's run, which then reuses its layouts (`_Shared.layouts`)
+        staying = breaking and shared.over is not None
+        if staying:
+            relaxed.capped = shared.over
+        try:
+            best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
+                             searched, shared.over if stage == "arena" else None,
+                             shared.layouts)
+        finally:
+            if staying:
+                relaxed.capped = None
         stats["stage_cpu"] += laying.cpu_elapsed()
         value = None if best is None else relaxed.value(*best, stage)
         # with a gap, the cost after the arenas only breaks ties: its relaxation suffices
@@ -616,8 +634,8 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
 @dataclass
 class _Shared:
     """What the two stage-1 runs share: the relaxation's sweeps by their kept tops
-    (`_swept`), the first stage's bounds; in the first run, the ceiling's slow bytes and
-    slow arena (`_beyond`)."""
+    (`_swept`), the choices laid out (`_laid_out`), the first stage's bounds; in the
+    first run, the ceiling's slow bytes and slow arena (`_beyond`, `_laid_out`)."""
 
     over: tuple[int, int] | None
     sweeps: dict = field(default_factory=dict)
@@ -629,6 +647,7 @@ class _Shared:
     # last hint in the ceiling's run, whose relaxation mostly gets no CPU (`_aimed`)
     choices: dict = field(default_factory=dict)
     aimed: set = field(default_factory=set)  # the stages and aims `_aimed` searched at
+    layouts: dict = field(default_factory=dict)  # `_laid_out`'s choices laid out
 
 
 def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
@@ -641,11 +660,18 @@ def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
     if over is None or best is None or chosen is None:
         return False
     problem = relaxed.problem
+    slow = slow_regions(problem)[chosen]
+    return not _inside(problem, best, over) and int(problem.sizes[slow].sum()) > over[0]
+
+
+def _inside(problem: Problem, best, over: tuple[int, int] | None) -> bool:
+    """Whether ``best`` (offsets and regions) has at most ``over``'s slow bytes and slow
+    arena (True without ``over``)."""
+    if over is None:
+        return True
     now = slow_measures(problem, Plan.from_offsets(problem, best[0], planner="stage 1",
                                                    regions=best[1]))
-    slow = slow_regions(problem)[chosen]
-    return any(mine > cap for mine, cap in zip(now, over, strict=True)) and \
-        int(problem.sizes[slow].sum()) > over[0]
+    return all(mine <= cap for mine, cap in zip(now, over, strict=True))
 
 
 def _swept(relaxed: RegionModel, ceiling: int | None, sweeps: dict
@@ -718,7 +744,8 @@ def relaxed_bound(problem: Problem, *, reads=None, objective: str = "cost",
 
 
 def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
-              limits: tuple[float, float, float | None, float | None], search: bool):
+              limits: tuple[float, float, float | None, float | None], search: bool,
+              over: tuple[int, int] | None = None, layouts: dict | None = None):
     """The best of ``best`` (offsets and regions, or None) and the relaxation's choice laid
     out by the heuristics (`lay_out`, then `_searched`); then, while that is not within the
     gap of the bound (``limits``: the bound, the gap, the deadline and the stage's CPU
@@ -732,18 +759,30 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
     (`NARROW_STATES`, at least `NARROW_CPU` seconds' worth of entries) runs before the wide ones
     (`MAX_STATES` of `memplan.deploy.regions_layout`, in the CPU left): on the decoders'
     banks the narrow beam reached the bound in 0.1-0.5 CPU-s where the wide one had no
-    CPU left to finish."""
+    CPU left to finish.
+
+    ``over`` (the first stage-1 run's ceiling: its slow bytes and slow arena, `_Shared`):
+    of two plans of one value, the one within it is kept, and a plan over it is not
+    close enough to end the search: the narrow sweep, whose states keep within it, then
+    mostly finds one at the same value, and the ceiling's run is not needed. ``layouts``:
+    the choices laid out so far (`_Shared`), read and written: the ceiling's run breaks
+    the arena's ties on the first run's choice, within the same cap."""
     bound, gap, deadline, cpu_left = limits
+    layouts = {} if layouts is None else layouts
     problem, watch = relaxed.problem, Stopwatch()
 
+    def rank(best) -> tuple[int, bool]:
+        return relaxed.value(*best, stage), not _inside(problem, best, over)
+
     def kept(laid: Plan, best):
-        if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, stage) < relaxed.value(*best, stage)):
+        if relaxed.admits(laid) and (best is None or rank((laid.offsets, laid.regions)) <
+                                     rank(best)):
             return laid.offsets, laid.regions
         return best
 
     def close(best) -> bool:
-        return best is not None and _close(relaxed.value(*best, stage), bound, gap)
+        return best is not None and _close(relaxed.value(*best, stage), bound, gap) and \
+            _inside(problem, best, over)
 
     def swept(reverse: bool, least: float, **options):
         work = MAX_LAYOUT_WORK if cpu_left is None else min(MAX_LAYOUT_WORK, int(max(
@@ -755,12 +794,18 @@ def _laid_out(relaxed: RegionModel, chosen: np.ndarray | None, best, stage: str,
                                                    offsets=found[2])
 
     aim = _arena_aim(relaxed, bound, gap) if stage == "arena" else None
-    quick = None if chosen is None else \
+    # what `_searched` does with a choice depends on it, the stage, the kept tops and the cap
+    key = None if chosen is None else (stage, chosen.tobytes(), tuple(sorted(
+        relaxed.kept.items())), relaxed.capped, bound if stage == "arena" else None)
+    quick = None if chosen is None else layouts[key][0] if key in layouts else \
         lay_out(problem, chosen, range(len(problem.regions)), search_evaluations=0)
     if quick is not None:
+        layouts.setdefault(key, [quick, None])
         best = kept(quick, best)
     if quick is not None and not close(best):
-        best = kept(_searched(relaxed, quick, stage, bound, gap), best)
+        if layouts[key][1] is None:
+            layouts[key][1] = _searched(relaxed, quick, stage, bound, gap)
+        best = kept(layouts[key][1], best)
     if (search or aim is not None) and not close(best):
         before = relaxed.aim
         relaxed.aim = before if aim is None else aim if before is None else min(before, aim)

@@ -49,7 +49,6 @@ from typing import Any
 from executorch.exir import memory
 from executorch.exir.memory_planning import (
     _get_mutable_buffer_specs,
-    filter_nodes,
     get_graph_input_tensors,
     get_graph_output_tensors,
     get_node_tensor_specs,
@@ -237,7 +236,7 @@ def graph_steps(graph_module: Any, names: dict[Any, str], constants: set[str] = 
                                                        operator.getitem):
             writes = tuple(names[s] for s in get_node_tensor_specs(node) if s in names)
         read, constant = [], []
-        for arg in filter_nodes([*node.args, *node.kwargs.values()]):
+        for arg in node.all_input_nodes:  # each node once, in the order of its arguments
             values, stored = _read(arg, names, constants)
             read += values
             constant += stored

@@ -73,7 +73,7 @@ from executorch.exir.banked_memory_planning import (
     BankPlacementError,
     TargetMemoryMap,
 )
-from executorch.exir.memory_planning import MemoryAlgoResult, filter_nodes, get_node_tensor_specs
+from executorch.exir.memory_planning import MemoryAlgoResult, get_node_tensor_specs
 
 from memplan.bounds import live_bytes
 from memplan.budget import Budget, Stopwatch
@@ -407,8 +407,7 @@ def spec_reads(graph_module: Any, specs: list) -> np.ndarray:
             continue
         writes = {root_of(s)[0] for s in get_node_tensor_specs(node)} \
             if node.op != "output" else set()
-        read = {root_of(s)[0] for arg in filter_nodes([*node.args, *node.kwargs.values()])
-                for s in get_node_tensor_specs(arg)}
+        read = {root_of(s)[0] for arg in node.all_input_nodes for s in get_node_tensor_specs(arg)}
         for spec in read - writes:
             reads[spec] += 1
     return np.array([reads[spec] for spec in specs], np.int64)
