@@ -436,6 +436,26 @@ def _relaxation_by_cp_sat(model) -> int | None:
     return round(solver.objective_value)
 
 
+@pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[:6],
+                         ids=lambda x: str(x) if isinstance(x, int) else "")
+def test_the_region_model_built_on_first_use_is_the_same_model(seed, problem, weights):
+    """Caps and kept tops given before the CP-SAT model is built are replayed in their
+    order: the model is the one built at once and given them after."""
+    from memplan.deploy.regions_exact import RegionModel
+
+    for options in ({"packed": False}, {"packed": True}, {"pack_last": False}):
+        later, built = RegionModel(problem, weights, **options), \
+            RegionModel(problem, weights, **options)
+        assert built.cp is not None  # built now
+        assert "cp" not in later.__dict__
+        for model in (later, built):
+            model.cap(int(problem.sizes.sum()), int(problem.sizes.max()) * 2)
+            model.keep_tops({k: int(problem.sizes.max()) for k in model.costly})
+        assert "cp" not in later.__dict__
+        assert str(later.cp.proto) == str(built.cp.proto)
+        assert list(later.top) == later.costly
+
+
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):

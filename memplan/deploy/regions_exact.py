@@ -145,7 +145,16 @@ def region_weights(problem: Problem) -> list[int]:
 
 
 class RegionModel:
-    """The CP-SAT model of the region choice and the layout of every region."""
+    """The CP-SAT model of the region choice and the layout of every region.
+
+    The model itself (``cp`` and its variables ``offset``, ``inside``, ``blocks``,
+    ``top``; its expressions ``cost`` and ``arena``) is built on first use: the sweeps
+    (`memplan.deploy.regions_sweep`, `memplan.deploy.regions_layout`) read the plain
+    columns alone, and where they solve the relaxation the export never pays for the
+    model (15-20 ms of Python on a transformer's few hundred buffers). `cap` and
+    `keep_tops` before it are replayed in their order, so the model is the same."""
+
+    _BUILT = frozenset({"cp", "offset", "inside", "blocks", "top", "cost", "arena"})
 
     def __init__(self, problem: Problem, reads=None, *, packed: bool = True,
                  pack_last: bool = True):
@@ -159,16 +168,41 @@ class RegionModel:
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
         self.allowed = allowed_matrix(core)
+        ceiling = int(core.sizes.sum())
+        self.limit = [min(r.capacity or ceiling, core.capacity or ceiling)
+                      for r in core.regions]
+        # per unit, the regions it may use
+        self.unit_regions = [np.flatnonzero(self.allowed[unit.members[0]]).tolist()
+                             for unit in geometry.units]
+        self.weight = weight = region_weights(core)
+        self.costly = [k for k, w in enumerate(weight) if w > 0]  # the regions with a top
+        scaled = np.round(1000 * checked_reads(core, reads)).astype(np.int64)
+        self.unit_bytes = [int((core.sizes * scaled)[list(unit.members)].sum())
+                           for unit in geometry.units]
+        self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
+        # the slow arena and slow bytes the layout sweep keeps within (a ceiling's): aims,
+        # no constraints
+        self.aim: int | None = None
+        self.aim_bytes: int | None = None
+        self.kept: dict[int, int] = {}  # `keep_tops`'s tops
+        self._added: list = []  # `cap` and `keep_tops` calls before the model is built
+
+    def __getattr__(self, name: str):
+        if name not in RegionModel._BUILT:
+            raise AttributeError(name)
+        self._build()
+        return self.__dict__[name]
+
+    def _build(self) -> None:
+        """The CP-SAT model: per unit its offset and region literals, the packing (unless
+        the relaxation), the tops, the loads; then the constraints added before."""
+        core, geometry, limit = self.problem, self.geometry, self.limit
         cp = self.cp = cp_model.CpModel()
-        regions, ids, sizes = core.regions, core.ids, core.sizes
-        ceiling = int(sizes.sum())
-        self.limit = limit = [min(r.capacity or ceiling, core.capacity or ceiling)
-                              for r in regions]
+        regions, ids = core.regions, core.ids
         self.offset, self.inside, self.blocks = [], [], {}
         groups = geometry.groups
         for u, unit in enumerate(geometry.units):
-            first = unit.members[0]
-            name = ids[first]
+            name = ids[unit.members[0]]
             if groups.pinned_base[u] != NO_OFFSET:
                 offset = cp.new_constant(int(groups.pinned_base[u]))
             else:
@@ -179,37 +213,28 @@ class RegionModel:
                     cp.add(offset == modulus * blocks + residue)
                     self.blocks[u] = (blocks, modulus)
             inside = {}
-            for k in np.flatnonzero(self.allowed[first]).tolist():
+            for k in self.unit_regions[u]:
                 inside[k] = cp.new_bool_var(f"in[{name},{regions[k].name}]")
                 cp.add(offset + unit.extent <= limit[k]).only_enforce_if(inside[k])
             cp.add_exactly_one(inside.values())
             self.offset.append(offset)
             self.inside.append(inside)
-        if packed:
+        if self.packed:
             self._pack()
             self._separate()
-        self.weight = weight = region_weights(core)
-        scaled = np.round(1000 * checked_reads(core, reads)).astype(np.int64)
-        self.unit_bytes = unit_bytes = [int((sizes * scaled)[list(unit.members)].sum())
-                                        for unit in geometry.units]
-        self.capped: tuple[int, int] | None = None  # `cap`'s slow bytes and slow arena
-        # the slow arena and slow bytes the layout sweep keeps within (a ceiling's): aims,
-        # no constraints
-        self.aim: int | None = None
-        self.aim_bytes: int | None = None
-        self.kept: dict[int, int] = {}  # `keep_tops`'s tops
-        self.cost = sum(unit_bytes[u] * weight[k] * literal
+        weight = self.weight
+        self.cost = sum(self.unit_bytes[u] * weight[k] * literal
                         for u, inside in enumerate(self.inside) for k, literal in inside.items())
-        self.top = {}  # region -> its arena, for the regions that cost something
-        for k, w in enumerate(weight):
-            if w > 0:
-                self.top[k] = cp.new_int_var(0, limit[k], f"top[{regions[k].name}]")
+        self.top = {k: cp.new_int_var(0, limit[k], f"top[{regions[k].name}]")
+                    for k in self.costly}
         for unit, offset, inside in zip(geometry.units, self.offset, self.inside, strict=True):
             for k, literal in inside.items():
                 if k in self.top:
                     cp.add(offset + unit.extent <= self.top[k]).only_enforce_if(literal)
         self.arena = sum(weight[k] * top for k, top in self.top.items())
         self._loads(limit)
+        for add, arguments in self._added:
+            add(*arguments)
 
     def _loads(self, limit: list[int]) -> None:
         """Redundant, for the bound: at each step where the live set is maximal, the bytes a
@@ -272,25 +297,38 @@ class RegionModel:
     def cap(self, slow_bytes: int, slow_arena: int) -> None:
         """At most ``slow_bytes`` in the slow regions, their tops at most ``slow_arena``
         summed (`memplan.deploy.regions.slow_measures`)."""
+        self.capped = (slow_bytes, slow_arena)
+        self.aim, self.aim_bytes = slow_arena, slow_bytes
+        self._add(self._cap, slow_bytes, slow_arena)
+
+    def _cap(self, slow_bytes: int, slow_arena: int) -> None:
         sizes, slow = self.problem.sizes, slow_regions(self.problem)
         unit_bytes = [int(sizes[list(unit.members)].sum()) for unit in self.geometry.units]
         self.cp.add(sum(unit_bytes[u] * literal for u, inside in enumerate(self.inside)
                         for k, literal in inside.items() if slow[k]) <= slow_bytes)
         self.cp.add(sum(self.top.values()) <= slow_arena)
-        self.capped = (slow_bytes, slow_arena)
-        self.aim, self.aim_bytes = slow_arena, slow_bytes
 
     def keep_tops(self, tops: dict[int, int]) -> None:
         """Every top of a region that costs something at most ``tops[region]``."""
+        self.kept.update(tops)
+        self._add(self._keep_tops, dict(tops))
+
+    def _keep_tops(self, tops: dict[int, int]) -> None:
         for k, top in self.top.items():
             if k in tops:
                 self.cp.add(top <= tops[k])
-        self.kept.update(tops)
+
+    def _add(self, add, *arguments) -> None:
+        """``add(*arguments)`` on the model now if it is built, else when it is."""
+        if "cp" in self.__dict__:
+            add(*arguments)
+        else:
+            self._added.append((add, arguments))
 
     def tops(self, offsets: np.ndarray, regions: np.ndarray) -> dict[int, int]:
         """The top of each region that costs something, in a layout at the minimum sizes."""
         ends = offsets + self.problem.sizes
-        return {k: int(ends[regions == k].max(initial=0)) for k in self.top}
+        return {k: int(ends[regions == k].max(initial=0)) for k in self.costly}
 
     def value(self, offsets: np.ndarray, regions: np.ndarray, stage: str) -> int:
         """The objective of ``stage`` ("arena" or "cost") of a layout, in the model's units."""
@@ -525,7 +563,7 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     problem = relaxed.problem
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     best = (hint.offsets, hint.regions) if relaxed.admits(hint) else None
-    stages = ["arena", "cost"] if objective == "arena" and relaxed.top else ["cost"]
+    stages = ["arena", "cost"] if objective == "arena" and relaxed.costly else ["cost"]
     proven = {}
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
@@ -711,7 +749,7 @@ def _searched(relaxed: RegionModel, quick: Plan, stage: str, bound: float, gap: 
     names = [r.name for r in problem.regions]
     at_fault = {names.index(name) for name in quick.stats["over_capacity"]}
     if stage == "arena" or not fits:
-        at_fault |= set(relaxed.top)
+        at_fault |= set(relaxed.costly)
     searched = lay_out(problem, regions, at_fault, offsets=quick.offsets, sizes=quick.sizes)
     if fits and (not relaxed.admits(searched) or relaxed.value(
             quick.offsets, quick.regions, stage) <= relaxed.value(
@@ -729,7 +767,7 @@ def relaxed_bound(problem: Problem, *, reads=None, objective: str = "cost",
     if any(a.optional for a in problem.aliases):
         return 0.0
     relaxed = RegionModel(problem, reads, packed=False)
-    if objective == "arena" and not relaxed.top:
+    if objective == "arena" and not relaxed.costly:
         return 0.0
     cost_unit = min((r.cost for r in problem.regions if r.cost > 0), default=1.0)
     swept = sweep_relaxation(relaxed) if objective == "cost" else None
@@ -876,7 +914,7 @@ def _arena_aim(relaxed: RegionModel, bound: float, gap: float) -> int | None:
     """The slow arena (bytes) within ``gap`` of the arena ``bound`` (the model's units), which
     the layout sweep keeps the slow loads within (`RegionModel.aim`); None unless there are
     two regions and only the last (the one the sweep leaves to its caller) costs."""
-    if len(relaxed.limit) != 2 or list(relaxed.top) != [1]:
+    if len(relaxed.limit) != 2 or relaxed.costly != [1]:
         return None
     return int(bound / (1 - gap) / relaxed.weight[1] + 1e-9)
 

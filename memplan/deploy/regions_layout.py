@@ -267,7 +267,7 @@ class Guide:
         self.record: dict = {}
         self.horizon = int(model.problem.horizon)
         self.price = np.zeros((len(model.geometry.units), len(model.limit)), np.int64)
-        for u, inside in enumerate(model.inside):
+        for u, inside in enumerate(model.unit_regions):
             for k in inside:
                 self.price[u, k] = model.unit_bytes[u] * model.weight[k]
         swept = sweep_relaxation(model, ceiling, reverse=reverse, record=self.record,

@@ -135,7 +135,7 @@ def unit_choices(model) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
     for u, unit in enumerate(model.geometry.units):
         lowest = int(groups.pinned_base[u]) if groups.pinned_base[u] != NO_OFFSET else \
             int(groups.residue[u]) if groups.modulus[u] > 1 else 0
-        allowed = [k for k in model.inside[u] if lowest + unit.extent <= limits[k]]
+        allowed = [k for k in model.unit_regions[u] if lowest + unit.extent <= limits[k]]
         choices.append(np.array(allowed, np.int64))
         prices.append(np.array([model.unit_bytes[u] * model.weight[k] for k in allowed],
                                np.int64))
