@@ -136,6 +136,24 @@ def test_stage_two_grants_more_at_the_same_peak():
 
 
 @needs_exact
+def test_a_hint_at_the_lower_bound_skips_stage_one_and_still_grows_scratch(monkeypatch):
+    """A hint whose peak meets the lower bound is the stage-1 optimum: the exact planner
+    is not run, the peak stays at the bound and stage 2 still grants the most scratch."""
+    from memplan.bounds import lower_bound
+    from memplan.deploy import scratch_exact
+
+    full = scratch_exact.plan_scratch_exact(SCRATCH_NET, time_limit=5)
+    start = Plan.from_offsets(SCRATCH_NET, full.offsets, planner="hint")
+    assert start.arena_size == lower_bound(SCRATCH_NET)  # the net's optimum meets its bound
+    monkeypatch.setattr(scratch_exact, "plan_with", lambda *a, **k: pytest.fail("stage 1 ran"))
+    plan = scratch_exact.plan_scratch_exact(SCRATCH_NET, time_limit=5, hint=start)
+    check(SCRATCH_NET, plan)
+    assert plan.arena_size == full.arena_size
+    assert plan.stats["peak_status"] == "optimal" and plan.stats["peak_cpu"] == 0.0
+    assert _granted(SCRATCH_NET, plan) == _granted(SCRATCH_NET, full)
+
+
+@needs_exact
 @pytest.mark.parametrize("planner", ["greedy_by_size", "best"])
 def test_exact_is_never_worse_than_the_heuristic(planner):
     from memplan.deploy.scratch_exact import plan_scratch_exact

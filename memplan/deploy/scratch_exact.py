@@ -11,6 +11,8 @@ Steps of `plan_scratch_exact`:
 - warm start: the post-pass heuristic (`memplan.deploy.scratch.plan_scratch`);
 - stage 1: the registered ``exact`` planner on the problem as it stands
   (every variable scratch at its minimum), hinted with the heuristic plan;
+  left out when the hint's peak meets the lower bound (nothing to find: the
+  region layouts of `memplan.deploy.regions_exact` mostly do);
 - stage 2: the solver's own model (`memplan.solver.model.build_model`) with
   every top capped at the stage-1 peak, plus, per variable scratch buffer
   ``v``, a growth ``grow[v]`` in ``[0, max - min]`` and, for every buffer
@@ -139,11 +141,17 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     heuristic = hint if hint is not None else plan_scratch(problem)
     heuristic_sizes = problem.sizes if heuristic.sizes is None else heuristic.sizes
     start = Plan.from_offsets(problem, heuristic.offsets, planner="hint")
-    stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
-    with CpuCap(stop, threads, None if allowance is None else allowance * STAGE_SHARE) as cap:
-        peak_plan = plan_with("exact", problem, budget=clock.stage(), seed=seed,
-                              hint=start, minimize=True, threads=threads, stop=stop,
-                              relative_gap=relative_gap)
+    peak_cpu = 0.0
+    if start.status == "optimal":  # its peak meets the lower bound: stage 1 has nothing to find
+        peak_plan = start
+    else:
+        stop = threading.Event()  # set by the cap: stage 1 hands over in CPU time
+        with CpuCap(stop, threads,
+                    None if allowance is None else allowance * STAGE_SHARE) as cap:
+            peak_plan = plan_with("exact", problem, budget=clock.stage(), seed=seed,
+                                  hint=start, minimize=True, threads=threads, stop=stop,
+                                  relative_gap=relative_gap)
+        peak_cpu = cap.spent
     if heuristic.arena_size <= peak_plan.arena_size:
         offsets, sizes, peak = heuristic.offsets, heuristic_sizes, heuristic.arena_size
     else:
@@ -151,12 +159,12 @@ def plan_scratch_exact(problem: Problem, *, time_limit: float | None = 10.0, see
     offsets, sizes, stats = grow_scratch(
         problem, offsets, sizes.copy(), peak, seed=seed, threads=threads,
         budget=clock.stage(None if allowance is None else
-                           max(MIN_STAGE_SECONDS, allowance - cap.spent)))
+                           max(MIN_STAGE_SECONDS, allowance - peak_cpu)))
     if _key(heuristic_sizes, heuristic.offsets) < _key(sizes, offsets):
         offsets, sizes = heuristic.offsets, heuristic_sizes  # never worse than the heuristic
         stats["kept"] = "heuristic"
     stats.update(scratch_stats(problem, sizes), peak_status=peak_plan.status,
-                 peak_cpu=cap.spent)
+                 peak_cpu=peak_cpu)
     return Plan.from_offsets(problem, offsets, planner="scratch_exact",
                              seconds=clock.elapsed(),
                              best_bound=peak_plan.best_bound, sizes=sizes, stats=stats)
