@@ -63,6 +63,19 @@ static int states_alloc(States *s, int64_t n, int64_t live) {
 
 /* The rows ``pick`` of ``s`` (in that order), in place. */
 static int states_pick(States *s, const int64_t *pick, int64_t m) {
+    int64_t rising = 1, w = s->live;
+    for (int64_t i = 0; i < m && rising; i++) rising = pick[i] >= i && (!i || pick[i] > pick[i - 1]);
+    if (rising) { /* each row moves down, over rows already moved or dropped */
+        for (int64_t i = 0; i < m; i++) {
+            int64_t r = pick[i];
+            if (r == i) continue;
+            memcpy(s->region + i * w, s->region + r * w, (size_t)w * 8);
+            memcpy(s->offset + i * w, s->offset + r * w, (size_t)w * 8);
+            s->cost[i] = s->cost[r]; s->slow[i] = s->slow[r]; s->node[i] = s->node[r];
+        }
+        s->n = m;
+        return 1;
+    }
     States t;
     if (!states_alloc(&t, m, s->live)) return 0;
     for (int64_t i = 0; i < m; i++) {
@@ -96,16 +109,9 @@ static int nodes_add(Nodes *g, int64_t parent, int64_t unit, int64_t region, int
 }
 
 /* Sorting with a context: the GIL is held, so one static context is enough. */
-static const int64_t *key_hash, *key_cost;
+static const int64_t *key_cost;
 static const double *key_bound;
 static const int64_t *key_wide;
-
-static int by_hash(const void *a, const void *b) { /* np.lexsort((cost, hash)), stable */
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    if (key_hash[i] != key_hash[j]) return key_hash[i] < key_hash[j] ? -1 : 1;
-    if (key_cost[i] != key_cost[j]) return key_cost[i] < key_cost[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
 
 static int by_cost(const void *a, const void *b) { /* np.argsort(cost, kind="stable") */
     int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
@@ -120,12 +126,41 @@ static int by_bound(const void *a, const void *b) { /* np.lexsort((-wide, bound)
     return i < j ? -1 : i > j;
 }
 
+/* ``order`` (the rows 0..n-1, any order) sorted stably by ``key`` (signed), a byte at a
+ * time, the bytes that every key shares skipped: np.argsort(key, kind="stable") applied
+ * to ``order``. ``spare``: room for n rows. */
+static void radix_sort(int64_t *order, int64_t *spare, const int64_t *key, int64_t n) {
+    static int64_t count[8][256]; /* the GIL is held: one table is enough */
+    const uint64_t sign = (uint64_t)1 << 63;
+    memset(count, 0, sizeof count);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = (uint64_t)key[i] ^ sign;
+        for (int b = 0; b < 8; b++) count[b][(k >> (8 * b)) & 255]++;
+    }
+    int64_t *from = order, *to = spare;
+    for (int b = 0; b < 8 && n; b++) {
+        if (count[b][(((uint64_t)key[0] ^ sign) >> (8 * b)) & 255] == n) continue;
+        int64_t at = 0;
+        for (int d = 0; d < 256; d++) { int64_t c = count[b][d]; count[b][d] = at; at += c; }
+        for (int64_t i = 0; i < n; i++)
+            to[count[b][(((uint64_t)key[from[i]] ^ sign) >> (8 * b)) & 255]++] = from[i];
+        int64_t *swap = from; from = to; to = swap;
+    }
+    if (from != order) memcpy(order, from, (size_t)n * 8);
+}
+
 /* `merged` of regions_sweep.py on the rows (region, offset): the source rows kept, in
- * the order of their hash, into ``chosen``; their count. */
+ * the order of their hash (then cost, then row), into ``chosen``; their count. */
 static int64_t merged(const States *s, const int64_t *mix, int64_t *chosen, int64_t *hash,
                       int64_t *order) {
     int64_t n = s->n, w = s->live;
     if (!n) return 0;
+    if (!w) { /* no column: the first least cost */
+        chosen[0] = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (s->cost[i] < s->cost[chosen[0]]) chosen[0] = i;
+        return 1;
+    }
     for (int64_t i = 0; i < n; i++) {
         uint64_t h = 0;
         for (int64_t j = 0; j < w; j++)
@@ -134,9 +169,8 @@ static int64_t merged(const States *s, const int64_t *mix, int64_t *chosen, int6
         hash[i] = (int64_t)h;
         order[i] = i;
     }
-    key_hash = hash; key_cost = s->cost;
-    qsort(order, (size_t)n, sizeof(int64_t), w ? by_hash : by_cost);
-    if (!w) { chosen[0] = order[0]; return 1; }
+    radix_sort(order, chosen, s->cost, n); /* np.lexsort((cost, hash)) */
+    radix_sort(order, chosen, hash, n);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t r = order[i], q = i ? order[i - 1] : -1;
@@ -527,25 +561,26 @@ static int column_add(Column *c, const int64_t *values, int64_t n) {
 
 enum { STEPS, SEEN_PTR, SEEN, STATE_PTR, CELL_PTR, CELLS, COSTS, RECORDED };
 
-static const int64_t *key_rows;
-static int64_t key_width;
-
-static int by_row(const void *a, const void *b) { /* np.lexsort(rows.T[::-1]): stable */
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    for (int64_t c = 0; c < key_width; c++) {
-        int64_t x = key_rows[i * key_width + c], y = key_rows[j * key_width + c];
-        if (x != y) return x < y ? -1 : 1;
+/* ``order``: the rows 0..n-1 of ``rows`` (n x w, values in [0, regions)) sorted
+ * lexicographically, stably (np.lexsort(rows.T[::-1])): a counting sort per column, the
+ * last first. ``spare``: room for n rows; ``count``: for regions + 1. */
+static void rows_sort(int64_t *order, int64_t *spare, int64_t *count, const int64_t *rows,
+                      int64_t n, int64_t w, int64_t regions) {
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    for (int64_t c = w - 1; c >= 0; c--) {
+        memset(count, 0, (size_t)(regions + 1) * 8);
+        for (int64_t i = 0; i < n; i++) count[rows[i * w + c] + 1]++;
+        for (int64_t k = 0; k < regions; k++) count[k + 1] += count[k];
+        for (int64_t i = 0; i < n; i++) spare[count[rows[order[i] * w + c]]++] = order[i];
+        memcpy(order, spare, (size_t)n * 8);
     }
-    return i < j ? -1 : i > j;
 }
 
 /* The step ``t``'s live units, states (rows sorted) and costs onto ``record``. */
 static int recorded(Column *record, int64_t t, const int64_t *live, const States *s,
-                    int64_t *order) {
+                    int64_t regions, int64_t *order, int64_t *spare, int64_t *count) {
     int64_t w = s->live;
-    for (int64_t i = 0; i < s->n; i++) order[i] = i;
-    key_rows = s->region; key_width = w;
-    qsort(order, (size_t)s->n, sizeof(int64_t), by_row);
+    rows_sort(order, spare, count, s->region, s->n, w, regions);
     for (int64_t i = 0; i < s->n; i++)
         if (!column_add(&record[CELLS], s->region + order[i] * w, w) ||
             !column_add(&record[COSTS], s->cost + order[i], 1))
@@ -656,7 +691,7 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
             if (m < s.n && !states_pick(&s, chosen, m)) goto out;
         }
         if (!s.n) { code = NONE; goto out; }
-        if (record && !recorded(record, t, live, &s, order)) goto out;
+        if (record && !recorded(record, t, live, &s, R, order, chosen, load)) goto out;
         if (!compact(&g, &s, mark)) goto out;
     }
     int64_t best = 0;
