@@ -87,10 +87,13 @@ def test_both_relaxations_find_the_optimum_and_give_up_alike(seed):
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_compiled_relaxation_is_the_numpy_one_on_small_region_problems(seed, problem,
                                                                           weights):
-    problem = problem.replace(aliases=[a for a in problem.aliases if not a.optional])
-    model = RegionModel(problem, weights, packed=False)
-    for reverse in (False, True):
-        _assert_same(*_both(model, reverse=reverse))
+    """Forwards, backwards, and just below the optimum (no choice left)."""
+    model = RegionModel(problem.replace(aliases=[a for a in problem.aliases if not a.optional]),
+                        weights, packed=False)
+    found = sweep.sweep_relaxation(model)
+    below = {} if found is None else {"ceiling": found[0] - 1}
+    for options in ({}, {"reverse": True}, below):
+        _assert_same(*_both(model, **options))
 
 
 def test_the_guides_columns_are_the_numpy_record_sorted(monkeypatch):

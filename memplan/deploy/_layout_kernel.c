@@ -108,6 +108,21 @@ static int nodes_add(Nodes *g, int64_t parent, int64_t unit, int64_t region, int
     return 1;
 }
 
+/* Row ``r`` of ``next`` (a column more than ``s``): the row ``parent`` of ``s``, then the
+ * unit at ``region`` and ``offset``; its cost, slow bytes, and node. */
+static int child(States *next, int64_t r, const States *s, int64_t parent, Nodes *g,
+                 int64_t unit, int64_t region, int64_t offset, int64_t cost, int64_t slow) {
+    int64_t w = s->live;
+    memcpy(next->region + r * (w + 1), s->region + parent * w, (size_t)w * 8);
+    memcpy(next->offset + r * (w + 1), s->offset + parent * w, (size_t)w * 8);
+    next->region[r * (w + 1) + w] = region;
+    next->offset[r * (w + 1) + w] = offset;
+    next->cost[r] = cost; next->slow[r] = slow;
+    if (!nodes_add(g, s->node[parent], unit, region, offset)) return 0;
+    next->node[r] = g->len - 1;
+    return 1;
+}
+
 /* Sorting with a context: the GIL is held, so one static context is enough. */
 static const int64_t *key_cost;
 static const double *key_bound;
@@ -429,19 +444,12 @@ static int run(const Sweep *w, int64_t *best_cost, int64_t *unit_region, int64_t
             }
             States t2;
             if (!states_alloc(&t2, c.len, nlive + 1)) goto out;
-            for (int64_t i = 0; i < c.len; i++) {
-                int64_t p = c.parent[i];
-                memcpy(t2.region + i * (nlive + 1), s.region + p * nlive, (size_t)nlive * 8);
-                memcpy(t2.offset + i * (nlive + 1), s.offset + p * nlive, (size_t)nlive * 8);
-                t2.region[i * (nlive + 1) + nlive] = c.region[i];
-                t2.offset[i * (nlive + 1) + nlive] = c.offset[i];
-                t2.cost[i] = c.cost[i]; t2.slow[i] = c.slow[i];
-                if (!nodes_add(&g, s.node[p], u, c.region[i], c.offset[i])) {
+            for (int64_t i = 0; i < c.len; i++)
+                if (!child(&t2, i, &s, c.parent[i], &g, u, c.region[i], c.offset[i], c.cost[i],
+                           c.slow[i])) {
                     states_free(&t2);
                     goto out;
                 }
-                t2.node[i] = g.len - 1;
-            }
             states_free(&s);
             s = t2;
             live[nlive] = u; where[u] = nlive; nlive++;
@@ -646,20 +654,13 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
             if (!options) { code = NONE; goto out; }
             States next;
             if (!states_alloc(&next, s.n * options, width)) goto out;
-            memset(next.offset, 0, (size_t)(next.n * width) * 8);
             for (int64_t i = 0; i < s.n; i++)
-                for (int64_t o = 0; o < options; o++) {
-                    int64_t r = i * options + o;
-                    memcpy(next.region + r * width, s.region + i * nlive, (size_t)nlive * 8);
-                    next.region[r * width + nlive] = w->choice_k[first + o];
-                    next.cost[r] = s.cost[i] + w->choice_price[first + o];
-                    next.slow[r] = 0;
-                    if (!nodes_add(&g, s.node[i], u, w->choice_k[first + o], 0)) {
+                for (int64_t o = 0; o < options; o++)
+                    if (!child(&next, i * options + o, &s, i, &g, u, w->choice_k[first + o], 0,
+                               s.cost[i] + w->choice_price[first + o], 0)) {
                         states_free(&next);
                         goto out;
                     }
-                    next.node[r] = g.len - 1;
-                }
             states_free(&s);
             s = next;
             live[nlive] = u; where[u] = nlive; nlive++;

@@ -43,7 +43,8 @@ count, so a busy machine gets the same verdict). The beam runs compiled
 (``_layout_kernel.c``: the same states, merges and ties, about 45 M entries a CPU
 second against numpy's 12 M, and none of numpy's cost per step, which dominated the
 narrow beams); the numpy loop below is its fallback where no C compiler was at
-hand, and the tests hold the two equal. The guide stays in numpy.
+hand, and the tests hold the two equal. The guide's relaxation runs compiled too, and
+hands over its states already as the kernel's columns (`regions_sweep.Record`).
 """
 
 from __future__ import annotations
@@ -255,7 +256,9 @@ class Guide:
     """What the units still to start cost at least, given the regions of the live ones:
     the relaxation swept backwards (`sweep_relaxation` with ``reverse``), its states
     kept at every step. Its cost at step ``t`` covers every unit live after ``t``: the
-    live ones' own costs, taken off, leave the rest's least cost under the loads."""
+    live ones' own costs, taken off, leave the rest's least cost under the loads. With
+    the compiled beam, ``columns`` (a `Record`, from the compiled relaxation) holds the
+    same states as the beam's columns, ``record`` as views of them."""
 
     def __init__(self, model, ceiling: int | None, reverse: bool = True):
         self.horizon = int(model.problem.horizon)
