@@ -48,13 +48,15 @@ static void states_free(States *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int states_alloc(States *s, int64_t n, int64_t live) {
+/* ``offsets``: whether the states have offsets (the relaxation's have none: NULL). */
+static int states_alloc(States *s, int64_t n, int64_t live, int offsets) {
     size_t cells = (size_t)(n * live > 0 ? n * live : 1), rows = (size_t)(n ? n : 1);
     s->n = n; s->live = live;
-    s->region = malloc(cells * sizeof(int64_t)); s->offset = malloc(cells * sizeof(int64_t));
+    s->region = malloc(cells * sizeof(int64_t));
+    s->offset = offsets ? malloc(cells * sizeof(int64_t)) : NULL;
     s->cost = malloc(rows * sizeof(int64_t)); s->slow = malloc(rows * sizeof(int64_t));
     s->node = malloc(rows * sizeof(int64_t));
-    if (!s->region || !s->offset || !s->cost || !s->slow || !s->node) {
+    if (!s->region || (offsets && !s->offset) || !s->cost || !s->slow || !s->node) {
         states_free(s);
         return 0;
     }
@@ -64,24 +66,26 @@ static int states_alloc(States *s, int64_t n, int64_t live) {
 /* The rows ``pick`` of ``s`` (in that order), in place. */
 static int states_pick(States *s, const int64_t *pick, int64_t m) {
     int64_t rising = 1, w = s->live;
-    for (int64_t i = 0; i < m && rising; i++) rising = pick[i] >= i && (!i || pick[i] > pick[i - 1]);
+    for (int64_t i = 0; i < m && rising; i++)
+        rising = pick[i] >= i && (!i || pick[i] > pick[i - 1]);
     if (rising) { /* each row moves down, over rows already moved or dropped */
         for (int64_t i = 0; i < m; i++) {
             int64_t r = pick[i];
             if (r == i) continue;
             memcpy(s->region + i * w, s->region + r * w, (size_t)w * 8);
-            memcpy(s->offset + i * w, s->offset + r * w, (size_t)w * 8);
+            if (s->offset) memcpy(s->offset + i * w, s->offset + r * w, (size_t)w * 8);
             s->cost[i] = s->cost[r]; s->slow[i] = s->slow[r]; s->node[i] = s->node[r];
         }
         s->n = m;
         return 1;
     }
     States t;
-    if (!states_alloc(&t, m, s->live)) return 0;
+    if (!states_alloc(&t, m, s->live, s->offset != NULL)) return 0;
     for (int64_t i = 0; i < m; i++) {
         int64_t r = pick[i];
         memcpy(t.region + i * s->live, s->region + r * s->live, (size_t)s->live * 8);
-        memcpy(t.offset + i * s->live, s->offset + r * s->live, (size_t)s->live * 8);
+        if (s->offset)
+            memcpy(t.offset + i * s->live, s->offset + r * s->live, (size_t)s->live * 8);
         t.cost[i] = s->cost[r]; t.slow[i] = s->slow[r]; t.node[i] = s->node[r];
     }
     states_free(s);
@@ -114,9 +118,11 @@ static int child(States *next, int64_t r, const States *s, int64_t parent, Nodes
                  int64_t unit, int64_t region, int64_t offset, int64_t cost, int64_t slow) {
     int64_t w = s->live;
     memcpy(next->region + r * (w + 1), s->region + parent * w, (size_t)w * 8);
-    memcpy(next->offset + r * (w + 1), s->offset + parent * w, (size_t)w * 8);
     next->region[r * (w + 1) + w] = region;
-    next->offset[r * (w + 1) + w] = offset;
+    if (next->offset) {
+        memcpy(next->offset + r * (w + 1), s->offset + parent * w, (size_t)w * 8);
+        next->offset[r * (w + 1) + w] = offset;
+    }
     next->cost[r] = cost; next->slow[r] = slow;
     if (!nodes_add(g, s->node[parent], unit, region, offset)) return 0;
     next->node[r] = g->len - 1;
@@ -179,8 +185,9 @@ static int64_t merged(const States *s, const int64_t *mix, int64_t *chosen, int6
     for (int64_t i = 0; i < n; i++) {
         uint64_t h = 0;
         for (int64_t j = 0; j < w; j++)
-            h += (uint64_t)s->region[i * w + j] * (uint64_t)mix[j] +
-                 (uint64_t)s->offset[i * w + j] * (uint64_t)mix[w + j];
+            h += (uint64_t)s->region[i * w + j] * (uint64_t)mix[j];
+        for (int64_t j = 0; s->offset && j < w; j++)
+            h += (uint64_t)s->offset[i * w + j] * (uint64_t)mix[w + j];
         hash[i] = (int64_t)h;
         order[i] = i;
     }
@@ -190,7 +197,7 @@ static int64_t merged(const States *s, const int64_t *mix, int64_t *chosen, int6
     for (int64_t i = 0; i < n; i++) {
         int64_t r = order[i], q = i ? order[i - 1] : -1;
         if (q < 0 || memcmp(s->region + r * w, s->region + q * w, (size_t)w * 8) ||
-            memcmp(s->offset + r * w, s->offset + q * w, (size_t)w * 8))
+            (s->offset && memcmp(s->offset + r * w, s->offset + q * w, (size_t)w * 8)))
             chosen[m++] = r;
     }
     return m;
@@ -368,7 +375,7 @@ static int run(const Sweep *w, int64_t *best_cost, int64_t *unit_region, int64_t
     bound = malloc(16 * sizeof(double));
     if (!chosen || !hash || !order || !wide || !bound) goto out;
     for (int64_t u = 0; u < U; u++) where[u] = -1;
-    if (!states_alloc(&s, 1, 0)) goto out;
+    if (!states_alloc(&s, 1, 0, 1)) goto out;
     s.cost[0] = 0; s.slow[0] = 0; s.node[0] = -1;
     int64_t nlive = 0, work = 0;
     for (int64_t e = 0; e < w->n_events; e++) {
@@ -443,7 +450,7 @@ static int run(const Sweep *w, int64_t *best_cost, int64_t *unit_region, int64_t
                 }
             }
             States t2;
-            if (!states_alloc(&t2, c.len, nlive + 1)) goto out;
+            if (!states_alloc(&t2, c.len, nlive + 1, 1)) goto out;
             for (int64_t i = 0; i < c.len; i++)
                 if (!child(&t2, i, &s, c.parent[i], &g, u, c.region[i], c.offset[i], c.cost[i],
                            c.slow[i])) {
@@ -536,7 +543,7 @@ out:
 /* ---- The relaxation's sweep (`sweep_relaxation` of regions_sweep.py) compiled ----
  *
  *   state: per live unit its region, its cost, and the node of its choices (the States
- *          and Nodes above, offsets all 0: `merged` then hashes the regions alone);
+ *          and Nodes above without offsets: `merged` then hashes the regions alone);
  *   step:  the work counted; ended units leave and equal states merge; each starting unit
  *          branches every state over its regions, the states above the ceiling go; the
  *          loads checked where a box starts; with a record, the step's live units, states
@@ -627,7 +634,7 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
     Nodes g = {0};
     States s = {0};
     int code = NOMEM;
-    if (!live || !where || !held || !keep || !load || !states_alloc(&s, 1, 0)) goto out;
+    if (!live || !where || !held || !keep || !load || !states_alloc(&s, 1, 0, 0)) goto out;
     for (int64_t u = 0; u < U; u++) where[u] = -1;
     s.cost[0] = 0; s.slow[0] = 0; s.node[0] = -1;
     int64_t nlive = 0, work = 0;
@@ -653,7 +660,7 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
             int64_t options = w->choice_ptr[u + 1] - first, width = nlive + 1;
             if (!options) { code = NONE; goto out; }
             States next;
-            if (!states_alloc(&next, s.n * options, width)) goto out;
+            if (!states_alloc(&next, s.n * options, width, 0)) goto out;
             for (int64_t i = 0; i < s.n; i++)
                 for (int64_t o = 0; o < options; o++)
                     if (!child(&next, i * options + o, &s, i, &g, u, w->choice_k[first + o], 0,
@@ -745,7 +752,10 @@ static PyObject *relax(PyObject *self, PyObject *args) {
     memset(record, 0, sizeof record);
     int64_t *unit_region = calloc((size_t)(w.units ? w.units : 1), 8), cost = 0, zero = 0;
     for (int c = SEEN_PTR; want_record && c <= CELL_PTR; c++) /* the pointers start at 0 */
-        if (c != SEEN && !column_add(&record[c], &zero, 1)) { free(unit_region); unit_region = NULL; }
+        if (c != SEEN && !column_add(&record[c], &zero, 1)) {
+            free(unit_region);
+            unit_region = NULL;
+        }
     int code = unit_region ? relax_run(&w, &cost, unit_region, want_record ? record : NULL)
                            : NOMEM;
     if (code == NOMEM) PyErr_NoMemory();
@@ -841,8 +851,8 @@ static PyMethodDef methods[] = {
      " (steps, seen_ptr, seen, state_ptr, cell_ptr, states, costs) as int64 bytes or None)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_layout_kernel",
-                                    "The compiled sweeps of memplan.deploy.regions_layout and regions_sweep.",
-                                    -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_layout_kernel",
+    "The compiled sweeps of memplan.deploy.regions_layout and regions_sweep.", -1, methods};
 
 PyMODINIT_FUNC PyInit__layout_kernel(void) { return PyModule_Create(&module); }
