@@ -629,12 +629,12 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
     int64_t U = w->units, R = w->regions;
     int64_t *live = malloc((size_t)(U + 1) * 8), *where = malloc((size_t)(U + 1) * 8);
     int64_t *held = malloc((size_t)(U + 1) * 8), *keep = malloc((size_t)(U + 1) * 8);
-    int64_t *load = malloc((size_t)(R + 1) * 8);
+    int64_t *count = malloc((size_t)(R + 1) * 8);
     int64_t cap = 0, *chosen = NULL, *hash = NULL, *order = NULL;
     Nodes g = {0};
     States s = {0};
     int code = NOMEM;
-    if (!live || !where || !held || !keep || !load || !states_alloc(&s, 1, 0, 0)) goto out;
+    if (!live || !where || !held || !keep || !count || !states_alloc(&s, 1, 0, 0)) goto out;
     for (int64_t u = 0; u < U; u++) where[u] = -1;
     s.cost[0] = 0; s.slow[0] = 0; s.node[0] = -1;
     int64_t nlive = 0, work = 0;
@@ -687,19 +687,19 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
                     held[where[w->box_unit[b]]] += w->box_bytes[b];
             int64_t m = 0;
             for (int64_t i = 0; i < s.n; i++) {
+                const int64_t *row = s.region + i * nlive;
                 int fits = 1;
-                for (int64_t k = 0; k < R; k++) load[k] = 0;
-                for (int64_t j = 0; j < nlive; j++) {
-                    int64_t k = s.region[i * nlive + j];
-                    if (k >= 0 && k < R) load[k] += held[j];
+                for (int64_t k = 0; k < R && fits; k++) { /* a sum per region: no stores */
+                    int64_t load = 0;
+                    for (int64_t j = 0; j < nlive; j++) load += held[j] & -(int64_t)(row[j] == k);
+                    fits = load <= w->limits[k];
                 }
-                for (int64_t k = 0; k < R && fits; k++) fits = load[k] <= w->limits[k];
                 if (fits) chosen[m++] = i;
             }
             if (m < s.n && !states_pick(&s, chosen, m)) goto out;
         }
         if (!s.n) { code = NONE; goto out; }
-        if (record && !recorded(record, t, live, &s, R, order, chosen, load)) goto out;
+        if (record && !recorded(record, t, live, &s, R, order, chosen, count)) goto out;
         if (!compact(&g, &s, mark)) goto out;
     }
     int64_t best = 0;
@@ -710,7 +710,7 @@ static int relax_run(const Relax *w, int64_t *best_cost, int64_t *unit_region,
     code = DONE;
 out:
     states_free(&s);
-    free(live); free(where); free(held); free(keep); free(load);
+    free(live); free(where); free(held); free(keep); free(count);
     free(chosen); free(hash); free(order);
     free(g.parent); free(g.unit); free(g.region); free(g.offset);
     return code;
