@@ -11,8 +11,24 @@ from hypothesis import strategies as st
 
 import memplan.deploy.regions_sweep as sweep
 from memplan.deploy.regions_exact import RegionModel
+from memplan.problem import Buffer, Problem, Region
 from tests.test_regions import _small_region_problems
-from tests.test_regions_layout_kernel import _random_region_problem
+from tests.test_regions_layout_kernel import _random_region_problem, _same
+
+
+def _even_region_problem(seed: int) -> tuple[Problem, np.ndarray]:
+    """15-30 buffers of two sizes over 20 steps, each read once, a fast region of a third
+    of the peak load: many choices of the same cost, so the ties decide the choice."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(15, 31))
+    starts = rng.integers(0, 20, count)
+    ends = starts + rng.integers(1, 5, count)
+    sizes = rng.choice([64, 128], count)
+    load = max(int(sizes[(starts <= t) & (ends > t)].sum()) for t in range(25))
+    regions = [Region("fast", max(128, load // 3 // 64 * 64), 0.0), Region("slow", None, 1.0)]
+    buffers = [Buffer(f"t{i}", int(sizes[i]), int(starts[i]), int(ends[i]))
+               for i in range(count)]
+    return Problem(buffers, regions=regions, name=f"even {seed}"), np.ones(count)
 
 
 def _both(model, **options):
@@ -45,18 +61,21 @@ def _assert_same(numpy_side, compiled_side):
         assert np.array_equal(costs[order], paid)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 10_000), reverse=st.booleans(),
        max_states=st.sampled_from([1, 16, sweep.MAX_STATES, sweep.MAX_STATES]),
        max_work=st.sampled_from([40, 4_000, sweep.MAX_WORK, sweep.MAX_WORK]),
        ceiling=st.sampled_from([None, -1, 0, 1, 1_000]),
-       tops=st.lists(st.sampled_from([None, None, 0.1, 0.5, 0.9]), min_size=3, max_size=3))
+       tops=st.lists(st.sampled_from([None, None, 0.1, 0.5, 0.9]), min_size=3, max_size=3),
+       even=st.booleans())
 def test_the_compiled_relaxation_is_the_numpy_one_on_random_models(seed, reverse, max_states,
-                                                                   max_work, ceiling, tops):
+                                                                   max_work, ceiling, tops,
+                                                                   even):
     """Forwards and backwards, within ceilings about the optimum (``ceiling``: its offset
     from it), past the states or the work, under kept tops (a share of each limit: no
-    region left for some units, or loads that no choice meets)."""
-    problem, reads = _random_region_problem(seed)
+    region left for some units, or loads that no choice meets); ``even``: on models of
+    many ties."""
+    problem, reads = (_even_region_problem if even else _random_region_problem)(seed)
     model = RegionModel(problem, reads, packed=False)
     model.kept = {k: int(model.limit[k] * top) for k, top in enumerate(tops[:len(model.limit)])
                   if top is not None}
@@ -118,3 +137,20 @@ def test_the_guides_columns_are_the_numpy_record_sorted(monkeypatch):
                               states[order].reshape(-1))
         assert np.array_equal(columns.costs[columns.state_ptr[i]:columns.state_ptr[i + 1]],
                               costs[order])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_layout_sweep_finds_the_same_without_the_extension(seed, monkeypatch):
+    """Neither sweep compiled (a build without a C compiler): the numpy guide and beam find
+    what the compiled ones do, forwards and backwards."""
+    import memplan.deploy.regions_layout as layout
+
+    problem, reads = _random_region_problem(200 + seed)
+    model = RegionModel(problem, reads, packed=False)
+    compiled = [layout.sweep_layout(model, max_states=16, reverse=reverse)
+                for reverse in (False, True)]
+    assert any(found is not None for found in compiled)  # not two Nones compared
+    monkeypatch.setattr(layout, "_kernel_sweep", None)
+    monkeypatch.setattr(sweep, "_kernel_relax", None)
+    for reverse, found in zip((False, True), compiled, strict=True):
+        assert _same(layout.sweep_layout(model, max_states=16, reverse=reverse), found)
