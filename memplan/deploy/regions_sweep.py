@@ -38,7 +38,7 @@ CP-SAT too.
 
 The sweep runs compiled (``relax`` in ``_layout_kernel.c``: the same states, merges,
 ties, work count and record), since numpy's cost per call, a few hundred events of
-small arrays, made most of its time (on Phi-3's bank 34 ms a sweep, compiled 10); its
+small arrays, made most of its time (on Phi-3's 50 % bank 34 ms a sweep, compiled 8); its
 record comes as the compiled layout sweep's guide columns (`Record`), each step's rows
 sorted. The numpy loop (`_numpy_sweep`) is its fallback where no C compiler was at
 hand, and the tests hold the two equal.
@@ -60,7 +60,7 @@ except ImportError:  # no C compiler at install time: the sweep in numpy (`_nump
 
 MAX_STATES = 1 << 13  # states the sweep keeps at one step before it gives up
 MAX_WORK = 1 << 23  # state entries it may touch in all (states x live units, summed)
-LONG = (1 << 63) - 1  # the compiled sweep's integers: a ceiling or limit past it is none
+LONG = (1 << 63) - 1  # the compiled sweep's largest integer: a ceiling or count is cut to it
 
 
 def sweep_relaxation(model, ceiling: int | None = None, max_states: int = MAX_STATES,
