@@ -43,7 +43,8 @@ count, so a busy machine gets the same verdict). The beam runs compiled
 (``_layout_kernel.c``: the same states, merges and ties, about 45 M entries a CPU
 second against numpy's 12 M, and none of numpy's cost per step, which dominated the
 narrow beams); the numpy loop below is its fallback where no C compiler was at
-hand, and the tests hold the two equal. The guide stays in numpy.
+hand, and the tests hold the two equal. The guide's relaxation runs compiled too, and
+hands over its states already as the kernel's columns (`regions_sweep.Record`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,18 @@ import numpy as np
 
 from memplan.budget import past, to_deadline
 from memplan.deploy.regions import slow_regions
-from memplan.deploy.regions_sweep import merged, rows, sweep_relaxation, timeline, unit_choices
+from memplan.deploy.regions_sweep import (
+    Record,
+    choice_columns,
+    compiled_relaxation,
+    event_columns,
+    hash_mix,
+    merged,
+    rows,
+    sweep_relaxation,
+    timeline,
+    unit_choices,
+)
 from memplan.shares import LAYOUT_KERNEL_WORK_PER_CPU, LAYOUT_WORK_PER_CPU
 
 try:
@@ -102,12 +114,10 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
     pinned = groups.pinned_base.astype(np.int64)
     modulus = np.maximum(groups.modulus.astype(np.int64), 1)
     residue = groups.residue.astype(np.int64) % modulus
-    box_starts = set(line.box_start.tolist())
-    events, starting = line.events()
     if _kernel_sweep is not None:
         found = _kernel_sweep(*kernel_columns(
-            events, starting, box_starts, line, extent, unit_size, pinned, modulus, residue,
-            choices, prices, limits, guide), placed, -1 if most is None else most, max_states,
+            line, extent, unit_size, pinned, modulus, residue, choices, prices, limits,
+            guide), placed, -1 if most is None else most, max_states,
             CROWD, max_work, guide.horizon, np.inf if ceiling is None else ceiling,
             np.inf if deadline is None else to_deadline(deadline))
         if found is None:
@@ -115,6 +125,8 @@ def sweep_layout(model, ceiling: int | None = None, max_states: int = MAX_STATES
         cost, unit_regions, unit_offsets = found
         return (cost, *_members(geometry, len(problem), np.frombuffer(unit_regions, np.int64),
                                 np.frombuffer(unit_offsets, np.int64)))
+    box_starts = set(line.box_start.tolist())
+    events, starting = line.events()
     column = np.zeros(len(geometry.units), np.int64)  # a live unit's column in the states
     live: list[int] = []
     region = np.zeros((1, 0), np.int64)  # per state and live unit: its region
@@ -213,36 +225,19 @@ def work_per_cpu() -> int:
     return LAYOUT_WORK_PER_CPU if _kernel_sweep is None else LAYOUT_KERNEL_WORK_PER_CPU
 
 
-def kernel_columns(events, starting, box_starts, line, extent, unit_size, pinned, modulus,
-                   residue, choices, prices, limits, guide) -> tuple[np.ndarray, ...]:
+def kernel_columns(line, extent, unit_size, pinned, modulus, residue, choices, prices,
+                   limits, guide) -> tuple[np.ndarray, ...]:
     """The sweep's columns as the compiled kernel takes them (``sweep`` in
     ``_layout_kernel.c``): the steps (a box starts at each or not), the units starting at
     each, the units' columns and choices, the boxes, and the guide's states by step, each
-    step's rows sorted for a binary search."""
-    column = np.ascontiguousarray
-    starts = [starting.get(t, []) for t in events]
-    steps = guide.steps.tolist()
-    seen = [guide.record[t][0] for t in steps]
-    states, costs = [], []
-    for t in steps:
-        rows_at, costs_at = guide.record[t][1], guide.record[t][2]
-        order = np.lexsort(rows_at.T[::-1]) if rows_at.shape[1] else np.arange(len(rows_at))
-        states.append(rows_at[order].reshape(-1))
-        costs.append(costs_at[order])
-    units = len(extent)
-    mix = np.random.default_rng(0).integers(1, 1 << 62, 2 * units + 2)  # `merged`'s hash
-    return tuple(column(a, np.int64) for a in (
-        events, [t in box_starts for t in events], np.cumsum([0] + [len(u) for u in starts]),
-        [u for at in starts for u in at], line.ends, extent, unit_size, pinned, modulus,
-        residue, np.cumsum([0] + [len(c) for c in choices]),
-        np.concatenate([np.zeros(0, np.int64), *choices]),
-        np.concatenate([np.zeros(0, np.int64), *prices]), limits, line.box_start,
-        line.box_end, line.box_bytes, line.box_unit, guide.steps,
-        np.cumsum([0] + [len(u) for u in seen]),
-        np.concatenate([np.zeros(0, np.int64), *seen]),
-        np.cumsum([0] + [len(c) for c in costs]), np.cumsum([0] + [len(c) for c in states]),
-        np.concatenate([np.zeros(0, np.int64), *states]),
-        np.concatenate([np.zeros(0, np.int64), *costs]), guide.price.reshape(-1), mix))
+    step's rows sorted for a binary search (as the compiled relaxation recorded them)."""
+    record = guide.columns
+    return tuple(np.ascontiguousarray(a, np.int64) for a in (
+        *event_columns(line), line.ends, extent, unit_size, pinned, modulus, residue,
+        *choice_columns(choices, prices), limits, line.box_start, line.box_end,
+        line.box_bytes, line.box_unit, record.steps, record.seen_ptr, record.seen,
+        record.state_ptr, record.cell_ptr, record.states, record.costs,
+        guide.price.reshape(-1), hash_mix(2 * len(extent) + 2)))
 
 
 def _members(geometry, buffers: int, unit_regions: np.ndarray, unit_offsets: np.ndarray
@@ -261,18 +256,26 @@ class Guide:
     """What the units still to start cost at least, given the regions of the live ones:
     the relaxation swept backwards (`sweep_relaxation` with ``reverse``), its states
     kept at every step. Its cost at step ``t`` covers every unit live after ``t``: the
-    live ones' own costs, taken off, leave the rest's least cost under the loads."""
+    live ones' own costs, taken off, leave the rest's least cost under the loads. With
+    the compiled beam, ``columns`` (a `Record`, from the compiled relaxation) holds the
+    same states as the beam's columns, ``record`` as views of them."""
 
     def __init__(self, model, ceiling: int | None, reverse: bool = True):
-        self.record: dict = {}
         self.horizon = int(model.problem.horizon)
         self.price = np.zeros((len(model.geometry.units), len(model.limit)), np.int64)
         for u, inside in enumerate(model.unit_regions):
             for k in inside:
                 self.price[u, k] = model.unit_bytes[u] * model.weight[k]
-        swept = sweep_relaxation(model, ceiling, reverse=reverse, record=self.record,
-                                 uncapped=True)
-        self.steps = np.array(sorted(self.record) if swept is not None else [], np.int64)
+        if _kernel_sweep is not None:  # the compiled beam takes the record as columns
+            swept, record = compiled_relaxation(model, ceiling, reverse=reverse, record=True)
+            self.columns = record if swept is not None else Record.empty()
+            self.record = self.columns.by_step()
+            self.steps = self.columns.steps
+        else:
+            self.record: dict = {}
+            swept = sweep_relaxation(model, ceiling, reverse=reverse, record=self.record,
+                                     uncapped=True)
+            self.steps = np.array(sorted(self.record) if swept is not None else [], np.int64)
 
     def rest(self, t: int, live: list[int], region: np.ndarray) -> np.ndarray:
         """Per state (its ``live`` units' ``region``), the least cost of the units that
