@@ -456,6 +456,27 @@ def test_the_region_model_built_on_first_use_is_the_same_model(seed, problem, we
         assert list(later.top) == later.costly
 
 
+@pytest.mark.parametrize("built_first", [False, True])
+def test_kept_tops_replace_the_ones_kept_before(built_first):
+    """A later `keep_tops` replaces the earlier top, a looser one too, whether the CP-SAT
+    model was built before the calls or after: at 7 bytes the slow bank cannot take the
+    8 that step 2 puts over the fast one, at 8 it can."""
+    from ortools.sat.python import cp_model
+
+    from memplan.deploy.regions_exact import RegionModel
+
+    model = RegionModel(CHAIN, packed=False)
+    if built_first:
+        assert model.cp is not None
+    model.keep_tops({1: 7})
+    assert model.solve(None, 5.0, 0, 1)[1] == cp_model.INFEASIBLE
+    model.keep_tops({1: 8})
+    model.cp.minimize(model.arena)
+    solver, status, _ = model.solve(None, 5.0, 0, 1)
+    assert status == cp_model.OPTIMAL and solver.value(model.top[1]) == 8
+    assert model.kept == {1: 8}
+
+
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems(),
                          ids=lambda x: str(x) if isinstance(x, int) else "")
 def test_the_sweep_solves_the_relaxation_exactly(seed, problem, weights):
@@ -617,6 +638,29 @@ def test_with_little_cpu_left_the_arena_stage_aims_a_lighter_model_at_its_bound(
     check(CHAIN, plan)
 
 
+def test_a_tie_break_whose_choices_are_all_over_the_ceiling_takes_the_gap_instead():
+    """The arena's optimum (a and b slow: 1000 bytes at a time, 2000 in all) is over the
+    ceiling's slow bytes, and so is every choice at its slow arena. The tie-break on the
+    cost takes any slow arena within the gap of the bound instead: c slow (1005, within
+    1 % of it and within the ceiling), so the ceiling's second run is not needed."""
+    from memplan.deploy.regions import region_plan
+
+    # fast: 2000 bytes; a and c live at step 0, b and c at step 1: one of them goes slow
+    problem = Problem([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 1, 2),
+                       Buffer("c", 1005, 0, 2)],
+                      regions=[Region("sram", 2000, 0.0), DRAM], name="over the ceiling")
+    ceiling = region_plan(problem, np.array([0, 0, 0]), np.array([0, 0, 1]),
+                          planner="start", seconds=0)
+    plan = plan_regions_exact(problem, time_limit=5, objective="arena", relative_gap=0.01,
+                              ceiling=ceiling)
+    check(problem, plan)
+    assert "ceiling" not in plan.stats
+    assert slow_measures(problem, plan) == (1005, 1005)
+    assert plan.stats["arena_bound"] == 1000 and plan.stats["arena_cost"] == 1005
+    exact = plan_regions_exact(problem, time_limit=5, objective="arena", ceiling=ceiling)
+    assert slow_measures(problem, exact) == (1005, 1005)  # no gap: the ceiling's run
+
+
 def _two_banks(problems):
     """The problems of a fast and a slow region only (the aimed search's)."""
     return [case for case in problems if len(case[1].regions) == 2]
@@ -657,6 +701,27 @@ def test_the_aimed_search_never_proves_past_the_exhaustive_optimum(seed, problem
         _, bound, _ = _aimed(capped, relaxed, (chosen, None), None, (0.0, aim),
                              (None, 5.0, 0, 1))
         assert bound == 0.0
+
+
+def test_the_aimed_search_within_a_cap_starts_from_the_cheapest_choice_within_it():
+    """Hinted with a choice over the cap's slow bytes (everything slow), the aimed search
+    takes the cheapest choice of its capped relaxation instead; laid out, that choice is
+    within the cap at the aim, so the plan comes without the packed model's search."""
+    from memplan.deploy.regions_exact import RegionModel, _aimed
+
+    everything_slow = np.ones(len(CHAIN), np.int64)
+    relaxed = RegionModel(CHAIN, packed=False)
+    model = RegionModel(CHAIN, pack_last=False)
+    model.cap(8, 8)  # the weights alone slow: step 2 holds 136 bytes, the fast bank 128
+    best, bound, _ = _aimed(model, relaxed, (everything_slow, None), None, (0.0, 8),
+                            (None, 5.0, 0, 1))
+    plan = lay_out(CHAIN, best[1], [], offsets=best[0])
+    check(CHAIN, plan)
+    assert not plan.stats["over_capacity"]
+    assert slow_measures(CHAIN, plan) == (8, 8)
+    assert _regions_of(CHAIN, plan)["weights"] == "dram"
+    assert bound == 0.0  # a cap the relaxation has not proves nothing
+    assert "cp" not in vars(model)  # the packed model never built
 
 
 @pytest.mark.parametrize("seed,problem,weights", _small_region_problems()[::3],

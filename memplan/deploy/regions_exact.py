@@ -78,7 +78,14 @@ relaxation's choice laid out is not within the gap: the slow loads of every
 state within the gap of it, so a plan the sweep finds and the slow bank's
 layout reaches is proven (`_laid_out`). With a ceiling, the sweep's states keep
 within its slow bytes and slow arena in both runs, so the first run's plan
-mostly stays within it and the second run is not needed.
+mostly stays within it and the second run is not needed. When the arena plan is
+over the ceiling all the same, the cost's tie-break (the first run's last stage)
+keeps only plans within it; where every choice at the arena plan's tops is over
+it too (or the sweep cannot tell), or none of them laid out fits, the tie-break's
+relaxation runs again capped by the ceiling, every kept top raised to a slow
+arena within the gap of the bound (`_loosened`): a plan within the ceiling,
+proven within the gap, for one relaxation (on a KV-cache decoder's 1 MiB bank,
+0.1 CPU-s against the second run's 0.3).
 
 Bounds: beside NoOverlap2D, every region's bytes at each step where the
 live set is maximal are at most its capacity and at most its top
@@ -163,7 +170,7 @@ class RegionModel:
         ``pack_last=False``: every region packed but the last (the roomiest, which keeps its
         per-step loads alone and is laid out afterwards): the aimed search's model
         (`_aimed`), a relaxation too, much lighter than the full model."""
-        self.packed, self.pack_last = packed, pack_last
+        self.packed, self.pack_last, self.reads = packed, pack_last, reads
         mandatory = [a for a in problem.aliases if not a.optional]
         self.problem = core = problem.replace(aliases=mandatory)
         self.geometry = geometry = build_geometry(core)
@@ -185,6 +192,7 @@ class RegionModel:
         self.aim: int | None = None
         self.aim_bytes: int | None = None
         self.kept: dict[int, int] = {}  # `keep_tops`'s tops
+        self._top_limits: dict = {}  # per region, the constraint that keeps its top
         self._added: list = []  # `cap` and `keep_tops` calls before the model is built
 
     def __getattr__(self, name: str):
@@ -297,6 +305,14 @@ class RegionModel:
                     set(self._packed_regions()):
                 cp.add_bool_or([a_below, b_below, ~self.inside[ua][k], ~self.inside[ub][k]])
 
+    def relaxation(self) -> RegionModel:
+        """This model without the packing (``packed=False``), with its cap and kept tops."""
+        relaxed = RegionModel(self.problem, self.reads, packed=False)
+        if self.capped is not None:
+            relaxed.cap(*self.capped)
+        relaxed.keep_tops(self.kept)
+        return relaxed
+
     def _packed_regions(self) -> range:
         """The regions whose layout the model holds (all, or all but the last)."""
         return range(len(self.problem.regions) - (not self.pack_last))
@@ -316,14 +332,17 @@ class RegionModel:
         self.cp.add(sum(self.top.values()) <= slow_arena)
 
     def keep_tops(self, tops: dict[int, int]) -> None:
-        """Every top of a region that costs something at most ``tops[region]``."""
+        """Every top of a region that costs something at most ``tops[region]``, in place of
+        what an earlier call kept there (a tie-break may loosen them: `_choose`)."""
         self.kept.update(tops)
         self._add(self._keep_tops, dict(tops))
 
     def _keep_tops(self, tops: dict[int, int]) -> None:
         for k, top in self.top.items():
-            if k in tops:
-                self.cp.add(top <= tops[k])
+            if k in tops and k in self._top_limits:  # top <= kept: its domain's upper end
+                self._top_limits[k].proto.linear.domain[1] = tops[k]
+            elif k in tops:
+                self._top_limits[k] = self.cp.add(top <= tops[k])
 
     def _add(self, add, *arguments) -> None:
         """``add(*arguments)`` on the model now if it is built, else when it is."""
@@ -575,30 +594,26 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     for n, stage in enumerate(stages):
         share = None if seconds is None else seconds / (len(stages) - n)
         began = stats["stage_cpu"]
-        # a cap left out, the sweep's bound is a lower one: it holds within the cap too
-        swept = None if stage != "cost" else _swept(
-            relaxed, None if best is None else relaxed.value(*best, stage), shared.sweeps)
-        if swept is not None:  # the relaxation solved exactly by the sweep
-            bound, chosen = swept
-            stats[f"{stage}_relaxed"] = "swept"
-        else:
-            relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
-            if best is not None:
-                relaxed.hint(*best)
-            solver, status, spent = relaxed.solve(
-                deadline, None if share is None else
-                max(share * RELAX_SHARE, min(share, RELAX_LEAST)), seed, threads)
-            stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
-            stats["stage_cpu"] += spent
-            if status == cp_model.INFEASIBLE and n == 0:
-                return None  # not even the loads of every step fit the capacities
-            bound = solver.best_objective_bound if status in _SOLVED else 0.0
-            chosen = relaxed.read(solver)[1] if status in _SOLVED else None
+        breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
+        # a tie-break after an arena plan over the first run's ceiling (which goes anyway):
+        # within it, at any slow arena within the gap of the bound when need be (`_loosened`)
+        within_gap = None if not breaking else _arena_aim(relaxed, proven["arena"], gap)
+        outside = within_gap is not None and best is not None and \
+            not _inside(problem, best, shared.over)
+        relaxing = (stage, best, None if share is None else
+                    max(share * RELAX_SHARE, min(share, RELAX_LEAST)), deadline, seed, threads)
+        status, bound, chosen = _relaxation(relaxed, relaxing, stats, shared.sweeps,
+                                            swept_only=outside)
+        if status == cp_model.INFEASIBLE and n == 0:
+            return None  # not even the loads of every step fit the capacities
         if n == 0:
             bound = max(bound, shared.floors.get(stage, 0.0))
             if chosen is not None:
                 shared.choices.setdefault(stage, chosen)
-        breaking = gap > 0 and n > 0  # with a gap, the cost after the arenas breaks ties
+        loosened = outside and (chosen is None or _beyond(relaxed, best, chosen, shared.over))
+        if loosened:  # every choice at the arena plan's tops is over the ceiling too
+            status, bound, chosen = _loosened(relaxed, within_gap, shared.over, relaxing,
+                                              stats, shared.sweeps)
         if breaking and _beyond(relaxed, best, chosen, shared.over):
             stats[f"{stage}_status"] = "relaxation"  # its plan ends over the ceiling anyway
             proven[stage] = bound
@@ -612,9 +627,20 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
         if staying:
             relaxed.capped = shared.over
         try:
-            best = _laid_out(relaxed, chosen, best, stage, (bound, gap, deadline, left),
-                             searched, shared.over if stage == "arena" else None,
-                             shared.layouts)
+            found = _laid_out(relaxed, chosen, None if outside else best, stage,
+                              (bound, gap, deadline, left), searched,
+                              shared.over if stage == "arena" else None, shared.layouts)
+            if outside and found is None and not loosened:  # none within it at those tops
+                stats["stage_cpu"] += laying.cpu_elapsed()
+                tight = chosen
+                status, bound, chosen = _loosened(relaxed, within_gap, shared.over, relaxing,
+                                                  stats, shared.sweeps)
+                laying = Stopwatch()
+                if chosen is not None and not np.array_equal(chosen, tight):
+                    found = _laid_out(relaxed, chosen, None, stage,
+                                      (bound, gap, deadline, left), searched, None,
+                                      shared.layouts)
+            best = best if found is None else found
         finally:
             if staying:
                 relaxed.capped = None
@@ -676,6 +702,46 @@ def _choose(build, hint: Plan, fallback: Plan, objective: str,
     return offsets, regions, proven_cost, proven_arena
 
 
+def _loosened(relaxed: RegionModel, within_gap: int, over: tuple[int, int], limits: tuple,
+              stats: dict, sweeps: dict) -> tuple[int, float, np.ndarray | None]:
+    """The tie-break's relaxation (`_relaxation`, ``limits`` its) once more, capped by the
+    first run's ceiling ``over`` and every kept top at least ``within_gap`` (a slow arena
+    within the gap of the arena's bound): the first run's last stage, after an arena plan
+    over the ceiling, which goes anyway."""
+    relaxed.cap(*over)
+    relaxed.keep_tops({k: max(top, within_gap) for k, top in relaxed.kept.items()})
+    return _relaxation(relaxed, limits, stats, sweeps)
+
+
+def _relaxation(relaxed: RegionModel, limits: tuple, stats: dict, sweeps: dict, *,
+                swept_only: bool = False) -> tuple[int, float, np.ndarray | None]:
+    """The relaxation of a stage solved: the cost's by the sweep where it can (`_swept`),
+    else in CP-SAT hinted with the best plan. ``limits``: the stage, the best plan (offsets
+    and regions, or None), CPU seconds per worker, the deadline, the seed and threads.
+    Its status (`cp_model.OPTIMAL` when swept), bound and choice (None: none found); the
+    status's name goes to ``stats[stage + "_relaxed"]``, the CPU to ``stats["stage_cpu"]``."""
+    stage, best, cpu, deadline, seed, threads = limits
+    # a cap left out, the sweep's bound is a lower one: it holds within the cap too
+    swept = None if stage != "cost" else _swept(
+        relaxed, None if best is None else relaxed.value(*best, stage), sweeps)
+    if swept is not None and (relaxed.capped is None or _slow_bytes(
+            relaxed.problem, swept[1]) <= relaxed.capped[0]):  # solved exactly by the sweep
+        stats[f"{stage}_relaxed"] = "swept"
+        return cp_model.OPTIMAL, *swept
+    if swept_only:
+        stats[f"{stage}_relaxed"] = "unknown"
+        return cp_model.UNKNOWN, 0.0, None
+    relaxed.cp.minimize(relaxed.arena if stage == "arena" else relaxed.cost)
+    if best is not None:
+        relaxed.hint(*best)
+    solver, status, spent = relaxed.solve(deadline, cpu, seed, threads)
+    stats[f"{stage}_relaxed"] = solver.status_name(status).lower()
+    stats["stage_cpu"] += spent
+    if status not in _SOLVED:
+        return status, 0.0, None
+    return status, solver.best_objective_bound, relaxed.read(solver)[1]
+
+
 @dataclass
 class _Shared:
     """What the two stage-1 runs share: the relaxation's sweeps by their kept tops
@@ -705,8 +771,12 @@ def _beyond(relaxed: RegionModel, best, chosen: np.ndarray | None,
     if over is None or best is None or chosen is None:
         return False
     problem = relaxed.problem
-    slow = slow_regions(problem)[chosen]
-    return not _inside(problem, best, over) and int(problem.sizes[slow].sum()) > over[0]
+    return not _inside(problem, best, over) and _slow_bytes(problem, chosen) > over[0]
+
+
+def _slow_bytes(problem: Problem, regions: np.ndarray) -> int:
+    """The bytes a region choice puts in the slow regions."""
+    return int(problem.sizes[slow_regions(problem)[regions]].sum())
 
 
 def _inside(problem: Problem, best, over: tuple[int, int] | None) -> bool:
@@ -873,46 +943,80 @@ def _aimed(model: RegionModel, relaxed: RegionModel, hints: tuple, best,
     model: ``model`` (every region packed but the slow one, which keeps its loads alone)
     with the slow top at most ``aims[1]`` (`_arena_aim`: within the gap of the bound
     ``aims[0]``), hinted with a region choice, the fast bank laid out by the heuristics:
-    ``hints[0]``, the relaxation's, else (None: it had no CPU) the cheapest choice at the
-    aim (`sweep_relaxation`, its cap left out: few slow bytes, so mostly within a
-    ceiling's), else ``hints[1]`` (the first run's relaxation's, `_Shared`; or None);
-    ``limits``: the deadline, the CPU seconds per worker (`AIM_CPU`: what the stage has
-    left is mostly less than the search needs), the seed and threads. Its plan, the slow
-    bank laid out here, is kept when better (``best``: offsets and regions, or None).
+    ``hints[0]``, the relaxation's, else (None: it had no CPU, or more slow bytes than
+    ``model``'s cap) the cheapest choice at the aim (`sweep_relaxation`, its cap left out:
+    few slow bytes, so mostly within a ceiling's; where the sweep gives up or its choice
+    is over the cap, the capped relaxation's in CP-SAT), else ``hints[1]`` (the first
+    run's relaxation's, `_Shared`; or None); ``limits``: the deadline, the CPU seconds per
+    worker of each CP-SAT run (`AIM_CPU`: what the stage has left is mostly less than the
+    search needs), the seed and threads. Its plan, the slow bank laid out here, is kept
+    when better (``best``: offsets and regions, or None): at the aim, then within the cap,
+    then the smaller slow arena. A hint that, laid out, is already at the aim within the
+    cap is the plan: the search is left out.
 
     Why: on the small decoders' banks the relaxation's bound is the optimum (a long CP-SAT
     run of the full model proves it) and its choice, laid out, overflows the fast bank by
     a few hundred bytes; the full model needs 0.7-3 CPU-s to reach the bound, this one,
     without the slow bank's packing and with the aim as a constraint, 0.02-0.1 on CLIP's,
     Mistral's, Phi-3's and (within BankedGreedy's slow bytes, hinted with the cheapest
-    choice) Gemma-2's. INFEASIBLE proves every plan's slow arena above the aim (the
-    model is a relaxation of the full one), unless ``model`` has a cap ``relaxed`` has not
-    (the first run's, a ceiling's: its plans within the ceiling, the run's bounds for
-    every plan): the bound rises to it. Returns the best plan (offsets and regions), the
-    bound and the CPU seconds per worker it took."""
+    choice) Gemma-2's. Where the hint, laid out, already is a plan at the aim within the
+    cap, the search is not needed (DeiT-tiny's 50 % bank: the export's planning took 0.15
+    CPU-s without it, 0.35 with it); a relaxation's choice over the cap's slow bytes never
+    is one, hence the capped relaxation. INFEASIBLE proves every plan's slow arena above
+    the aim (the model is a relaxation of the full one), unless ``model`` has a cap
+    ``relaxed`` has not (the first run's, a ceiling's: its plans within the ceiling, the
+    run's bounds for every plan): the bound rises to it. Returns the best plan (offsets
+    and regions), the bound and the CPU seconds per worker it took."""
     bound, aim = aims
     deadline, cpu, seed, threads = limits
     problem, slow, watch = relaxed.problem, len(relaxed.limit) - 1, Stopwatch()
     model.keep_tops({**relaxed.kept, slow: min(aim, relaxed.kept.get(slow, aim))})
     chosen, fallback = hints
-    if chosen is None:  # the cheapest choice at the aim
+    laying = spent = 0.0  # CPU seconds in Python; per worker in CP-SAT
+
+    def over(choice) -> bool:  # more slow bytes than the cap allows
+        return model.capped is not None and _slow_bytes(problem, choice) > model.capped[0]
+
+    if chosen is None or over(chosen):  # the cheapest choice at the aim
         swept = sweep_relaxation(model, uncapped=True)
-        chosen = fallback if swept is None else swept[1]
+        if swept is not None and not over(swept[1]):
+            chosen = swept[1]
+        elif model.capped is not None:  # within the cap: its relaxation in CP-SAT
+            cheapest = model.relaxation()
+            cheapest.cp.minimize(cheapest.cost)
+            laying = watch.cpu_elapsed()
+            solver, status, spent = cheapest.solve(deadline, cpu, seed, threads)
+            watch = Stopwatch()
+            chosen = cheapest.read(solver)[1] if status in _SOLVED else fallback
+        else:
+            chosen = fallback if swept is None else swept[1]
     if chosen is None:
-        return best, bound, watch.cpu_elapsed()
-    quick = lay_out(problem, chosen, range(slow), search_evaluations=0)
+        return best, bound, laying + watch.cpu_elapsed() + spent
+
+    def rank(offsets, regions) -> tuple[bool, bool, int]:  # at the aim, within the cap
+        value = relaxed.value(offsets, regions, "arena")
+        return value > relaxed.weight[slow] * aim, \
+            not _inside(problem, (offsets, regions), model.capped), value
+
+    def kept(laid: Plan, best):
+        if relaxed.admits(laid) and (best is None or rank(laid.offsets, laid.regions) <
+                                     rank(*best)):
+            return laid.offsets, laid.regions
+        return best
+
+    quick = lay_out(problem, chosen, range(slow + 1), search_evaluations=0)
+    if model.admits(quick) and not rank(quick.offsets, quick.regions)[0]:  # no search
+        return kept(quick, best), bound, laying + watch.cpu_elapsed() + spent
     model.hint(quick.offsets, chosen)
-    laying = watch.cpu_elapsed()
-    solver, status, spent = model.solve(deadline, cpu, seed, threads)
+    laying += watch.cpu_elapsed()
+    solver, status, searched = model.solve(deadline, cpu, seed, threads)
+    spent += searched
     if status == cp_model.INFEASIBLE and model.capped == relaxed.capped:
         return best, max(bound, float(relaxed.weight[slow] * (aim + 1))), laying + spent
     if status in _SOLVED:
         watch = Stopwatch()
         offsets, regions = model.read(solver)
-        laid = lay_out(problem, regions, [slow], offsets=offsets)
-        if relaxed.admits(laid) and (best is None or relaxed.value(
-                laid.offsets, laid.regions, "arena") < relaxed.value(*best, "arena")):
-            best = laid.offsets, laid.regions
+        best = kept(lay_out(problem, regions, [slow], offsets=offsets), best)
         laying += watch.cpu_elapsed()
     return best, bound, laying + spent
 
