@@ -661,6 +661,39 @@ def test_a_tie_break_whose_choices_are_all_over_the_ceiling_takes_the_gap_instea
     assert slow_measures(problem, exact) == (1005, 1005)  # no gap: the ceiling's run
 
 
+def test_a_tie_break_that_lays_out_nothing_within_the_ceiling_takes_the_gap_instead(
+        monkeypatch):
+    """When no layout of the tie-break's choice at the arena plan's tops is within the
+    ceiling (here: none kept, the first time), its relaxation runs again, capped by the
+    ceiling, at a slow arena within the gap of the bound: c slow, no second run."""
+    import memplan.deploy.regions_exact as exact
+    from memplan.deploy.regions import region_plan
+
+    problem = Problem([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 1, 2),
+                       Buffer("c", 1005, 0, 2)],
+                      regions=[Region("sram", 2000, 0.0), DRAM], name="over the ceiling")
+    ceiling = region_plan(problem, np.array([0, 0, 0]), np.array([0, 0, 1]),
+                          planner="start", seconds=0)
+    laid_out, loosened, tie_breaks = exact._laid_out, exact._loosened, []
+
+    def first_lays_out_nothing(relaxed, chosen, best, stage, *args, **options):
+        found = laid_out(relaxed, chosen, best, stage, *args, **options)
+        if stage == "cost":
+            tie_breaks.append(dict(relaxed.kept))
+        return None if len(tie_breaks) == 1 else found
+
+    monkeypatch.setattr(exact, "_laid_out", first_lays_out_nothing)
+    monkeypatch.setattr(exact, "_beyond", lambda *args: False)  # the tight choice is tried
+    monkeypatch.setattr(exact, "_loosened", lambda *args: tie_breaks.append("loosened") or
+                        loosened(*args))
+    plan = plan_regions_exact(problem, time_limit=5, objective="arena", relative_gap=0.01,
+                              ceiling=ceiling)
+    check(problem, plan)
+    assert tie_breaks == [{1: 1000}, "loosened", {1: 1010}]
+    assert "ceiling" not in plan.stats
+    assert slow_measures(problem, plan) == (1005, 1005)
+
+
 def _two_banks(problems):
     """The problems of a fast and a slow region only (the aimed search's)."""
     return [case for case in problems if len(case[1].regions) == 2]
