@@ -105,16 +105,25 @@ def test_the_ceilings_run_sweeps_no_kept_tops_the_first_run_swept(monkeypatch):
 
 def test_the_ceilings_run_lays_out_no_choice_the_first_run_laid_out(monkeypatch):
     """The first run's plan over the ceiling (its arena stage made to keep the cheaper
-    plan, its tie-break not left out): both runs break the arena's ties on the same
-    choice, within the same cap; the ceiling's run lays it out no second time, and plans
-    as it would anew."""
+    plan, its tie-break not left out but made to keep no plan within the ceiling): both
+    runs break the arena's ties on the same choice, within the same cap; the ceiling's run
+    lays it out no second time, and plans as it would anew."""
     problem, reads, ceiling = _ties()
     laid_out, lay_out = exact._laid_out, exact.lay_out
     monkeypatch.setattr(exact, "_beyond", lambda *args: False)
     plans, layouts = [], []
+
+    def first_run_keeps_none(*args, reuse, seen):
+        found = laid_out(*args[:6], None, args[7] if reuse else None)
+        if args[3] == "cost":
+            seen.add("cost")
+        elif "cost" in seen:  # an arena stage after a tie-break: the ceiling's run
+            seen.add("ceiling")
+        return None if args[3] == "cost" and "ceiling" not in seen else found
+
     for reuse in (True, False):
-        monkeypatch.setattr(exact, "_laid_out", lambda *args, reuse=reuse: laid_out(
-            *args[:6], None, args[7] if reuse else None))
+        monkeypatch.setattr(exact, "_laid_out", lambda *args, reuse=reuse, seen=set():
+                            first_run_keeps_none(*args, reuse=reuse, seen=seen))
         monkeypatch.setattr(exact, "lay_out", lambda problem, regions, chosen, reuse=reuse,
                             **kw: layouts.append((reuse, regions.tobytes(), tuple(chosen)))
                             or lay_out(problem, regions, chosen, **kw))
