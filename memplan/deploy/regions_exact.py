@@ -989,7 +989,7 @@ def _aimed(model: RegionModel, relaxed: RegionModel, hints: tuple, best,
             watch = Stopwatch()
             chosen = cheapest.read(solver)[1] if status in _SOLVED else fallback
         else:
-            chosen = fallback if swept is None else swept[1]
+            chosen = fallback
     if chosen is None:
         return best, bound, laying + watch.cpu_elapsed() + spent
 
@@ -1005,7 +1005,7 @@ def _aimed(model: RegionModel, relaxed: RegionModel, hints: tuple, best,
         return best
 
     quick = lay_out(problem, chosen, range(slow + 1), search_evaluations=0)
-    if model.admits(quick) and not rank(quick.offsets, quick.regions)[0]:  # no search
+    if model.admits(quick):  # at the aim (a kept top) within the cap: no search
         return kept(quick, best), bound, laying + watch.cpu_elapsed() + spent
     model.hint(quick.offsets, chosen)
     laying += watch.cpu_elapsed()
